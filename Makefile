@@ -1,0 +1,49 @@
+# Two commands set everything up and run it:
+#   make repro   virtualenv + install + params.yaml from conf/ + dvc repro (the embedded default)
+#   make test    virtualenv + install (with dev extras) + the whole test suite
+# Also: make lab (JupyterLab on the notebooks), make params, make bench, make clean.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+# pytest workers: 2 cores here and in CI.
+JOBS   ?= 2
+
+.PHONY: repro test lab params install install-dev bench clean
+
+$(BIN)/activate:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: $(BIN)/activate pyproject.toml
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+params: install
+	$(PY) -m workbench.config dump -o params.yaml
+
+# DVC needs a git repository; a source tarball without one gets a fresh one here.
+repro: params
+	@test -d .git || git init -q
+	@test -d .dvc || $(BIN)/dvc init -q
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro
+
+test: install-dev
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -n $(JOBS) -q
+
+lab: install
+	$(BIN)/jupyter lab notebooks/
+
+bench: install
+	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf data/raw data/processed .dvc/cache .dvc/tmp

@@ -1,0 +1,62 @@
+"""Shared fixtures: Hydra compose with the `ci` profile into temporary output folders."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from workbench.config import REPO_ROOT, compose, to_yaml, validate
+
+os.environ.setdefault("TQDM_DISABLE", "1")
+
+
+def shared_data_dir() -> Path:
+    """The real dataset samples: ``../shared/data`` beside the repo (or $WORKBENCH_SHARED_DATA)."""
+    return Path(os.environ.get("WORKBENCH_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+
+
+def write_params(directory: Path, overrides: list[str] | None = None) -> Path:
+    """Compose conf/ with the ci profile and outputs under ``directory``; write params.yaml."""
+    overrides = ["profile=ci", f"paths.data={directory / 'data'}",
+                 f"paths.results={directory / 'results'}",
+                 f"paths.reports={directory / 'reports'}",
+                 f"paths.shared_data={shared_data_dir()}", *(overrides or [])]
+    composed = compose(overrides)
+    validate(composed)
+    path = directory / "params.yaml"
+    path.write_text(to_yaml(composed))
+    return path
+
+
+@pytest.fixture
+def ci_params(tmp_path: Path) -> Path:
+    """A params.yaml for the ci profile writing into ``tmp_path``."""
+    return write_params(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def ci_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run every data and experiment stage of the pipeline once on the ci profile.
+
+    Returns the params file; outputs lie beside it.
+    """
+    from workbench.stages import run
+
+    root = tmp_path_factory.mktemp("pipeline")
+    params = write_params(root)
+    from workbench.config import load
+
+    cfg = load(params=params)
+    for name in cfg.pipeline.datasets:
+        for stage in ("download", "preprocess", "dataset-stats"):
+            run([stage, "--params", str(params), "--dataset", name])
+    return params
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark tests that execute notebooks."""
+    for item in items:
+        if "notebook" in item.nodeid:
+            item.add_marker(pytest.mark.notebook)

@@ -1,0 +1,97 @@
+"""Hydra composition, validation of every value, and params.yaml parity."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from workbench.config import (PARAMS_FILE, REPO_ROOT, ConfigError, compose, load, to_yaml,
+                              validate)
+
+
+def test_default_config_validates() -> None:
+    cfg = load()
+    assert cfg.dataset.name == "synthetic"
+    assert cfg.dataset.synthetic is not None and cfg.dataset.synthetic.rows == 400_000
+    assert set(cfg.pipeline.datasets) <= set(cfg.datasets)
+    assert cfg.cluster.per_worker("bandwidth_gbps") == [1.0] * cfg.cluster.workers
+
+
+def test_ci_profile_shrinks_the_synthetic_dataset() -> None:
+    cfg = load(["profile=ci"])
+    assert cfg.profile.name == "ci"
+    assert cfg.datasets["synthetic"].synthetic.rows == cfg.profile.synthetic_rows < 100_000
+    assert cfg.datasets["criteo_sample"].max_rows == cfg.profile.sample_max_rows
+
+
+@pytest.mark.parametrize("group", ["dataset", "model", "cluster", "cache", "dispatch"])
+def test_every_group_option_validates(group: str) -> None:
+    for option in sorted((REPO_ROOT / "conf" / group).glob("*.yaml")):
+        if option.stem == "local":  # needs a path from the user
+            with pytest.raises(ConfigError, match="dataset.path"):
+                load([f"{group}={option.stem}"])
+            continue
+        load([f"{group}={option.stem}"])
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("cluster.bandwidth_gbps=[-1]", r"cluster.bandwidth_gbps\[0\] = -1.0: must be > 0"),
+    ("cluster.bandwidth_gbps=[1,2,3]", r"cluster.bandwidth_gbps has 3 values"),
+    ("cluster.workers=0", r"cluster.workers = 0: must be an integer >= 1"),
+    ("cache.ratio=1.5", r"cache.ratio = 1.5: must be a number > 0.0 and <= 1.0"),
+    ("cache.ratio=0", r"cache.ratio = 0.0?: must be a number > 0.0"),
+    ("cache.policy=fifo", r"cache.policy = 'fifo': must be one of 'lru', 'lfu'"),
+    ("dataset.synthetic.rows=-5", r"dataset.synthetic.rows = -5: must be an integer >= 10"),
+    ("dataset.test_fraction=1.0", r"dataset.test_fraction = 1.0: must be a number > 0.0 and < 1.0"),
+    ("dataset.source=ftp", r"dataset.source = 'ftp': must be one of 'synthetic', 'url', 'local'"),
+    ("model.embedding_dim=abc", r"model.embedding_dim = 'abc': must be an integer"),
+    ("experiments.dataset_stats.top_fractions=[0.1,2]",
+     r"experiments.dataset_stats.top_fractions\[1\] = 2.0: must be in \(0, 1\]"),
+    ("pipeline.datasets=[synthetic,nope]", r"pipeline.datasets names 'nope'"),
+    ("+cache.typo=1", r"unknown key cache.typo: allowed keys"),
+])
+def test_bad_values_name_the_key_and_the_allowed_range(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load([override])
+
+
+def test_unknown_dataset_name_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="dataset"):
+        load(["dataset=no_such_dataset"])
+
+
+def test_params_overrides_and_errors(tmp_path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text(to_yaml(compose(["profile=ci"])))
+    cfg = load(["cache.ratio=0.5"], params=params)
+    assert cfg.cache.ratio == 0.5 and cfg.profile.name == "ci"
+    with pytest.raises(ConfigError, match="is not key=value"):
+        load(["dataset"], params=params)
+    with pytest.raises(ConfigError, match="not found"):
+        load(params=tmp_path / "missing.yaml")
+
+
+def test_committed_params_yaml_matches_conf() -> None:
+    """dvc repro reads params.yaml, which DVC cannot tell is stale: it must equal compose(conf)."""
+    composed = OmegaConf.to_container(compose(), resolve=True)
+    assert yaml.safe_load(PARAMS_FILE.read_text()) == composed, \
+        "params.yaml is stale: run `make params` and commit it"
+
+
+def test_stage_cli_reports_config_errors_without_traceback() -> None:
+    proc = subprocess.run([sys.executable, "-m", "workbench.stages", "download",
+                           "cache.ratio=7"], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert proc.returncode == 2
+    assert "ConfigError: cache.ratio = 7.0: must be a number > 0.0 and <= 1.0" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_validate_accepts_plain_dicts() -> None:
+    data = OmegaConf.to_container(compose(), resolve=True)
+    data["seed"] = -1
+    with pytest.raises(ConfigError, match="seed = -1"):
+        validate(data)

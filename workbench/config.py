@@ -1,0 +1,586 @@
+"""Configuration: Hydra ``conf/`` -> validated, typed dataclasses -> code.
+
+Config flows one way::
+
+    conf/*.yaml --(Hydra compose + overrides)--> DictConfig --(validate)--> WorkbenchConfig
+                 \\--(python -m workbench.config dump)--> params.yaml (what DVC tracks)
+
+* ``conf/`` is the only hand-edited configuration. ``params.yaml`` is generated from it (``make
+  params``; ``dvc exp run`` does the same composition) and committed, because ``dvc repro`` reads
+  only ``params.yaml``; a test asserts the two agree.
+* Pipeline stages read ``params.yaml`` (``--params params.yaml``), so ``dvc exp run -S key=value``
+  works. Interactive use composes ``conf/`` with Hydra overrides on the command line::
+
+      python -m workbench.data.prepare dataset=criteo_kaggle dataset.max_rows=100000
+
+* Every value is checked before any work starts. A bad value stops with
+  ``ConfigError: dataset.synthetic.rows = -5: must be an integer >= 1`` — the key, the value and
+  what is allowed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONF_DIR = REPO_ROOT / "conf"
+PARAMS_FILE = REPO_ROOT / "params.yaml"
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, unknown or outside its allowed range."""
+
+
+def _range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+           hi_open: bool = False) -> dict[str, Any]:
+    """Field metadata: the allowed numeric interval."""
+    return {"range": (lo, hi, lo_open, hi_open)}
+
+
+# --------------------------------------------------------------------------------------------
+# Dataset
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """Session structure of the synthetic data (RecD's dedup opportunity).
+
+    Attributes:
+        enabled: group consecutive samples into user sessions sharing the user-side features.
+        mean_length: mean samples per session (geometric lengths).
+        user_features: the categorical features that are user-side (constant in a session).
+    """
+
+    enabled: bool = False
+    mean_length: float = field(default=8.0, metadata=_range(1.0, None))
+    user_features: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SequenceConfig:
+    """An optional user-history sequence feature (list of item ids) for the synthetic data.
+
+    Attributes:
+        enabled: add the list column ``hist_<item_feature>``.
+        length: maximum history length.
+        item_feature: the categorical feature whose ids the history holds.
+    """
+
+    enabled: bool = False
+    length: int = field(default=20, metadata=_range(1, 10_000))
+    item_feature: str = "C3"
+
+
+@dataclass(frozen=True)
+class SyntheticConfig:
+    """The embedded default: a seeded generator calibrated to Criteo Kaggle.
+
+    Attributes:
+        rows: samples to generate (train + test).
+        cardinality_scale: Criteo Kaggle's per-feature cardinalities are multiplied by this.
+        min_cardinality: lower bound of a scaled cardinality.
+        top1_share: target share of lookups taken by the top 1% of rows of each feature.
+        dense_missing_rate: probability that a dense value is missing.
+        ctr: target positive rate of the labels.
+        label_noise: scale of the hidden model's logit noise (larger = harder to learn).
+        sessions: session structure.
+        sequence: optional user-history feature.
+    """
+
+    rows: int = field(default=400_000, metadata=_range(10, 2_000_000_000))
+    cardinality_scale: float = field(default=0.01, metadata=_range(0.0, 1.0, lo_open=True))
+    min_cardinality: int = field(default=2, metadata=_range(2, None))
+    top1_share: float = field(default=0.6, metadata=_range(0.01, 1.0, lo_open=False, hi_open=True))
+    dense_missing_rate: float = field(default=0.2, metadata=_range(0.0, 1.0, hi_open=True))
+    ctr: float = field(default=0.25, metadata=_range(0.0, 1.0, lo_open=True, hi_open=True))
+    label_noise: float = field(default=1.0, metadata=_range(0.0, None))
+    sessions: SessionConfig = field(default_factory=SessionConfig)
+    sequence: SequenceConfig = field(default_factory=SequenceConfig)
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """One dataset: where it comes from and how it is turned into the columnar schema.
+
+    Attributes:
+        name: the dataset's name (also its directory under ``data/``).
+        source: ``synthetic`` (embedded generator), ``url`` (a registry download), or ``local``
+            (files already on disk at ``path``).
+        format: raw format for ``url``/``local`` sources (see ``workbench.data.parsers``).
+        registry: registry entry for ``url`` sources (``workbench.data.registry``).
+        path: directory (or file) holding the raw files of a ``local`` source.
+        files: file names inside ``path`` to read (empty = the registry's/format's defaults).
+        days: Criteo 1TB days to download (``day_N.gz``).
+        max_rows: keep at most this many rows (null = all).
+        test_fraction: the last fraction of rows (chronological order) is the test split.
+        min_count: categorical values seen fewer times than this map to id 0 (missing/rare).
+        history_length: length of the user-history sequence feature (0 = none), where supported.
+        strict: fail on the first malformed row (with file and line) instead of counting it.
+        optional: a ``local`` source whose files are absent is recorded as unavailable (the
+            pipeline goes on and the report says where to put the files) instead of failing.
+        target_auc: the time-to-target AUC used by training experiments on this dataset.
+        synthetic: generator settings (``source: synthetic`` only).
+    """
+
+    name: str = "synthetic"
+    source: Literal["synthetic", "url", "local"] = "synthetic"
+    format: str = "parquet"
+    registry: str | None = None
+    path: str | None = None
+    files: list[str] = field(default_factory=list)
+    days: list[int] = field(default_factory=list)
+    max_rows: int | None = field(default=None, metadata=_range(1, None))
+    test_fraction: float = field(default=0.1, metadata=_range(0.0, 1.0, lo_open=True, hi_open=True))
+    min_count: int = field(default=1, metadata=_range(1, None))
+    history_length: int = field(default=0, metadata=_range(0, 10_000))
+    strict: bool = False
+    optional: bool = False
+    target_auc: float = field(default=0.75, metadata=_range(0.5, 1.0, hi_open=True))
+    synthetic: SyntheticConfig | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# Model, cluster, cache, dispatch
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A compact recommendation model (DLRM and HET's WDL, DeepFM, DCN).
+
+    Attributes:
+        name: architecture.
+        embedding_dim: width of every embedding row.
+        bottom_mlp: hidden sizes of DLRM's bottom MLP (dense features -> embedding_dim).
+        top_mlp: hidden sizes of the top MLP (before the final 1-unit layer).
+        lr_dense: learning rate of the dense parameters.
+        lr_sparse: plain-SGD learning rate of the embedding rows (as in HET).
+        batch_size: global mini-batch size.
+    """
+
+    name: Literal["dlrm", "wdl", "deepfm", "dcn"] = "dlrm"
+    embedding_dim: int = field(default=16, metadata=_range(1, 65_536))
+    bottom_mlp: list[int] = field(default_factory=lambda: [512, 256, 64])
+    top_mlp: list[int] = field(default_factory=lambda: [512, 256])
+    lr_dense: float = field(default=0.1, metadata=_range(0.0, None, lo_open=True))
+    lr_sparse: float = field(default=0.1, metadata=_range(0.0, None, lo_open=True))
+    batch_size: int = field(default=2048, metadata=_range(1, None))
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """The emulated edge cluster (DESIGN.md §3).
+
+    Per-worker lists hold either one value (every worker) or exactly ``workers`` values.
+
+    Attributes:
+        name: profile name.
+        workers: number of edge workers W.
+        bandwidth_gbps: link bandwidth to the parameter server, Gb/s.
+        latency_ms: one-way link latency, ms.
+        speed: relative compute speed (1.0 = the reference worker).
+        ps_shards: parameter-server shards.
+        sync: ``bsp`` (all pushes of step t before reads of t+1) or ``asp``.
+    """
+
+    name: str = "homogeneous_1g"
+    workers: int = field(default=8, metadata=_range(1, 4096))
+    bandwidth_gbps: list[float] = field(default_factory=lambda: [1.0])
+    latency_ms: list[float] = field(default_factory=lambda: [0.05])
+    speed: list[float] = field(default_factory=lambda: [1.0])
+    ps_shards: int = field(default=1, metadata=_range(1, 4096))
+    sync: Literal["bsp", "asp"] = "bsp"
+
+    def __post_init__(self) -> None:
+        for key, lo_open in (("bandwidth_gbps", True), ("latency_ms", False), ("speed", True)):
+            values = getattr(self, key)
+            if len(values) not in (1, self.workers):
+                raise ConfigError(f"{key} has {len(values)} values: give 1 (all workers) "
+                                  f"or exactly workers = {self.workers}")
+            for i, v in enumerate(values):
+                if v < 0 or (lo_open and v == 0):
+                    bound = "> 0" if lo_open else ">= 0"
+                    raise ConfigError(f"{key}[{i}] = {v}: must be {bound}")
+
+    def per_worker(self, key: str) -> list[float]:
+        """The per-worker values of ``bandwidth_gbps``, ``latency_ms`` or ``speed``."""
+        values = getattr(self, key)
+        return list(values) * self.workers if len(values) == 1 else list(values)
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """Per-worker embedding cache with HET's bounded staleness (DESIGN.md §3.1).
+
+    Attributes:
+        policy: eviction policy, or ``none`` (pull and push every key every iteration).
+        ratio: cache capacity as a fraction of the table rows, in (0, 1].
+        rows: absolute capacity in rows (overrides ``ratio`` when set).
+        read_bound: staleness bound s for reads (pull iff server_ver - version > s).
+        write_bound: push a line once it holds more than this many unpushed updates.
+    """
+
+    policy: Literal["lru", "lfu", "lfuopt", "none"] = "lru"
+    ratio: float = field(default=0.1, metadata=_range(0.0, 1.0, lo_open=True))
+    rows: int | None = field(default=None, metadata=_range(1, None))
+    read_bound: int = field(default=100, metadata=_range(0, None))
+    write_bound: int = field(default=100, metadata=_range(0, None))
+
+
+@dataclass(frozen=True)
+class DispatchConfig:
+    """Which sample of a global batch goes to which worker.
+
+    Attributes:
+        name: dispatcher (``contiguous``: consecutive slices; ``random``: a seeded permutation).
+    """
+
+    name: Literal["contiguous", "random"] = "contiguous"
+
+
+# --------------------------------------------------------------------------------------------
+# Experiments, profile, paths, pipeline
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DatasetStatsConfig:
+    """Dataset statistics and HET Fig. 3 (access skew).
+
+    Attributes:
+        top_fractions: fractions of rows whose share of lookups is reported.
+        skew_claim_fraction: HET's claim: the top ``skew_claim_fraction`` of rows ...
+        skew_claim_share: ... get this share of the updates (0.9 on Criteo, HET Fig. 3).
+        rank_points: points kept per curve in the rank plot (log-spaced).
+    """
+
+    top_fractions: list[float] = field(default_factory=lambda: [0.01, 0.1])
+    skew_claim_fraction: float = field(default=0.1, metadata=_range(0.0, 1.0, lo_open=True))
+    skew_claim_share: float = field(default=0.9, metadata=_range(0.0, 1.0, lo_open=True))
+    rank_points: int = field(default=200, metadata=_range(10, 100_000))
+
+    def __post_init__(self) -> None:
+        for i, f in enumerate(self.top_fractions):
+            if not 0 < f <= 1:
+                raise ConfigError(f"top_fractions[{i}] = {f}: must be in (0, 1]")
+
+
+@dataclass(frozen=True)
+class ExperimentsConfig:
+    """Settings of every experiment the pipeline runs."""
+
+    dataset_stats: DatasetStatsConfig = field(default_factory=DatasetStatsConfig)
+
+
+@dataclass(frozen=True)
+class ProfileConfig:
+    """Run size. ``default`` is the full embedded reproduction; ``ci`` shrinks everything.
+
+    Attributes:
+        name: ``default`` or ``ci``.
+        synthetic_rows: rows of the synthetic dataset.
+        cardinality_scale: scale of Criteo's cardinalities for the synthetic dataset.
+        sample_max_rows: rows read from each real sample (null = all).
+        progress: show tqdm progress bars.
+    """
+
+    name: str = "default"
+    synthetic_rows: int = field(default=400_000, metadata=_range(10, None))
+    cardinality_scale: float = field(default=0.01, metadata=_range(0.0, 1.0, lo_open=True))
+    sample_max_rows: int | None = field(default=None, metadata=_range(1, None))
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class PathsConfig:
+    """Where stages read and write (relative paths are relative to the repository root)."""
+
+    data: str = "data"
+    results: str = "results"
+    reports: str = "reports"
+    shared_data: str = "../shared/data"
+
+    def resolve(self, key: str) -> Path:
+        """Absolute path of ``data``, ``results``, ``reports`` or ``shared_data``."""
+        p = Path(getattr(self, key))
+        return p if p.is_absolute() else REPO_ROOT / p
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """What ``dvc repro`` runs.
+
+    Attributes:
+        datasets: the datasets (keys of ``datasets``) every per-dataset stage runs on.
+        notebooks: the figure notebooks (``notebooks/<name>.py``) executed by papermill.
+    """
+
+    datasets: list[str] = field(default_factory=lambda: ["synthetic"])
+    notebooks: list[str] = field(default_factory=lambda: ["datasets"])
+
+
+@dataclass(frozen=True)
+class WorkbenchConfig:
+    """The whole validated configuration."""
+
+    seed: int = field(default=0, metadata=_range(0, 2**32 - 1))
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    profile: ProfileConfig = field(default_factory=ProfileConfig)
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    datasets: dict[str, DatasetConfig] = field(default_factory=dict)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    dispatch: DispatchConfig = field(default_factory=DispatchConfig)
+    experiments: ExperimentsConfig = field(default_factory=ExperimentsConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+
+    def __post_init__(self) -> None:
+        for name in self.pipeline.datasets:
+            if name not in self.datasets:
+                raise ConfigError(f"pipeline.datasets names '{name}', which is not a key of "
+                                  f"datasets (known: {sorted(self.datasets)})")
+        for key, ds in self.datasets.items():
+            if ds.name != key:
+                raise ConfigError(f"datasets.{key}.name = {ds.name!r}: must equal its key {key!r}")
+
+    def dataset_named(self, name: str | None) -> DatasetConfig:
+        """The dataset config ``datasets[name]``, or ``dataset`` when ``name`` is None."""
+        if name is None:
+            return self.dataset
+        if name not in self.datasets:
+            raise ConfigError(f"--dataset {name!r} is not configured: choose one of "
+                              f"{sorted(self.datasets)} (conf/config.yaml mounts them under "
+                              "datasets) or select one with the override dataset=<name>")
+        return self.datasets[name]
+
+
+# --------------------------------------------------------------------------------------------
+# Generic conversion DictConfig -> dataclass, with validation
+# --------------------------------------------------------------------------------------------
+
+def _describe(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (list, dict):
+        return str(tp).replace("typing.", "")
+    return getattr(tp, "__name__", str(tp))
+
+
+def _convert(value: Any, tp: Any, key: str, meta: dict[str, Any] | None = None) -> Any:
+    """Convert a plain (OmegaConf-resolved) value to ``tp``, raising ConfigError on mismatch."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            if type(None) in args:
+                return None
+            raise ConfigError(f"{key} = null: a value is required")
+        non_none = [a for a in args if a is not type(None)]
+        return _convert(value, non_none[0], key, meta)
+    if value is None:
+        raise ConfigError(f"{key} = null: a value is required ({_describe(tp)})")
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{key} = {value!r}: must be {_describe(tp)}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key} = {value!r}: must be a mapping of {tp.__name__} fields")
+        return from_dict(tp, value, key)
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{key} = {value!r}: must be a list")
+        return [_convert(v, args[0], f"{key}[{i}]", meta) for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key} = {value!r}: must be a mapping")
+        return {str(k): _convert(v, args[1], f"{key}.{k}") for k, v in value.items()}
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key} = {value!r}: must be true or false")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key} = {value!r}: must be an integer{_range_text(meta)}")
+        _check_range(value, key, meta)
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key} = {value!r}: must be a number{_range_text(meta)}")
+        _check_range(float(value), key, meta)
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key} = {value!r}: must be a string")
+        return value
+    raise TypeError(f"unsupported config type {tp} at {key}")
+
+
+def _range_text(meta: dict[str, Any] | None) -> str:
+    if not meta or "range" not in meta:
+        return ""
+    lo, hi, lo_open, hi_open = meta["range"]
+    parts = []
+    if lo is not None:
+        parts.append(f"{'>' if lo_open else '>='} {lo}")
+    if hi is not None:
+        parts.append(f"{'<' if hi_open else '<='} {hi}")
+    return " " + " and ".join(parts)
+
+
+def _check_range(value: float, key: str, meta: dict[str, Any] | None) -> None:
+    if not meta or "range" not in meta:
+        return
+    lo, hi, lo_open, hi_open = meta["range"]
+    bad = (lo is not None and (value < lo or (lo_open and value == lo))) or \
+          (hi is not None and (value > hi or (hi_open and value == hi)))
+    if bad:
+        kind = "an integer" if isinstance(value, int) else "a number"
+        raise ConfigError(f"{key} = {value!r}: must be {kind}{_range_text(meta)}")
+
+
+def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
+    """Build and validate dataclass ``cls`` from a plain dict.
+
+    Args:
+        cls: the dataclass type.
+        data: plain (resolved) mapping; unknown keys are an error.
+        prefix: dotted key of ``data`` in the whole config, for messages.
+
+    Raises:
+        ConfigError: naming the dotted key, the value and what is allowed.
+    """
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    dot = f"{prefix}." if prefix else ""
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"unknown key {dot}{unknown[0]}: allowed keys of {prefix or 'the config'}"
+                          f" are {sorted(fields)}")
+    kwargs = {name: _convert(data[name], hints[name], f"{dot}{name}", dict(fields[name].metadata))
+              for name in fields if name in data}
+    try:
+        return cls(**kwargs)
+    except ConfigError as err:  # a cross-field check in __post_init__: its key is relative
+        if not prefix:
+            raise
+        raise ConfigError(f"{dot}{err}") from None
+
+
+def validate(cfg: DictConfig | dict[str, Any]) -> WorkbenchConfig:
+    """Resolve interpolations and validate the whole config into :class:`WorkbenchConfig`."""
+    if isinstance(cfg, (DictConfig, ListConfig)):
+        try:
+            data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+        except Exception as err:  # interpolation errors name the key themselves
+            raise ConfigError(f"cannot resolve the config: {err}") from err
+    else:
+        data = cfg
+    return from_dict(WorkbenchConfig, data)
+
+
+def compose(overrides: list[str] | None = None) -> DictConfig:
+    """Compose ``conf/config.yaml`` with Hydra overrides (the command-line grammar)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return hydra_compose(config_name="config", overrides=list(overrides or []))
+    except HydraException as err:
+        raise ConfigError(f"bad override or config group: {err}") from err
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def load(overrides: list[str] | None = None, params: Path | str | None = None) -> WorkbenchConfig:
+    """Load and validate the configuration.
+
+    Args:
+        overrides: Hydra overrides (``key=value``, ``group=option``, ``+key=value``). With
+            ``params`` only ``key=value`` dot-list overrides apply.
+        params: a composed ``params.yaml`` to read instead of composing ``conf/``.
+    """
+    overrides = list(overrides or [])
+    if params is None:
+        return validate(compose(overrides))
+    path = Path(params)
+    if not path.exists():
+        raise ConfigError(f"{path} not found: run `make params` to generate it from conf/")
+    cfg = OmegaConf.load(path)
+    bad = [o for o in overrides if "=" not in o]
+    if bad:
+        raise ConfigError(f"override {bad[0]!r} is not key=value")
+    cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(overrides))
+    return validate(cfg)
+
+
+def to_yaml(cfg: DictConfig) -> str:
+    """The resolved YAML text of a composed config (what ``params.yaml`` holds)."""
+    return OmegaConf.to_yaml(OmegaConf.create(OmegaConf.to_container(cfg, resolve=True)),
+                             sort_keys=False)
+
+
+def stage_arguments(description: str, argv: list[str] | None = None) -> tuple[WorkbenchConfig,
+                                                                               argparse.Namespace]:
+    """Common command line of every stage entry point.
+
+    ``--params FILE`` reads a composed params file (what DVC stages do); otherwise ``conf/`` is
+    composed. Remaining arguments are Hydra overrides. ``--dataset NAME`` picks
+    ``datasets.NAME`` (the pipeline's per-dataset stages); without it ``dataset`` is used.
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--params", type=Path, default=None,
+                        help="read this composed params file instead of composing conf/")
+    parser.add_argument("--dataset", default=None, help="use datasets.<NAME> from the config")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. dataset=criteo_kaggle")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load(args.overrides, args.params)
+        cfg.dataset_named(args.dataset)
+    except ConfigError as err:
+        parser.exit(2, f"ConfigError: {err}\n")
+    return cfg, args
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m workbench.config dump [overrides] [-o params.yaml]``: write the composed config.
+
+    ``check`` validates and prints the resolved config.
+    """
+    from workbench.io import write_text
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("command", choices=["dump", "check"])
+    parser.add_argument("overrides", nargs="*")
+    parser.add_argument("-o", "--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    try:
+        composed = compose(args.overrides)
+        validate(composed)
+    except ConfigError as err:
+        parser.exit(2, f"ConfigError: {err}\n")
+    text = ("# GENERATED from conf/ by `python -m workbench.config dump` (make params).\n"
+            "# Do not edit: change conf/ instead. dvc repro reads this file.\n" + to_yaml(composed))
+    if args.command == "dump" and args.out is not None:
+        if not args.out.exists() or args.out.read_text() != text:
+            write_text(args.out, text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Data stage: dataset registry, downloads, parsers, the synthetic default and preprocessing."""

@@ -1,0 +1,935 @@
+"""Parsers: raw dataset files -> :class:`~workbench.data.schema.RawTable`.
+
+Every parser has the signature ``parse_xxx(paths, *, strict=False, max_rows=None, ...)`` and
+returns a :class:`RawTable` whose categorical columns still hold *raw tokens* (the encode step maps
+them to ids later). Files may be plain or gzip-compressed (detected from the gzip magic bytes, so
+the ``.gz`` suffix is optional). Reading is vectorised: :mod:`pyarrow.csv` streams each file in
+blocks with every column as a string, and columns are validated and converted with Arrow compute
+and numpy kernels; Python only loops over malformed rows.
+
+Malformed rows
+    A row is malformed when it has the wrong number of fields, an empty or non-integer value in an
+    integer column, a label outside the format's label set, an unparsable timestamp or a blank
+    line. By default such rows are dropped and counted in ``report.malformed`` with up to 10
+    examples ``"<file>:<line>: <reason>"``; with ``strict=True`` the first one (in file order)
+    raises :class:`MalformedInputError` with the same ``"<file>:<line>: <reason>"`` message.
+    ``<file>`` is the path as given; ``<line>`` is the 1-based physical line number in the
+    (decompressed) file, counting header lines, so ``sed -n <line>p`` shows the row.
+    Malformed rows of the MovieLens side files (users, items) are reported the same way (they do
+    not drop rating rows; ratings of a user or item without a valid side row get missing
+    features). ``max_rows`` stops after that many good rows; rows after the last kept one are
+    neither read further nor counted.
+
+Formats and label rules
+    ``criteo_tsv`` (Kaggle ``train.txt``, 1TB ``day_N``)
+        No header; 40 tab-separated fields ``label, I1..I13, C1..C26``. ``label`` must be ``0`` or
+        ``1``. ``I1..I13`` are integers (negative values kept; empty -> NaN) -> dense float64
+        columns ``I1..I13``. ``C1..C26`` are 8-hex-digit hashes kept as their string token
+        (empty -> missing) -> categorical ``C1..C26``. No session or timestamp (rows are
+        chronological).
+    ``avazu_csv`` (Kaggle ``train``)
+        CSV with the header ``id,click,hour,C1,banner_pos,...,C21``. ``click`` in {0, 1} is the
+        label; ``id`` is dropped; ``hour`` (``YYMMDDHH``, UTC) becomes ``timestamp`` (unix seconds)
+        and the categorical tokens ``hour_of_day`` (``"00".."23"``) and ``weekday`` (``"0"`` =
+        Monday .. ``"6"``); the raw ``hour`` is not a feature. The other 21 columns are
+        categorical string tokens. No dense features.
+    ``movielens_100k`` / ``movielens_1m`` / ``movielens_20m`` (the directory holding the files)
+        100k: ``u.data`` (tab: user, item, rating 1..5, ts), ``u.user`` (``id|age|gender|
+        occupation|zip``), ``u.item`` (latin-1, ``|``: id, title, release date, video release
+        date, url, 19 genre flags). 1M: ``ratings.dat``, ``users.dat``
+        (``id::gender::age::occupation::zip``), ``movies.dat`` (latin-1, ``id::title::A|B``), all
+        ``::``-separated. 20M: ``ratings.csv`` (header ``userId,movieId,rating,timestamp``,
+        half-star ratings 0.5..5.0) and ``movies.csv`` (header, quoted titles); no demographics.
+        Label = 1.0 if rating >= 4 else 0.0. Categorical: ``user_id``, ``item_id`` (int64 tokens),
+        ``age``, ``gender``, ``occupation``, ``zip`` (string tokens, 100k/1M only), ``genre``
+        (first listed genre; ``unknown``/``(no genres listed)`` -> missing) and ``year`` (release
+        year as a string token, from the release date (100k) or the ``(YYYY)`` suffix of the
+        title; missing when absent). ``session`` = user id (int64), ``timestamp`` = rating time;
+        rows sorted by (user, timestamp, item). ``user_side`` = user id + demographics.
+    ``taobao_user_behavior`` (Tianchi ``UserBehavior.csv``)
+        No header: ``user_id,item_id,category_id,behavior_type,timestamp``; behavior in
+        {pv, buy, cart, fav} (anything else is malformed). Label = 1.0 for buy, cart and fav (an
+        engagement beyond a page view), 0.0 for pv. Categorical int64 tokens ``user_id``,
+        ``item_id``, ``category_id``; ``session`` = user id; rows stably sorted by
+        (user, timestamp). ``user_side`` = ``[user_id]``.
+
+History sequences (MovieLens, Taobao)
+    With ``history_length=L > 0`` a list column ``hist_item_id`` holds, for each row, the item
+    tokens of the same user's previous up to ``L`` rows in the sorted order (most recent last;
+    empty for a user's first row), and ``RawTable.sequences == {"hist_item_id": "item_id"}``. The
+    column has the pandas ``ArrowDtype`` ``list<int64>`` (``large_list`` past 2**31 elements).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from workbench.data.schema import (
+    LABEL,
+    SESSION,
+    TIMESTAMP,
+    MalformedInputError,
+    ParseReport,
+    RawTable,
+)
+
+__all__ = [
+    "PARSERS",
+    "parse",
+    "parse_avazu_csv",
+    "parse_criteo_tsv",
+    "parse_movielens_100k",
+    "parse_movielens_1m",
+    "parse_movielens_20m",
+    "parse_taobao_user_behavior",
+]
+
+PathsLike = Sequence[Path | str] | Path | str
+
+_BLOCK_SIZE = 4 << 20  # bytes per parsed block (larger blocks parse slower here)
+_INT_PATTERN = r"^-?[0-9]{1,18}$"
+_MAX_EXAMPLES = ParseReport.MAX_EXAMPLES
+
+CRITEO_DENSE = [f"I{i}" for i in range(1, 14)]
+CRITEO_CATEGORICAL = [f"C{i}" for i in range(1, 27)]
+CRITEO_FIELDS = [LABEL, *CRITEO_DENSE, *CRITEO_CATEGORICAL]
+
+AVAZU_HEADER = [
+    "id", "click", "hour", "C1", "banner_pos", "site_id", "site_domain", "site_category",
+    "app_id", "app_domain", "app_category", "device_id", "device_ip", "device_model",
+    "device_type", "device_conn_type", "C14", "C15", "C16", "C17", "C18", "C19", "C20", "C21",
+]
+AVAZU_CATEGORICAL = [*AVAZU_HEADER[3:], "hour_of_day", "weekday"]
+
+TAOBAO_FIELDS = ["user_id", "item_id", "category_id", "behavior_type", TIMESTAMP]
+TAOBAO_POSITIVE = ("buy", "cart", "fav")
+TAOBAO_BEHAVIORS = ("pv", *TAOBAO_POSITIVE)
+
+ML100K_GENRES = [
+    "unknown", "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime",
+    "Documentary", "Drama", "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery", "Romance",
+    "Sci-Fi", "Thriller", "War", "Western",
+]
+_NO_GENRE = {"unknown", "(no genres listed)"}
+HIST_ITEM = "hist_item_id"
+
+
+# --------------------------------------------------------------------------- malformed bookkeeping
+
+
+class _Checks:
+    """Vectorised validity checks over one batch that remember why each bad row failed.
+
+    Attributes:
+        bad: boolean mask of the rows that failed any check so far.
+    """
+
+    def __init__(self, n: int) -> None:
+        self.bad = np.zeros(n, dtype=bool)
+        self._failures: list[tuple[np.ndarray, Callable[[int], str]]] = []
+
+    def fail(self, mask: Any, reason: str | Callable[[int], str]) -> None:
+        """Mark the rows of ``mask`` bad; ``reason`` is a text or a function of the row index."""
+        mask = _np_bool(mask)
+        if mask.any():
+            fn = reason if callable(reason) else (lambda _i, r=reason: r)
+            self._failures.append((mask, fn))
+            self.bad |= mask
+
+    def reason(self, i: int) -> str:
+        """The reason of the first check that row ``i`` failed."""
+        for mask, fn in self._failures:
+            if mask[i]:
+                return fn(i)
+        return "malformed row"
+
+
+class _MalformedLog:
+    """Malformed-row accounting for one file: line numbers, counts, examples, strict mode.
+
+    The pyarrow ``invalid_row_handler`` feeds wrong-field-count rows (with their physical line
+    numbers) through :meth:`on_invalid_row`; value errors found by :class:`_Checks` come through
+    :meth:`add_batch_errors`. Good rows of each batch get their line numbers from
+    :meth:`assign_lines` (the physical lines not skipped by the handler).
+    """
+
+    def __init__(self, file: str, report: ParseReport, strict: bool, first_line: int,
+                 expected_fields: int) -> None:
+        self.file = file
+        self.report = report
+        self.strict = strict
+        self.next_line = first_line
+        self.expected = expected_fields
+        self._skipped: list[tuple[int, str]] = []  # from the handler, in line order
+        self._pos = 0  # first entry of _skipped not yet accounted
+        self.count = 0
+        self.examples: list[tuple[int, str]] = []  # the smallest lines seen, sorted
+
+    def on_invalid_row(self, row: Any) -> str:
+        """pyarrow ``invalid_row_handler``: remember the row and skip it."""
+        if row.number is None:  # only with multi-threaded reading, which we never use
+            raise RuntimeError("pyarrow did not report a row number")
+        self._skipped.append(
+            (int(row.number), f"expected {self.expected} fields, got {row.actual_columns}"))
+        return "skip"
+
+    def assign_lines(self, n: int) -> np.ndarray:
+        """Line numbers of the next ``n`` rows pyarrow returned (skipped lines excluded)."""
+        skipped = np.fromiter((ln for ln, _ in self._skipped[self._pos:]), dtype=np.int64)
+        k = np.arange(n, dtype=np.int64)
+        # Number of good lines (from next_line on) before each skipped line.
+        good_before = skipped - self.next_line - np.arange(len(skipped), dtype=np.int64)
+        return self.next_line + k + np.searchsorted(good_before, k, side="right")
+
+    def add_batch_errors(self, lines: np.ndarray, checks: _Checks, rows: np.ndarray) -> None:
+        """Account the value errors ``rows`` (batch indices, ascending) at ``lines[rows]``."""
+        if len(rows) == 0:
+            return
+        self.count += len(rows)
+        first = [(int(lines[i]), checks.reason(int(i))) for i in rows[:_MAX_EXAMPLES]]
+        self.examples = sorted(self.examples + first)[:_MAX_EXAMPLES]
+
+    def settle(self, upto: int | None) -> None:
+        """Account the skipped (field-count) rows up to line ``upto`` (all when None).
+
+        In strict mode, raise for the earliest error known so far. Called after each batch, when
+        every error at or before the batch's last line is known.
+        """
+        end = len(self._skipped)
+        if upto is not None:
+            end = self._pos
+            while end < len(self._skipped) and self._skipped[end][0] <= upto:
+                end += 1
+        new = self._skipped[self._pos:end]
+        self._pos = end
+        if new:
+            self.count += len(new)
+            self.examples = sorted(self.examples + new[:_MAX_EXAMPLES])[:_MAX_EXAMPLES]
+        if upto is not None:
+            self.next_line = upto + 1
+        if self.strict and self.examples:
+            line, reason = self.examples[0]
+            raise MalformedInputError(f"{self.file}:{line}: {reason}")
+
+    def finish(self) -> None:
+        """Copy the counts and examples into the report."""
+        for line, reason in self.examples:
+            self.report.add_malformed(f"{self.file}:{line}", reason)
+        self.report.malformed += self.count - len(self.examples)
+
+
+# ------------------------------------------------------------------------------ column converters
+
+
+def _np_bool(mask: Any) -> np.ndarray:
+    """A numpy bool array from a numpy/Arrow mask (Arrow nulls -> False)."""
+    if isinstance(mask, (pa.Array, pa.ChunkedArray)):
+        return mask.fill_null(False).to_numpy(zero_copy_only=False)
+    return np.asarray(mask, dtype=bool)
+
+
+def _value(arr: pa.Array, i: int) -> Any:
+    return arr[i].as_py()
+
+
+def _all_plain_digits(arr: pa.Array) -> bool:
+    """Whether every non-null value is 1..18 ASCII digits (cheaper than the regex)."""
+    if arr.null_count == len(arr):
+        return True
+    return (pc.all(pc.ascii_is_decimal(arr)).as_py() is True
+            and pc.max(pc.binary_length(arr)).as_py() <= 18)
+
+
+def _int_column(arr: pa.Array, name: str, checks: _Checks, *, required: bool = True
+                ) -> np.ndarray:
+    """Validate and convert a string column of integers.
+
+    Args:
+        arr: the raw strings (null = empty field).
+        name: column name for messages.
+        checks: where bad rows are recorded.
+        required: an empty value is malformed (result int64, 0 at bad rows); otherwise it is
+            missing (result float64 with NaN).
+
+    Returns:
+        The converted numpy array (values at bad rows are placeholders).
+    """
+    if required:
+        checks.fail(pc.is_null(arr), f"missing value in column {name}")
+    if _all_plain_digits(arr):  # fast path: unsigned decimals that fit in int64
+        ints = pc.cast(arr, pa.int64())
+    else:
+        ok = pc.match_substring_regex(arr, _INT_PATTERN)
+        bad = _np_bool(pc.invert(ok))
+        checks.fail(bad, lambda i: f"non-integer {_value(arr, i)!r} in integer column {name}")
+        ints = pc.cast(pc.if_else(ok, arr, pa.scalar(None, pa.string())) if bad.any() else arr,
+                       pa.int64())
+    if required:
+        return ints.fill_null(0).to_numpy(zero_copy_only=False)
+    return pc.cast(ints, pa.float64()).to_numpy(zero_copy_only=False)
+
+
+def _binary_label(arr: pa.Array, name: str, checks: _Checks) -> np.ndarray:
+    """A ``0``/``1`` string column -> float32 labels; anything else is malformed."""
+    checks.fail(pc.is_null(arr), f"missing label ({name})")
+    bad = pc.and_(pc.invert(pc.is_in(arr, value_set=pa.array(["0", "1"]))), pc.is_valid(arr))
+    checks.fail(bad, lambda i: f"label {_value(arr, i)!r} not in {{0,1}} ({name})")
+    return _np_bool(pc.equal(arr, "1")).astype(np.float32)
+
+
+def _rating_column(arr: pa.Array, checks: _Checks, *, half_stars: bool) -> np.ndarray:
+    """Validate MovieLens ratings (1..5 integers, or 0.5..5.0 in half steps) -> float64."""
+    pattern = r"^[0-9](\.[05]0*)?$" if half_stars else r"^[1-5]$"
+    ok = pc.match_substring_regex(arr, pattern)
+    values = pc.cast(pc.if_else(ok, arr, pa.scalar(None, pa.string())), pa.float64())
+    in_range = pc.and_(pc.greater_equal(values, 0.5 if half_stars else 1.0),
+                       pc.less_equal(values, 5.0))
+    bad = pc.and_(pc.invert(pc.fill_null(in_range, False)), pc.is_valid(arr))
+    allowed = "0.5..5.0 in steps of 0.5" if half_stars else "1..5"
+    checks.fail(pc.is_null(arr), "missing rating")
+    checks.fail(bad, lambda i: f"rating {_value(arr, i)!r} not in {allowed}")
+    return values.fill_null(0.0).to_numpy(zero_copy_only=False)
+
+
+# ----------------------------------------------------------------------------- the shared reader
+
+
+def _as_paths(paths: PathsLike) -> list[Path]:
+    if isinstance(paths, (str, Path)):
+        return [Path(paths)]
+    return [Path(p) for p in paths]
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def _first_line(path: Path, encoding: str) -> str:
+    stream = pa.input_stream(str(path), compression="gzip" if _is_gzip(path) else None)
+    with stream:
+        head = b""
+        while b"\n" not in head:
+            chunk = stream.read(1 << 16)
+            if not chunk:
+                break
+            head += chunk
+    return head.split(b"\n", 1)[0].decode(encoding).rstrip("\r")
+
+
+def _read_delimited(
+    paths: PathsLike,
+    *,
+    fields: Sequence[str],
+    sep: str,
+    convert: Callable[[dict[str, pa.Array], _Checks], dict[str, Any]],
+    report: ParseReport,
+    strict: bool = False,
+    max_rows: int | None = None,
+    header: Sequence[str] | None = None,
+    encoding: str = "utf8",
+    quoted: bool = False,
+    block_size: int = _BLOCK_SIZE,
+) -> dict[str, Any]:
+    """Read delimited files as string columns, validate them and keep the good rows.
+
+    Args:
+        paths: the files, read in order (plain or gzip).
+        fields: the field names of one row, in file order.
+        sep: the field separator; a multi-character one (MovieLens ``::``) is split with Arrow.
+        convert: ``convert(columns, checks)`` turns the raw string columns of one batch into the
+            output columns (numpy arrays or Arrow arrays of the batch length), recording bad rows
+            in ``checks``.
+        report: receives files, malformed counts and examples (``rows`` is left to the caller).
+        strict: raise :class:`MalformedInputError` at the first malformed row.
+        max_rows: stop after this many good rows (over all files).
+        header: when given, the first line of each file must be exactly these names.
+        encoding: the files' text encoding.
+        quoted: honour ``"`` quoting (only the MovieLens 20M ``movies.csv`` needs it).
+        block_size: bytes per parsed block (tests use small blocks).
+
+    Returns:
+        Output column name -> numpy array or Arrow ChunkedArray, over the good rows.
+    """
+    multi = len(sep) > 1
+    columns = ["_line"] if multi else list(fields)
+    empty = {f: pa.array([], pa.string()) for f in fields}
+    proto = convert(empty, _Checks(0))
+    chunks: dict[str, list[Any]] = {k: [v] for k, v in proto.items()}
+    kept = 0
+    for path in _as_paths(paths):
+        if max_rows is not None and kept >= max_rows:
+            break
+        file = str(path)
+        report.files.append(file)
+        skip = 0
+        if header is not None:
+            got = _first_line(path, encoding).split(sep)
+            if [h.strip('"') for h in got] != list(header):
+                raise MalformedInputError(
+                    f"{file}:1: expected the header {sep.join(header)!r}, got {sep.join(got)!r}")
+            skip = 1
+        log = _MalformedLog(file, report, strict, skip + 1, len(fields))
+        read_options = pacsv.ReadOptions(
+            column_names=columns, skip_rows=skip, use_threads=False, block_size=block_size,
+            encoding=encoding)
+        parse_options = pacsv.ParseOptions(
+            delimiter="\x1f" if multi else sep, quote_char='"' if quoted else False,
+            ignore_empty_lines=False, invalid_row_handler=log.on_invalid_row)
+        convert_options = pacsv.ConvertOptions(
+            column_types={c: pa.string() for c in columns}, strings_can_be_null=True,
+            null_values=[""], quoted_strings_can_be_null=False)
+        stream = pa.input_stream(str(path), compression="gzip" if _is_gzip(path) else None)
+        done = False
+        try:
+            try:
+                reader = pacsv.open_csv(stream, read_options=read_options,
+                                        parse_options=parse_options,
+                                        convert_options=convert_options)
+            except pa.ArrowInvalid as exc:
+                if "Empty CSV file" not in str(exc):
+                    raise
+                reader = []  # no data rows (header-only or empty file)
+            for batch in reader:
+                n = batch.num_rows
+                if n == 0:
+                    continue
+                lines = log.assign_lines(n)
+                checks = _Checks(n)
+                raw = {c: batch.column(i) for i, c in enumerate(columns)}
+                if multi:
+                    raw = _split_multi(raw["_line"], fields, sep, checks)
+                else:
+                    blank = pc.is_null(raw[columns[0]])
+                    for c in columns[1:]:
+                        blank = pc.and_(blank, pc.is_null(raw[c]))
+                    checks.fail(blank, "empty line")
+                out = convert(raw, checks)
+                good = ~checks.bad
+                end = n
+                if max_rows is not None:
+                    good_idx = np.flatnonzero(good)
+                    need = max_rows - kept
+                    if len(good_idx) >= need:
+                        end = int(good_idx[need - 1]) + 1 if need > 0 else 0
+                        good[end:] = False
+                        done = True
+                log.add_batch_errors(lines, checks, np.flatnonzero(checks.bad[:end]))
+                log.settle(int(lines[end - 1]) if end > 0 else int(lines[0]) - 1)
+                mask = pa.array(good)
+                for k, v in out.items():
+                    chunks[k].append(v[good] if isinstance(v, np.ndarray) else v.filter(mask))
+                kept += int(good.sum())
+                if done:
+                    break
+            if not done:
+                log.settle(None)
+        except pa.ArrowInvalid as exc:  # e.g. undecodable bytes: not a row-level problem
+            raise MalformedInputError(
+                f"{file}:{log.next_line}: cannot read the file from about here: {exc}") from exc
+        finally:
+            stream.close()
+        log.finish()
+    result: dict[str, Any] = {}
+    for k, parts in chunks.items():
+        if isinstance(parts[0], np.ndarray):
+            result[k] = np.concatenate(parts)
+        else:
+            result[k] = pa.chunked_array(parts, type=parts[0].type)
+    return result
+
+
+def _split_multi(lines: pa.Array, fields: Sequence[str], sep: str, checks: _Checks
+                 ) -> dict[str, pa.Array]:
+    """Split whole lines on a multi-character separator into the named string columns."""
+    checks.fail(pc.is_null(lines), "empty line")
+    parts = pc.split_pattern(lines, sep)
+    count = pc.list_value_length(parts)
+    wrong = pc.not_equal(count, len(fields))
+    checks.fail(wrong, lambda i: f"expected {len(fields)} {sep!r}-separated fields, "
+                                 f"got {count[i].as_py()}")
+    parts = pc.if_else(pc.fill_null(wrong, True), pa.scalar(None, parts.type), parts)
+    out = {}
+    for j, f in enumerate(fields):
+        col = pc.list_element(parts, j)
+        out[f] = pc.if_else(pc.equal(col, ""), pa.scalar(None, pa.string()), col)
+    return out
+
+
+def _to_series(values: Any, index: pd.Index | None = None) -> pd.Series:
+    """numpy or Arrow column -> pandas Series (Arrow strings become the pandas ``str`` dtype)."""
+    if isinstance(values, np.ndarray):
+        return pd.Series(values, index=index)
+    s = values.to_pandas()
+    if index is not None:
+        s.index = index
+    return s
+
+
+# ---------------------------------------------------------------------------- history sequences
+
+
+def _history(session: np.ndarray, items: np.ndarray, length: int) -> pd.Series:
+    """Each row's previous up to ``length`` items of the same session (most recent last).
+
+    Args:
+        session: session keys, grouped (each session's rows consecutive).
+        items: item tokens (int64), same order.
+        length: the history length L > 0.
+
+    Returns:
+        A Series with the Arrow list dtype (empty list for a session's first row).
+    """
+    n = len(session)
+    idx = np.arange(n, dtype=np.int64)
+    new_group = np.ones(n, dtype=bool)
+    if n > 1:
+        new_group[1:] = session[1:] != session[:-1]
+    group_start = np.maximum.accumulate(np.where(new_group, idx, 0))
+    lengths = np.minimum(idx - group_start, length)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    total = int(offsets[-1])
+    # Element j of row i's list is items[i - lengths[i] + j]; offsets[i] + j is its flat position.
+    take = np.repeat(idx - lengths - offsets[:-1], lengths) + np.arange(total, dtype=np.int64)
+    values = pa.array(items[take], type=pa.int64())
+    if total < 2**31 - 1:
+        lists = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values)
+    else:
+        lists = pa.LargeListArray.from_arrays(pa.array(offsets), values)
+    return pd.Series(pd.arrays.ArrowExtensionArray(lists))
+
+
+def _sort_order(*keys: np.ndarray) -> np.ndarray:
+    """Stable sort permutation by ``keys`` (primary key first), like ``np.lexsort(keys[::-1])``.
+
+    When the key ranges fit, the keys are packed into one int64 and sorted with numpy's stable
+    sort, which is several times faster than ``lexsort`` on (nearly) grouped data.
+    """
+    if len(keys[0]) == 0:
+        return np.arange(0, dtype=np.int64)
+    lows = [int(k.min()) for k in keys]
+    spans = [int(k.max()) - lo + 1 for k, lo in zip(keys, lows, strict=True)]
+    if int(np.prod([float(x) for x in spans])) >= 2**62:
+        return np.lexsort(keys[::-1])
+    packed = np.zeros(len(keys[0]), dtype=np.int64)
+    for k, lo, span in zip(keys, lows, spans, strict=True):
+        packed *= span
+        packed += k - lo
+    return np.argsort(packed, kind="stable")
+
+
+def _check_history_length(history_length: int) -> None:
+    if history_length < 0:
+        raise ValueError(f"history_length must be >= 0, got {history_length}")
+
+
+# ------------------------------------------------------------------------------------- Criteo
+
+
+def _criteo_convert(cols: dict[str, pa.Array], checks: _Checks) -> dict[str, Any]:
+    out: dict[str, Any] = {LABEL: _binary_label(cols[LABEL], LABEL, checks)}
+    for name in CRITEO_DENSE:
+        out[name] = _int_column(cols[name], name, checks, required=False)
+    for name in CRITEO_CATEGORICAL:
+        out[name] = cols[name]
+    return out
+
+
+def parse_criteo_tsv(paths: PathsLike, *, strict: bool = False, max_rows: int | None = None,
+                     block_size: int = _BLOCK_SIZE) -> RawTable:
+    """Parse Criteo Kaggle ``train.txt`` / 1TB ``day_N`` files (40 tab-separated fields).
+
+    Args:
+        paths: one file or several (read in order; plain or gzip).
+        strict: raise :class:`MalformedInputError` at the first malformed row.
+        max_rows: keep at most this many rows.
+        block_size: bytes per parsed block.
+
+    Returns:
+        ``label`` (float32), dense ``I1..I13`` (float64, NaN when empty, negatives kept),
+        categorical ``C1..C26`` (8-hex-digit string tokens, missing when empty).
+    """
+    report = ParseReport()
+    cols = _read_delimited(paths, fields=CRITEO_FIELDS, sep="\t", convert=_criteo_convert,
+                           report=report, strict=strict, max_rows=max_rows,
+                           block_size=block_size)
+    frame = pd.DataFrame({k: _to_series(v) for k, v in cols.items()})
+    report.rows = len(frame)
+    return RawTable(frame, dense=list(CRITEO_DENSE), categorical=list(CRITEO_CATEGORICAL),
+                    report=report)
+
+
+# -------------------------------------------------------------------------------------- Avazu
+
+
+def _avazu_convert(cols: dict[str, pa.Array], checks: _Checks) -> dict[str, Any]:
+    out: dict[str, Any] = {LABEL: _binary_label(cols["click"], "click", checks)}
+    hour = cols["hour"]
+    checks.fail(pc.is_null(hour), "missing hour")
+    encoded = pc.dictionary_encode(hour)
+    uniques = encoded.dictionary.to_pylist()
+    parsed = pd.to_datetime(pd.Series(uniques, dtype=object), format="%y%m%d%H",
+                            errors="coerce", utc=True)
+    valid = np.array([bool(re.fullmatch(r"[0-9]{8}", u)) for u in uniques], dtype=bool)
+    valid &= parsed.notna().to_numpy()
+    codes = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
+    if len(uniques):
+        checks.fail(pc.and_(pc.is_valid(hour), pa.array(~valid[codes])),
+                    lambda i: f"bad hour {_value(hour, i)!r} (expected YYMMDDHH)")
+        epoch = pd.Timestamp("1970-01-01", tz="UTC")
+        seconds = ((parsed - epoch).dt.total_seconds().fillna(0).to_numpy(np.float64)
+                   .astype(np.int64))
+        hod = [f"{t.hour:02d}" if ok else None for t, ok in zip(parsed, valid, strict=True)]
+        dow = [str(t.day_of_week) if ok else None for t, ok in zip(parsed, valid, strict=True)]
+        index = pa.array(codes)
+        out[TIMESTAMP] = seconds.astype(np.int64)[codes]
+        out["hour_of_day"] = pa.array(hod, pa.string()).take(index)
+        out["weekday"] = pa.array(dow, pa.string()).take(index)
+    else:
+        out[TIMESTAMP] = np.zeros(len(hour), dtype=np.int64)
+        out["hour_of_day"] = pa.nulls(len(hour), pa.string())
+        out["weekday"] = pa.nulls(len(hour), pa.string())
+    for name in AVAZU_HEADER[3:]:
+        out[name] = cols[name]
+    return out
+
+
+def parse_avazu_csv(paths: PathsLike, *, strict: bool = False, max_rows: int | None = None,
+                    block_size: int = _BLOCK_SIZE) -> RawTable:
+    """Parse Avazu ``train`` CSV files (header ``id,click,hour,...,C21``).
+
+    Args:
+        paths: one file or several (each with the header; plain or gzip).
+        strict: raise :class:`MalformedInputError` at the first malformed row.
+        max_rows: keep at most this many rows.
+        block_size: bytes per parsed block.
+
+    Returns:
+        ``label`` = click (float32), ``timestamp`` (unix seconds of ``hour``, UTC), categorical
+        string tokens: the 21 raw feature columns, ``hour_of_day`` and ``weekday``; no dense.
+    """
+    report = ParseReport()
+    cols = _read_delimited(paths, fields=AVAZU_HEADER, sep=",", convert=_avazu_convert,
+                           report=report, strict=strict, max_rows=max_rows, header=AVAZU_HEADER,
+                           block_size=block_size)
+    order = [LABEL, *AVAZU_CATEGORICAL, TIMESTAMP]
+    frame = pd.DataFrame({k: _to_series(cols[k]) for k in order})
+    report.rows = len(frame)
+    return RawTable(frame, dense=[], categorical=list(AVAZU_CATEGORICAL), has_timestamp=True,
+                    report=report)
+
+
+# --------------------------------------------------------------------------------- MovieLens
+
+
+def _resolve(paths: PathsLike, names: Sequence[str]) -> dict[str, Path]:
+    """Find the named files in a directory (or among the given files); ``.gz`` also accepted."""
+    given = _as_paths(paths)
+    found: dict[str, Path] = {}
+    for name in names:
+        for p in given:
+            if p.is_dir():
+                for cand in (p / name, p / f"{name}.gz"):
+                    if cand.exists():
+                        found[name] = cand
+                        break
+            elif p.name in (name, f"{name}.gz"):
+                found[name] = p
+            if name in found:
+                break
+        if name not in found:
+            raise FileNotFoundError(
+                f"{name} not found in {', '.join(str(p) for p in given)}")
+    return found
+
+
+def _ratings_convert(*, half_stars: bool) -> Callable[[dict[str, pa.Array], _Checks],
+                                                     dict[str, Any]]:
+    def convert(cols: dict[str, pa.Array], checks: _Checks) -> dict[str, Any]:
+        return {
+            "user_id": _int_column(cols["user_id"], "user_id", checks),
+            "item_id": _int_column(cols["item_id"], "item_id", checks),
+            "rating": _rating_column(cols["rating"], checks, half_stars=half_stars),
+            TIMESTAMP: _int_column(cols[TIMESTAMP], TIMESTAMP, checks),
+        }
+    return convert
+
+
+def _users_convert(cols: dict[str, pa.Array], checks: _Checks) -> dict[str, Any]:
+    out: dict[str, Any] = {"user_id": _int_column(cols["user_id"], "user_id", checks)}
+    for name in ("age", "gender", "occupation", "zip"):
+        out[name] = cols[name]
+    return out
+
+
+def _year_from_title(titles: pd.Series) -> pd.Series:
+    return titles.str.extract(r"\((\d{4})[^)]*\)\s*$", expand=False)
+
+
+def _first_genre(genres: pd.Series) -> pd.Series:
+    first = genres.str.split("|", n=1, regex=False).str[0]
+    return first.where(~first.isin(list(_NO_GENRE)))
+
+
+def _movielens(ratings: dict[str, Any], users: pd.DataFrame | None, items: pd.DataFrame,
+               report: ParseReport, history_length: int) -> RawTable:
+    """Join, label, sort and (optionally) add histories to parsed MovieLens tables.
+
+    Args:
+        ratings: columns user_id, item_id, rating, timestamp (numpy).
+        users: user_id + demographic string columns, or None (20M).
+        items: item_id, genre, year.
+        report: the report so far (``rows`` is set here).
+        history_length: see the module docstring.
+    """
+    user = ratings["user_id"]
+    item = ratings["item_id"]
+    ts = ratings[TIMESTAMP]
+    order = _sort_order(user, ts, item)
+    user, item, ts = user[order], item[order], ts[order]
+    frame = pd.DataFrame({
+        LABEL: (ratings["rating"][order] >= 4.0).astype(np.float32),
+        "user_id": user,
+        "item_id": item,
+    })
+    user_feats: list[str] = []
+    if users is not None:
+        side = users.drop_duplicates("user_id").set_index("user_id")
+        user_feats = [c for c in side.columns]
+        joined = side.reindex(user)
+        for c in user_feats:
+            frame[c] = joined[c].array
+    side_items = items.drop_duplicates("item_id").set_index("item_id").reindex(item)
+    frame["genre"] = side_items["genre"].array
+    frame["year"] = side_items["year"].array
+    frame[SESSION] = user
+    frame[TIMESTAMP] = ts
+    sequences: dict[str, str] = {}
+    if history_length > 0:
+        frame[HIST_ITEM] = _history(user, item, history_length).array
+        sequences = {HIST_ITEM: "item_id"}
+    report.rows = len(frame)
+    return RawTable(frame, dense=[], categorical=["user_id", "item_id", *user_feats, "genre",
+                                                  "year"],
+                    user_side=["user_id", *user_feats], sequences=sequences, has_session=True,
+                    has_timestamp=True, report=report)
+
+
+def parse_movielens_100k(paths: PathsLike, *, strict: bool = False, max_rows: int | None = None,
+                         history_length: int = 0) -> RawTable:
+    """Parse MovieLens 100K (``u.data``, ``u.user``, ``u.item``).
+
+    Args:
+        paths: the directory holding the files (or the three files).
+        strict: raise :class:`MalformedInputError` at the first malformed row.
+        max_rows: keep at most this many ratings (the first of ``u.data``, before sorting).
+        history_length: add ``hist_item_id`` with up to this many previous items when > 0.
+
+    Returns:
+        See the module docstring (label = rating >= 4; sorted by user, timestamp, item).
+    """
+    _check_history_length(history_length)
+    files = _resolve(paths, ["u.data", "u.user", "u.item"])
+    report = ParseReport()
+    ratings = _read_delimited(files["u.data"], fields=["user_id", "item_id", "rating", TIMESTAMP],
+                              sep="\t", convert=_ratings_convert(half_stars=False),
+                              report=report, strict=strict, max_rows=max_rows)
+    users = _read_delimited(files["u.user"], fields=["user_id", "age", "gender", "occupation",
+                                                     "zip"],
+                            sep="|", convert=_users_convert, report=report, strict=strict,
+                            encoding="latin-1")
+    item_fields = ["item_id", "title", "release", "video_release", "url", *ML100K_GENRES]
+
+    def items_convert(cols: dict[str, pa.Array], checks: _Checks) -> dict[str, Any]:
+        out: dict[str, Any] = {"item_id": _int_column(cols["item_id"], "item_id", checks),
+                               "release": cols["release"]}
+        flags = np.stack([_int_column(cols[g], f"genre flag {g}", checks)
+                          for g in ML100K_GENRES], axis=1) if len(cols["item_id"]) else \
+            np.zeros((0, len(ML100K_GENRES)), dtype=np.int64)
+        first = np.where((flags[:, 1:] != 0).any(axis=1), (flags[:, 1:] != 0).argmax(axis=1) + 1,
+                         0)
+        names = pa.array([None, *ML100K_GENRES[1:]], pa.string())
+        out["genre"] = names.take(pa.array(first))
+        return out
+
+    items = _read_delimited(files["u.item"], fields=item_fields, sep="|", convert=items_convert,
+                            report=report, strict=strict, encoding="latin-1")
+    item_frame = pd.DataFrame({
+        "item_id": items["item_id"],
+        "genre": _to_series(items["genre"]),
+        "year": _to_series(items["release"]).str.extract(r"(\d{4})\s*$", expand=False),
+    })
+    user_frame = pd.DataFrame({k: _to_series(v) for k, v in users.items()})
+    return _movielens(ratings, user_frame, item_frame, report, history_length)
+
+
+def parse_movielens_1m(paths: PathsLike, *, strict: bool = False, max_rows: int | None = None,
+                       history_length: int = 0) -> RawTable:
+    """Parse MovieLens 1M (``ratings.dat``, ``users.dat``, ``movies.dat``; ``::``-separated).
+
+    Args:
+        paths: the directory holding the files (or the three files).
+        strict: raise :class:`MalformedInputError` at the first malformed row.
+        max_rows: keep at most this many ratings (the first of ``ratings.dat``).
+        history_length: add ``hist_item_id`` with up to this many previous items when > 0.
+
+    Returns:
+        See the module docstring (``age`` and ``occupation`` are the 1M codes, as tokens).
+    """
+    _check_history_length(history_length)
+    files = _resolve(paths, ["ratings.dat", "users.dat", "movies.dat"])
+    report = ParseReport()
+    ratings = _read_delimited(files["ratings.dat"],
+                              fields=["user_id", "item_id", "rating", TIMESTAMP], sep="::",
+                              convert=_ratings_convert(half_stars=False), report=report,
+                              strict=strict, max_rows=max_rows)
+    users = _read_delimited(files["users.dat"],
+                            fields=["user_id", "gender", "age", "occupation", "zip"], sep="::",
+                            convert=_users_convert, report=report, strict=strict,
+                            encoding="latin-1")
+    movies = _read_delimited(files["movies.dat"], fields=["item_id", "title", "genres"],
+                             sep="::", convert=_movies_convert, report=report, strict=strict,
+                             encoding="latin-1")
+    user_frame = pd.DataFrame({k: _to_series(users[k]) for k in
+                               ("user_id", "age", "gender", "occupation", "zip")})
+    return _movielens(ratings, user_frame, _movie_frame(movies), report, history_length)
+
+
+def _movies_convert(cols: dict[str, pa.Array], checks: _Checks) -> dict[str, Any]:
+    return {"item_id": _int_column(cols["item_id"], "item_id", checks), "title": cols["title"],
+            "genres": cols["genres"]}
+
+
+def _movie_frame(movies: dict[str, Any]) -> pd.DataFrame:
+    return pd.DataFrame({
+        "item_id": movies["item_id"],
+        "genre": _first_genre(_to_series(movies["genres"])),
+        "year": _year_from_title(_to_series(movies["title"])),
+    })
+
+
+def parse_movielens_20m(paths: PathsLike, *, strict: bool = False, max_rows: int | None = None,
+                        history_length: int = 0) -> RawTable:
+    """Parse MovieLens 20M (``ratings.csv``, ``movies.csv``; CSV with headers; no demographics).
+
+    Args:
+        paths: the directory holding the files (or the two files).
+        strict: raise :class:`MalformedInputError` at the first malformed row.
+        max_rows: keep at most this many ratings (the first of ``ratings.csv``).
+        history_length: add ``hist_item_id`` with up to this many previous items when > 0.
+
+    Returns:
+        See the module docstring (half-star ratings; label = rating >= 4.0).
+    """
+    _check_history_length(history_length)
+    files = _resolve(paths, ["ratings.csv", "movies.csv"])
+    report = ParseReport()
+    ratings = _read_delimited(files["ratings.csv"],
+                              fields=["user_id", "item_id", "rating", TIMESTAMP], sep=",",
+                              header=["userId", "movieId", "rating", "timestamp"],
+                              convert=_ratings_convert(half_stars=True), report=report,
+                              strict=strict, max_rows=max_rows)
+    movies = _read_delimited(files["movies.csv"], fields=["item_id", "title", "genres"], sep=",",
+                             header=["movieId", "title", "genres"], convert=_movies_convert,
+                             report=report, strict=strict, quoted=True)
+    return _movielens(ratings, None, _movie_frame(movies), report, history_length)
+
+
+# ------------------------------------------------------------------------------------- Taobao
+
+
+def _taobao_convert(cols: dict[str, pa.Array], checks: _Checks) -> dict[str, Any]:
+    out = {name: _int_column(cols[name], name, checks)
+           for name in ("user_id", "item_id", "category_id", TIMESTAMP)}
+    behavior = cols["behavior_type"]
+    checks.fail(pc.is_null(behavior), "missing behavior_type")
+    unknown = pc.and_(pc.invert(pc.is_in(behavior, value_set=pa.array(list(TAOBAO_BEHAVIORS)))),
+                      pc.is_valid(behavior))
+    checks.fail(unknown, lambda i: f"unknown behavior_type {_value(behavior, i)!r} "
+                                   f"(expected one of {', '.join(TAOBAO_BEHAVIORS)})")
+    positive = pc.is_in(behavior, value_set=pa.array(list(TAOBAO_POSITIVE)))
+    out[LABEL] = _np_bool(positive).astype(np.float32)
+    return out
+
+
+def parse_taobao_user_behavior(paths: PathsLike, *, strict: bool = False,
+                               max_rows: int | None = None, history_length: int = 0,
+                               block_size: int = _BLOCK_SIZE) -> RawTable:
+    """Parse Taobao ``UserBehavior.csv`` (``user,item,category,behavior,timestamp``, no header).
+
+    Args:
+        paths: one file or several (plain or gzip).
+        strict: raise :class:`MalformedInputError` at the first malformed row.
+        max_rows: keep at most this many rows (the first of the file, before sorting).
+        history_length: add ``hist_item_id`` with up to this many previous items when > 0.
+        block_size: bytes per parsed block.
+
+    Returns:
+        label = 1.0 for buy/cart/fav, 0.0 for pv; categorical int64 tokens ``user_id``,
+        ``item_id``, ``category_id``; session = user id; stably sorted by (user, timestamp).
+    """
+    _check_history_length(history_length)
+    report = ParseReport()
+    cols = _read_delimited(paths, fields=TAOBAO_FIELDS, sep=",", convert=_taobao_convert,
+                           report=report, strict=strict, max_rows=max_rows,
+                           block_size=block_size)
+    order = _sort_order(cols["user_id"], cols[TIMESTAMP])
+    frame = pd.DataFrame({
+        LABEL: cols[LABEL][order],
+        "user_id": cols["user_id"][order],
+        "item_id": cols["item_id"][order],
+        "category_id": cols["category_id"][order],
+        SESSION: cols["user_id"][order],
+        TIMESTAMP: cols[TIMESTAMP][order],
+    })
+    sequences: dict[str, str] = {}
+    if history_length > 0:
+        frame[HIST_ITEM] = _history(frame[SESSION].to_numpy(), frame["item_id"].to_numpy(),
+                                    history_length).array
+        sequences = {HIST_ITEM: "item_id"}
+    report.rows = len(frame)
+    return RawTable(frame, dense=[], categorical=["user_id", "item_id", "category_id"],
+                    user_side=["user_id"], sequences=sequences, has_session=True,
+                    has_timestamp=True, report=report)
+
+
+# ----------------------------------------------------------------------------------- dispatch
+
+PARSERS: dict[str, Callable[..., RawTable]] = {
+    "criteo_tsv": parse_criteo_tsv,
+    "avazu_csv": parse_avazu_csv,
+    "movielens_100k": parse_movielens_100k,
+    "movielens_1m": parse_movielens_1m,
+    "movielens_20m": parse_movielens_20m,
+    "taobao_user_behavior": parse_taobao_user_behavior,
+}
+
+
+def parse(format: str, paths: PathsLike, **kw: Any) -> RawTable:  # noqa: A002 (the config word)
+    """Parse ``paths`` with the parser registered for ``format``.
+
+    Args:
+        format: a key of :data:`PARSERS`.
+        paths: passed to the parser.
+        **kw: passed to the parser (``strict``, ``max_rows``, ``history_length``...).
+
+    Raises:
+        ValueError: ``format`` is not a known format (the message lists the known ones).
+    """
+    try:
+        parser = PARSERS[format]
+    except KeyError:
+        raise ValueError(
+            f"unknown raw format {format!r}; known formats: {', '.join(sorted(PARSERS))}"
+        ) from None
+    return parser(paths, **kw)

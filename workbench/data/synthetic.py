@@ -1,0 +1,268 @@
+"""The embedded default dataset: a seeded synthetic generator calibrated to Criteo Kaggle.
+
+No network is needed, so the whole pipeline (and CI) runs on it. What it reproduces:
+
+* **Schema**: 13 dense count features ``I1..I13`` and 26 categorical features ``C1..C26`` whose
+  cardinalities are Criteo Kaggle's (facebookresearch/dlrm's ``ln_emb``) times a scale factor.
+* **Skew**: feature ``f`` draws its rows by popularity rank ``r = 1..n_f`` from a power law
+  ``P(r) ~ r^-a_f``. Each ``a_f`` is solved (bisection) so that the top 1% of the table's rows
+  (at least one row) take ``top1_share`` of its lookups (the real 8,000-row Criteo sample
+  measures 62%, pooled over features). Pooled over all 26 tables the share is higher, because the
+  small tables (3..30 rows) sit wholly inside the top 1%; the dataset-statistics stage reports
+  both. Ranks are mapped to ids by a seeded permutation, so hot rows are scattered over the id
+  space as hashed ids are.
+* **Learnable labels** from a hidden model (a logistic model the trainer does not see)::
+
+      logit = b + sum_f w_f[id_f] + sum_(f,g) <u_f[id_f], v_g[id_g]> + <c, log1p(dense)> + eps
+      label ~ Bernoulli(sigmoid(logit)),   eps ~ N(0, label_noise^2)
+
+  with ``b`` solved so that the positive rate is ``ctr``. Popular rows are seen often and so
+  their weights can be learned; test AUC well above 0.5 is reachable.
+* **Sessions** (optional): consecutive samples of one user share the user-side features (RecD's
+  dedup opportunity); session lengths are geometric with the configured mean.
+* **Sequence feature** (optional): ``hist_<item>``, the user's previous item ids (a pre-history
+  drawn from the same item distribution, then the items of the session's earlier samples).
+
+Categorical ids are in ``1..card-1``; id 0 is reserved for "missing" as in every encoded source.
+Every random choice comes from ``numpy.random.default_rng(seed)`` streams, so the same config
+gives byte-identical output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from workbench.config import SyntheticConfig
+from workbench.data.schema import LABEL, SESSION, ParseReport, RawTable
+
+#: Criteo Kaggle cardinalities of C1..C26 (facebookresearch/dlrm, bench/dlrm_s_criteo_kaggle.sh).
+CRITEO_KAGGLE_CARDINALITIES: tuple[int, ...] = (
+    1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194, 27, 14992,
+    5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572)
+N_DENSE = 13
+DENSE_NAMES = [f"I{i}" for i in range(1, N_DENSE + 1)]
+CATEGORICAL_NAMES = [f"C{i}" for i in range(1, len(CRITEO_KAGGLE_CARDINALITIES) + 1)]
+#: Feature pairs that interact in the hidden label model (a few, as in real CTR data).
+_INTERACTIONS = ((0, 2), (1, 3), (4, 9), (5, 11), (13, 15), (20, 23))
+_HIDDEN_DIM = 4
+
+
+def scaled_cardinalities(scale: float, min_cardinality: int = 2) -> dict[str, int]:
+    """Criteo Kaggle's cardinalities times ``scale`` (rounded up), at least ``min_cardinality``.
+
+    The returned cardinality counts id 0 (missing), so a table has ``card - 1`` real rows.
+    """
+    return {name: max(min_cardinality, int(np.ceil(c * scale)) + 1)
+            for name, c in zip(CATEGORICAL_NAMES, CRITEO_KAGGLE_CARDINALITIES)}
+
+
+def top_share(alpha: float, n: int, fraction: float = 0.01) -> float:
+    """Expected share of lookups taken by the top ``fraction`` of ``n`` rows (at least one row)
+    when rows are drawn with ``P(r) ~ r^-alpha``."""
+    k = max(1, int(np.ceil(fraction * n)))
+    return float(_power_law(n, alpha)[:k].sum())
+
+
+def calibrate_exponent(n: int, target: float, fraction: float = 0.01) -> float:
+    """The exponent whose top ``fraction`` of ``n`` rows take ``target`` of the lookups.
+
+    Bisection on ``alpha`` in [0, 8] (the share is monotone in ``alpha``); returns 0 when even a
+    uniform draw exceeds the target (a table of one or two rows) and 8 when it is unreachable.
+    """
+    lo, hi = 0.0, 8.0
+    if n <= 1 or top_share(lo, n, fraction) >= target:
+        return lo
+    if top_share(hi, n, fraction) <= target:
+        return hi
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        if top_share(mid, n, fraction) < target:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def _power_law(n: int, alpha: float) -> np.ndarray:
+    """Normalised ``P(r) ~ r^-alpha`` over ranks ``1..n``."""
+    weights = np.arange(1, n + 1, dtype=np.float64) ** -alpha
+    return weights / weights.sum()
+
+
+class _PowerLawSampler:
+    """Draws ids ``1..n`` of one table with power-law popularity over a seeded rank->id map."""
+
+    def __init__(self, n: int, alpha: float, rng: np.random.Generator) -> None:
+        self.cdf = np.cumsum(_power_law(n, alpha))
+        self.cdf /= self.cdf[-1]
+        self.rank_to_id = rng.permutation(n).astype(np.int64) + 1
+
+    def __call__(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        ranks = np.searchsorted(self.cdf, rng.random(size), side="right")
+        return self.rank_to_id[np.minimum(ranks, len(self.cdf) - 1)]
+
+
+def _session_ids(rows: int, mean_length: float, rng: np.random.Generator) -> np.ndarray:
+    """Consecutive session ids for ``rows`` samples with geometric lengths of the given mean."""
+    lengths = rng.geometric(1.0 / mean_length, size=rows // max(1, int(mean_length)) * 2 + 16)
+    while lengths.sum() < rows:
+        lengths = np.concatenate([lengths, rng.geometric(1.0 / mean_length, size=len(lengths))])
+    return np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)[:rows]
+
+
+def _history(session: np.ndarray, items: np.ndarray, length: int, sampler: _PowerLawSampler,
+             rng: np.random.Generator) -> pd.Series:
+    """Per sample: up to ``length`` previous item ids of its session, most recent last.
+
+    Each session starts with a pre-history of ``Uniform{0..length}`` items drawn from the item
+    distribution, followed by the items of the session's samples; sample ``k`` sees the ``length``
+    items before its own position. Fully vectorised over ranges of a flat item stream.
+    """
+    rows = len(session)
+    starts = np.flatnonzero(np.r_[True, session[1:] != session[:-1]])
+    n_sessions = len(starts)
+    pre_len = rng.integers(0, length + 1, size=n_sessions)
+    pre_items = sampler(int(pre_len.sum()), rng)
+    sess_len = np.diff(np.r_[starts, rows])
+    # Flat stream: session s = pre-history(s) ++ items(s).
+    stream_len = pre_len + sess_len
+    stream_start = np.r_[0, np.cumsum(stream_len)[:-1]]
+    stream = np.empty(int(stream_len.sum()), dtype=np.int64)
+    pre_pos = np.repeat(stream_start, pre_len) + _ranges(pre_len)
+    stream[pre_pos] = pre_items
+    sess_of_row = np.repeat(np.arange(n_sessions), sess_len)
+    row_pos = stream_start[sess_of_row] + pre_len[sess_of_row] + _ranges(sess_len)
+    stream[row_pos] = items
+    # Sample at stream position p sees stream[max(session start, p - length) : p].
+    lo = np.maximum(stream_start[sess_of_row], row_pos - length)
+    counts = row_pos - lo
+    values = stream[np.repeat(lo, counts) + _ranges(counts)]
+    offsets = np.r_[0, np.cumsum(counts)]
+    return _list_series(values, offsets)
+
+
+def _ranges(lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(l)`` for every ``l`` in ``lengths`` (vectorised)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(lengths)
+    return np.arange(total, dtype=np.int64) - np.repeat(ends - lengths, lengths)
+
+
+def _list_series(values: np.ndarray, offsets: np.ndarray) -> pd.Series:
+    """A pandas Series of int64 lists backed by Arrow (no per-row Python objects)."""
+    import pyarrow as pa
+
+    array = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), pa.array(values))
+    return pd.Series(pd.arrays.ArrowExtensionArray(array))
+
+
+def generate(cfg: SyntheticConfig, seed: int) -> tuple[RawTable, dict[str, int]]:
+    """Generate the synthetic dataset.
+
+    Args:
+        cfg: generator settings.
+        seed: the run's seed.
+
+    Returns:
+        The table (categorical columns already ids in ``1..card-1``) and the cardinality of
+        every categorical feature (the embedding-table sizes, id 0 included).
+    """
+    rows = cfg.rows
+    cards = scaled_cardinalities(cfg.cardinality_scale, cfg.min_cardinality)
+    root = np.random.default_rng(seed)
+    # Independent streams, so adding a feature never changes the draws of the others.
+    seeds = root.integers(0, 2**63 - 1, size=len(CATEGORICAL_NAMES) * 2 + 8)
+    stream = iter(np.random.default_rng(s) for s in seeds)
+
+    user_side = list(cfg.sessions.user_features) if cfg.sessions.enabled else []
+    unknown = sorted(set(user_side) - set(CATEGORICAL_NAMES))
+    if unknown:
+        raise ValueError(f"dataset.synthetic.sessions.user_features names unknown features "
+                         f"{unknown} (allowed: C1..C26)")
+    rng_sess = next(stream)
+    session = (_session_ids(rows, cfg.sessions.mean_length, rng_sess) if cfg.sessions.enabled
+               else np.arange(rows, dtype=np.int64))
+    new_session = np.r_[True, session[1:] != session[:-1]]
+    session_index = np.cumsum(new_session) - 1
+    n_sessions = int(session_index[-1]) + 1
+
+    frame: dict[str, np.ndarray | pd.Series] = {}
+    ids: dict[str, np.ndarray] = {}
+    samplers: dict[str, _PowerLawSampler] = {}
+    for name in CATEGORICAL_NAMES:
+        n = cards[name] - 1
+        rng = next(stream)
+        samplers[name] = _PowerLawSampler(n, calibrate_exponent(n, cfg.top1_share), rng)
+        if name in user_side:
+            ids[name] = samplers[name](n_sessions, rng)[session_index]
+        else:
+            ids[name] = samplers[name](rows, rng)
+
+    # Dense Criteo-like counts: log-normal magnitudes, I2 may be -1, some values missing.
+    rng_dense = next(stream)
+    mu = rng_dense.uniform(0.0, 3.0, size=N_DENSE)
+    raw_dense = np.floor(np.exp(rng_dense.normal(mu, 1.2, size=(rows, N_DENSE))))
+    raw_dense[:, 1] -= 1.0
+    log_dense = np.log1p(np.clip(raw_dense, 0.0, None))
+    missing = rng_dense.random((rows, N_DENSE)) < cfg.dense_missing_rate
+    log_dense[missing] = 0.0
+    raw_dense[missing] = np.nan
+
+    # Hidden label model.
+    rng_label = next(stream)
+    logit = np.zeros(rows)
+    for name in CATEGORICAL_NAMES:
+        w = rng_label.normal(0.0, 0.35, size=cards[name])
+        logit += w[ids[name]]
+    for a, b in _INTERACTIONS:
+        fa, fb = CATEGORICAL_NAMES[a], CATEGORICAL_NAMES[b]
+        u = rng_label.normal(0.0, 0.5, size=(cards[fa], _HIDDEN_DIM))
+        v = rng_label.normal(0.0, 0.5, size=(cards[fb], _HIDDEN_DIM))
+        logit += np.einsum("ij,ij->i", u[ids[fa]], v[ids[fb]])
+    coef = rng_label.normal(0.0, 0.3, size=N_DENSE)
+    logit += (log_dense - log_dense.mean(axis=0)) @ coef
+    logit += rng_label.normal(0.0, cfg.label_noise, size=rows) if cfg.label_noise > 0 else 0.0
+    bias = _solve_bias(logit, cfg.ctr)
+    labels = (rng_label.random(rows) < _sigmoid(logit + bias)).astype(np.float32)
+
+    frame[LABEL] = labels
+    for j, name in enumerate(DENSE_NAMES):
+        frame[name] = raw_dense[:, j]
+    for name in CATEGORICAL_NAMES:
+        frame[name] = ids[name]
+    sequences: dict[str, str] = {}
+    if cfg.sequence.enabled:
+        item = cfg.sequence.item_feature
+        if item not in CATEGORICAL_NAMES:
+            raise ValueError(f"dataset.synthetic.sequence.item_feature = {item!r}: must be one of "
+                             "C1..C26")
+        col = f"hist_{item}"
+        frame[col] = _history(session, ids[item], cfg.sequence.length, samplers[item], next(stream))
+        sequences[col] = item
+    if cfg.sessions.enabled:
+        frame[SESSION] = session
+    table = RawTable(frame=pd.DataFrame(frame), dense=list(DENSE_NAMES),
+                     categorical=list(CATEGORICAL_NAMES), user_side=user_side,
+                     sequences=sequences, has_session=cfg.sessions.enabled,
+                     report=ParseReport(files=["<synthetic>"], rows=rows))
+    return table, cards
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _solve_bias(logit: np.ndarray, ctr: float) -> float:
+    """The bias ``b`` with ``mean(sigmoid(logit + b)) == ctr`` (bisection; monotone in b)."""
+    lo, hi = -30.0, 30.0
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        if _sigmoid(logit + mid).mean() < ctr:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
