@@ -78,7 +78,7 @@ def run(argv: list[str] | None = None) -> Path:
     from workbench.logs import setup
 
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     if args.name is not None and "=" in args.name:  # an override, not a notebook name
         args.overrides.insert(0, args.name)
         args.name = None

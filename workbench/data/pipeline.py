@@ -164,7 +164,12 @@ def download(cfg: WorkbenchConfig, ds: DatasetConfig, *, offline: bool = False) 
     source = get_source(ds.registry or ds.name)
     files = criteo_1tb_files(list(ds.days)) if ds.days else None
     root = downloads_dir(cfg, source.name)
-    paths = acquire(source, root, files=files, progress=cfg.profile.progress, offline=offline)
+    try:
+        paths = acquire(source, root, files=files, progress=cfg.profile.progress,
+                        offline=offline)
+    finally:
+        if root.is_dir() and not any(root.iterdir()):
+            root.rmdir()  # a failed first attempt leaves nothing behind
     manifest.update(available=True, registry=source.name, root=_relative(root),
                     files=_file_entries([Path(p) for p in paths], root))
     with atomic_dir(out) as tmp:
