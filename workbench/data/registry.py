@@ -283,63 +283,38 @@ _GROUPLENS_LICENCE = (
 )
 _CHECKSUM_NOTE = "md5 published by GroupLens (<name>.md5 sidecar); sha256 computed by a third party."
 
-MOVIELENS_100K = DatasetSource(
-    name="movielens_100k",
-    title="MovieLens 100K",
-    format="movielens_100k",
-    files=(
-        RemoteFile(
-            name="ml-100k.zip",
-            urls=(_GROUPLENS + "ml-100k.zip",),
-            md5="0e33842e24a9c977be4e0107933c0723",
-            sha256="50d2a982c66986937beb9ffb3aa76efe955bf3d5c6b761f4e3a7cd717c6a3229",
-            size=4_924_029,
-            note=_CHECKSUM_NOTE,
-        ),
-    ),
-    manual_hint=f"Download {_GROUPLENS}ml-100k.zip and put the zip (not extracted) in the raw directory.",
-    licence=_GROUPLENS_LICENCE,
-    homepage="https://grouplens.org/datasets/movielens/100k/",
-    extract=(Extract("ml-100k.zip", ("ml-100k/u.data", "ml-100k/u.user", "ml-100k/u.item")),),
-)
+def _movielens(variant: str, title: str, md5: str, sha256: str, size: int | None,
+               members: tuple[str, ...], size_note: str = "") -> DatasetSource:
+    """A GroupLens MovieLens archive ``ml-<variant>.zip`` and the members its parser reads."""
+    archive = f"ml-{variant}.zip"
+    return DatasetSource(
+        name=f"movielens_{variant}",
+        title=title,
+        format=f"movielens_{variant}",
+        files=(RemoteFile(name=archive, urls=(_GROUPLENS + archive,), md5=md5, sha256=sha256,
+                          size=size, note=_CHECKSUM_NOTE + size_note),),
+        manual_hint=f"Download {_GROUPLENS}{archive} and put the zip (not extracted) in the raw "
+                    "directory.",
+        licence=_GROUPLENS_LICENCE,
+        homepage=f"https://grouplens.org/datasets/movielens/{variant}/",
+        extract=(Extract(archive, tuple(f"ml-{variant}/{m}" for m in members)),),
+    )
 
-MOVIELENS_1M = DatasetSource(
-    name="movielens_1m",
-    title="MovieLens 1M",
-    format="movielens_1m",
-    files=(
-        RemoteFile(
-            name="ml-1m.zip",
-            urls=(_GROUPLENS + "ml-1m.zip",),
-            md5="c4d9eecfca2ab87c1945afe126590906",
-            sha256="a6898adb50b9ca05aa231689da44c217cb524e7ebd39d264c56e2832f2c54e20",
-            note=_CHECKSUM_NOTE + " Size ~5.9 MB (exact size not recorded).",
-        ),
-    ),
-    manual_hint=f"Download {_GROUPLENS}ml-1m.zip and put the zip (not extracted) in the raw directory.",
-    licence=_GROUPLENS_LICENCE,
-    homepage="https://grouplens.org/datasets/movielens/1m/",
-    extract=(Extract("ml-1m.zip", ("ml-1m/ratings.dat", "ml-1m/users.dat", "ml-1m/movies.dat")),),
-)
 
-MOVIELENS_20M = DatasetSource(
-    name="movielens_20m",
-    title="MovieLens 20M",
-    format="movielens_20m",
-    files=(
-        RemoteFile(
-            name="ml-20m.zip",
-            urls=(_GROUPLENS + "ml-20m.zip",),
-            md5="cd245b17a1ae2cc31bb14903e1204af3",
-            sha256="96f243c338a8665f6bcc89c53edf6ee39162a846940de6b7c8c48aeada765ff3",
-            note=_CHECKSUM_NOTE + " Size ~190 MB (exact size not recorded).",
-        ),
-    ),
-    manual_hint=f"Download {_GROUPLENS}ml-20m.zip and put the zip (not extracted) in the raw directory.",
-    licence=_GROUPLENS_LICENCE,
-    homepage="https://grouplens.org/datasets/movielens/20m/",
-    extract=(Extract("ml-20m.zip", ("ml-20m/ratings.csv", "ml-20m/movies.csv")),),
-)
+MOVIELENS_100K = _movielens(
+    "100k", "MovieLens 100K", md5="0e33842e24a9c977be4e0107933c0723",
+    sha256="50d2a982c66986937beb9ffb3aa76efe955bf3d5c6b761f4e3a7cd717c6a3229", size=4_924_029,
+    members=("u.data", "u.user", "u.item"))
+MOVIELENS_1M = _movielens(
+    "1m", "MovieLens 1M", md5="c4d9eecfca2ab87c1945afe126590906",
+    sha256="a6898adb50b9ca05aa231689da44c217cb524e7ebd39d264c56e2832f2c54e20", size=None,
+    members=("ratings.dat", "users.dat", "movies.dat"),
+    size_note=" Size ~5.9 MB (exact size not recorded).")
+MOVIELENS_20M = _movielens(
+    "20m", "MovieLens 20M", md5="cd245b17a1ae2cc31bb14903e1204af3",
+    sha256="96f243c338a8665f6bcc89c53edf6ee39162a846940de6b7c8c48aeada765ff3", size=None,
+    members=("ratings.csv", "movies.csv"),
+    size_note=" Size ~190 MB (exact size not recorded).")
 
 # --------------------------------------------------------------------------------------------
 # Taobao UserBehavior (Tianchi 649)
