@@ -244,28 +244,27 @@ def _insert(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, count
 def _unique(keys, scratch):
     """Sorted unique keys and, per occurrence, the index of its key in the unique array.
 
-    ``scratch[0, k]`` stamps keys already seen in this call (stamp = ``scratch[1, 0]``, bumped
-    per call) and ``scratch[1, k]`` holds a key's position: O(n + m log m), no full sort.
+    ``scratch[k + 1, 0]`` stamps key k when it is first seen in this call (the stamp is
+    ``scratch[0, 0]``, bumped per call) and ``scratch[k + 1, 1]`` holds its position; both sit in
+    one cache line. O(n + m log m) for n keys with m distinct, no sort of the whole batch.
     """
     n = keys.shape[0]
-    scratch[1, 0] += 1
-    tick = scratch[1, 0]
-    stamp = scratch[0]
+    scratch[0, 0] += 1
+    tick = scratch[0, 0]
     uniq = np.empty(n, np.int64)
     m = 0
     for i in range(n):
-        k = keys[i]
-        if stamp[k] != tick:
-            stamp[k] = tick
-            uniq[m] = k
+        k = keys[i] + 1
+        if scratch[k, 0] != tick:
+            scratch[k, 0] = tick
+            uniq[m] = k - 1
             m += 1
     uniq = np.sort(uniq[:m])
-    pos = scratch[1]
     for j in range(m):
-        pos[uniq[j] + 1] = j
+        scratch[uniq[j] + 1, 1] = j
     inv = np.empty(n, np.int64)
     for i in range(n):
-        inv[i] = pos[keys[i] + 1]
+        inv[i] = scratch[keys[i] + 1, 1]
     return uniq, inv
 
 
@@ -426,9 +425,9 @@ class ParameterServer:
         self.values = np.ascontiguousarray(values, dtype=np.float32).copy()
         self.versions = np.zeros(len(self.values), dtype=np.int64)
         # Dedup scratch shared by the caches of this server (kernels run one at a time):
-        # row 0 stamps keys seen in the current call, row 1 maps key + 1 -> position and
-        # holds the call counter at [1, 0].
-        self.scratch = np.zeros((2, len(self.values) + 1), dtype=np.int64)
+        # row k + 1 holds key k's last-seen stamp and its position in the unique array;
+        # [0, 0] is the call counter.
+        self.scratch = np.zeros((len(self.values) + 1, 2), dtype=np.int64)
 
     @property
     def rows(self) -> int:

@@ -1,0 +1,261 @@
+"""The emulated edge cluster: W workers with HET caches over one parameter server, and its clock.
+
+::
+
+              +-------- parameter server: global table (value, ver per row) --------+
+              |                                                                      |
+      link (B_1, L_1)            link (B_2, L_2)        ...              link (B_W, L_W)
+              |                          |                                       |
+        edge worker 1              edge worker 2                          edge worker W
+        cache C_1 rows             cache C_2 rows                         cache C_W rows
+        speed s_1                  speed s_2                              speed s_W
+
+Time model (DESIGN.md §3). A transfer over worker j's link costs ``L_j + bytes / B_j``. Per
+iteration, worker j makes one read transfer (its unique keys with their versions go up, 8 + 8
+bytes each; the pulled rows come down, ``D x 4`` bytes each) and, when it pushes anything, one
+write transfer (``D x 4`` bytes plus 8 + 8 bytes of key and update count per pushed row)::
+
+    comm_j      = (L_j + (16 u_j + D4 pulled_j) / B_j) + [pushed_j > 0] (L_j + (D4 + 16) pushed_j / B_j)
+    BSP step    = max_j (compute_j + comm_j) + allreduce,  allreduce = 2 (W-1)/W x dense_bytes / min_j B_j
+    ASP         = each worker advances its own clock by compute_j + comm_j (+ its dense push/pull)
+
+Counters per worker per iteration (the differences of :data:`workbench.cache.COUNTERS` across the
+iteration) give miss pulls, stale pulls, pushes at the write bound, dirty-eviction pushes, direct
+pushes of uncached keys, metadata bytes, embedding bytes and seconds; every figure is computed
+from these records.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from workbench.cache import C_INDEX, COUNTERS, CacheSpec, ParameterServer, WorkerCache
+from workbench.config import CacheConfig, ClusterConfig
+
+BYTES_PER_FLOAT = 4
+KEY_META_BYTES = 16  # 8-byte key + 8-byte version (read) or update count (push)
+
+
+def cache_capacity(cache: CacheConfig, table_rows: int) -> int:
+    """Cache lines per worker: ``cache.rows`` if set, else ``ceil(ratio x table_rows)``."""
+    if cache.policy == "none":
+        return 0
+    return int(cache.rows) if cache.rows is not None else int(math.ceil(cache.ratio * table_rows))
+
+
+@dataclass(frozen=True)
+class Links:
+    """Per-worker link and compute parameters in SI units."""
+
+    bandwidth_Bps: np.ndarray
+    latency_s: np.ndarray
+    speed: np.ndarray
+
+    @classmethod
+    def from_config(cls, cfg: ClusterConfig) -> "Links":
+        """Expand the config's per-worker lists (Gb/s, ms) to arrays (bytes/s, s)."""
+        return cls(bandwidth_Bps=np.array(cfg.per_worker("bandwidth_gbps")) * 1e9 / 8,
+                   latency_s=np.array(cfg.per_worker("latency_ms")) * 1e-3,
+                   speed=np.array(cfg.per_worker("speed"), dtype=np.float64))
+
+    def transfer_seconds(self, nbytes: np.ndarray, active: np.ndarray | None = None) -> np.ndarray:
+        """``L_j + bytes_j / B_j`` per worker (0 where ``active`` is False)."""
+        seconds = self.latency_s + np.asarray(nbytes, dtype=np.float64) / self.bandwidth_Bps
+        return seconds if active is None else np.where(active, seconds, 0.0)
+
+    def allreduce_seconds(self, dense_bytes: float) -> float:
+        """Ring AllReduce of ``dense_bytes`` over all workers (bounded by the slowest link)."""
+        workers = len(self.bandwidth_Bps)
+        if workers == 1 or dense_bytes == 0:
+            return 0.0
+        return 2 * (workers - 1) / workers * dense_bytes / float(self.bandwidth_Bps.min())
+
+
+class EdgeCluster:
+    """W edge workers, each with a :class:`~workbench.cache.WorkerCache`, over one PS.
+
+    Args:
+        cluster: links, speeds and workers.
+        cache: policy, capacity and bounds (the same for every worker).
+        table_rows: rows of the (concatenated) embedding table.
+        dim: embedding width D.
+        init_values: initial table ``[table_rows, dim]`` (default: zeros).
+
+    Example::
+
+        cl = EdgeCluster(cluster_cfg, cache_cfg, table_rows=1000, dim=16)
+        rows = cl.read(0, keys)                  # worker 0 reads through its cache
+        cl.write(0, keys, -lr * grad_rows)       # and writes its updates back
+        record = cl.end_iteration(compute_s)     # per-worker counters, bytes and seconds
+    """
+
+    def __init__(self, cluster: ClusterConfig, cache: CacheConfig, table_rows: int, dim: int,
+                 init_values: np.ndarray | None = None) -> None:
+        self.links = Links.from_config(cluster)
+        self.workers = cluster.workers
+        self.dim = dim
+        values = np.zeros((table_rows, dim), np.float32) if init_values is None else init_values
+        if values.shape != (table_rows, dim):
+            raise ValueError(f"init_values has shape {values.shape}; expected "
+                             f"({table_rows}, {dim})")
+        self.server = ParameterServer(values)
+        self.spec = CacheSpec(cache.policy, cache_capacity(cache, table_rows), cache.read_bound,
+                              cache.write_bound)
+        self.caches = [WorkerCache(self.spec, self.server) for _ in range(self.workers)]
+        self._last = self.counters()
+        self._deltas: list[np.ndarray] = []
+        self.records: list[dict[str, np.ndarray]] = []
+        self.clock_s = np.zeros(self.workers)
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one embedding row on the wire (fp32)."""
+        return self.dim * BYTES_PER_FLOAT
+
+    def read(self, worker: int, keys: np.ndarray, want_values: bool = True) -> np.ndarray:
+        """Worker ``worker`` reads ``keys`` through its cache (one row per occurrence)."""
+        return self.caches[worker].read(keys, want_values)
+
+    def write(self, worker: int, keys: np.ndarray, grads: np.ndarray | float) -> None:
+        """Worker ``worker`` applies update rows (already ``-lr x grad``) for ``keys``."""
+        self.caches[worker].write(keys, grads)
+
+    def counters(self) -> np.ndarray:
+        """Cumulative counters ``[workers, len(COUNTERS)]``."""
+        return np.stack([c.counters for c in self.caches]).copy()
+
+    def end_iteration(self, compute_s: np.ndarray | float = 0.0, dense_bytes: float = 0.0,
+                      dense_sync: str = "allreduce") -> dict[str, np.ndarray]:
+        """Close an iteration: per-worker counter deltas, bytes and seconds.
+
+        Args:
+            compute_s: per-worker compute seconds of this iteration (already speed-scaled).
+            dense_bytes: bytes of the dense parameters (synchronised once per iteration).
+            dense_sync: ``allreduce`` (ring, BSP) or ``ps`` (each worker pushes its dense
+                gradient and pulls the parameters over its own link).
+
+        Returns:
+            Per-worker arrays: ``pulled_rows``, ``pushed_rows``, ``embedding_bytes``,
+            ``meta_bytes``, ``dense_bytes``, ``comm_s``, ``compute_s``, ``dense_s``, and
+            ``step_s`` (the BSP iteration time, the same for every worker); the counter deltas
+            are kept for :meth:`history`.
+        """
+        now = self.counters()
+        delta = now - self._last
+        self._last = now
+        col = {name: delta[:, i] for i, name in enumerate(COUNTERS)}
+        pulled = col["miss_pulls"] + col["stale_pulls"]
+        pushed = (col["bound_pushes"] + col["evict_pushes"] + col["uncached_pushes"]
+                  + col["flush_pushes"])
+        unique = col["unique_read"]
+        read_bytes = KEY_META_BYTES * unique + self.row_bytes * pulled
+        push_bytes = (self.row_bytes + KEY_META_BYTES) * pushed
+        comm = (self.links.transfer_seconds(read_bytes, unique > 0)
+                + self.links.transfer_seconds(push_bytes, pushed > 0))
+        compute = np.broadcast_to(np.asarray(compute_s, dtype=np.float64), (self.workers,))
+        if dense_sync == "allreduce":
+            dense = np.full(self.workers, self.links.allreduce_seconds(dense_bytes))
+            wire = np.full(self.workers, 2 * (self.workers - 1) / self.workers * dense_bytes)
+            step = float((compute + comm).max() + dense[0])
+        elif dense_sync == "ps":
+            dense = self.links.transfer_seconds(np.full(self.workers, 2 * dense_bytes),
+                                                np.full(self.workers, dense_bytes > 0))
+            wire = np.full(self.workers, 2.0 * dense_bytes)
+            step = float((compute + comm + dense).max())
+        else:
+            raise ValueError(f"dense_sync {dense_sync!r}: must be 'allreduce' or 'ps'")
+        self.clock_s += compute + comm + dense
+        record = {"pulled_rows": pulled, "pushed_rows": pushed,
+                  "embedding_bytes": self.row_bytes * (pulled + pushed),
+                  "meta_bytes": KEY_META_BYTES * (unique + pushed), "dense_bytes": wire,
+                  "comm_s": comm, "compute_s": compute.copy(), "dense_s": dense,
+                  "step_s": np.full(self.workers, step)}
+        self._deltas.append(delta)
+        self.records.append(record)
+        return record
+
+    def flush(self) -> None:
+        """Push every dirty line of every worker (end of training)."""
+        for cache in self.caches:
+            cache.flush()
+
+    def history(self) -> pd.DataFrame:
+        """All iteration records, one row per (iteration, worker): counter deltas, bytes and
+        seconds (see :meth:`end_iteration`)."""
+        if not self.records:
+            return pd.DataFrame()
+        frame = pd.DataFrame(np.concatenate(self._deltas), columns=list(COUNTERS))
+        frame.insert(0, "worker", np.tile(np.arange(self.workers), len(self.records)))
+        frame.insert(0, "iteration", np.repeat(np.arange(len(self.records)), self.workers))
+        for key in self.records[0]:
+            frame[key] = np.concatenate([r[key] for r in self.records])
+        return frame
+
+
+def replay(cluster: EdgeCluster, trace: np.ndarray, update: float = -0.01,
+           order: str = "sequential", want_values: bool = False, record: bool = True,
+           progress: bool = False) -> pd.DataFrame:
+    """Replay a key trace ``[steps, workers, keys_per_step]`` through the cluster.
+
+    Each step every worker reads its keys and then writes one constant update per key
+    occurrence; all pushes of step t land before any read of step t + 1.
+
+    Args:
+        cluster: the cluster (its worker count must match the trace).
+        trace: integer keys in ``0..table_rows-1``.
+        update: the update added to every element per occurrence (``-lr x grad`` stand-in).
+        order: ``sequential``: for each step, workers 0..W-1 in turn read then write;
+            ``bsp``: for each step, every worker reads, then every worker writes (no worker
+            sees another's step-t pushes within step t).
+        want_values: also materialise the read rows (slower; the counters do not need them).
+        record: close every step with :meth:`EdgeCluster.end_iteration` (per-step records);
+            without it only the cumulative counters are kept.
+        progress: show a tqdm bar over steps.
+
+    Returns:
+        :meth:`EdgeCluster.history` (one row per step and worker; empty without ``record``).
+    """
+    from tqdm.auto import tqdm
+
+    if trace.ndim != 3 or trace.shape[1] != cluster.workers:
+        raise ValueError(f"trace shape {trace.shape}: expected [steps, {cluster.workers}, keys]")
+    if order not in ("sequential", "bsp"):
+        raise ValueError(f"order {order!r}: must be 'sequential' or 'bsp'")
+    for step in tqdm(range(trace.shape[0]), disable=not progress, desc="replay", unit="step"):
+        if order == "sequential":
+            for w in range(cluster.workers):
+                cluster.read(w, trace[step, w], want_values)
+                cluster.write(w, trace[step, w], update)
+        else:
+            for w in range(cluster.workers):
+                cluster.read(w, trace[step, w], want_values)
+            for w in range(cluster.workers):
+                cluster.write(w, trace[step, w], update)
+        if record:
+            cluster.end_iteration()
+    return cluster.history()
+
+
+def summarize(counters: np.ndarray) -> list[dict[str, float | int]]:
+    """Per-worker summary of cumulative counters (what the replay command prints).
+
+    ``miss_rate`` = misses / unique keys over the reads that ended with the cache full
+    (HET's ``overall_miss_rate``; NaN when the cache never filled); ``pull_rows_per_key`` =
+    rows pulled / keys read (duplicates counted); ``push_rows_per_key`` = rows pushed / keys
+    written.
+    """
+    out = []
+    for row in np.atleast_2d(counters):
+        c = {name: int(v) for name, v in zip(COUNTERS, row)}
+        pulled = c["miss_pulls"] + c["stale_pulls"]
+        pushed = c["bound_pushes"] + c["evict_pushes"] + c["uncached_pushes"] + c["flush_pushes"]
+        out.append({
+            "miss_rate": c["full_misses"] / c["full_unique"] if c["full_unique"] else math.nan,
+            "pull_rows_per_key": pulled / c["keys_read"] if c["keys_read"] else math.nan,
+            "push_rows_per_key": pushed / c["keys_written"] if c["keys_written"] else math.nan,
+            "pulled_rows": pulled, "pushed_rows": pushed, **c})
+    return out

@@ -1,0 +1,134 @@
+"""Replay a key trace through HET caches: ``python -m workbench.replay cache``.
+
+A trace is a ``.npy`` file of integer keys shaped ``[steps, workers, keys_per_step]`` (e.g.
+exported from a production system). Each step, for workers 0..W-1 in order, the worker reads its
+keys through its cache and then writes one constant update per key occurrence; all pushes of
+step t land before any read of step t + 1 (``--order bsp`` instead makes every worker read before
+any worker writes within a step). Example::
+
+    python -m workbench.replay cache --trace trace.npy --policy lfu --cache-rows 10000 \\
+        --bound 100 --dim 16 --out result.json
+
+Output JSON: ``{"workers": [{...}, ...], "config": {...}}``, one object per worker with
+``miss_rate`` (misses / unique keys over the reads that ended with the cache full),
+``pull_rows_per_key`` (rows pulled / keys read, duplicates counted), ``push_rows_per_key`` (rows
+pushed / keys written) and every raw counter of :data:`workbench.cache.COUNTERS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from workbench.cache import POLICIES
+
+
+class TraceError(ValueError):
+    """The trace file is missing, unreadable or not a valid key trace."""
+
+
+def load_trace(path: Path, rows: int | None) -> tuple[np.ndarray, int]:
+    """Load and validate a trace; return it as int64 and the table size.
+
+    Raises:
+        TraceError: naming the file and what is wrong (shape, dtype, the first bad key).
+    """
+    if not path.exists():
+        raise TraceError(f"{path}: no such file")
+    try:
+        trace = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as err:
+        raise TraceError(f"{path}: not a readable .npy array ({err})") from None
+    if trace.ndim != 3:
+        raise TraceError(f"{path}: shape {trace.shape}; expected 3 dimensions "
+                         "[steps, workers, keys_per_step]")
+    if not np.issubdtype(trace.dtype, np.integer):
+        raise TraceError(f"{path}: dtype {trace.dtype}; expected integer keys")
+    if trace.size == 0:
+        raise TraceError(f"{path}: the trace is empty (shape {trace.shape})")
+    trace = trace.astype(np.int64, copy=False)
+    table_rows = int(trace.max()) + 1 if rows is None else rows
+    bad = np.argwhere((trace < 0) | (trace >= table_rows))
+    if len(bad):
+        s, w, k = (int(x) for x in bad[0])
+        raise TraceError(f"{path}: key {trace[s, w, k]} at [step {s}, worker {w}, position {k}]"
+                         f" is outside 0..{table_rows - 1} (--rows {table_rows}); "
+                         f"{len(bad)} keys out of range")
+    return trace, table_rows
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m workbench.replay", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    cache = sub.add_parser("cache", help="replay a trace through per-worker HET caches")
+    cache.add_argument("--trace", type=Path, required=True, help=".npy [steps, workers, keys]")
+    cache.add_argument("--policy", choices=sorted(POLICIES), default="lru")
+    cache.add_argument("--cache-rows", type=int, default=None,
+                       help="lines per worker cache (default: 10%% of --rows)")
+    cache.add_argument("--bound", type=int, default=None,
+                       help="staleness bound s for both reads and writes (default 100)")
+    cache.add_argument("--read-bound", type=int, default=None)
+    cache.add_argument("--write-bound", type=int, default=None)
+    cache.add_argument("--rows", type=int, default=None,
+                       help="table rows (default: the largest key + 1)")
+    cache.add_argument("--dim", type=int, default=16, help="embedding width D")
+    cache.add_argument("--update", type=float, default=-0.01,
+                       help="constant update per key occurrence")
+    cache.add_argument("--order", choices=["sequential", "bsp"], default="sequential")
+    cache.add_argument("--out", type=Path, default=None, help="JSON output (default: stdout)")
+    return parser
+
+
+def run_cache(args: argparse.Namespace) -> dict:
+    """Run ``replay cache`` for parsed ``args``; return the output document."""
+    from workbench.cluster import EdgeCluster, replay, summarize
+    from workbench.config import CacheConfig, ClusterConfig
+
+    trace, rows = load_trace(args.trace, args.rows)
+    default = 100 if args.bound is None else args.bound
+    read_bound = default if args.read_bound is None else args.read_bound
+    write_bound = default if args.write_bound is None else args.write_bound
+    for name, value, lo in (("--rows", rows, 1), ("--dim", args.dim, 1),
+                            ("--read-bound", read_bound, 0), ("--write-bound", write_bound, 0),
+                            ("--cache-rows", args.cache_rows if args.cache_rows is not None else
+                             0, 0)):
+        if value < lo:
+            raise TraceError(f"{name} = {value}: must be >= {lo}")
+    cache_rows = args.cache_rows if args.cache_rows is not None else max(1, rows // 10)
+    policy = "none" if cache_rows == 0 else args.policy  # no lines: every key pulled and pushed
+    cluster = EdgeCluster(ClusterConfig(workers=trace.shape[1]),
+                          CacheConfig(policy=policy, rows=cache_rows or None,
+                                      read_bound=read_bound, write_bound=write_bound),
+                          table_rows=rows, dim=args.dim)
+    replay(cluster, trace, update=args.update, order=args.order, record=False)
+    return {"workers": summarize(cluster.counters()),
+            "config": {"trace": str(args.trace), "steps": int(trace.shape[0]),
+                       "workers": int(trace.shape[1]), "keys_per_step": int(trace.shape[2]),
+                       "policy": args.policy, "cache_rows": cluster.spec.capacity,
+                       "read_bound": read_bound, "write_bound": write_bound, "rows": rows,
+                       "dim": args.dim, "update": args.update, "order": args.order}}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point; bad input exits with status 2 and one line naming the problem."""
+    from workbench.io import write_json
+
+    args = _parser().parse_args(argv)
+    try:
+        result = run_cache(args)
+    except TraceError as err:
+        print(f"TraceError: {err}", file=sys.stderr)
+        sys.exit(2)
+    if args.out is None:
+        sys.stdout.write(json.dumps(result, indent=2, allow_nan=True) + "\n")
+    else:
+        write_json(args.out, result)
+
+
+if __name__ == "__main__":
+    main()
