@@ -52,6 +52,8 @@ def ci_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in cfg.pipeline.datasets:
         for stage in ("download", "preprocess", "dataset-stats"):
             run([stage, "--params", str(params), "--dataset", name])
+    for name in cfg.experiments.het_cache.datasets:
+        run(["het-cache", "--params", str(params), "--dataset", name])
     return params
 
 

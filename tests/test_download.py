@@ -163,9 +163,9 @@ class Handler(BaseHTTPRequestHandler):
         payload = body[start:]
         if mode in ("truncate", "stall"):
             payload = payload[: route["cut"]]
+        rec["sent"] = len(payload)  # recorded before writing: the client may finish first
         self.wfile.write(payload)
         self.wfile.flush()
-        rec["sent"] = len(payload)
         if mode == "stall":  # keep the connection open, send nothing more
             time.sleep(2)
 

@@ -273,10 +273,73 @@ class DatasetStatsConfig:
 
 
 @dataclass(frozen=True)
+class HetCacheConfig:
+    """HET cache experiments: trace replay through the emulated cluster (HET Fig. 8 and traffic).
+
+    Attributes:
+        datasets: datasets (keys of ``datasets``) the experiment runs on.
+        workers: edge workers W of the base setting.
+        batch_size: samples per worker per iteration b.
+        min_steps: replay the train split for as many epochs as needed to reach this many
+            iterations (small datasets are passed several times, as in training).
+        max_samples: use at most this many train samples (null = all).
+        dim: embedding width D used for byte counts.
+        policy: cache policy of the traffic and sweep runs.
+        cache_ratio: cache size (fraction of the table) of the traffic and sweep runs.
+        cache_ratios: cache sizes of the miss-rate figure (HET Fig. 8: 3/5/10/15%).
+        policies: policies of the miss-rate figure.
+        miss_rate_bound: staleness bound of the miss-rate runs.
+        system_bounds: staleness bounds of the "cache s=..." systems.
+        bound_sweep: bounds of the rows-moved-vs-staleness sweep (1e9 stands for infinity).
+        worker_sweep: worker counts of the scaling sweep.
+        order: ``bsp`` (every worker reads before any writes within a step) or ``sequential``.
+        dispatcher: how a global batch is split among workers.
+        claim_bound: the cache system whose reduction is compared with HET's 88% claim.
+    """
+
+    datasets: list[str] = field(default_factory=lambda: ["synthetic"])
+    workers: int = field(default=8, metadata=_range(1, 1024))
+    batch_size: int = field(default=128, metadata=_range(1, None))
+    min_steps: int = field(default=200, metadata=_range(1, None))
+    max_samples: int | None = field(default=None, metadata=_range(1, None))
+    dim: int = field(default=128, metadata=_range(1, 65_536))
+    policy: Literal["lru", "lfu", "lfuopt"] = "lfuopt"
+    cache_ratio: float = field(default=0.1, metadata=_range(0.0, 1.0, lo_open=True))
+    cache_ratios: list[float] = field(default_factory=lambda: [0.03, 0.05, 0.1, 0.15])
+    policies: list[str] = field(default_factory=lambda: ["lru", "lfu", "lfuopt"])
+    miss_rate_bound: int = field(default=100, metadata=_range(0, None))
+    system_bounds: list[int] = field(default_factory=lambda: [0, 10, 100])
+    bound_sweep: list[int] = field(default_factory=lambda: [0, 1, 10, 100, 1000, 10**9])
+    worker_sweep: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32])
+    order: Literal["bsp", "sequential"] = "bsp"
+    dispatcher: Literal["contiguous", "random"] = "contiguous"
+    claim_bound: int = field(default=100, metadata=_range(0, None))
+
+    def __post_init__(self) -> None:
+        for i, r in enumerate(self.cache_ratios):
+            if not 0 < r <= 1:
+                raise ConfigError(f"cache_ratios[{i}] = {r}: must be in (0, 1]")
+        for i, p in enumerate(self.policies):
+            if p not in ("lru", "lfu", "lfuopt"):
+                raise ConfigError(f"policies[{i}] = {p!r}: must be one of 'lru', 'lfu', 'lfuopt'")
+        for key in ("system_bounds", "bound_sweep"):
+            for i, b in enumerate(getattr(self, key)):
+                if b < 0:
+                    raise ConfigError(f"{key}[{i}] = {b}: must be >= 0")
+        for i, w in enumerate(self.worker_sweep):
+            if w < 1:
+                raise ConfigError(f"worker_sweep[{i}] = {w}: must be >= 1")
+        if self.claim_bound not in self.system_bounds:
+            raise ConfigError(f"claim_bound = {self.claim_bound}: must be one of "
+                              f"system_bounds {self.system_bounds}")
+
+
+@dataclass(frozen=True)
 class ExperimentsConfig:
     """Settings of every experiment the pipeline runs."""
 
     dataset_stats: DatasetStatsConfig = field(default_factory=DatasetStatsConfig)
+    het_cache: HetCacheConfig = field(default_factory=HetCacheConfig)
 
 
 @dataclass(frozen=True)
@@ -288,6 +351,9 @@ class ProfileConfig:
         synthetic_rows: rows of the synthetic dataset.
         cardinality_scale: scale of Criteo's cardinalities for the synthetic dataset.
         sample_max_rows: rows read from each real sample (null = all).
+        het_max_samples: train samples replayed by the HET cache experiments (null = all).
+        het_min_steps: iterations the HET cache experiments replay at least.
+        het_batch_size: samples per worker per iteration of the HET cache experiments.
         progress: show tqdm progress bars.
     """
 
@@ -295,6 +361,9 @@ class ProfileConfig:
     synthetic_rows: int = field(default=400_000, metadata=_range(10, None))
     cardinality_scale: float = field(default=0.01, metadata=_range(0.0, 1.0, lo_open=True))
     sample_max_rows: int | None = field(default=None, metadata=_range(1, None))
+    het_max_samples: int | None = field(default=None, metadata=_range(1, None))
+    het_min_steps: int = field(default=200, metadata=_range(1, None))
+    het_batch_size: int = field(default=128, metadata=_range(1, None))
     progress: bool = True
 
 
@@ -348,6 +417,10 @@ class WorkbenchConfig:
             if name not in self.datasets:
                 raise ConfigError(f"pipeline.datasets names '{name}', which is not a key of "
                                   f"datasets (known: {sorted(self.datasets)})")
+        for name in self.experiments.het_cache.datasets:
+            if name not in self.pipeline.datasets:
+                raise ConfigError(f"experiments.het_cache.datasets names '{name}', which is not "
+                                  f"in pipeline.datasets {self.pipeline.datasets}")
         for key, ds in self.datasets.items():
             if ds.name != key:
                 raise ConfigError(f"datasets.{key}.name = {ds.name!r}: must equal its key {key!r}")

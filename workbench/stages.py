@@ -1,9 +1,9 @@
-"""Command line of every pipeline stage: ``python -m workbench.stages <stage> [options] [overrides]``.
+r"""Command line of every pipeline stage: ``python -m workbench.stages <stage> [options] [overrides]``.
 
 ::
 
-    download  --> preprocess --> dataset-stats --> notebook --> report
-    (per dataset)                                  (per notebook)
+    download --> preprocess --> dataset-stats --> notebook --> report
+    (per dataset)           \-> het-cache ------/   (per notebook)
 
 Stages::
 
@@ -11,6 +11,7 @@ Stages::
     preprocess     parse + encode into the columnar schema             -> data/processed/<ds>
     prepare        download then preprocess (interactive convenience)
     dataset-stats  statistics and access skew (HET Fig. 3)             -> results/dataset_stats/<ds>
+    het-cache      HET cache replay: miss rates, rows moved, sweeps      -> results/het_cache/<ds>
     notebook NAME  execute notebooks/NAME.py with papermill            -> reports/NAME/
     report         gather every notebook section                       -> reports/README.md
 
@@ -32,7 +33,8 @@ from workbench.config import REPO_ROOT, ConfigError, DatasetConfig, WorkbenchCon
 
 log = logging.getLogger("workbench.stages")
 
-STAGES = ("download", "preprocess", "prepare", "dataset-stats", "notebook", "report")
+STAGES = ("download", "preprocess", "prepare", "dataset-stats", "het-cache", "notebook",
+          "report")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,6 +58,16 @@ def _dataset_stats(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
 
     out = cfg.paths.resolve("results") / "dataset_stats" / ds.name
     stats.run(processed_dir(cfg, ds), out, cfg.experiments.dataset_stats)
+    return out
+
+
+def _het_cache(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
+    from workbench import het_cache
+    from workbench.data.pipeline import processed_dir
+
+    out = cfg.paths.resolve("results") / "het_cache" / ds.name
+    het_cache.run(processed_dir(cfg, ds), out, cfg.experiments.het_cache, cfg.seed,
+                  progress=cfg.profile.progress)
     return out
 
 
@@ -103,6 +115,8 @@ def run(argv: list[str] | None = None) -> Path:
         return pipeline.preprocess(cfg, ds)
     if args.stage == "dataset-stats":
         return _dataset_stats(cfg, ds)
+    if args.stage == "het-cache":
+        return _het_cache(cfg, ds)
     if args.stage == "notebook":
         return _notebook(cfg, args.name, args.params)
     from workbench import report

@@ -1,0 +1,36 @@
+"""Sample dispatch: which sample of a global batch goes to which worker.
+
+Every dispatcher assigns each of the ``W x b`` samples of a global batch to a worker such that
+every worker gets exactly ``b`` samples. This module holds the two baselines every framework
+has; the ESD issue adds the cost-aware dispatchers (LAIA, ESD, HybridDis) with the same
+interface.
+
+* ``contiguous``: worker ``w`` gets samples ``[w b, (w + 1) b)`` of the batch.
+* ``random``: a seeded random permutation of the batch, then contiguous slices.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+DISPATCHERS = ("contiguous", "random")
+
+
+def assign(name: str, workers: int, per_worker: int, rng: np.random.Generator) -> np.ndarray:
+    """Worker index of every sample of one global batch of ``workers x per_worker`` samples.
+
+    Args:
+        name: ``contiguous`` or ``random``.
+        workers: number of workers W.
+        per_worker: samples per worker b.
+        rng: the run's random stream (``random`` only).
+
+    Returns:
+        ``int64[W x b]``, each worker index appearing exactly ``b`` times.
+    """
+    base = np.repeat(np.arange(workers, dtype=np.int64), per_worker)
+    if name == "contiguous":
+        return base
+    if name == "random":
+        return base[rng.permutation(len(base))]
+    raise ValueError(f"dispatcher {name!r}: must be one of {DISPATCHERS}")
