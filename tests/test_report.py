@@ -50,3 +50,13 @@ def test_section_roundtrip_and_report(tmp_path: Path) -> None:
 def test_missing_section_names_the_stage(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="notebook stage for 'absent'"):
         build(tmp_path, ["absent"], tmp_path / "p.yaml", tmp_path)
+
+
+def test_pipes_inside_cells_are_escaped(tmp_path: Path) -> None:
+    sec = Section("demo", "Demo", tmp_path / "demo")
+    sec.claim(Claim("HET", "gap", "close [P]", "max |a - b| = 0", "toy", True))
+    sec.table(pd.DataFrame({"x": ["p|q"]}), "t", "T")
+    sec.save()
+    (tmp_path / "p.yaml").write_text("seed: 0\n")
+    text = build(tmp_path, ["demo"], tmp_path / "p.yaml", tmp_path)
+    assert "max \\|a - b\\| = 0" in text and "p\\|q" in text

@@ -95,7 +95,7 @@ class Section:
         write_text(path, frame.to_csv(index=False, float_format="%.6g"))
         self.items.append({"kind": "table", "file": path.name, "caption": caption,
                            "setting": setting,
-                           "markdown": frame.to_markdown(index=False, floatfmt=floatfmt)})
+                           "markdown": _markdown(frame, floatfmt)})
         return path
 
     def note(self, text: str) -> None:
@@ -112,6 +112,15 @@ class Section:
         write_json(path, {"name": self.name, "title": self.title, "intro": self.intro,
                           "items": self.items, "claims": [asdict(c) for c in self.claims]})
         return path
+
+
+def _markdown(frame: pd.DataFrame, floatfmt: str = ".4g") -> str:
+    """``frame`` as a Markdown table, with ``|`` inside cells escaped."""
+    escaped = frame.copy()
+    for col in escaped.columns:
+        if escaped[col].dtype == object or pd.api.types.is_string_dtype(escaped[col]):
+            escaped[col] = escaped[col].astype(str).str.replace("|", "\\|", regex=False)
+    return escaped.to_markdown(index=False, floatfmt=floatfmt)
 
 
 def _holds_text(holds: bool | None) -> str:
@@ -161,7 +170,7 @@ def build(reports: Path, sections: list[str], params: Path, repo: Path) -> str:
     if claims:
         table = pd.DataFrame(claims, columns=CLAIM_COLUMNS)
         table["holds"] = table["holds"].map(_holds_text)
-        lines.append(table.to_markdown(index=False))
+        lines.append(_markdown(table))
     else:
         lines.append("(no claims yet)")
     lines.append("")
