@@ -118,3 +118,24 @@ def test_bsp_order_hides_same_step_pushes() -> None:
     assert bsp.history().query("iteration == 1")["stale_pulls"].sum() == 2
     with pytest.raises(ValueError, match="order"):
         replay(seq, trace, order="random")
+
+
+def test_parameter_server_link_is_shared() -> None:
+    """Eight workers pulling through one 1 Gb/s server wait for the server's whole load."""
+    from workbench.cluster import time_model
+    from workbench.cache import C_INDEX, COUNTERS
+
+    counters = np.zeros((1, 8, len(COUNTERS)), dtype=np.int64)
+    counters[..., C_INDEX["unique_read"]] = 1000
+    counters[..., C_INDEX["miss_pulls"]] = 1000
+    links = Links.from_config(ClusterConfig(workers=8, bandwidth_gbps=[10.0], latency_ms=[0.0],
+                                            ps_bandwidth_gbps=1.0))
+    t = time_model(counters, links, dim=16)
+    per_worker = 1000 * (16 + 64)
+    assert t["comm_s"][0, 0] == pytest.approx(8 * per_worker / 125e6)  # server-bound
+    sharded = Links.from_config(ClusterConfig(workers=8, bandwidth_gbps=[1.0], latency_ms=[0.0],
+                                              ps_shards=8, ps_bandwidth_gbps=1.0))
+    assert time_model(counters, sharded, dim=16)["comm_s"][0, 0] == pytest.approx(
+        per_worker / 125e6)  # link-bound
+    with pytest.raises(ValueError, match="allgather with allreduce"):
+        time_model(counters, links, 16, dense_sync="ps", sparse_sync="allgather")

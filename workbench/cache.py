@@ -539,6 +539,14 @@ class WorkerCache:
         _flush(self.lines, self.vecs, self.queue_i, self.queue_g, self.meta, self.counters,
                self.server.values, self.server.versions)
 
+    def unpushed(self) -> tuple[np.ndarray, np.ndarray]:
+        """Keys and gradient rows not yet on the server (dirty lines and the evict queue)."""
+        size, q = self.size, int(self.meta[_QLEN])
+        dirty = np.flatnonzero(self.lines[:size, _UPD] != 0)
+        keys = np.concatenate([self.lines[dirty, _KEY], self.queue_i[:q, 0]])
+        grads = np.concatenate([self.vecs[1, dirty], self.queue_g[:q]])
+        return keys, grads
+
     def counter_dict(self) -> dict[str, int]:
         """The counters by name."""
         return {name: int(v) for name, v in zip(COUNTERS, self.counters)}

@@ -13,9 +13,12 @@
 Time model (DESIGN.md §3). A transfer over worker j's link costs ``L_j + bytes / B_j``. Per
 iteration, worker j makes one read transfer (its unique keys with their versions go up, 8 + 8
 bytes each; the pulled rows come down, ``D x 4`` bytes each) and, when it pushes anything, one
-write transfer (``D x 4`` bytes plus 8 + 8 bytes of key and update count per pushed row)::
+write transfer (``D x 4`` bytes plus 8 + 8 bytes of key and update count per pushed row). The
+parameter servers' own links (``ps_shards x ps_bandwidth``) are shared by every worker, so no
+worker's PS traffic finishes before the servers have moved the whole iteration's PS bytes::
 
-    comm_j      = (L_j + (16 u_j + D4 pulled_j) / B_j) + [pushed_j > 0] (L_j + (D4 + 16) pushed_j / B_j)
+    link_j      = (L_j + (16 u_j + D4 pulled_j) / B_j) + [pushed_j > 0] (L_j + (D4 + 16) pushed_j / B_j)
+    comm_j      = max(link_j, sum_k PS bytes_k / PS bandwidth)
     BSP step    = max_j (compute_j + comm_j) + allreduce,  allreduce = 2 (W-1)/W x dense_bytes / min_j B_j
     ASP         = each worker advances its own clock by compute_j + comm_j (+ its dense push/pull)
 
@@ -54,13 +57,20 @@ class Links:
     bandwidth_Bps: np.ndarray
     latency_s: np.ndarray
     speed: np.ndarray
+    ps_Bps: float = math.inf
 
     @classmethod
     def from_config(cls, cfg: ClusterConfig) -> "Links":
-        """Expand the config's per-worker lists (Gb/s, ms) to arrays (bytes/s, s)."""
+        """Expand the config's per-worker lists (Gb/s, ms) to arrays (bytes/s, s); ``ps_Bps``
+        is the servers' aggregate bandwidth (shards x per-shard bandwidth)."""
         return cls(bandwidth_Bps=np.array(cfg.per_worker("bandwidth_gbps")) * 1e9 / 8,
                    latency_s=np.array(cfg.per_worker("latency_ms")) * 1e-3,
-                   speed=np.array(cfg.per_worker("speed"), dtype=np.float64))
+                   speed=np.array(cfg.per_worker("speed"), dtype=np.float64),
+                   ps_Bps=cfg.ps_shards * cfg.ps_bandwidth_gbps * 1e9 / 8)
+
+    def server_seconds(self, total_bytes: np.ndarray) -> np.ndarray:
+        """Time the parameter servers need to move ``total_bytes`` (their shared links)."""
+        return np.asarray(total_bytes, dtype=np.float64) / self.ps_Bps
 
     def transfer_seconds(self, nbytes: np.ndarray, active: np.ndarray | None = None) -> np.ndarray:
         """``L_j + bytes_j / B_j`` per worker (0 where ``active`` is False)."""
@@ -129,54 +139,44 @@ class EdgeCluster:
         return np.stack([c.counters for c in self.caches]).copy()
 
     def end_iteration(self, compute_s: np.ndarray | float = 0.0, dense_bytes: float = 0.0,
-                      dense_sync: str = "allreduce") -> dict[str, np.ndarray]:
+                      dense_sync: str = "allreduce", sparse_sync: str = "ps"
+                      ) -> dict[str, np.ndarray]:
         """Close an iteration: per-worker counter deltas, bytes and seconds.
 
         Args:
             compute_s: per-worker compute seconds of this iteration (already speed-scaled).
             dense_bytes: bytes of the dense parameters (synchronised once per iteration).
-            dense_sync: ``allreduce`` (ring, BSP) or ``ps`` (each worker pushes its dense
-                gradient and pulls the parameters over its own link).
+            dense_sync: ``allreduce`` (ring) or ``ps`` (each worker pushes its dense gradient
+                and pulls the parameters over its own link).
+            sparse_sync: ``ps`` (rows pulled and pushed as the caches counted) or
+                ``allgather`` (embeddings replicated on every worker; each worker's updated
+                rows are all-gathered: HET's AllReduce baseline).
 
         Returns:
-            Per-worker arrays: ``pulled_rows``, ``pushed_rows``, ``embedding_bytes``,
-            ``meta_bytes``, ``dense_bytes``, ``comm_s``, ``compute_s``, ``dense_s``, and
-            ``step_s`` (the BSP iteration time, the same for every worker); the counter deltas
+            :func:`time_model` for this iteration, one value per worker; the counter deltas
             are kept for :meth:`history`.
         """
         now = self.counters()
         delta = now - self._last
         self._last = now
-        col = {name: delta[:, i] for i, name in enumerate(COUNTERS)}
-        pulled = col["miss_pulls"] + col["stale_pulls"]
-        pushed = (col["bound_pushes"] + col["evict_pushes"] + col["uncached_pushes"]
-                  + col["flush_pushes"])
-        unique = col["unique_read"]
-        read_bytes = KEY_META_BYTES * unique + self.row_bytes * pulled
-        push_bytes = (self.row_bytes + KEY_META_BYTES) * pushed
-        comm = (self.links.transfer_seconds(read_bytes, unique > 0)
-                + self.links.transfer_seconds(push_bytes, pushed > 0))
-        compute = np.broadcast_to(np.asarray(compute_s, dtype=np.float64), (self.workers,))
-        if dense_sync == "allreduce":
-            dense = np.full(self.workers, self.links.allreduce_seconds(dense_bytes))
-            wire = np.full(self.workers, 2 * (self.workers - 1) / self.workers * dense_bytes)
-            step = float((compute + comm).max() + dense[0])
-        elif dense_sync == "ps":
-            dense = self.links.transfer_seconds(np.full(self.workers, 2 * dense_bytes),
-                                                np.full(self.workers, dense_bytes > 0))
-            wire = np.full(self.workers, 2.0 * dense_bytes)
-            step = float((compute + comm + dense).max())
-        else:
-            raise ValueError(f"dense_sync {dense_sync!r}: must be 'allreduce' or 'ps'")
-        self.clock_s += compute + comm + dense
-        record = {"pulled_rows": pulled, "pushed_rows": pushed,
-                  "embedding_bytes": self.row_bytes * (pulled + pushed),
-                  "meta_bytes": KEY_META_BYTES * (unique + pushed), "dense_bytes": wire,
-                  "comm_s": comm, "compute_s": compute.copy(), "dense_s": dense,
-                  "step_s": np.full(self.workers, step)}
+        record = {k: v[0] for k, v in time_model(
+            delta[None], self.links, self.dim, compute_s, dense_bytes, dense_sync,
+            sparse_sync).items()}
+        self.clock_s += record["compute_s"] + record["comm_s"] + record["dense_s"]
         self._deltas.append(delta)
         self.records.append(record)
         return record
+
+    def snapshot(self) -> np.ndarray:
+        """The table as if every worker flushed now: server rows + all unpushed updates.
+
+        Side-effect free (no counters move); used to evaluate the model during training.
+        """
+        table = self.server.values.copy()
+        for cache in self.caches:
+            keys, grads = cache.unpushed()
+            np.add.at(table, keys, grads)
+        return table
 
     def flush(self) -> None:
         """Push every dirty line of every worker (end of training)."""
@@ -194,6 +194,83 @@ class EdgeCluster:
         for key in self.records[0]:
             frame[key] = np.concatenate([r[key] for r in self.records])
         return frame
+
+
+def time_model(counters: np.ndarray, links: Links, dim: int,
+               compute_s: np.ndarray | float = 0.0, dense_bytes: float = 0.0,
+               dense_sync: str = "allreduce", sparse_sync: str = "ps") -> dict[str, np.ndarray]:
+    """Bytes and seconds of iterations from their counter deltas (the time model above).
+
+    Args:
+        counters: counter deltas ``[iterations, workers, len(COUNTERS)]``.
+        links: the workers' links.
+        dim: embedding width D (bytes scale with it; the counters do not depend on it).
+        compute_s: compute seconds, broadcastable to ``[iterations, workers]``.
+        dense_bytes: dense parameter bytes synchronised per iteration.
+        dense_sync: ``allreduce`` or ``ps`` (see :meth:`EdgeCluster.end_iteration`).
+        sparse_sync: ``ps`` or ``allgather``.
+
+    Returns:
+        Arrays ``[iterations, workers]``: ``pulled_rows``, ``pushed_rows``,
+        ``embedding_bytes``, ``meta_bytes``, ``dense_bytes``, ``comm_s`` (PS traffic: the
+        embedding rows, and the dense push/pull under ``dense_sync="ps"``), ``compute_s``,
+        ``dense_s`` (the AllReduce) and ``step_s`` (the BSP iteration time: the slowest
+        worker's compute + communication, plus the AllReduce).
+    """
+    col = {name: counters[..., i] for i, name in enumerate(COUNTERS)}
+    shape = col["reads"].shape
+    workers = shape[-1]
+    row_bytes = dim * BYTES_PER_FLOAT
+    pulled = col["miss_pulls"] + col["stale_pulls"]
+    pushed = (col["bound_pushes"] + col["evict_pushes"] + col["uncached_pushes"]
+              + col["flush_pushes"])
+    unique = col["unique_read"]
+    if dense_sync not in ("allreduce", "ps"):
+        raise ValueError(f"dense_sync {dense_sync!r}: must be 'allreduce' or 'ps'")
+    dense_ps = dense_sync == "ps"
+    if sparse_sync == "ps":
+        read_bytes = KEY_META_BYTES * unique + row_bytes * pulled
+        push_bytes = (row_bytes + KEY_META_BYTES) * pushed
+        link = (links.transfer_seconds(read_bytes, unique > 0)
+                + links.transfer_seconds(push_bytes, pushed > 0))
+        ps_bytes = (read_bytes + push_bytes).sum(-1, keepdims=True)
+        if dense_ps:  # dense push + pull over the same links and servers
+            link = link + links.transfer_seconds(np.full(workers, 2.0 * dense_bytes),
+                                                 np.full(workers, dense_bytes > 0))
+            ps_bytes = ps_bytes + workers * 2.0 * dense_bytes
+        active = (unique > 0) | (pushed > 0) | (dense_ps and dense_bytes > 0)
+        comm = np.where(active, np.maximum(link, links.server_seconds(ps_bytes)), 0.0)
+        embedding = row_bytes * (pulled + pushed)
+        meta = KEY_META_BYTES * (unique + pushed)
+    elif sparse_sync == "allgather" and not dense_ps:
+        # Every worker receives every other worker's updated rows (ring all-gather): rows
+        # plus an 8-byte key each; W-1 hops, each paying the worst latency.
+        keys = col["unique_written"].sum(-1, keepdims=True) * (workers - 1) / workers
+        seconds = keys * (row_bytes + KEY_META_BYTES // 2) / float(links.bandwidth_Bps.min())
+        seconds = seconds + (workers - 1) * float(links.latency_s.max())
+        comm = np.broadcast_to(seconds, shape).astype(np.float64)
+        embedding = np.broadcast_to(keys * row_bytes, shape)
+        meta = np.broadcast_to(keys * (KEY_META_BYTES // 2), shape)
+        pulled = np.zeros(shape, np.int64)
+        pushed = np.zeros(shape, np.int64)
+    else:
+        raise ValueError(f"sparse_sync {sparse_sync!r} with dense_sync {dense_sync!r}: "
+                         "supported are ps with ps or allreduce, and allgather with allreduce")
+    compute = np.broadcast_to(np.asarray(compute_s, dtype=np.float64), shape)
+    if dense_ps:  # already inside comm
+        dense = np.zeros(shape)
+        wire = np.full(shape, 2.0 * dense_bytes)
+        step = (compute + comm).max(-1, keepdims=True)
+    else:
+        dense = np.full(shape, links.allreduce_seconds(dense_bytes))
+        wire = np.full(shape, 2 * (workers - 1) / workers * dense_bytes)
+        step = (compute + comm).max(-1, keepdims=True) + dense[..., :1]
+    return {"pulled_rows": pulled, "pushed_rows": pushed,
+            "embedding_bytes": np.asarray(embedding, dtype=np.float64),
+            "meta_bytes": np.asarray(meta, dtype=np.float64), "dense_bytes": wire,
+            "comm_s": np.asarray(comm, dtype=np.float64), "compute_s": compute.copy(),
+            "dense_s": np.asarray(dense, dtype=np.float64),
+            "step_s": np.broadcast_to(step, shape).copy()}
 
 
 def replay(cluster: EdgeCluster, trace: np.ndarray, update: float = -0.01,

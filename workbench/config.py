@@ -154,25 +154,39 @@ class DatasetConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """A compact recommendation model (DLRM and HET's WDL, DeepFM, DCN).
+    """A compact recommendation model: DLRM and HET's three (WDL, DeepFM, DCN).
 
     Attributes:
         name: architecture.
-        embedding_dim: width of every embedding row.
-        bottom_mlp: hidden sizes of DLRM's bottom MLP (dense features -> embedding_dim).
-        top_mlp: hidden sizes of the top MLP (before the final 1-unit layer).
+        embedding_dim: width D of every embedding row.
+        bottom_mlp: DLRM's bottom MLP hidden sizes (dense features -> ... -> D is appended).
+        top_mlp: DLRM's top MLP hidden sizes (a final 1-unit layer is appended).
+        deep_mlp: hidden sizes of the deep part of WDL, DeepFM and DCN (HET: 3 x 256).
+        cross_layers: DCN's cross layers.
         lr_dense: learning rate of the dense parameters.
         lr_sparse: plain-SGD learning rate of the embedding rows (as in HET).
-        batch_size: global mini-batch size.
+        optimizer: optimizer of the dense parameters.
+        batch_size: global mini-batch size (all workers together).
+        init_scale: embedding rows start uniform in [-init_scale, init_scale].
     """
 
     name: Literal["dlrm", "wdl", "deepfm", "dcn"] = "dlrm"
     embedding_dim: int = field(default=16, metadata=_range(1, 65_536))
     bottom_mlp: list[int] = field(default_factory=lambda: [512, 256, 64])
     top_mlp: list[int] = field(default_factory=lambda: [512, 256])
+    deep_mlp: list[int] = field(default_factory=lambda: [256, 256, 256])
+    cross_layers: int = field(default=3, metadata=_range(0, 64))
     lr_dense: float = field(default=0.1, metadata=_range(0.0, None, lo_open=True))
     lr_sparse: float = field(default=0.1, metadata=_range(0.0, None, lo_open=True))
-    batch_size: int = field(default=2048, metadata=_range(1, None))
+    optimizer: Literal["sgd", "adagrad", "adam"] = "adagrad"
+    batch_size: int = field(default=1024, metadata=_range(1, None))
+    init_scale: float = field(default=0.05, metadata=_range(0.0, None))
+
+    def __post_init__(self) -> None:
+        for key in ("bottom_mlp", "top_mlp", "deep_mlp"):
+            for i, width in enumerate(getattr(self, key)):
+                if width < 1:
+                    raise ConfigError(f"{key}[{i}] = {width}: must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -187,8 +201,13 @@ class ClusterConfig:
         bandwidth_gbps: link bandwidth to the parameter server, Gb/s.
         latency_ms: one-way link latency, ms.
         speed: relative compute speed (1.0 = the reference worker).
-        ps_shards: parameter-server shards.
+        ps_shards: parameter-server shards (rows are spread evenly over them).
+        ps_bandwidth_gbps: network bandwidth of one parameter-server shard, Gb/s: the server
+            side is shared by all workers, so an iteration's PS traffic takes at least
+            total bytes / (ps_shards x ps_bandwidth).
         sync: ``bsp`` (all pushes of step t before reads of t+1) or ``asp``.
+        gflops: effective GFLOP/s of a speed-1.0 worker on the model's dense compute; the
+            emulated compute time of a batch is its modelled FLOPs / (gflops x speed).
     """
 
     name: str = "homogeneous_1g"
@@ -197,7 +216,9 @@ class ClusterConfig:
     latency_ms: list[float] = field(default_factory=lambda: [0.05])
     speed: list[float] = field(default_factory=lambda: [1.0])
     ps_shards: int = field(default=1, metadata=_range(1, 4096))
+    ps_bandwidth_gbps: float = field(default=1.0, metadata=_range(0.0, None, lo_open=True))
     sync: Literal["bsp", "asp"] = "bsp"
+    gflops: float = field(default=1000.0, metadata=_range(0.0, None, lo_open=True))
 
     def __post_init__(self) -> None:
         for key, lo_open in (("bandwidth_gbps", True), ("latency_ms", False), ("speed", True)):
@@ -335,11 +356,81 @@ class HetCacheConfig:
 
 
 @dataclass(frozen=True)
+class HetTrainConfig:
+    """HET training experiments: real training through the emulated cluster (Fig. 6, Tables 1-2).
+
+    Attributes:
+        dataset: the dataset (a key of ``datasets``).
+        model: the model (a key of ``models``) of Fig. 6 and Table 2 (HET: WDL).
+        systems: HET's systems: ``ps`` (PS, ASP, no cache), ``hybrid`` (PS for sparse,
+            AllReduce for dense, no cache), ``allreduce`` (sparse via AllGather), and
+            ``cache`` with every bound of ``cache_bounds``.
+        cache_bounds: staleness bounds of the cache systems (HET: 10 and 100).
+        staleness: Table 2's bounds in HET's units (-1 = infinity), scaled to this run's length.
+        het_iterations: iterations of one HET epoch (45.84M samples / 1,024), the unit of the
+            staleness scaling: s_here = ceil(s x iterations_here / het_iterations).
+        epochs: passes over the train split.
+        eval_every: evaluate test AUC every this many iterations.
+        max_train_samples: cap on train samples (null = all).
+        max_test_samples: cap on test samples (null = all).
+        asp_staleness: dense-gradient delay of ASP in iterations (null = workers - 1).
+    """
+
+    dataset: str = "synthetic"
+    model: str = "wdl"
+    systems: list[str] = field(default_factory=lambda: ["ps", "hybrid", "allreduce", "cache"])
+    cache_bounds: list[int] = field(default_factory=lambda: [10, 100])
+    staleness: list[int] = field(default_factory=lambda: [0, 100, 10_000, -1])
+    het_iterations: int = field(default=44_766, metadata=_range(1, None))
+    epochs: int = field(default=1, metadata=_range(1, 1000))
+    eval_every: int = field(default=25, metadata=_range(1, None))
+    max_train_samples: int | None = field(default=None, metadata=_range(1, None))
+    max_test_samples: int | None = field(default=None, metadata=_range(1, None))
+    asp_staleness: int | None = field(default=None, metadata=_range(0, None))
+
+    def __post_init__(self) -> None:
+        for i, name in enumerate(self.systems):
+            if name not in ("ps", "hybrid", "allreduce", "cache"):
+                raise ConfigError(f"systems[{i}] = {name!r}: must be one of 'ps', 'hybrid', "
+                                  "'allreduce', 'cache'")
+        for i, b in enumerate(self.staleness):
+            if b < -1:
+                raise ConfigError(f"staleness[{i}] = {b}: must be >= 0, or -1 for infinity")
+
+
+@dataclass(frozen=True)
+class HetTimeConfig:
+    """HET time-model figures: Fig. 2, Fig. 7 and Fig. 9 from replayed traffic + FLOP model.
+
+    Attributes:
+        dataset: the dataset whose key trace is replayed.
+        models: the models of Fig. 2 and Fig. 7 (keys of ``models``).
+        bandwidths_gbps: the clusters of Fig. 7 (HET: 1 and 10 Gb/s).
+        fig2_dim: embedding width of Fig. 2 (HET: 32).
+        fig9_ps_shards: parameter-server shards of the scaling study (HET: 4 servers).
+        worker_sweep: Fig. 9a worker counts.
+        dim_sweep: Fig. 9c embedding widths (time model only).
+        max_samples: cap on replayed train samples (null = all).
+    """
+
+    dataset: str = "synthetic"
+    models: list[str] = field(default_factory=lambda: ["wdl", "deepfm", "dcn"])
+    bandwidths_gbps: list[float] = field(default_factory=lambda: [1.0, 10.0])
+    fig2_dim: int = field(default=32, metadata=_range(1, 65_536))
+    fig9_ps_shards: int = field(default=4, metadata=_range(1, 4096))
+    worker_sweep: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32])
+    dim_sweep: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096])
+    max_samples: int | None = field(default=None, metadata=_range(1, None))
+
+
+@dataclass(frozen=True)
 class ExperimentsConfig:
     """Settings of every experiment the pipeline runs."""
 
     dataset_stats: DatasetStatsConfig = field(default_factory=DatasetStatsConfig)
     het_cache: HetCacheConfig = field(default_factory=HetCacheConfig)
+    het_train: HetTrainConfig = field(default_factory=HetTrainConfig)
+    het_time: HetTimeConfig = field(default_factory=HetTimeConfig)
 
 
 @dataclass(frozen=True)
@@ -354,6 +445,10 @@ class ProfileConfig:
         het_max_samples: train samples replayed by the HET cache experiments (null = all).
         het_min_steps: iterations the HET cache experiments replay at least.
         het_batch_size: samples per worker per iteration of the HET cache experiments.
+        train_epochs: epochs of the training experiments.
+        train_eval_every: iterations between two test evaluations.
+        train_max_samples: train samples of the training experiments (null = all).
+        train_max_test: test samples of the training experiments (null = all).
         progress: show tqdm progress bars.
     """
 
@@ -364,6 +459,10 @@ class ProfileConfig:
     het_max_samples: int | None = field(default=None, metadata=_range(1, None))
     het_min_steps: int = field(default=200, metadata=_range(1, None))
     het_batch_size: int = field(default=128, metadata=_range(1, None))
+    train_epochs: int = field(default=1, metadata=_range(1, None))
+    train_eval_every: int = field(default=25, metadata=_range(1, None))
+    train_max_samples: int | None = field(default=None, metadata=_range(1, None))
+    train_max_test: int | None = field(default=None, metadata=_range(1, None))
     progress: bool = True
 
 
@@ -406,6 +505,7 @@ class WorkbenchConfig:
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     datasets: dict[str, DatasetConfig] = field(default_factory=dict)
     model: ModelConfig = field(default_factory=ModelConfig)
+    models: dict[str, ModelConfig] = field(default_factory=dict)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     dispatch: DispatchConfig = field(default_factory=DispatchConfig)
@@ -421,6 +521,21 @@ class WorkbenchConfig:
             if name not in self.pipeline.datasets:
                 raise ConfigError(f"experiments.het_cache.datasets names '{name}', which is not "
                                   f"in pipeline.datasets {self.pipeline.datasets}")
+        for owner, names, known in (
+                ("experiments.het_train.dataset", [self.experiments.het_train.dataset],
+                 self.pipeline.datasets),
+                ("experiments.het_time.dataset", [self.experiments.het_time.dataset],
+                 self.pipeline.datasets),
+                ("experiments.het_train.model", [self.experiments.het_train.model],
+                 list(self.models)),
+                ("experiments.het_time.models", self.experiments.het_time.models,
+                 list(self.models))):
+            for name in names:
+                if name not in known:
+                    raise ConfigError(f"{owner} names '{name}', which is not one of {known}")
+        for key, model in self.models.items():
+            if model.name != key:
+                raise ConfigError(f"models.{key}.name = {model.name!r}: must equal its key")
         for key, ds in self.datasets.items():
             if ds.name != key:
                 raise ConfigError(f"datasets.{key}.name = {ds.name!r}: must equal its key {key!r}")

@@ -32,6 +32,7 @@ def set_theme() -> None:
         "grid.alpha": 0.3,
         "legend.frameon": False,
         "svg.hashsalt": "workbench",
+        "figure.constrained_layout.use": True,
     })
 
 

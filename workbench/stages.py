@@ -12,6 +12,8 @@ Stages::
     prepare        download then preprocess (interactive convenience)
     dataset-stats  statistics and access skew (HET Fig. 3)             -> results/dataset_stats/<ds>
     het-cache      HET cache replay: miss rates, rows moved, sweeps      -> results/het_cache/<ds>
+    het-train      HET training through the cluster (Fig. 6, Tables 1-2) -> results/het_train/<ds>
+    het-time       HET time model (Fig. 2, 7, 9)                          -> results/het_time/<ds>
     notebook NAME  execute notebooks/NAME.py with papermill            -> reports/NAME/
     report         gather every notebook section                       -> reports/README.md
 
@@ -33,8 +35,8 @@ from workbench.config import REPO_ROOT, ConfigError, DatasetConfig, WorkbenchCon
 
 log = logging.getLogger("workbench.stages")
 
-STAGES = ("download", "preprocess", "prepare", "dataset-stats", "het-cache", "notebook",
-          "report")
+STAGES = ("download", "preprocess", "prepare", "dataset-stats", "het-cache", "het-train",
+          "het-time", "notebook", "report")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,6 +70,20 @@ def _het_cache(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
     out = cfg.paths.resolve("results") / "het_cache" / ds.name
     het_cache.run(processed_dir(cfg, ds), out, cfg.experiments.het_cache, cfg.seed,
                   progress=cfg.profile.progress)
+    return out
+
+
+def _het_experiment(cfg: WorkbenchConfig, stage: str) -> Path:
+    """``het-train`` and ``het-time``: they run on their experiment's configured dataset."""
+    from workbench import het_time, het_train
+    from workbench.data.pipeline import processed_dir
+
+    name = stage.replace("-", "_")
+    exp = getattr(cfg.experiments, name)
+    out = cfg.paths.resolve("results") / name / exp.dataset
+    module = het_train if name == "het_train" else het_time
+    module.run(processed_dir(cfg, cfg.datasets[exp.dataset]), out, cfg,
+               progress=cfg.profile.progress)
     return out
 
 
@@ -117,6 +133,8 @@ def run(argv: list[str] | None = None) -> Path:
         return _dataset_stats(cfg, ds)
     if args.stage == "het-cache":
         return _het_cache(cfg, ds)
+    if args.stage in ("het-train", "het-time"):
+        return _het_experiment(cfg, args.stage)
     if args.stage == "notebook":
         return _notebook(cfg, args.name, args.params)
     from workbench import report

@@ -1,0 +1,126 @@
+"""Benchmark: training samples per second of the DLRM Criteo Kaggle configuration.
+
+Three loops over the same data and the same model module (``conf/model/dlrm.yaml``:
+bottom 13-512-256-64-16, top 512-256-1, D = 16, global batch 1,024), one torch thread each:
+
+* ``reference``: a straightforward PyTorch loop: ``nn.Embedding(sparse=True)`` tables
+  (one concatenated table) updated by ``torch.optim.SGD``, Adam on the dense parameters, as
+  facebookresearch/dlrm's ``dlrm_s_pytorch.py`` does on CPU;
+* ``plain``: the workbench trainer, single process (``SystemSpec("plain")``);
+* ``cluster``: the workbench trainer through the emulated cluster, 8 workers, HET cache s=100
+  (LRU, 10% of the table).
+
+Targets (issue 4): plain within 10% of the reference; the cluster at most 1.5x slower than plain.
+
+Usage: python benchmarks/train_throughput.py [--iterations 60] [--out ...json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from workbench.config import CacheConfig, ClusterConfig, SyntheticConfig, load
+from workbench.data.synthetic import generate
+from workbench.io import write_json
+from workbench.models import build_model
+from workbench.train import Split, SystemSpec, Trainer
+
+
+def make_data(rows: int, seed: int = 0) -> tuple[Split, int]:
+    """Synthetic Criteo-like samples at cardinality scale 0.01 as a :class:`Split`."""
+    table, cards = generate(SyntheticConfig(rows=rows, cardinality_scale=0.01), seed)
+    frame = table.frame
+    offsets = np.r_[0, np.cumsum([cards[c] for c in table.categorical])[:-1]]
+    keys = frame[table.categorical].to_numpy(np.int64) + offsets
+    dense = np.log1p(np.clip(np.nan_to_num(frame[table.dense].to_numpy(np.float32)), 0, None))
+    return Split(dense.astype(np.float32), keys, frame["label"].to_numpy(np.float32)), \
+        int(sum(cards.values()))
+
+
+def reference_loop(model_cfg, data: Split, rows: int, iterations: int) -> float:
+    """Seconds for ``iterations`` steps of the straightforward PyTorch loop."""
+    torch.manual_seed(0)
+    model = build_model(model_cfg, data.dense.shape[1], data.keys.shape[1])
+    table = torch.nn.Embedding(rows, model_cfg.embedding_dim, sparse=True)
+    torch.nn.init.uniform_(table.weight, -model_cfg.init_scale, model_cfg.init_scale)
+    dense_opt = torch.optim.Adam(model.parameters(), lr=model_cfg.lr_dense)
+    sparse_opt = torch.optim.SGD(table.parameters(), lr=model_cfg.lr_sparse)
+    batch = model_cfg.batch_size
+    start = time.perf_counter()
+    for it in range(iterations):
+        sl = slice(it * batch, (it + 1) * batch)
+        keys = torch.from_numpy(data.keys[sl])
+        logits = model(torch.from_numpy(data.dense[sl]), table(keys))
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(
+            logits, torch.from_numpy(data.labels[sl]))
+        dense_opt.zero_grad()
+        sparse_opt.zero_grad()
+        loss.backward()
+        dense_opt.step()
+        sparse_opt.step()
+    return time.perf_counter() - start
+
+
+def trainer_loop(model_cfg, data: Split, rows: int, iterations: int, system: SystemSpec,
+                 cluster: ClusterConfig, cache: CacheConfig) -> float:
+    """Seconds for ``iterations`` steps of the workbench trainer."""
+    trainer = Trainer(model_cfg, data.dense.shape[1], data.keys.shape[1], rows, system,
+                      cluster, cache, seed=0)
+    start = time.perf_counter()
+    for it in range(iterations):
+        trainer.step(data, it * model_cfg.batch_size)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=60)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path,
+                        default=Path(__file__).parent / "results" / "train_throughput.json")
+    args = parser.parse_args()
+    cfg = load()
+    model_cfg = cfg.models["dlrm"]
+    torch.set_num_threads(1)
+    data, rows = make_data(model_cfg.batch_size * (args.iterations + 5))
+    cluster = ClusterConfig(workers=8)
+    cache = CacheConfig(policy="lru", ratio=0.1)
+    samples = args.iterations * model_cfg.batch_size
+    loops = {
+        "reference": lambda: reference_loop(model_cfg, data, rows, args.iterations),
+        "plain": lambda: trainer_loop(model_cfg, data, rows, args.iterations,
+                                      SystemSpec("plain", "plain"), cluster, cache),
+        "cluster": lambda: trainer_loop(model_cfg, data, rows, args.iterations,
+                                        SystemSpec("Cache s=100", "cache", 100), cluster,
+                                        cache)}
+    for loop in loops.values():  # warm-up: JIT compilation, allocator
+        loop()
+    best = {name: min(loop() for _ in range(args.repeats)) for name, loop in loops.items()}
+    rate = {name: samples / seconds for name, seconds in best.items()}
+    result = {
+        "benchmark": "train_throughput", "model": "dlrm (Criteo Kaggle configuration)",
+        "setting": {"iterations": args.iterations, "batch_size": model_cfg.batch_size,
+                    "table_rows": rows, "embedding_dim": model_cfg.embedding_dim,
+                    "torch_threads": 1, "cluster_workers": 8, "cache": "lru 10%, s=100"},
+        "samples_per_s": rate,
+        "plain_vs_reference": rate["plain"] / rate["reference"],
+        "cluster_slowdown_vs_plain": rate["plain"] / rate["cluster"],
+        "targets": {"plain_vs_reference_at_least": 0.9, "cluster_slowdown_at_most": 1.5},
+        "meets_targets": bool(rate["plain"] / rate["reference"] >= 0.9
+                              and rate["plain"] / rate["cluster"] <= 1.5),
+        "machine": {"python": platform.python_version(), "torch": torch.__version__}}
+    for name, r in rate.items():
+        print(f"{name:9s} {r:9.0f} samples/s")
+    print(f"plain / reference = {result['plain_vs_reference']:.3f}; "
+          f"cluster slowdown = {result['cluster_slowdown_vs_plain']:.3f}")
+    write_json(args.out, result)
+
+
+if __name__ == "__main__":
+    main()

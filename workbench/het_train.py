@@ -1,0 +1,120 @@
+"""HET convergence experiments: real training through the emulated cluster.
+
+* **Fig. 6 / Table 1**: the test AUC of the model against emulated time for HET's systems (PS
+  ASP, Hybrid, AllReduce, Cache s=10, Cache s=100) and a single-process reference, and the time
+  each needs to reach the dataset's target AUC.
+* **Table 2**: final test AUC for staleness bounds s in {0, 100, 10k, inf}. HET's bounds are
+  counts of updates over runs of tens of thousands of iterations; this run is shorter, so each
+  bound is scaled by the run length: ``s_here = ceil(s x iterations_here / het_iterations)``
+  (infinite stays infinite).
+
+Outputs (``results/het_train/<dataset>/``): ``metrics.csv`` (one row per evaluation per run),
+``summary.json`` (time to target, final AUC, the scaled bounds, the compute model).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from workbench.config import DatasetConfig, HetTrainConfig, WorkbenchConfig
+from workbench.data.preprocess import read_split
+from workbench.data.schema import LABEL, DatasetMeta
+from workbench.trace import sample_keys, table_rows
+from workbench.train import Split, SystemSpec, Trainer, time_to_target
+
+log = logging.getLogger(__name__)
+INFINITE = 10**9
+
+
+def load_split(processed: Path, meta: DatasetMeta, split: str, limit: int | None) -> Split:
+    """One encoded split as arrays (dense float32, global keys, labels)."""
+    frame = read_split(processed, split, columns=[LABEL, *meta.dense, *meta.categorical])
+    if limit is not None:
+        frame = frame.iloc[:limit]
+    return Split(dense=frame[meta.dense].to_numpy(np.float32),
+                 keys=sample_keys(frame, meta),
+                 labels=frame[LABEL].to_numpy(np.float32))
+
+
+def systems(cfg: HetTrainConfig) -> list[SystemSpec]:
+    """The configured systems, in HET's order, plus the single-process reference."""
+    out = [SystemSpec("Single process (reference)", "plain")]
+    labels = {"ps": "PS (ASP), no cache", "hybrid": "Hybrid, no cache",
+              "allreduce": "AllReduce (sparse AllGather)"}
+    for name in cfg.systems:
+        if name == "cache":
+            out += [SystemSpec(f"Cache s={b}", "cache", b) for b in cfg.cache_bounds]
+        else:
+            out.append(SystemSpec(labels[name], name))
+    return out
+
+
+def scaled_bound(s: int, iterations: int, het_iterations: int) -> int:
+    """HET's bound ``s`` scaled to a run of ``iterations`` (-1 = infinity)."""
+    if s < 0:
+        return INFINITE
+    return int(math.ceil(s * iterations / het_iterations))
+
+
+def run(processed: Path, out: Path, cfg: WorkbenchConfig, progress: bool = False) -> None:
+    """The ``het_train`` stage: every system and every Table 2 bound; writes ``out`` whole."""
+    from workbench.io import atomic_dir, write_json
+
+    exp = cfg.experiments.het_train
+    ds: DatasetConfig = cfg.datasets[exp.dataset]
+    model_cfg = cfg.models[exp.model]
+    meta = DatasetMeta.read(processed)
+    train = load_split(processed, meta, "train", exp.max_train_samples)
+    test = load_split(processed, meta, "test", exp.max_test_samples)
+    iterations = exp.epochs * (len(train) // model_cfg.batch_size)
+
+    def trainer(system: SystemSpec) -> Trainer:
+        return Trainer(model_cfg, len(meta.dense), len(meta.categorical), table_rows(meta),
+                       system, cfg.cluster, cfg.cache, seed=cfg.seed,
+                       dispatcher=cfg.dispatch.name, asp_staleness=exp.asp_staleness)
+
+    runs: list[tuple[str, SystemSpec, dict[str, Any]]] = [
+        ("systems", s, {}) for s in systems(exp)]
+    for s in exp.staleness:
+        bound = scaled_bound(s, iterations, exp.het_iterations)
+        runs.append(("staleness", SystemSpec(f"s={'inf' if s < 0 else s}", "cache", bound),
+                     {"het_bound": s, "bound": bound}))
+    frames, summary_runs = [], []
+    for group, system, extra in runs:
+        tr = trainer(system)
+        metrics = tr.fit(train, test, epochs=exp.epochs, eval_every=exp.eval_every,
+                         progress=progress)
+        metrics.insert(0, "system", system.label)
+        metrics.insert(0, "group", group)
+        frames.append(metrics)
+        final = metrics.iloc[-1]
+        summary_runs.append({
+            "group": group, "system": system.label, "kind": system.kind,
+            "bound": system.bound, **extra,
+            "time_to_target_s": time_to_target(metrics, ds.target_auc),
+            "final_auc": float(final["test_auc"]), "final_logloss": float(final["test_logloss"]),
+            "time_s": float(final["time_s"]), "compute_s": float(final["compute_s"]),
+            "comm_s": float(final["comm_s"]), "bytes": float(final["bytes"])})
+        log.info("%s: final AUC %.4f after %.2f emulated s", system.label,
+                 summary_runs[-1]["final_auc"], summary_runs[-1]["time_s"])
+    example = trainer(SystemSpec("probe", "plain"))
+    summary = {
+        "dataset": ds.name, "model": exp.model, "target_auc": ds.target_auc,
+        "train_samples": len(train), "test_samples": len(test), "iterations": iterations,
+        "batch_size": model_cfg.batch_size, "workers": cfg.cluster.workers,
+        "cluster": cfg.cluster.name, "cache_policy": cfg.cache.policy,
+        "cache_ratio": cfg.cache.ratio, "gflops": cfg.cluster.gflops,
+        "flops_per_sample_train": example.flops, "dense_parameters": example.dense_bytes // 4,
+        "embedding_dim": model_cfg.embedding_dim, "het_iterations": exp.het_iterations,
+        "compute_model": "FLOP-modelled: 3 x forward FLOPs x samples / (gflops x speed)",
+        "runs": summary_runs}
+    with atomic_dir(out) as tmp:
+        pd.concat(frames, ignore_index=True).to_csv(tmp / "metrics.csv", index=False,
+                                                    float_format="%.6g")
+        write_json(tmp / "summary.json", summary)
