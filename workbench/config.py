@@ -449,6 +449,7 @@ class ProfileConfig:
         train_eval_every: iterations between two test evaluations.
         train_max_samples: train samples of the training experiments (null = all).
         train_max_test: test samples of the training experiments (null = all).
+        het_embedding_dim: embedding width of HET's models (WDL, DeepFM, DCN).
         progress: show tqdm progress bars.
     """
 
@@ -463,6 +464,7 @@ class ProfileConfig:
     train_eval_every: int = field(default=25, metadata=_range(1, None))
     train_max_samples: int | None = field(default=None, metadata=_range(1, None))
     train_max_test: int | None = field(default=None, metadata=_range(1, None))
+    het_embedding_dim: int = field(default=128, metadata=_range(1, 65_536))
     progress: bool = True
 
 
