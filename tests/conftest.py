@@ -56,6 +56,7 @@ def ci_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
         run(["het-cache", "--params", str(params), "--dataset", name])
     run(["het-train", "--params", str(params)])
     run(["het-time", "--params", str(params)])
+    run(["esd", "--params", str(params)])
     return params
 
 

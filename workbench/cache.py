@@ -477,7 +477,7 @@ class WorkerCache:
         cap = 0 if spec.policy == "none" else int(spec.capacity)
         dim = server.dim
         n_buckets = cap + LFUOPT_PERMANENT + 2
-        self.slot_of = np.full(server.rows, -1, dtype=np.int64)
+        self.slot_of = np.full(server.rows, -1, dtype=np.int32)  # 4 bytes per row per worker
         self.lines = np.full((max(cap, 1), 7), -1, dtype=np.int64)
         self.vecs = np.zeros((2, max(cap, 1), dim), dtype=np.float32)
         self.buckets = np.full((n_buckets, 5), -1, dtype=np.int64)
@@ -538,6 +538,23 @@ class WorkerCache:
         """Push every dirty line and the eviction queue (end of training)."""
         _flush(self.lines, self.vecs, self.queue_i, self.queue_g, self.meta, self.counters,
                self.server.values, self.server.versions)
+
+    def key_state(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Vectorised state of ``keys``: present, stale beyond the read bound, dirty."""
+        slot = self.slot_of[keys]
+        present = slot >= 0
+        safe = np.where(present, slot, 0)
+        lag = self.server.versions[keys] - self.lines[safe, _VER]
+        stale = present & (lag > self.spec.read_bound)
+        dirty = present & (self.lines[safe, _UPD] > 0)
+        return present, stale, dirty
+
+    def dirty_fraction(self) -> float:
+        """Share of the capacity holding dirty lines when the cache is full (else 0): the
+        probability that inserting a miss evicts a line that must be pushed."""
+        if self.capacity == 0 or self.size < self.capacity:
+            return 0.0
+        return float(np.count_nonzero(self.lines[: self.size, _UPD])) / self.capacity
 
     def unpushed(self) -> tuple[np.ndarray, np.ndarray]:
         """Keys and gradient rows not yet on the server (dirty lines and the evict queue)."""

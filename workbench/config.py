@@ -424,6 +424,72 @@ class HetTimeConfig:
 
 
 @dataclass(frozen=True)
+class EsdConfig:
+    """ESD experiments: dispatchers compared on expected transmission cost and end to end.
+
+    Attributes:
+        dataset: the dataset whose train split is dispatched.
+        dispatchers: the dispatchers compared.
+        workers: edge workers of the base setting.
+        per_worker: samples per worker per batch of the base setting.
+        batches: global batches per run.
+        warmup: first batches left out of the averages (cold caches).
+        cache_ratio: cache rows per worker as a fraction of the table.
+        bound: staleness bound of the caches (read and write).
+        max_bandwidth_gbps: the fastest worker's link.
+        bandwidth_spread: fastest / slowest link of the base setting (log-spaced in between).
+        latency_ms: link latency of every worker.
+        exact_mode: ``additive`` (transportation problem) or ``dedup`` (ILP) for esd_exact.
+        time_limit_s: MILP time limit of the dedup solver.
+        hybrid_budget_s: hybriddis' decision budget per batch.
+        small_instance: hybriddis runs the exact solver whenever N x W is at most this.
+        worker_sweep: workers of the scaling sweep.
+        cache_sweep: cache ratios of the cache sweep.
+        spread_sweep: bandwidth spreads of the heterogeneity sweep.
+        batch_sweep: samples per worker of the batch-size sweep.
+        train_dispatchers: dispatchers trained end to end (test AUC against emulated time).
+        train_model: the model trained end to end (a key of ``models``).
+    """
+
+    dataset: str = "synthetic"
+    dispatchers: list[str] = field(default_factory=lambda: [
+        "random", "contiguous", "laia", "esd_heuristic", "esd_exact", "hybriddis"])
+    workers: int = field(default=8, metadata=_range(1, 1024))
+    per_worker: int = field(default=64, metadata=_range(1, None))
+    batches: int = field(default=40, metadata=_range(1, None))
+    warmup: int = field(default=5, metadata=_range(0, None))
+    cache_ratio: float = field(default=0.05, metadata=_range(0.0, 1.0, lo_open=True))
+    bound: int = field(default=100, metadata=_range(0, None))
+    max_bandwidth_gbps: float = field(default=1.0, metadata=_range(0.0, None, lo_open=True))
+    bandwidth_spread: float = field(default=10.0, metadata=_range(1.0, None))
+    latency_ms: float = field(default=1.0, metadata=_range(0.0, None))
+    exact_mode: Literal["additive", "dedup"] = "additive"
+    time_limit_s: float = field(default=0.5, metadata=_range(0.0, None, lo_open=True))
+    hybrid_budget_s: float = field(default=0.02, metadata=_range(0.0, None))
+    small_instance: int = field(default=2048, metadata=_range(0, None))
+    worker_sweep: list[int] = field(default_factory=lambda: [2, 4, 8, 16])
+    cache_sweep: list[float] = field(default_factory=lambda: [0.01, 0.05, 0.1, 0.2])
+    spread_sweep: list[float] = field(default_factory=lambda: [1.0, 10.0, 100.0])
+    batch_sweep: list[int] = field(default_factory=lambda: [32, 64, 128])
+    train_dispatchers: list[str] = field(default_factory=lambda: [
+        "random", "laia", "hybriddis"])
+    train_model: str = "wdl"
+
+    def __post_init__(self) -> None:
+        allowed = ("contiguous", "random", "laia", "esd_heuristic", "esd_exact", "hybriddis")
+        for key in ("dispatchers", "train_dispatchers"):
+            for i, name in enumerate(getattr(self, key)):
+                if name not in allowed:
+                    raise ConfigError(f"{key}[{i}] = {name!r}: must be one of {allowed}")
+        for i, r in enumerate(self.cache_sweep):
+            if not 0 < r <= 1:
+                raise ConfigError(f"cache_sweep[{i}] = {r}: must be in (0, 1]")
+        for i, r in enumerate(self.spread_sweep):
+            if r < 1:
+                raise ConfigError(f"spread_sweep[{i}] = {r}: must be >= 1")
+
+
+@dataclass(frozen=True)
 class ExperimentsConfig:
     """Settings of every experiment the pipeline runs."""
 
@@ -431,6 +497,7 @@ class ExperimentsConfig:
     het_cache: HetCacheConfig = field(default_factory=HetCacheConfig)
     het_train: HetTrainConfig = field(default_factory=HetTrainConfig)
     het_time: HetTimeConfig = field(default_factory=HetTimeConfig)
+    esd: EsdConfig = field(default_factory=EsdConfig)
 
 
 @dataclass(frozen=True)
@@ -450,6 +517,8 @@ class ProfileConfig:
         train_max_samples: train samples of the training experiments (null = all).
         train_max_test: test samples of the training experiments (null = all).
         het_embedding_dim: embedding width of HET's models (WDL, DeepFM, DCN).
+        esd_per_worker: samples per worker per batch of the ESD experiments.
+        esd_batches: global batches per ESD run.
         progress: show tqdm progress bars.
     """
 
@@ -465,6 +534,8 @@ class ProfileConfig:
     train_max_samples: int | None = field(default=None, metadata=_range(1, None))
     train_max_test: int | None = field(default=None, metadata=_range(1, None))
     het_embedding_dim: int = field(default=128, metadata=_range(1, 65_536))
+    esd_per_worker: int = field(default=64, metadata=_range(1, None))
+    esd_batches: int = field(default=40, metadata=_range(1, None))
     progress: bool = True
 
 
@@ -531,6 +602,10 @@ class WorkbenchConfig:
                 ("experiments.het_train.model", [self.experiments.het_train.model],
                  list(self.models)),
                 ("experiments.het_time.models", self.experiments.het_time.models,
+                 list(self.models)),
+                ("experiments.esd.dataset", [self.experiments.esd.dataset],
+                 self.pipeline.datasets),
+                ("experiments.esd.train_model", [self.experiments.esd.train_model],
                  list(self.models))):
             for name in names:
                 if name not in known:

@@ -1,4 +1,17 @@
-"""Replay a key trace through HET caches: ``python -m workbench.replay cache``.
+"""Replay key traces: ``python -m workbench.replay cache`` and ``python -m workbench.replay dispatch``.
+
+``dispatch``: a ``.npy`` of integer keys shaped ``[samples, tables]`` (one global key per table
+per sample). Global batch t is samples ``[t W b, (t + 1) W b)``, wrapping around; the
+dispatcher assigns each sample of the batch to a worker (exactly b each), every worker reads its
+samples' keys through its HET cache and writes one update per occurrence. Output:
+``{"batches": [{"workers": [{"samples": [...], "sync_plan_size": n, ...counters}, ...]}, ...]}``
+with each worker's sorted sample indices, its sync-plan size (LAIA's ``cplan``; 0 for the
+others) and its transfer counters for the batch. Example::
+
+    python -m workbench.replay dispatch --trace keys.npy --dispatcher laia --workers 8 \
+        --per-worker 128 --cache-rows 50000 --batches 100 --out dispatch.json
+
+``cache``:
 
 A trace is a ``.npy`` file of integer keys shaped ``[steps, workers, keys_per_step]`` (e.g.
 exported from a production system). Each step, for workers 0..W-1 in order, the worker reads its
@@ -61,6 +74,28 @@ def load_trace(path: Path, rows: int | None) -> tuple[np.ndarray, int]:
     return trace, table_rows
 
 
+def load_sample_keys(path: Path, rows: int | None) -> tuple[np.ndarray, int]:
+    """Load and validate a ``[samples, tables]`` key trace (the dispatch replay's input)."""
+    if not path.exists():
+        raise TraceError(f"{path}: no such file")
+    try:
+        keys = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as err:
+        raise TraceError(f"{path}: not a readable .npy array ({err})") from None
+    if keys.ndim != 2 or keys.size == 0:
+        raise TraceError(f"{path}: shape {keys.shape}; expected 2 dimensions [samples, tables]")
+    if not np.issubdtype(keys.dtype, np.integer):
+        raise TraceError(f"{path}: dtype {keys.dtype}; expected integer keys")
+    keys = keys.astype(np.int64, copy=False)
+    table_rows = int(keys.max()) + 1 if rows is None else rows
+    bad = np.argwhere((keys < 0) | (keys >= table_rows))
+    if len(bad):
+        i, t = (int(x) for x in bad[0])
+        raise TraceError(f"{path}: key {keys[i, t]} at [sample {i}, table {t}] is outside "
+                         f"0..{table_rows - 1}")
+    return keys, table_rows
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m workbench.replay", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -81,6 +116,23 @@ def _parser() -> argparse.ArgumentParser:
                        help="constant update per key occurrence")
     cache.add_argument("--order", choices=["sequential", "bsp"], default="sequential")
     cache.add_argument("--out", type=Path, default=None, help="JSON output (default: stdout)")
+    from workbench.esd import DISPATCHERS
+
+    disp = sub.add_parser("dispatch", help="dispatch global batches of a [samples, tables] "
+                                           "trace to workers with HET caches")
+    disp.add_argument("--trace", type=Path, required=True, help=".npy [samples, tables]")
+    disp.add_argument("--dispatcher", choices=DISPATCHERS, required=True)
+    disp.add_argument("--workers", type=int, required=True)
+    disp.add_argument("--per-worker", type=int, required=True, help="samples per worker b")
+    disp.add_argument("--cache-rows", type=int, required=True, help="cache lines per worker")
+    disp.add_argument("--batches", type=int, required=True, help="global batches T")
+    disp.add_argument("--bound", type=int, default=100, help="cache staleness bound")
+    disp.add_argument("--rows", type=int, default=None, help="default: largest key + 1")
+    disp.add_argument("--bandwidth-gbps", type=float, nargs="+", default=[1.0],
+                      help="worker links (one value, or one per worker)")
+    disp.add_argument("--dim", type=int, default=16, help="row width for the cost model")
+    disp.add_argument("--seed", type=int, default=0)
+    disp.add_argument("--out", type=Path, default=None, help="JSON output (default: stdout)")
     return parser
 
 
@@ -114,13 +166,58 @@ def run_cache(args: argparse.Namespace) -> dict:
                        "dim": args.dim, "update": args.update, "order": args.order}}
 
 
+def run_dispatch_command(args: argparse.Namespace) -> dict:
+    """Run ``replay dispatch`` for parsed ``args``; return the output document."""
+    from workbench.cache import COUNTERS
+    from workbench.cluster import EdgeCluster
+    from workbench.config import CacheConfig, ClusterConfig, ConfigError
+    from workbench.esd import make_dispatcher, run_dispatch
+
+    keys, rows = load_sample_keys(args.trace, args.rows)
+    for name, value, lo in (("--workers", args.workers, 1), ("--per-worker", args.per_worker, 1),
+                            ("--cache-rows", args.cache_rows, 0), ("--batches", args.batches, 1),
+                            ("--bound", args.bound, 0), ("--dim", args.dim, 1)):
+        if value < lo:
+            raise TraceError(f"{name} = {value}: must be >= {lo}")
+    try:
+        cluster_cfg = ClusterConfig(workers=args.workers, bandwidth_gbps=args.bandwidth_gbps)
+    except ConfigError as err:
+        raise TraceError(f"--bandwidth-gbps: {err}") from None
+    cache = (CacheConfig(policy="none") if args.cache_rows == 0 else
+             CacheConfig(policy="lru", rows=args.cache_rows, read_bound=args.bound,
+                         write_bound=args.bound))
+    cluster = EdgeCluster(cluster_cfg, cache, rows, args.dim)
+    caps = np.full(args.workers, args.per_worker, dtype=np.int64)
+    dispatcher = make_dispatcher(args.dispatcher, cluster, caps, seed=args.seed)
+    records = run_dispatch(cluster, keys, dispatcher, args.batches)
+    deltas = cluster.history()
+    batches = []
+    for t, rec in enumerate(records):
+        workers = []
+        for w in range(args.workers):
+            row = deltas.iloc[t * args.workers + w]
+            workers.append({
+                "samples": sorted(int(i) for i in rec["samples"][w]),
+                "sync_plan_size": int(rec["sync_plan_sizes"][w])
+                if len(rec["sync_plan_sizes"]) else 0,
+                "pulled_rows": int(rec["pulled_rows"][w]),
+                "pushed_rows": int(rec["pushed_rows"][w]),
+                **{name: int(row[name]) for name in COUNTERS}})
+        batches.append({"batch": t, "method": rec["method"], "workers": workers})
+    return {"batches": batches,
+            "config": {"trace": str(args.trace), "dispatcher": args.dispatcher,
+                       "workers": args.workers, "per_worker": args.per_worker,
+                       "cache_rows": args.cache_rows, "batches": args.batches,
+                       "bound": args.bound, "rows": rows, "samples": int(len(keys))}}
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point; bad input exits with status 2 and one line naming the problem."""
     from workbench.io import write_json
 
     args = _parser().parse_args(argv)
     try:
-        result = run_cache(args)
+        result = run_cache(args) if args.command == "cache" else run_dispatch_command(args)
     except TraceError as err:
         print(f"TraceError: {err}", file=sys.stderr)
         sys.exit(2)

@@ -14,6 +14,7 @@ Stages::
     het-cache      HET cache replay: miss rates, rows moved, sweeps      -> results/het_cache/<ds>
     het-train      HET training through the cluster (Fig. 6, Tables 1-2) -> results/het_train/<ds>
     het-time       HET time model (Fig. 2, 7, 9)                          -> results/het_time/<ds>
+    esd            ESD dispatchers: cost sweeps, decision time, training  -> results/esd/<ds>
     notebook NAME  execute notebooks/NAME.py with papermill            -> reports/NAME/
     report         gather every notebook section                       -> reports/README.md
 
@@ -36,7 +37,7 @@ from workbench.config import REPO_ROOT, ConfigError, DatasetConfig, WorkbenchCon
 log = logging.getLogger("workbench.stages")
 
 STAGES = ("download", "preprocess", "prepare", "dataset-stats", "het-cache", "het-train",
-          "het-time", "notebook", "report")
+          "het-time", "esd", "notebook", "report")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -74,14 +75,14 @@ def _het_cache(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
 
 
 def _het_experiment(cfg: WorkbenchConfig, stage: str) -> Path:
-    """``het-train`` and ``het-time``: they run on their experiment's configured dataset."""
-    from workbench import het_time, het_train
+    """``het-train``, ``het-time`` and ``esd``: each runs on its experiment's dataset."""
+    from workbench import esd_experiments, het_time, het_train
     from workbench.data.pipeline import processed_dir
 
     name = stage.replace("-", "_")
     exp = getattr(cfg.experiments, name)
     out = cfg.paths.resolve("results") / name / exp.dataset
-    module = het_train if name == "het_train" else het_time
+    module = {"het_train": het_train, "het_time": het_time, "esd": esd_experiments}[name]
     module.run(processed_dir(cfg, cfg.datasets[exp.dataset]), out, cfg,
                progress=cfg.profile.progress)
     return out
@@ -133,7 +134,7 @@ def run(argv: list[str] | None = None) -> Path:
         return _dataset_stats(cfg, ds)
     if args.stage == "het-cache":
         return _het_cache(cfg, ds)
-    if args.stage in ("het-train", "het-time"):
+    if args.stage in ("het-train", "het-time", "esd"):
         return _het_experiment(cfg, args.stage)
     if args.stage == "notebook":
         return _notebook(cfg, args.name, args.params)

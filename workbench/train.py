@@ -178,6 +178,8 @@ class Trainer:
         seed: seeds the model initialisation, the table initialisation and the dispatcher.
         dispatcher: how a global batch is split among workers.
         asp_staleness: ASP dense-gradient delay in iterations (None = workers - 1).
+        dispatcher_factory: builds a cost-aware dispatcher (:mod:`workbench.esd`) from the
+            cluster and the per-worker capacities; without it ``dispatcher`` names a baseline.
         threads: torch intra-op threads. One by default: the emulated clock does not depend on
             wall time, one thread keeps results bit-reproducible, and on a 2-core machine
             torch's OpenMP threads contend badly with the numba cache kernels.
@@ -186,7 +188,8 @@ class Trainer:
     def __init__(self, model_cfg: ModelConfig, n_dense: int, n_sparse: int, table_rows: int,
                  system: SystemSpec, cluster_cfg: ClusterConfig, cache_cfg: CacheConfig,
                  seed: int = 0, dispatcher: str = "contiguous",
-                 asp_staleness: int | None = None, threads: int = 1) -> None:
+                 asp_staleness: int | None = None, threads: int = 1,
+                 dispatcher_factory=None) -> None:
         torch.set_num_threads(threads)
         self.cfg = model_cfg
         self.system = system
@@ -214,6 +217,12 @@ class Trainer:
                      if system.kind == "cache" else CacheConfig(policy="none"))
             self.cluster = EdgeCluster(cluster_cfg, cache, table_rows, self.dim, init)
             self.store = ClusterStore(self.cluster)
+        self.decider = None
+        if dispatcher_factory is not None:
+            if self.cluster is None:
+                raise ValueError("a cost-aware dispatcher needs a cluster (not the plain system)")
+            self.decider = dispatcher_factory(
+                self.cluster, np.full(self.workers, self.per_worker, dtype=np.int64))
         self.speed = np.array(cluster_cfg.per_worker("speed"))[: self.workers]
         self.flops = 3 * flops_per_sample(self.model, n_dense, n_sparse, self.dim)
         self.gflops = cluster_cfg.gflops
@@ -235,15 +244,17 @@ class Trainer:
             return torch.optim.Adagrad(model.parameters(), lr=lr)
         return torch.optim.Adam(model.parameters(), lr=lr)
 
-    def _owner(self) -> np.ndarray:
+    def _owner(self, keys: np.ndarray) -> np.ndarray:
+        if self.decider is not None:
+            return self.decider.decide(keys, self.iterations).assignment
         return assign(self.dispatcher, self.workers, self.per_worker, self.rng)
 
     def step(self, split: Split, start: int) -> float:
         """One iteration on samples ``[start, start + batch)``; returns the batch's loss."""
         batch = self.cfg.batch_size
         idx = np.arange(start, start + batch)
-        owner = self._owner()
         keys = split.keys[idx]
+        owner = self._owner(keys)
         f = keys.shape[1]
         emb = np.empty((batch, f, self.dim), dtype=np.float32)
         positions = [np.flatnonzero(owner == w) for w in range(self.workers)]

@@ -1,0 +1,128 @@
+"""ESD's cost model, dispatchers and the dispatch replay command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from workbench.cluster import EdgeCluster
+from workbench.config import REPO_ROOT, CacheConfig, ClusterConfig, load
+from workbench.esd import CostModel, make_dispatcher, run_dispatch
+from workbench.esd_solvers import additive_cost, additive_matrix, dedup_cost
+
+
+def _cluster(workers=2, rows=20, cap=4, bound=1, bandwidths=(1.0, 0.5)) -> EdgeCluster:
+    return EdgeCluster(ClusterConfig(workers=workers, bandwidth_gbps=list(bandwidths)),
+                       CacheConfig(policy="lru", rows=cap, read_bound=bound, write_bound=bound),
+                       rows, dim=4)
+
+
+def test_cost_model_by_hand() -> None:
+    cl = _cluster()
+    tau = 16 / np.array([125e6, 62.5e6])       # 4 floats x 4 bytes over 1 and 0.5 Gb/s
+    cl.read(0, np.array([1, 2]))                # worker 0 caches 1, 2 (clean)
+    cl.write(0, np.array([2]), 1.0)             # key 2 dirty at worker 0 (1 update <= bound 1)
+    cl.read(1, np.array([1]))
+    cl.write(1, np.array([1, 1]), 1.0)          # worker 1 pushes key 1 twice: server ver 2
+    cost = CostModel(cl).key_costs(np.array([1, 2, 3]))
+    # worker 0: key 1 cached, server 2 ahead of version 0 > bound 1 -> stale: tau0
+    #           key 2 cached, fresh: 0;   key 3 absent: tau0 (cache not full: no eviction)
+    # worker 1: key 1 cached and fresh (it pushed): 0; key 2 absent: tau1, + worker 0 must sync
+    #           its dirty key 2: + tau0;  key 3 absent: tau1
+    np.testing.assert_allclose(cost, [[tau[0], 0.0, tau[0]],
+                                      [0.0, tau[1] + tau[0], tau[1]]])
+
+
+def test_batch_csr_and_additive_matrix() -> None:
+    cl = _cluster()
+    keys = np.array([[1, 2], [2, 2], [3, 1]])
+    cost, indptr, indices = CostModel(cl).batch(keys)
+    assert indptr.tolist() == [0, 2, 3, 5]       # sample 1 has one distinct key
+    C = additive_matrix(cost, indptr, indices)
+    brute = np.array([[cost[:, indices[indptr[i]:indptr[i + 1]]].sum(1)] for i in range(3)])
+    np.testing.assert_allclose(C, brute[:, 0, :])
+
+
+@given(seed=st.integers(0, 50), workers=st.integers(2, 3), per=st.integers(1, 3))
+@settings(max_examples=40, deadline=None)
+def test_exact_beats_heuristic_and_hybrid_never_worse(seed, workers, per) -> None:
+    rng = np.random.default_rng(seed)
+    cl = _cluster(workers=workers, rows=30, cap=5, bandwidths=tuple(rng.uniform(0.1, 1,
+                                                                               workers)))
+    caps = np.full(workers, per, dtype=np.int64)
+    keys = rng.integers(0, 30, size=(workers * per * 6, 3))
+    run_dispatch(cl, keys[: workers * per * 3], make_dispatcher("random", cl, caps), 3)
+    batch = keys[-workers * per:]
+    cost, indptr, indices = CostModel(cl).batch(batch)
+    C = additive_matrix(cost, indptr, indices)
+    heur = make_dispatcher("esd_heuristic", cl, caps).decide(batch, 0).assignment
+    exact = make_dispatcher("esd_exact", cl, caps).decide(batch, 0).assignment
+    exact_dedup = make_dispatcher("esd_exact", cl, caps, mode="dedup",
+                                  time_limit_s=5).decide(batch, 0).assignment
+    hybrid = make_dispatcher("hybriddis", cl, caps).decide(batch, 0)
+    for x in (heur, exact, exact_dedup, hybrid.assignment):
+        assert np.bincount(x, minlength=workers).tolist() == caps.tolist()
+    assert additive_cost(C, exact) <= additive_cost(C, heur) + 1e-12
+    assert dedup_cost(cost, indptr, indices, exact_dedup) <= \
+        dedup_cost(cost, indptr, indices, heur) + 1e-12
+    assert dedup_cost(cost, indptr, indices, hybrid.assignment) <= \
+        dedup_cost(cost, indptr, indices, heur) + 1e-12
+
+
+def test_hybriddis_switches_to_the_heuristic_over_budget() -> None:
+    cl = _cluster(workers=2, rows=50, cap=8)
+    caps = np.array([8, 8])
+    keys = np.random.default_rng(0).integers(0, 50, size=(16 * 5, 3))
+    hybrid = make_dispatcher("hybriddis", cl, caps, budget_s=0.0, small_instance=0)
+    methods = [r["method"] for r in run_dispatch(cl, keys, hybrid, 5)]
+    assert methods[0].startswith("exact") and set(methods[1:]) == {"heuristic"}
+    with pytest.raises(ValueError, match="dispatcher 'nope'"):
+        make_dispatcher("nope", cl, caps)
+
+
+def test_dispatch_replay_command(tmp_path: Path) -> None:
+    keys = np.random.default_rng(0).integers(0, 60, size=(50, 4))
+    path = tmp_path / "keys.npy"
+    np.save(path, keys)
+    out = tmp_path / "out.json"
+    proc = subprocess.run([sys.executable, "-m", "workbench.replay", "dispatch", "--trace",
+                           str(path), "--dispatcher", "laia", "--workers", "3", "--per-worker",
+                           "4", "--cache-rows", "10", "--batches", "6", "--out", str(out)],
+                          capture_output=True, text=True, cwd=REPO_ROOT)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert len(doc["batches"]) == 6
+    for t, batch in enumerate(doc["batches"]):
+        samples = sorted(s for w in batch["workers"] for s in w["samples"])
+        assert samples == sorted((np.arange(t * 12, (t + 1) * 12) % 50).tolist())
+        for w in batch["workers"]:
+            assert len(w["samples"]) == 4 and w["samples"] == sorted(w["samples"])
+            assert {"sync_plan_size", "miss_pulls", "pulled_rows"} <= set(w)
+    assert any(w["sync_plan_size"] > 0 for b in doc["batches"] for w in b["workers"])
+    np.save(tmp_path / "bad.npy", np.zeros((3, 2, 2), dtype=np.int64))
+    proc = subprocess.run([sys.executable, "-m", "workbench.replay", "dispatch", "--trace",
+                           str(tmp_path / "bad.npy"), "--dispatcher", "random", "--workers",
+                           "2", "--per-worker", "1", "--cache-rows", "1", "--batches", "1"],
+                          capture_output=True, text=True, cwd=REPO_ROOT)
+    assert proc.returncode == 2 and "expected 2 dimensions [samples, tables]" in proc.stderr
+
+
+def test_stage_outputs_on_ci_profile(ci_pipeline: Path) -> None:
+    import pandas as pd
+
+    cfg = load(params=ci_pipeline)
+    out = cfg.paths.resolve("results") / "esd" / "synthetic"
+    cost = pd.read_csv(out / "cost.csv")
+    assert set(cost["dispatcher"]) == set(cfg.experiments.esd.dispatchers)
+    assert set(cost["sweep"]) == {"base", "workers", "cache_ratio", "spread", "per_worker"}
+    summary = json.loads((out / "summary.json").read_text())
+    assert "ours" in summary["formalisation"]
+    assert {r["dispatcher"] for r in summary["train"]["runs"]} == set(
+        cfg.experiments.esd.train_dispatchers)

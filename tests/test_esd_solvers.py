@@ -1,0 +1,288 @@
+"""ESD solvers: exact solvers against brute force, heuristic properties, the greedy's rule."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy.optimize import OptimizeResult
+
+from workbench import esd_solvers as es
+from workbench.esd_solvers import (additive_cost, additive_matrix, check_assignment, dedup_cost,
+                                   greedy_marginal, solve_dedup_ilp, solve_transport)
+
+TOL = 1e-9
+
+
+# ------------------------------------------------------------------------------------------
+# helpers
+# ------------------------------------------------------------------------------------------
+def all_assignments(cap):
+    """Every assignment with exactly cap[j] samples on worker j."""
+    n, w = int(np.sum(cap)), len(cap)
+    for x in itertools.product(range(w), repeat=n):
+        x = np.array(x, dtype=np.int64)
+        if np.array_equal(np.bincount(x, minlength=w), cap):
+            yield x
+
+
+def brute(cap, cost):
+    return min(cost(x) for x in all_assignments(cap))
+
+
+def makespan(C, x):
+    return max(C[x == j, j].sum() for j in range(C.shape[1]))
+
+
+def csr(key_sets):
+    indptr = np.zeros(len(key_sets) + 1, dtype=np.int64)
+    indptr[1:] = np.cumsum([len(k) for k in key_sets])
+    indices = np.array([k for ks in key_sets for k in ks], dtype=np.int64)
+    return indptr, indices
+
+
+def random_instance(rng, n_max=7, w_max=3, u_max=8, f_max=4):
+    n = int(rng.integers(1, n_max + 1))
+    w = int(rng.integers(1, w_max + 1))
+    u = int(rng.integers(1, u_max + 1))
+    cap = rng.multinomial(n, np.ones(w) / w).astype(np.int64)
+    A = rng.integers(0, 5, size=(w, u)).astype(np.float64) * rng.choice([1.0, 0.5, 0.3])
+    keys = [list(rng.integers(0, u, size=rng.integers(0, f_max + 1))) for _ in range(n)]
+    indptr, indices = csr(keys)
+    return A, indptr, indices, cap
+
+
+@st.composite
+def instances(draw, distinct=False):
+    n = draw(st.integers(1, 7))
+    w = draw(st.integers(1, 3))
+    cut = sorted(draw(st.lists(st.integers(0, n), min_size=w - 1, max_size=w - 1)))
+    cap = np.diff([0, *cut, n]).astype(np.int64)
+    if distinct:
+        sizes = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+        start = np.concatenate([[0], np.cumsum(sizes)])
+        keys = [list(range(start[i], start[i + 1])) for i in range(n)]
+        u = max(int(start[-1]), 1)
+    else:
+        u = draw(st.integers(1, 8))
+        keys = draw(st.lists(st.lists(st.integers(0, u - 1), max_size=4), min_size=n,
+                             max_size=n))
+    A = np.array(draw(st.lists(st.lists(st.integers(0, 6), min_size=u, max_size=u),
+                               min_size=w, max_size=w)), dtype=np.float64) / 2
+    indptr, indices = csr(keys)
+    return A, indptr, indices, cap
+
+
+HYP = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+# ------------------------------------------------------------------------------------------
+# exact solvers against brute force
+# ------------------------------------------------------------------------------------------
+def test_transport_matches_brute_force():
+    rng = np.random.default_rng(0)
+    for _ in range(80):
+        A, indptr, indices, cap = random_instance(rng)
+        C = additive_matrix(A, indptr, indices)
+        if rng.random() < 0.5:
+            C = rng.random(C.shape) * 10
+        sol = solve_transport(C, cap)
+        check_assignment(sol.assignment, cap)
+        assert sol.assignment.dtype == np.int64
+        assert sol.optimal
+        assert sol.objective == pytest.approx(additive_cost(C, sol.assignment), abs=TOL)
+        assert sol.objective == pytest.approx(brute(cap, lambda x: additive_cost(C, x)), abs=TOL)
+
+
+def test_transport_ssp_agrees_with_lsa_on_larger_tied_instances():
+    rng = np.random.default_rng(1)
+    for t in range(150):
+        n, w = int(rng.integers(1, 80)), int(rng.integers(1, 9))
+        cap = rng.multinomial(n, np.ones(w) / w).astype(np.int64)
+        C = rng.integers(0, 4, size=(n, w)).astype(np.float64) * (0.1 if t % 2 else 1.0)
+        sol = solve_transport(C, cap)
+        assert sol.method == "transport-ssp"
+        check_assignment(sol.assignment, cap)
+        ref = es._transport_lsa(C, cap)
+        assert sol.objective == pytest.approx(additive_cost(C, ref), abs=1e-8)
+
+
+def test_transport_is_deterministic():
+    rng = np.random.default_rng(2)
+    C = rng.integers(0, 3, size=(200, 5)).astype(np.float64)
+    cap = np.full(5, 40)
+    a = solve_transport(C, cap).assignment
+    b = solve_transport(C.copy(), cap.copy()).assignment
+    assert np.array_equal(a, b)
+
+
+def test_makespan_matches_brute_force():
+    rng = np.random.default_rng(3)
+    for _ in range(25):
+        A, indptr, indices, cap = random_instance(rng)
+        C = additive_matrix(A, indptr, indices)
+        sol = solve_transport(C, cap, objective="makespan", time_limit_s=10)
+        check_assignment(sol.assignment, cap)
+        assert sol.objective == pytest.approx(makespan(C, sol.assignment), abs=TOL)
+        assert sol.objective == pytest.approx(brute(cap, lambda x: makespan(C, x)), abs=1e-7)
+        if sol.method == "makespan-milp":
+            assert sol.optimal
+
+
+def test_dedup_ilp_matches_brute_force():
+    rng = np.random.default_rng(4)
+    for _ in range(40):
+        A, indptr, indices, cap = random_instance(rng)
+        sol = solve_dedup_ilp(A, indptr, indices, cap, time_limit_s=10)
+        check_assignment(sol.assignment, cap)
+        assert sol.optimal and sol.method == "dedup-milp"
+        assert sol.objective == pytest.approx(dedup_cost(A, indptr, indices, sol.assignment))
+        expected = brute(cap, lambda x: dedup_cost(A, indptr, indices, x))
+        assert sol.objective == pytest.approx(expected, abs=1e-7)
+
+
+def test_dedup_ilp_falls_back_when_no_feasible_solution(monkeypatch):
+    rng = np.random.default_rng(5)
+    A, indptr, indices, cap = random_instance(rng, n_max=7, u_max=6)
+
+    def no_solution(*args, **kwargs):
+        return OptimizeResult(x=None, status=1, success=False,
+                              message="Time limit reached. (HiGHS Status 13)")
+
+    monkeypatch.setattr(es, "milp", no_solution)
+    sol = solve_dedup_ilp(A, indptr, indices, cap, time_limit_s=0.01)
+    check_assignment(sol.assignment, cap)
+    assert not sol.optimal
+    assert "fell back" in sol.status
+    assert sol.method.startswith(("greedy-marginal", "transport"))
+    assert sol.objective == pytest.approx(dedup_cost(A, indptr, indices, sol.assignment))
+    greedy = greedy_marginal(A, indptr, indices, cap)
+    assert sol.objective <= greedy.objective + TOL
+
+
+def test_dedup_ilp_time_limited_still_valid():
+    rng = np.random.default_rng(6)
+    n, w, u = 128, 4, 400
+    keys = [list((rng.zipf(1.3, size=8) - 1) % u) for _ in range(n)]
+    indptr, indices = csr(keys)
+    A = rng.integers(0, 3, size=(w, u)).astype(np.float64)
+    cap = np.full(w, n // w)
+    sol = solve_dedup_ilp(A, indptr, indices, cap, time_limit_s=0.2)
+    check_assignment(sol.assignment, cap)
+    assert sol.objective == pytest.approx(dedup_cost(A, indptr, indices, sol.assignment))
+    assert sol.objective <= greedy_marginal(A, indptr, indices, cap).objective + TOL
+
+
+# ------------------------------------------------------------------------------------------
+# properties
+# ------------------------------------------------------------------------------------------
+@HYP
+@given(instances())
+def test_greedy_never_beats_exact_and_capacities_hold(inst):
+    A, indptr, indices, cap = inst
+    greedy = greedy_marginal(A, indptr, indices, cap)
+    exact = solve_dedup_ilp(A, indptr, indices, cap, time_limit_s=10)
+    C = additive_matrix(A, indptr, indices)
+    trans = solve_transport(C, cap)
+    for sol in (greedy, exact, trans):
+        check_assignment(sol.assignment, cap)
+        assert sol.assignment.dtype == np.int64
+    assert exact.optimal
+    assert greedy.objective == pytest.approx(dedup_cost(A, indptr, indices, greedy.assignment))
+    assert greedy.objective >= exact.objective - 1e-7
+    # the additive optimum is a feasible dedup assignment too
+    assert dedup_cost(A, indptr, indices, trans.assignment) >= exact.objective - 1e-7
+
+
+@HYP
+@given(instances(), st.integers(0, 2**32 - 1))
+def test_dedup_cost_at_most_additive_cost(inst, seed):
+    A, indptr, indices, cap = inst
+    rng = np.random.default_rng(seed)
+    x = np.repeat(np.arange(len(cap)), cap)[rng.permutation(int(cap.sum()))]
+    C = additive_matrix(A, indptr, indices)
+    assert dedup_cost(A, indptr, indices, x) <= additive_cost(C, x) + TOL
+
+
+@HYP
+@given(instances(distinct=True))
+def test_distinct_keys_dedup_equals_additive(inst):
+    A, indptr, indices, cap = inst
+    C = additive_matrix(A, indptr, indices)
+    exact = solve_dedup_ilp(A, indptr, indices, cap, time_limit_s=10)
+    trans = solve_transport(C, cap)
+    assert exact.objective == pytest.approx(trans.objective, abs=1e-7)
+    x = greedy_marginal(A, indptr, indices, cap).assignment
+    assert dedup_cost(A, indptr, indices, x) == pytest.approx(additive_cost(C, x))
+
+
+@HYP
+@given(instances(), st.integers(0, 2**32 - 1))
+def test_greedy_respects_order_and_capacities(inst, seed):
+    A, indptr, indices, cap = inst
+    order = np.random.default_rng(seed).permutation(len(indptr) - 1)
+    sol = greedy_marginal(A, indptr, indices, cap, order=order)
+    check_assignment(sol.assignment, cap)
+    assert sol.objective == pytest.approx(dedup_cost(A, indptr, indices, sol.assignment))
+
+
+# ------------------------------------------------------------------------------------------
+# the greedy's marginal-cost rule, by hand
+# ------------------------------------------------------------------------------------------
+def test_greedy_groups_samples_sharing_keys():
+    # s0 and s1 share keys {0, 1}; s2, s3 have their own keys; every key costs 1 everywhere.
+    A = np.ones((2, 6))
+    indptr, indices = csr([[0, 1], [1, 0, 0], [2, 3], [4, 5]])
+    sol = greedy_marginal(A, indptr, indices, [2, 2])
+    # s0: marginals [2, 2] -> tie -> worker 0; s1: [0, 2] -> worker 0 (shared keys are free);
+    # s2: worker 0 full -> worker 1; s3: worker 1.
+    assert sol.assignment.tolist() == [0, 0, 1, 1]
+    assert sol.objective == pytest.approx(6.0)
+    assert dedup_cost(A, indptr, indices, sol.assignment) == pytest.approx(6.0)
+    assert additive_cost(additive_matrix(A, indptr, indices), sol.assignment) == pytest.approx(8)
+    # capacity 1 each: the sharing pair must split
+    indptr2, indices2 = csr([[0, 1], [0, 1]])
+    assert greedy_marginal(A, indptr2, indices2, [1, 1]).assignment.tolist() == [0, 1]
+
+
+def test_greedy_marginal_beats_cheaper_worker_and_ties_go_low():
+    # worker 1 is dearer per key; s1 shares key 1 with s0, so its marginal on worker 0 is 1
+    A = np.array([[1.0, 1.0, 1.0], [1.5, 1.5, 1.5]])
+    indptr, indices = csr([[0, 1], [1, 2], [0]])
+    sol = greedy_marginal(A, indptr, indices, [2, 1])
+    assert sol.assignment.tolist() == [0, 0, 1]  # s2 -> worker 1: worker 0 is full
+    assert sol.objective == pytest.approx(2 + 1 + 1.5)
+    # a claimed key makes a dearer worker cheaper at the margin
+    A2 = np.array([[1.0, 1.0], [3.0, 0.5]])
+    indptr2, indices2 = csr([[1], [0, 1]])
+    # s0: [1, 0.5] -> worker 1; s1: [2, 3] -> worker 0
+    assert greedy_marginal(A2, indptr2, indices2, [1, 1]).assignment.tolist() == [1, 0]
+    # exact ties go to the lowest worker index with room, in the given order
+    A3 = np.zeros((3, 4))
+    indptr3, indices3 = csr([[0], [1], [2], [3]])
+    assert greedy_marginal(A3, indptr3, indices3, [1, 2, 1]).assignment.tolist() == [0, 1, 1, 2]
+    x = greedy_marginal(A3, indptr3, indices3, [1, 2, 1], order=[3, 2, 1, 0]).assignment
+    assert x.tolist() == [2, 1, 1, 0]
+
+
+# ------------------------------------------------------------------------------------------
+# input validation
+# ------------------------------------------------------------------------------------------
+def test_validation_errors():
+    A = np.ones((2, 3))
+    indptr, indices = csr([[0], [1]])
+    with pytest.raises(ValueError, match="cap"):
+        greedy_marginal(A, indptr, indices, [2, 1])
+    with pytest.raises(ValueError, match="order"):
+        greedy_marginal(A, indptr, indices, [1, 1], order=[0, 0])
+    with pytest.raises(ValueError, match="indices"):
+        greedy_marginal(A, *csr([[0], [5]]), [1, 1])
+    with pytest.raises(ValueError, match="A"):
+        greedy_marginal(-A, indptr, indices, [1, 1])
+    with pytest.raises(ValueError, match="objective"):
+        solve_transport(np.ones((2, 2)), [1, 1], objective="fastest")
+    with pytest.raises(ValueError, match="assignment"):
+        check_assignment([0, 0], [1, 1])
