@@ -443,6 +443,8 @@ class EsdConfig:
         time_limit_s: MILP time limit of the dedup solver.
         hybrid_budget_s: hybriddis' decision budget per batch.
         small_instance: hybriddis runs the exact solver whenever N x W is at most this.
+        exact_seconds_per_variable: hybriddis' predicted exact-solver seconds per
+            sample-worker variable (null: learn it from measured solves, machine-dependent).
         worker_sweep: workers of the scaling sweep.
         cache_sweep: cache ratios of the cache sweep.
         spread_sweep: bandwidth spreads of the heterogeneity sweep.
@@ -467,6 +469,8 @@ class EsdConfig:
     time_limit_s: float = field(default=0.5, metadata=_range(0.0, None, lo_open=True))
     hybrid_budget_s: float = field(default=0.02, metadata=_range(0.0, None))
     small_instance: int = field(default=2048, metadata=_range(0, None))
+    exact_seconds_per_variable: float | None = field(default=2.5e-6,
+                                                     metadata=_range(0.0, None, lo_open=True))
     worker_sweep: list[int] = field(default_factory=lambda: [2, 4, 8, 16])
     cache_sweep: list[float] = field(default_factory=lambda: [0.01, 0.05, 0.1, 0.2])
     spread_sweep: list[float] = field(default_factory=lambda: [1.0, 10.0, 100.0])

@@ -221,11 +221,15 @@ class EsdDispatcher(Dispatcher):
         time_limit_s: MILP time limit of the dedup solver.
         budget_s: hybriddis' decision budget per batch.
         small_instance: hybriddis always runs the exact solver when N x W is at most this.
+        seconds_per_variable: hybriddis' predictor: the exact solver's expected seconds per
+            sample-worker variable (calibrated by ``benchmarks/dispatch_throughput.py``). Fixed,
+            the switch is deterministic; None learns it from the measured solves instead
+            (adaptive, but then runs depend on machine speed).
     """
 
     def __init__(self, name: str, workers: int, capacities: np.ndarray, cost_model: CostModel,
                  mode: str = "additive", time_limit_s: float = 1.0, budget_s: float = 0.05,
-                 small_instance: int = 2048) -> None:
+                 small_instance: int = 2048, seconds_per_variable: float | None = None) -> None:
         super().__init__(name, workers, capacities)
         if mode not in ("additive", "dedup"):
             raise ValueError(f"esd mode {mode!r}: must be 'additive' or 'dedup'")
@@ -234,7 +238,8 @@ class EsdDispatcher(Dispatcher):
         self.time_limit_s = time_limit_s
         self.budget_s = budget_s
         self.small_instance = small_instance
-        self.seconds_per_variable: float | None = None  # hybriddis' predictor
+        self.learn = seconds_per_variable is None
+        self.seconds_per_variable = seconds_per_variable  # hybriddis' predictor
 
     def _exact(self, cost, indptr, indices):
         from workbench.esd_solvers import additive_matrix, solve_dedup_ilp, solve_transport
@@ -262,10 +267,10 @@ class EsdDispatcher(Dispatcher):
         if method == "exact":
             t0 = time.perf_counter()
             solution = self._exact(cost, indptr, indices)
-            spent = time.perf_counter() - t0
-            rate = spent / variables
-            self.seconds_per_variable = rate if self.seconds_per_variable is None else \
-                0.5 * self.seconds_per_variable + 0.5 * rate
+            rate = (time.perf_counter() - t0) / variables
+            if self.learn:
+                self.seconds_per_variable = rate if self.seconds_per_variable is None else \
+                    0.5 * self.seconds_per_variable + 0.5 * rate
             if heuristic is not None and (
                     dedup_cost(cost, indptr, indices, heuristic.assignment)
                     < dedup_cost(cost, indptr, indices, solution.assignment)):
@@ -278,7 +283,8 @@ class EsdDispatcher(Dispatcher):
 def make_dispatcher(name: str, cluster: EdgeCluster, capacities: np.ndarray, *,
                     wire_dim: int | None = None, mode: str = "additive",
                     time_limit_s: float = 1.0, budget_s: float = 0.05,
-                    small_instance: int = 2048, seed: int = 0) -> Dispatcher:
+                    small_instance: int = 2048, seconds_per_variable: float | None = None,
+                    seed: int = 0) -> Dispatcher:
     """Build a dispatcher by name for ``cluster`` (LAIA's snapshots get the caches' capacity)."""
     workers = cluster.workers
     if name in ("contiguous", "random"):
@@ -287,7 +293,7 @@ def make_dispatcher(name: str, cluster: EdgeCluster, capacities: np.ndarray, *,
         return LaiaBaseline(workers, capacities, cluster.server.rows, cluster.spec.capacity)
     if name in ("esd_heuristic", "esd_exact", "hybriddis"):
         return EsdDispatcher(name, workers, capacities, CostModel(cluster, wire_dim), mode,
-                             time_limit_s, budget_s, small_instance)
+                             time_limit_s, budget_s, small_instance, seconds_per_variable)
     raise ValueError(f"dispatcher {name!r}: must be one of {DISPATCHERS}")
 
 
