@@ -33,6 +33,8 @@ def _assert_same(ref: RefHET, ps: ParameterServer, caches: list[WorkerCache]) ->
     for w, cache in enumerate(caches):
         assert cache.counter_dict() == ref.counters(w)
         assert list(cache.cached_keys()) == list(ref.cached_keys(w))
+        assert cache.dirty_lines == sum(ref.line(w, k)["updates"] != 0
+                                        for k in ref.cached_keys(w))
         assert cache.eviction_order() == list(ref.eviction_order(w))
         for key in ref.cached_keys(w):
             mine, theirs = cache.line(key), ref.line(w, key)

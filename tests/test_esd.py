@@ -85,6 +85,20 @@ def test_hybriddis_switches_to_the_heuristic_over_budget() -> None:
     assert methods[0].startswith("exact") and set(methods[1:]) == {"heuristic"}
     with pytest.raises(ValueError, match="dispatcher 'nope'"):
         make_dispatcher("nope", cl, caps)
+    with pytest.raises(ValueError, match="makespan"):
+        make_dispatcher("esd_exact", cl, caps, mode="dedup", objective="makespan")
+
+
+def test_makespan_objective_balances_the_slowest_worker() -> None:
+    cl = _cluster(workers=2, rows=40, cap=6, bandwidths=(1.0, 0.1))
+    caps = np.array([4, 4])
+    keys = np.random.default_rng(1).integers(0, 40, size=(8, 3))
+    cost, indptr, indices = CostModel(cl).batch(keys)
+    C = additive_matrix(cost, indptr, indices)
+    total = make_dispatcher("esd_exact", cl, caps).decide(keys, 0).assignment
+    span = make_dispatcher("esd_exact", cl, caps, objective="makespan").decide(keys, 0)
+    load = lambda x: max(C[x == j, j].sum() for j in range(2))  # noqa: E731
+    assert load(span.assignment) <= load(total) + 1e-15
 
 
 def test_dispatch_replay_command(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ Layout (struct of arrays, so the kernels compile with numba and nothing loops pe
   from a free pool;
 * ``queue_i[C, 2]``, ``queue_g[C, D]``: the dirty-eviction queue (key, updates; grad);
 * ``meta[8]``: policy, capacity, size, first LFU bucket, free-bucket top, queue length,
-  permanent lines;
+  permanent lines, dirty lines (kept up to date so the ESD cost model reads it in O(1));
 * ``counters``: see :data:`COUNTERS`.
 
 Between two writes a line can be evicted dirty at most once (a re-inserted line is clean), so
@@ -71,7 +71,7 @@ _KEY, _VER, _UPD, _PREV, _NEXT, _BUCKET, _FREQ = range(7)
 # buckets[] columns
 _BFREQ, _BHEAD, _BTAIL, _BPREV, _BNEXT = range(5)
 # meta[] entries
-_POLICY, _CAP, _SIZE, _FIRST, _FREE_TOP, _QLEN, _PERM = range(7)
+_POLICY, _CAP, _SIZE, _FIRST, _FREE_TOP, _QLEN, _PERM, _DIRTY = range(8)
 _NONE, _LRU, _LFU, _LFUOPT = 0, 1, 2, 3
 
 
@@ -207,6 +207,7 @@ def _insert(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, count
             return -1
         counters[_EVICTIONS] += 1
         if lines[s, _UPD] != 0:
+            meta[_DIRTY] -= 1
             q = meta[_QLEN]
             queue_i[q, 0] = lines[s, _KEY]
             queue_i[q, 1] = lines[s, _UPD]
@@ -355,6 +356,8 @@ def _write(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counte
                 g = grads[i, d] if per_row else const_grad
                 vecs[0, s, d] += g
                 vecs[1, s, d] += g
+            if lines[s, _UPD] == 0:
+                meta[_DIRTY] += 1
             lines[s, _UPD] += 1
         else:
             for d in range(dim):
@@ -370,6 +373,7 @@ def _write(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counte
                 _push_row(srv_val, srv_ver, uniq[j], grad_rows, s, upd)
                 lines[s, _VER] += upd
                 lines[s, _UPD] = 0
+                meta[_DIRTY] -= 1
                 for d in range(dim):
                     vecs[1, s, d] = 0.0
                 counters[_BOUND_PUSHES] += 1
@@ -404,6 +408,7 @@ def _flush(lines, vecs, queue_i, queue_g, meta, counters, srv_val, srv_ver):
             _push_row(srv_val, srv_ver, lines[s, _KEY], grad_rows, s, upd)
             lines[s, _VER] += upd
             lines[s, _UPD] = 0
+            meta[_DIRTY] -= 1
             for d in range(vecs.shape[2]):
                 vecs[1, s, d] = 0.0
             counters[_FLUSH_PUSHES] += 1
@@ -554,7 +559,12 @@ class WorkerCache:
         probability that inserting a miss evicts a line that must be pushed."""
         if self.capacity == 0 or self.size < self.capacity:
             return 0.0
-        return float(np.count_nonzero(self.lines[: self.size, _UPD])) / self.capacity
+        return float(self.meta[_DIRTY]) / self.capacity
+
+    @property
+    def dirty_lines(self) -> int:
+        """Cached lines holding unpushed updates."""
+        return int(self.meta[_DIRTY])
 
     def unpushed(self) -> tuple[np.ndarray, np.ndarray]:
         """Keys and gradient rows not yet on the server (dirty lines and the evict queue)."""

@@ -440,6 +440,8 @@ class EsdConfig:
         bandwidth_spread: fastest / slowest link of the base setting (log-spaced in between).
         latency_ms: link latency of every worker.
         exact_mode: ``additive`` (transportation problem) or ``dedup`` (ILP) for esd_exact.
+        objective: ``total`` (the paper's summed weighted cost) or ``makespan`` (the slowest
+            worker's cost; additive mode only).
         time_limit_s: MILP time limit of the dedup solver.
         hybrid_budget_s: hybriddis' decision budget per batch.
         small_instance: hybriddis runs the exact solver whenever N x W is at most this.
@@ -466,6 +468,7 @@ class EsdConfig:
     bandwidth_spread: float = field(default=10.0, metadata=_range(1.0, None))
     latency_ms: float = field(default=1.0, metadata=_range(0.0, None))
     exact_mode: Literal["additive", "dedup"] = "additive"
+    objective: Literal["total", "makespan"] = "total"
     time_limit_s: float = field(default=0.5, metadata=_range(0.0, None, lo_open=True))
     hybrid_budget_s: float = field(default=0.02, metadata=_range(0.0, None))
     small_instance: int = field(default=2048, metadata=_range(0, None))
@@ -491,6 +494,8 @@ class EsdConfig:
         for i, r in enumerate(self.spread_sweep):
             if r < 1:
                 raise ConfigError(f"spread_sweep[{i}] = {r}: must be >= 1")
+        if self.objective == "makespan" and self.exact_mode != "additive":
+            raise ConfigError("objective = 'makespan' needs exact_mode = 'additive'")
 
 
 @dataclass(frozen=True)

@@ -221,6 +221,8 @@ class EsdDispatcher(Dispatcher):
         time_limit_s: MILP time limit of the dedup solver.
         budget_s: hybriddis' decision budget per batch.
         small_instance: hybriddis always runs the exact solver when N x W is at most this.
+        objective: ``total`` (the paper's: the summed weighted cost) or ``makespan`` (the
+            slowest worker's cost, a MILP under ``time_limit_s``; additive mode only).
         seconds_per_variable: hybriddis' predictor: the exact solver's expected seconds per
             sample-worker variable (calibrated by ``benchmarks/dispatch_throughput.py``). Fixed,
             the switch is deterministic; None learns it from the measured solves instead
@@ -229,10 +231,16 @@ class EsdDispatcher(Dispatcher):
 
     def __init__(self, name: str, workers: int, capacities: np.ndarray, cost_model: CostModel,
                  mode: str = "additive", time_limit_s: float = 1.0, budget_s: float = 0.05,
-                 small_instance: int = 2048, seconds_per_variable: float | None = None) -> None:
+                 small_instance: int = 2048, seconds_per_variable: float | None = None,
+                 objective: str = "total") -> None:
         super().__init__(name, workers, capacities)
         if mode not in ("additive", "dedup"):
             raise ValueError(f"esd mode {mode!r}: must be 'additive' or 'dedup'")
+        if objective not in ("total", "makespan") or (objective == "makespan"
+                                                       and mode != "additive"):
+            raise ValueError(f"esd objective {objective!r} with mode {mode!r}: use 'total', or "
+                             "'makespan' with the additive mode")
+        self.objective = objective
         self.cost_model = cost_model
         self.mode = mode
         self.time_limit_s = time_limit_s
@@ -245,7 +253,8 @@ class EsdDispatcher(Dispatcher):
         from workbench.esd_solvers import additive_matrix, solve_dedup_ilp, solve_transport
 
         if self.mode == "additive":
-            return solve_transport(additive_matrix(cost, indptr, indices), self.capacities)
+            return solve_transport(additive_matrix(cost, indptr, indices), self.capacities,
+                                   objective=self.objective, time_limit_s=self.time_limit_s)
         return solve_dedup_ilp(cost, indptr, indices, self.capacities, self.time_limit_s)
 
     def decide(self, keys: np.ndarray, batch_id: int) -> Decision:
@@ -284,7 +293,7 @@ def make_dispatcher(name: str, cluster: EdgeCluster, capacities: np.ndarray, *,
                     wire_dim: int | None = None, mode: str = "additive",
                     time_limit_s: float = 1.0, budget_s: float = 0.05,
                     small_instance: int = 2048, seconds_per_variable: float | None = None,
-                    seed: int = 0) -> Dispatcher:
+                    objective: str = "total", seed: int = 0) -> Dispatcher:
     """Build a dispatcher by name for ``cluster`` (LAIA's snapshots get the caches' capacity)."""
     workers = cluster.workers
     if name in ("contiguous", "random"):
@@ -293,7 +302,8 @@ def make_dispatcher(name: str, cluster: EdgeCluster, capacities: np.ndarray, *,
         return LaiaBaseline(workers, capacities, cluster.server.rows, cluster.spec.capacity)
     if name in ("esd_heuristic", "esd_exact", "hybriddis"):
         return EsdDispatcher(name, workers, capacities, CostModel(cluster, wire_dim), mode,
-                             time_limit_s, budget_s, small_instance, seconds_per_variable)
+                             time_limit_s, budget_s, small_instance, seconds_per_variable,
+                             objective)
     raise ValueError(f"dispatcher {name!r}: must be one of {DISPATCHERS}")
 
 

@@ -55,7 +55,8 @@ def one_run(keys: np.ndarray, rows: int, exp: EsdConfig, dispatcher: str, worker
     disp = make_dispatcher(dispatcher, cluster, caps, wire_dim=wire_dim, mode=exp.exact_mode,
                            time_limit_s=exp.time_limit_s, budget_s=exp.hybrid_budget_s,
                            small_instance=exp.small_instance,
-                           seconds_per_variable=exp.exact_seconds_per_variable, seed=seed)
+                           seconds_per_variable=exp.exact_seconds_per_variable,
+                           objective=exp.objective, seed=seed)
     records = run_dispatch(cluster, keys, disp, exp.batches, wire_dim=wire_dim)
     kept = records[min(exp.warmup, len(records) - 1):]
     transfer = np.array([r["transfer_s"].sum() for r in kept])
@@ -144,7 +145,7 @@ def train_end_to_end(processed: Path, meta: DatasetMeta, cfg: WorkbenchConfig,
                               n, cl, caps, mode=exp.exact_mode, time_limit_s=exp.time_limit_s,
                               budget_s=exp.hybrid_budget_s, small_instance=exp.small_instance,
                               seconds_per_variable=exp.exact_seconds_per_variable,
-                              seed=cfg.seed))
+                              objective=exp.objective, seed=cfg.seed))
         metrics = trainer.fit(train, test, epochs=train_exp.epochs,
                               eval_every=train_exp.eval_every, progress=progress)
         metrics.insert(0, "dispatcher", name)
