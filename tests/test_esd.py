@@ -125,7 +125,7 @@ def test_dispatch_replay_command(tmp_path: Path) -> None:
                            str(tmp_path / "bad.npy"), "--dispatcher", "random", "--workers",
                            "2", "--per-worker", "1", "--cache-rows", "1", "--batches", "1"],
                           capture_output=True, text=True, cwd=REPO_ROOT)
-    assert proc.returncode == 2 and "expected 2 dimensions [samples, tables]" in proc.stderr
+    assert proc.returncode == 2 and "expected 2 dimensions [sample, table]" in proc.stderr
 
 
 def test_stage_outputs_on_ci_profile(ci_pipeline: Path) -> None:

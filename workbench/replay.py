@@ -44,55 +44,42 @@ class TraceError(ValueError):
     """The trace file is missing, unreadable or not a valid key trace."""
 
 
-def load_trace(path: Path, rows: int | None) -> tuple[np.ndarray, int]:
-    """Load and validate a trace; return it as int64 and the table size.
+def load_keys(path: Path, rows: int | None, axes: tuple[str, ...]) -> tuple[np.ndarray, int]:
+    """Load and validate an integer key array whose dimensions are named ``axes``.
+
+    Args:
+        path: the ``.npy`` file.
+        rows: table rows (keys must lie in ``0..rows-1``); None = the largest key + 1.
+        axes: the expected dimension names, e.g. ``("step", "worker", "position")``.
+
+    Returns:
+        The keys as int64 and the table size.
 
     Raises:
-        TraceError: naming the file and what is wrong (shape, dtype, the first bad key).
+        TraceError: naming the file and what is wrong (shape, dtype, the first bad key and
+            where it is).
     """
-    if not path.exists():
-        raise TraceError(f"{path}: no such file")
-    try:
-        trace = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as err:
-        raise TraceError(f"{path}: not a readable .npy array ({err})") from None
-    if trace.ndim != 3:
-        raise TraceError(f"{path}: shape {trace.shape}; expected 3 dimensions "
-                         "[steps, workers, keys_per_step]")
-    if not np.issubdtype(trace.dtype, np.integer):
-        raise TraceError(f"{path}: dtype {trace.dtype}; expected integer keys")
-    if trace.size == 0:
-        raise TraceError(f"{path}: the trace is empty (shape {trace.shape})")
-    trace = trace.astype(np.int64, copy=False)
-    table_rows = int(trace.max()) + 1 if rows is None else rows
-    bad = np.argwhere((trace < 0) | (trace >= table_rows))
-    if len(bad):
-        s, w, k = (int(x) for x in bad[0])
-        raise TraceError(f"{path}: key {trace[s, w, k]} at [step {s}, worker {w}, position {k}]"
-                         f" is outside 0..{table_rows - 1} (--rows {table_rows}); "
-                         f"{len(bad)} keys out of range")
-    return trace, table_rows
-
-
-def load_sample_keys(path: Path, rows: int | None) -> tuple[np.ndarray, int]:
-    """Load and validate a ``[samples, tables]`` key trace (the dispatch replay's input)."""
     if not path.exists():
         raise TraceError(f"{path}: no such file")
     try:
         keys = np.load(path, allow_pickle=False)
     except (ValueError, OSError) as err:
         raise TraceError(f"{path}: not a readable .npy array ({err})") from None
-    if keys.ndim != 2 or keys.size == 0:
-        raise TraceError(f"{path}: shape {keys.shape}; expected 2 dimensions [samples, tables]")
+    if keys.ndim != len(axes):
+        raise TraceError(f"{path}: shape {keys.shape}; expected {len(axes)} dimensions "
+                         f"[{', '.join(axes)}]")
     if not np.issubdtype(keys.dtype, np.integer):
         raise TraceError(f"{path}: dtype {keys.dtype}; expected integer keys")
+    if keys.size == 0:
+        raise TraceError(f"{path}: the trace is empty (shape {keys.shape})")
     keys = keys.astype(np.int64, copy=False)
     table_rows = int(keys.max()) + 1 if rows is None else rows
     bad = np.argwhere((keys < 0) | (keys >= table_rows))
     if len(bad):
-        i, t = (int(x) for x in bad[0])
-        raise TraceError(f"{path}: key {keys[i, t]} at [sample {i}, table {t}] is outside "
-                         f"0..{table_rows - 1}")
+        where = ", ".join(f"{a} {int(i)}" for a, i in zip(axes, bad[0]))
+        raise TraceError(f"{path}: key {keys[tuple(bad[0])]} at [{where}] is outside "
+                         f"0..{table_rows - 1} (--rows {table_rows}); {len(bad)} keys out of "
+                         "range")
     return keys, table_rows
 
 
@@ -141,7 +128,7 @@ def run_cache(args: argparse.Namespace) -> dict:
     from workbench.cluster import EdgeCluster, replay, summarize
     from workbench.config import CacheConfig, ClusterConfig
 
-    trace, rows = load_trace(args.trace, args.rows)
+    trace, rows = load_keys(args.trace, args.rows, ("step", "worker", "position"))
     default = 100 if args.bound is None else args.bound
     read_bound = default if args.read_bound is None else args.read_bound
     write_bound = default if args.write_bound is None else args.write_bound
@@ -173,7 +160,7 @@ def run_dispatch_command(args: argparse.Namespace) -> dict:
     from workbench.config import CacheConfig, ClusterConfig, ConfigError
     from workbench.esd import make_dispatcher, run_dispatch
 
-    keys, rows = load_sample_keys(args.trace, args.rows)
+    keys, rows = load_keys(args.trace, args.rows, ("sample", "table"))
     for name, value, lo in (("--workers", args.workers, 1), ("--per-worker", args.per_worker, 1),
                             ("--cache-rows", args.cache_rows, 0), ("--batches", args.batches, 1),
                             ("--bound", args.bound, 0), ("--dim", args.dim, 1)):
