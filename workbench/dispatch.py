@@ -2,8 +2,7 @@
 
 Every dispatcher assigns each of the ``W x b`` samples of a global batch to a worker such that
 every worker gets exactly ``b`` samples. This module holds the two baselines every framework
-has; the ESD issue adds the cost-aware dispatchers (LAIA, ESD, HybridDis) with the same
-interface.
+has; the cost-aware dispatchers (LAIA, ESD, HybridDis) are in :mod:`workbench.esd`.
 
 * ``contiguous``: worker ``w`` gets samples ``[w b, (w + 1) b)`` of the batch.
 * ``random``: a seeded random permutation of the batch, then contiguous slices.
