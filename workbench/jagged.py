@@ -1,0 +1,688 @@
+"""Jagged sparse-feature batches: ``KeyedJaggedTensor`` (KJT) and RecD's IKJT.
+
+A KJT holds, for every key (sparse feature) and every sample of the batch, one variable-length list
+of int64 ids. As in torchrec, ``lengths`` is key-major: all ``B`` samples of key 0, then all ``B``
+samples of key 1, and so on; ``values`` is the concatenation of the lists in the same order.
+
+An IKJT (RecD, MLSys'23; DESIGN.md section 3.6) partitions the keys into *dedup groups*. A *row* of
+a group is the tuple of the group's per-key lists for one sample; two samples are duplicates iff
+every key of the group has identical lists. Each group keeps only its unique rows (per key: values
+and lengths of the unique rows) and ONE ``inverse_lookup[B]`` mapping each sample to its unique
+row. Unique rows are numbered in first-occurrence order, so the layout is deterministic.
+
+Worked example (DESIGN.md 3.6), batch of 3, groups ``[["b"], ["c", "d"]]``::
+
+    KJT (key-major)                       IKJT
+    sample:   0        1        2         group (b)        unique rows: [3,4,5] | [4,5,6]
+    b      [3,4,5] | [4,5,6] | [3,4,5]      b values  [3,4,5,4,5,6]   lengths [3,3] (offsets [0,3,6])
+    c      [7,8]   | [7,8]   | [10]         inverse   [0,1,0]
+    d      [9]     | [9]     | [11]       group (c, d)     unique rows: ([7,8],[9]) | ([10],[11])
+                                            c values  [7,8,10]        lengths [2,1]
+    values  [3,4,5,4,5,6,3,4,5,             d values  [9,11]          lengths [1,1]
+             7,8,7,8,10, 9,9,11]            inverse   [0,0,1]   (one lookup shared by c and d)
+    lengths [3,3,3, 2,2,1, 1,1,1]
+
+    (DESIGN's "offsets [0,3]" are the list starts, i.e. ``offsets()[:-1]``)
+
+    expand():  key k of sample s  =  unique row inverse[group(k)][s] of key k   ->  the KJT again
+
+Compute that depends only on a group runs on its unique rows and is expanded through the inverse
+lookup afterwards (``dedup_pooled_lookup``: ``unique_out[inverse]``); the result equals the
+non-deduplicated computation (forward exactly, gradients up to summation order).
+
+Row deduplication is exact (no false merges). The default ``method="hash"`` computes a 64-bit
+hash per row: a numba kernel chains the splitmix64 finaliser over (key salt, list length, the
+list's values in order) for each list, and the list hashes are chained over the group's keys.
+Runs of equal hashes after an ``np.argsort`` give a candidate grouping, which is then *verified
+exactly*: every sample's lengths and values are compared element by element (vectorised gathers)
+with those of its group representative. If any hash collision is found, the group is recomputed
+with ``method="sort"``: every row is encoded as a padded int64 matrix row
+``[len_k1, values_k1 padded with 0, len_k2, ...]`` (the lengths make the padding unambiguous) and
+equal rows are grouped by ``np.lexsort`` over the columns. Either way the runs are renumbered in
+first-occurrence order without a second sort, so both methods give identical output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal
+
+import numba as nb
+import numpy as np
+import torch
+
+__all__ = [
+    "InverseKeyedJaggedTensor",
+    "JaggedTensor",
+    "KeyedJaggedTensor",
+    "dedup_pooled_lookup",
+    "pooled_lookup",
+    "to_ikjt",
+]
+
+DedupMethod = Literal["hash", "sort"]
+
+
+# ------------------------------------------------------------------------------------------------
+# helpers
+
+
+def _as_int64_1d(name: str, array: object) -> np.ndarray:
+    """``array`` as a contiguous 1-D int64 array; raise ``ValueError``/``TypeError`` otherwise."""
+    arr = np.asarray(array)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def _offsets(lengths: np.ndarray) -> np.ndarray:
+    """Exclusive prefix sum ``[0, l0, l0+l1, ...]`` (length ``len(lengths) + 1``)."""
+    out = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out
+
+
+def _gather_segments(values: np.ndarray, lengths: np.ndarray,
+                     idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lists ``idx[0], idx[1], ...`` of a jagged array, concatenated (vectorised).
+
+    Args:
+        values: concatenated lists.
+        lengths: length of each list.
+        idx: list indices to gather (repeats allowed).
+
+    Returns:
+        ``(values, lengths)`` of the gathered jagged array.
+    """
+    starts = _offsets(lengths)[:-1][idx]
+    new_lengths = lengths[idx]
+    new_offsets = _offsets(new_lengths)
+    src = np.arange(new_offsets[-1], dtype=np.int64) + np.repeat(starts - new_offsets[:-1],
+                                                                  new_lengths)
+    return values[src], new_lengths
+
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser on a uint64 array (wrapping arithmetic)."""
+    x = x + _GOLDEN
+    x = (x ^ (x >> np.uint64(30))) * _M1
+    x = (x ^ (x >> np.uint64(27))) * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+@nb.njit(cache=True, _nrt=False)
+def _mix_scalar(x: np.uint64) -> np.uint64:
+    """splitmix64 finaliser on one uint64 (numba; wraps like the array version)."""
+    x = x + _GOLDEN
+    x = (x ^ (x >> np.uint64(30))) * _M1
+    x = (x ^ (x >> np.uint64(27))) * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+@nb.njit(cache=True, _nrt=False)
+def _list_hashes_kernel(values: np.ndarray, lengths: np.ndarray, salt: np.uint64,
+                        out: np.ndarray) -> None:
+    """``out[i]`` = chained splitmix64 over ``(salt, length_i, values of list i in order)``."""
+    pos = 0
+    for i in range(lengths.size):
+        n = lengths[i]
+        acc = _mix_scalar(_mix_scalar(salt) ^ np.uint64(n))
+        for j in range(n):
+            acc = _mix_scalar(acc ^ np.uint64(values[pos + j]))
+        out[i] = acc
+        pos += n
+
+
+def _list_hashes(values: np.ndarray, lengths: np.ndarray, salt: int) -> np.ndarray:
+    """One uint64 hash per list, depending on the list's length, values and their order."""
+    out = np.empty(lengths.size, dtype=np.uint64)
+    _list_hashes_kernel(values, lengths, np.uint64(salt), out)
+    return out
+
+
+def _groups_from_sorted(order: np.ndarray, new_run: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Turn a sort of the samples into a first-occurrence grouping (no further sorting).
+
+    Args:
+        order: permutation of the samples putting equal rows next to each other.
+        new_run: ``new_run[i]`` is True iff sorted position ``i`` starts a run of equal rows.
+
+    Returns:
+        ``(unique_samples, inverse)``: the first sample of each unique row, ascending (so rows are
+        numbered in first-occurrence order), and sample -> row number.
+    """
+    batch = order.size
+    if batch == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    run_of_sorted = np.cumsum(new_run) - 1
+    first = np.minimum.reduceat(order, np.flatnonzero(new_run))  # first sample of each run
+    is_first = np.zeros(batch, dtype=bool)
+    is_first[first] = True
+    rank = np.cumsum(is_first) - 1  # rank[s] = row number if s is a first occurrence
+    inverse = np.empty(batch, dtype=np.int64)
+    inverse[order] = rank[first][run_of_sorted]
+    return np.flatnonzero(is_first).astype(np.int64), inverse
+
+
+def _rows_equal_to(jts: Sequence[JaggedTensor], rep: np.ndarray) -> bool:
+    """True iff, for every key, each sample's list equals the list of sample ``rep[s]``."""
+    for jt in jts:
+        lengths, values = jt.lengths(), jt.values()
+        if not np.array_equal(lengths, lengths[rep]):
+            return False
+        starts = _offsets(lengths)[:-1]
+        src = np.arange(values.size, dtype=np.int64) + np.repeat(starts[rep] - starts, lengths)
+        if not np.array_equal(values, values[src]):
+            return False
+    return True
+
+
+def _dedup_rows_hash(jts: Sequence[JaggedTensor],
+                     salts: Sequence[int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Hash grouping verified exactly; ``None`` if a hash collision merged different rows."""
+    batch = jts[0].lengths().size
+    h = np.zeros(batch, dtype=np.uint64)
+    for jt, salt in zip(jts, salts):
+        h = _mix(h ^ _list_hashes(jt.values(), jt.lengths(), salt))
+    order = np.argsort(h)  # any sort will do: runs are renumbered by first occurrence
+    hs = h[order]
+    new_run = np.ones(batch, dtype=bool)
+    new_run[1:] = hs[1:] != hs[:-1]
+    unique_samples, inverse = _groups_from_sorted(order, new_run)
+    if not _rows_equal_to(jts, unique_samples[inverse]):
+        return None
+    return unique_samples, inverse
+
+
+def _dedup_rows_sort(jts: Sequence[JaggedTensor]) -> tuple[np.ndarray, np.ndarray]:
+    """Exact grouping: lexsort of padded ``[len, values...]`` rows over the group's keys."""
+    batch = jts[0].lengths().size
+    blocks = []
+    for jt in jts:
+        lengths, values = jt.lengths(), jt.values()
+        width = int(lengths.max(initial=0))
+        block = np.zeros((batch, 1 + width), dtype=np.int64)
+        block[:, 0] = lengths
+        rows = np.repeat(np.arange(batch, dtype=np.int64), lengths)
+        cols = np.arange(values.size, dtype=np.int64) - np.repeat(_offsets(lengths)[:-1], lengths)
+        block[rows, 1 + cols] = values
+        blocks.append(block)
+    mat = np.concatenate(blocks, axis=1)
+    order = np.lexsort(mat.T[::-1])
+    srt = mat[order]
+    new_run = np.ones(batch, dtype=bool)
+    if batch > 1:
+        new_run[1:] = np.any(srt[1:] != srt[:-1], axis=1)
+    return _groups_from_sorted(order, new_run)
+
+
+# ------------------------------------------------------------------------------------------------
+# JaggedTensor / KeyedJaggedTensor
+
+
+class JaggedTensor:
+    """One sparse feature for a batch: ``B`` variable-length int64 lists.
+
+    Args:
+        values: concatenated lists, int64 ``[sum(lengths)]``.
+        lengths: length of each list, int64 ``[B]``, non-negative.
+
+    Example::
+
+        jt = JaggedTensor(np.array([3, 4, 5, 9]), np.array([3, 0, 1]))
+        jt.offsets()   # array([0, 3, 3, 4])
+        jt.to_list()   # [[3, 4, 5], [], [9]]
+    """
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, values: np.ndarray, lengths: np.ndarray) -> None:
+        self._values = _as_int64_1d("values", values)
+        self._lengths = _as_int64_1d("lengths", lengths)
+        if self._lengths.size and self._lengths.min() < 0:
+            raise ValueError("lengths must be non-negative")
+        total = int(self._lengths.sum())
+        if total != self._values.size:
+            raise ValueError(f"lengths sum to {total} but there are {self._values.size} values")
+
+    def values(self) -> np.ndarray:
+        """Concatenated lists (int64)."""
+        return self._values
+
+    def lengths(self) -> np.ndarray:
+        """Length of each list (int64 ``[B]``)."""
+        return self._lengths
+
+    def offsets(self) -> np.ndarray:
+        """List boundaries ``[0, l0, l0+l1, ..., sum]`` (int64 ``[B + 1]``)."""
+        return _offsets(self._lengths)
+
+    @property
+    def batch_size(self) -> int:
+        """Number of lists ``B``."""
+        return int(self._lengths.size)
+
+    def to_list(self) -> list[list[int]]:
+        """The lists as Python lists."""
+        return [chunk.tolist() for chunk in np.split(self._values, self.offsets()[1:-1])] \
+            if self.batch_size else []
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, JaggedTensor):
+            return NotImplemented
+        return (np.array_equal(self._lengths, other._lengths)
+                and np.array_equal(self._values, other._values))
+
+    def __repr__(self) -> str:
+        return f"JaggedTensor(values={self._values.tolist()}, lengths={self._lengths.tolist()})"
+
+
+class KeyedJaggedTensor:
+    """Several sparse features for a batch, torchrec layout (key-major lengths).
+
+    Args:
+        keys: feature names, unique, at least one.
+        values: all lists concatenated, key-major (key 0's ``B`` lists, then key 1's, ...), int64.
+        lengths: ``[len(keys) * B]`` list lengths in the same key-major order.
+
+    Raises:
+        ValueError: duplicate/empty keys, ``len(lengths)`` not a multiple of ``len(keys)``,
+            negative lengths, or lengths not summing to ``len(values)``.
+        TypeError: non-string keys or non-integer values/lengths.
+
+    Example::
+
+        kjt = KeyedJaggedTensor.from_dict({"b": [[3, 4, 5], [4, 5, 6]], "c": [[7], []]})
+        kjt.lengths()      # array([3, 3, 1, 0])
+        kjt.batch_size     # 2
+        kjt["c"].to_list() # [[7], []]
+    """
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, keys: Sequence[str], values: np.ndarray, lengths: np.ndarray) -> None:
+        keys = list(keys)
+        if not keys:
+            raise ValueError("a KeyedJaggedTensor needs at least one key")
+        if not all(isinstance(k, str) for k in keys):
+            raise TypeError(f"keys must be strings, got {keys!r}")
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"duplicate keys in {keys!r}")
+        self._keys = keys
+        self._values = _as_int64_1d("values", values)
+        self._lengths = _as_int64_1d("lengths", lengths)
+        if self._lengths.size % len(keys):
+            raise ValueError(f"len(lengths)={self._lengths.size} is not a multiple of "
+                             f"len(keys)={len(keys)} (lengths are key-major [len(keys) * B])")
+        if self._lengths.size and self._lengths.min() < 0:
+            raise ValueError("lengths must be non-negative")
+        total = int(self._lengths.sum())
+        if total != self._values.size:
+            raise ValueError(f"lengths sum to {total} but there are {self._values.size} values")
+        self._stride = self._lengths.size // len(keys)
+        per_key = self._lengths.reshape(len(keys), self._stride).sum(axis=1)
+        self._key_offsets = _offsets(per_key)
+        self._index = {k: i for i, k in enumerate(keys)}
+
+    @classmethod
+    def from_dict(cls, lists: Mapping[str, Sequence[Sequence[int]]]) -> KeyedJaggedTensor:
+        """Build from ``{key: [list of sample 0, list of sample 1, ...]}`` (for tests and demos).
+
+        Args:
+            lists: per key, one list of ids per sample; every key must have the same batch size.
+
+        Returns:
+            The KJT with keys in the mapping's order.
+        """
+        keys = list(lists)
+        sizes = {k: len(lists[k]) for k in keys}
+        if len(set(sizes.values())) > 1:
+            raise ValueError(f"keys have different batch sizes: {sizes}")
+        lengths = [len(row) for k in keys for row in lists[k]]
+        values = [int(v) for k in keys for row in lists[k] for v in row]
+        return cls(keys, np.array(values, dtype=np.int64), np.array(lengths, dtype=np.int64))
+
+    @classmethod
+    def from_jt_dict(cls, jts: Mapping[str, JaggedTensor]) -> KeyedJaggedTensor:
+        """Build from ``{key: JaggedTensor}`` (all of the same batch size)."""
+        keys = list(jts)
+        sizes = {k: jts[k].batch_size for k in keys}
+        if len(set(sizes.values())) > 1:
+            raise ValueError(f"keys have different batch sizes: {sizes}")
+        return cls(keys, np.concatenate([jts[k].values() for k in keys]) if keys else [],
+                   np.concatenate([jts[k].lengths() for k in keys]) if keys else [])
+
+    def keys(self) -> list[str]:
+        """Feature names in storage order."""
+        return list(self._keys)
+
+    def values(self) -> np.ndarray:
+        """All ids, key-major (int64)."""
+        return self._values
+
+    def lengths(self) -> np.ndarray:
+        """``[len(keys) * B]`` list lengths, key-major (int64)."""
+        return self._lengths
+
+    def offsets(self) -> np.ndarray:
+        """``[len(keys) * B + 1]`` list boundaries into ``values()``."""
+        return _offsets(self._lengths)
+
+    @property
+    def batch_size(self) -> int:
+        """Number of samples ``B`` (torchrec's ``stride``)."""
+        return self._stride
+
+    def stride(self) -> int:
+        """Alias of :attr:`batch_size` (torchrec name)."""
+        return self._stride
+
+    def num_values(self) -> int:
+        """Total number of ids stored."""
+        return int(self._values.size)
+
+    def length_per_key(self) -> list[int]:
+        """Number of ids per key."""
+        return np.diff(self._key_offsets).tolist()
+
+    def __getitem__(self, key: str) -> JaggedTensor:
+        try:
+            i = self._index[key]
+        except KeyError:
+            raise KeyError(f"unknown key {key!r}; keys are {self._keys}") from None
+        b = self._stride
+        return JaggedTensor(self._values[self._key_offsets[i]:self._key_offsets[i + 1]],
+                            self._lengths[i * b:(i + 1) * b])
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+    def to_dict(self) -> dict[str, list[list[int]]]:
+        """``{key: per-sample lists}`` (inverse of :meth:`from_dict`); ``kjt[key]`` gives a
+        :class:`JaggedTensor` instead."""
+        return {k: self[k].to_list() for k in self._keys}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, KeyedJaggedTensor):
+            return NotImplemented
+        return (self._keys == other._keys and self._stride == other._stride
+                and np.array_equal(self._lengths, other._lengths)
+                and np.array_equal(self._values, other._values))
+
+    def __repr__(self) -> str:
+        return (f"KeyedJaggedTensor(keys={self._keys}, batch_size={self._stride}, "
+                f"num_values={self._values.size})")
+
+
+# ------------------------------------------------------------------------------------------------
+# InverseKeyedJaggedTensor
+
+
+def _normalise_groups(keys: Sequence[str],
+                      groups: Iterable[Sequence[str]]) -> tuple[tuple[str, ...], ...]:
+    """Check that ``groups`` partitions ``keys``; return it as a tuple of tuples."""
+    out: list[tuple[str, ...]] = []
+    owner: dict[str, int] = {}
+    known = set(keys)
+    for gi, group in enumerate(groups):
+        if isinstance(group, str):
+            raise TypeError(f"group {gi} is the string {group!r}; write [{group!r}] for a group "
+                            "of one key")
+        group = tuple(group)
+        if not group:
+            raise ValueError(f"group {gi} is empty")
+        for key in group:
+            if key not in known:
+                raise ValueError(f"group {gi} names unknown key {key!r}; keys are {list(keys)}")
+            if key in owner:
+                where = "twice in" if owner[key] == gi else f"in groups {owner[key]} and"
+                raise ValueError(f"key {key!r} appears {where} group {gi}; every key must be in "
+                                 "exactly one dedup group")
+            owner[key] = gi
+        out.append(group)
+    missing = [k for k in keys if k not in owner]
+    if missing:
+        raise ValueError(f"keys {missing} are in no dedup group; every key must be in exactly one "
+                         "group (a key alone is a group of one)")
+    return tuple(out)
+
+
+class InverseKeyedJaggedTensor:
+    """RecD's deduplicated batch: unique rows per dedup group plus one inverse lookup per group.
+
+    Usually built with :func:`to_ikjt`. Unique rows are in first-occurrence order.
+
+    Args:
+        keys: feature names in the original KJT order.
+        groups: partition of ``keys`` into dedup groups, e.g. ``[["b"], ["c", "d"]]``.
+        values: per key, the ids of the group's unique rows (int64).
+        lengths: per key, ``[U_g]`` lengths of the unique rows (``U_g`` = unique rows of its group).
+        inverse_lookups: per group (same order as ``groups``), ``[B]`` sample -> unique row index.
+
+    Raises:
+        ValueError: groups not partitioning the keys, inconsistent sizes, or inverse indices out
+            of range.
+
+    Example::
+
+        kjt = KeyedJaggedTensor.from_dict({"b": [[3, 4, 5], [4, 5, 6], [3, 4, 5]]})
+        ikjt = to_ikjt(kjt, [["b"]])
+        ikjt["b"].to_list()        # [[3, 4, 5], [4, 5, 6]]
+        ikjt.inverse_lookup("b")   # array([0, 1, 0])
+        ikjt.dedup_factor("b")     # 1.5
+        ikjt.expand() == kjt       # True
+    """
+
+    def __init__(self, keys: Sequence[str], groups: Iterable[Sequence[str]],
+                 values: Mapping[str, np.ndarray], lengths: Mapping[str, np.ndarray],
+                 inverse_lookups: Sequence[np.ndarray]) -> None:
+        self._keys = list(keys)
+        if not self._keys or len(set(self._keys)) != len(self._keys):
+            raise ValueError(f"keys must be non-empty and unique, got {self._keys!r}")
+        self._groups = _normalise_groups(self._keys, groups)
+        if len(inverse_lookups) != len(self._groups):
+            raise ValueError(f"{len(inverse_lookups)} inverse lookups for "
+                             f"{len(self._groups)} groups")
+        self._inverse = [_as_int64_1d(f"inverse_lookups[{i}]", inv)
+                         for i, inv in enumerate(inverse_lookups)]
+        sizes = {inv.size for inv in self._inverse}
+        if len(sizes) != 1:
+            raise ValueError(f"inverse lookups have different batch sizes {sorted(sizes)}")
+        self._batch = sizes.pop()
+        self._group_of = {k: gi for gi, g in enumerate(self._groups) for k in g}
+        self._jts: dict[str, JaggedTensor] = {}
+        self._num_unique: list[int] = []
+        for gi, group in enumerate(self._groups):
+            n_unique = {int(np.asarray(lengths[k]).size) for k in group}
+            if len(n_unique) != 1:
+                raise ValueError(f"keys of group {group} have different numbers of unique rows")
+            n = n_unique.pop()
+            inv = self._inverse[gi]
+            if inv.size and (inv.min() < 0 or inv.max() >= n):
+                raise ValueError(f"inverse lookup of group {group} out of range [0, {n})")
+            self._num_unique.append(n)
+            for k in group:
+                self._jts[k] = JaggedTensor(values[k], lengths[k])
+
+    def keys(self) -> list[str]:
+        """Feature names in the original KJT order."""
+        return list(self._keys)
+
+    @property
+    def groups(self) -> tuple[tuple[str, ...], ...]:
+        """The dedup groups."""
+        return self._groups
+
+    @property
+    def batch_size(self) -> int:
+        """Number of samples ``B`` of the original batch."""
+        return self._batch
+
+    def _group_index(self, group: str | Sequence[str]) -> int:
+        if isinstance(group, str):
+            if group not in self._group_of:
+                raise KeyError(f"unknown key {group!r}; keys are {self._keys}")
+            return self._group_of[group]
+        wanted = set(group)
+        for gi, g in enumerate(self._groups):
+            if set(g) == wanted:
+                return gi
+        raise KeyError(f"{list(group)} is not a dedup group; groups are {self._groups}")
+
+    def group_of(self, key: str) -> tuple[str, ...]:
+        """The dedup group containing ``key``."""
+        return self._groups[self._group_index(key)]
+
+    def __getitem__(self, key: str) -> JaggedTensor:
+        """The unique rows of ``key`` (``U_g`` lists, first-occurrence order)."""
+        if key not in self._jts:
+            raise KeyError(f"unknown key {key!r}; keys are {self._keys}")
+        return self._jts[key]
+
+    def values(self, key: str) -> np.ndarray:
+        """Ids of the unique rows of ``key``."""
+        return self[key].values()
+
+    def lengths(self, key: str) -> np.ndarray:
+        """Lengths of the unique rows of ``key``."""
+        return self[key].lengths()
+
+    def offsets(self, key: str) -> np.ndarray:
+        """Offsets of the unique rows of ``key``."""
+        return self[key].offsets()
+
+    def inverse_lookup(self, group: str | Sequence[str]) -> np.ndarray:
+        """``[B]`` sample -> unique row, for a group (given by one of its keys or its key list)."""
+        return self._inverse[self._group_index(group)]
+
+    def num_unique(self, group: str | Sequence[str]) -> int:
+        """Number of unique rows of a group."""
+        return self._num_unique[self._group_index(group)]
+
+    def dedup_factor(self, group: str | Sequence[str]) -> float:
+        """``B / unique rows`` of a group (1.0 for an empty batch); always >= 1."""
+        n = self._num_unique[self._group_index(group)]
+        return self._batch / n if n else 1.0
+
+    def num_values(self) -> int:
+        """Total ids stored (unique rows only, all keys)."""
+        return int(sum(jt.values().size for jt in self._jts.values()))
+
+    def expand(self) -> KeyedJaggedTensor:
+        """The original :class:`KeyedJaggedTensor` (every sample's rows gathered back)."""
+        values, lengths = [], []
+        for key in self._keys:
+            jt = self._jts[key]
+            v, length = _gather_segments(jt.values(), jt.lengths(),
+                                         self._inverse[self._group_of[key]])
+            values.append(v)
+            lengths.append(length)
+        return KeyedJaggedTensor(self._keys, np.concatenate(values), np.concatenate(lengths))
+
+    def __repr__(self) -> str:
+        factors = ", ".join(f"{list(g)}: {self.dedup_factor(g):.2f}" for g in self._groups)
+        return (f"InverseKeyedJaggedTensor(batch_size={self._batch}, "
+                f"num_values={self.num_values()}, dedup_factors={{{factors}}})")
+
+
+def to_ikjt(kjt: KeyedJaggedTensor, groups: Iterable[Sequence[str]],
+            method: DedupMethod = "hash") -> InverseKeyedJaggedTensor:
+    """Deduplicate a KJT into an IKJT, one inverse lookup per dedup group.
+
+    Args:
+        kjt: the batch.
+        groups: partition of ``kjt.keys()``, e.g. ``[["b"], ["c", "d"]]``; a key alone is a group
+            of one.
+        method: ``"hash"`` (64-bit row hash, verified exactly, falling back to ``"sort"`` on a
+            collision) or ``"sort"`` (lexsort of padded rows). Both give identical results.
+
+    Returns:
+        The IKJT; unique rows in first-occurrence order.
+
+    Raises:
+        ValueError: ``groups`` does not partition the keys, or unknown ``method``.
+
+    Example::
+
+        kjt = KeyedJaggedTensor.from_dict({
+            "b": [[3, 4, 5], [4, 5, 6], [3, 4, 5]],
+            "c": [[7, 8], [7, 8], [10]],
+            "d": [[9], [9], [11]],
+        })
+        ikjt = to_ikjt(kjt, [["b"], ["c", "d"]])
+        ikjt.values("c")                # array([ 7,  8, 10])
+        ikjt.inverse_lookup(["c", "d"]) # array([0, 0, 1])
+    """
+    if method not in ("hash", "sort"):
+        raise ValueError(f"method must be 'hash' or 'sort', got {method!r}")
+    keys = kjt.keys()
+    groups_t = _normalise_groups(keys, groups)
+    key_index = {k: i for i, k in enumerate(keys)}
+    values: dict[str, np.ndarray] = {}
+    lengths: dict[str, np.ndarray] = {}
+    inverses = []
+    for group in groups_t:
+        jts = [kjt[k] for k in group]
+        result = None
+        if method == "hash":
+            result = _dedup_rows_hash(jts, [key_index[k] + 1 for k in group])
+        if result is None:
+            result = _dedup_rows_sort(jts)
+        unique_samples, inverse = result
+        for k, jt in zip(group, jts):
+            values[k], lengths[k] = _gather_segments(jt.values(), jt.lengths(), unique_samples)
+        inverses.append(inverse)
+    return InverseKeyedJaggedTensor(keys, groups_t, values, lengths, inverses)
+
+
+# ------------------------------------------------------------------------------------------------
+# pooled embedding lookups
+
+
+def pooled_lookup(table: torch.Tensor, jt: JaggedTensor,
+                  mode: Literal["sum", "mean"] = "sum") -> torch.Tensor:
+    """Embedding-bag lookup: pool the rows of ``table`` named by each list of ``jt``.
+
+    Args:
+        table: ``[num_rows, D]`` embedding table (gradients flow to it).
+        jt: ``B`` lists of row ids.
+        mode: ``"sum"`` or ``"mean"``; an empty list pools to zeros.
+
+    Returns:
+        ``[B, D]`` pooled embeddings.
+    """
+    if mode not in ("sum", "mean"):
+        raise ValueError(f"mode must be 'sum' or 'mean', got {mode!r}")
+    ids = torch.from_numpy(jt.values())
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= table.shape[0]):
+        raise IndexError(f"ids out of range for a table with {table.shape[0]} rows")
+    offsets = torch.from_numpy(jt.offsets()[:-1])
+    return torch.nn.functional.embedding_bag(ids, table, offsets, mode=mode)
+
+
+def dedup_pooled_lookup(table: torch.Tensor, ikjt: InverseKeyedJaggedTensor, key: str,
+                        mode: Literal["sum", "mean"] = "sum") -> torch.Tensor:
+    """RecD lookup: pool on the unique rows of ``key``, then expand through the inverse lookup.
+
+    Equals ``pooled_lookup(table, ikjt.expand()[key], mode)``: forward exactly, gradients w.r.t.
+    ``table`` up to floating-point summation order.
+
+    Args:
+        table: ``[num_rows, D]`` embedding table.
+        ikjt: the deduplicated batch.
+        key: feature to look up.
+        mode: ``"sum"`` or ``"mean"``.
+
+    Returns:
+        ``[B, D]`` pooled embeddings (``unique_out[inverse]``).
+    """
+    unique_out = pooled_lookup(table, ikjt[key], mode)
+    inverse = torch.from_numpy(ikjt.inverse_lookup(key))
+    return unique_out.index_select(0, inverse)
