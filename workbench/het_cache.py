@@ -161,16 +161,12 @@ def run_all(keys: np.ndarray, rows: int, cfg: HetCacheConfig, seed: int,
 def run(processed: Path, out: Path, cfg: HetCacheConfig, seed: int,
         progress: bool = False) -> None:
     """The ``het_cache`` stage for one dataset: read ``processed``, write ``out`` whole."""
-    import json
-
+    from workbench.data.pipeline import unavailable_result
     from workbench.data.preprocess import read_split
     from workbench.io import atomic_dir, write_json
 
-    status = json.loads((processed / "status.json").read_text())
     with atomic_dir(out) as tmp:
-        if not status["available"]:
-            write_json(tmp / "summary.json", {"dataset": processed.name, "available": False,
-                                              "reason": status["reason"]})
+        if unavailable_result(processed, tmp / "summary.json"):
             return
         meta = DatasetMeta.read(processed)
         keys = sample_keys(read_split(processed, "train", columns=meta.categorical), meta)

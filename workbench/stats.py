@@ -142,16 +142,12 @@ def run(processed: Path, out: Path, cfg: DatasetStatsConfig) -> None:
     Writes ``stats.json`` (summary), ``features.csv`` and ``rank_curve.csv``; for an unavailable
     dataset only ``stats.json`` with ``available: false`` and the reason.
     """
-    import json
-
+    from workbench.data.pipeline import unavailable_result
     from workbench.data.preprocess import read_split
     from workbench.io import atomic_dir, write_json
 
-    status = json.loads((processed / "status.json").read_text())
     with atomic_dir(out) as tmp:
-        if not status["available"]:
-            write_json(tmp / "stats.json", {"dataset": processed.name, "available": False,
-                                            "reason": status["reason"]})
+        if unavailable_result(processed, tmp / "stats.json"):
             return
         meta = DatasetMeta.read(processed)
         frame = read_split(processed, "train")

@@ -188,6 +188,19 @@ def read_manifest(cfg: WorkbenchConfig, ds: DatasetConfig) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def unavailable_result(processed: Path, out_file: Path) -> bool:
+    """For an experiment stage: if ``processed`` is an unavailable dataset, write ``out_file``
+    saying so (with the reason) and return True; otherwise return False."""
+    import json
+
+    status = json.loads((processed / STATUS).read_text())
+    if status["available"]:
+        return False
+    write_json(out_file, {"dataset": processed.name, "available": False,
+                          "reason": status["reason"]})
+    return True
+
+
 def preprocess(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
     """Parse and encode the raw files of ``ds`` into ``data/processed/<ds>``.
 
