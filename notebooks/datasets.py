@@ -26,7 +26,6 @@ out_dir = "reports/datasets"  # where figures, tables and section.json go
 
 # %%
 import json
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from workbench.cache import C_INDEX, COUNTERS, CacheSpec, ParameterServer, WorkerCache
+from workbench.cache import COUNTERS, CacheSpec, ParameterServer, WorkerCache
 from workbench.config import CacheConfig, ClusterConfig
 
 BYTES_PER_FLOAT = 4

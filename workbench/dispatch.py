@@ -15,17 +15,18 @@ import numpy as np
 DISPATCHERS = ("contiguous", "random")
 
 
-def assign(name: str, workers: int, per_worker: int, rng: np.random.Generator) -> np.ndarray:
-    """Worker index of every sample of one global batch of ``workers x per_worker`` samples.
+def assign(name: str, workers: int, per_worker: int | np.ndarray,
+           rng: np.random.Generator) -> np.ndarray:
+    """Worker index of every sample of one global batch.
 
     Args:
         name: ``contiguous`` or ``random``.
         workers: number of workers W.
-        per_worker: samples per worker b.
+        per_worker: samples per worker: one ``b`` for all, or ``int[W]`` capacities.
         rng: the run's random stream (``random`` only).
 
     Returns:
-        ``int64[W x b]``, each worker index appearing exactly ``b`` times.
+        ``int64[sum of capacities]``, worker w appearing exactly its capacity times.
     """
     base = np.repeat(np.arange(workers, dtype=np.int64), per_worker)
     if name == "contiguous":

@@ -181,12 +181,7 @@ class Dispatcher:
     def decide(self, keys: np.ndarray, batch_id: int) -> Decision:
         """Dispatch one batch (``keys``: ``int64[N, F]`` global keys)."""
         start = time.perf_counter()
-        per_worker = int(self.capacities[0])
-        if not np.all(self.capacities == per_worker):
-            base = np.repeat(np.arange(self.workers), self.capacities)
-            out = base if self.name == "contiguous" else base[self.rng.permutation(len(base))]
-        else:
-            out = assign(self.name, self.workers, per_worker, self.rng)
+        out = assign(self.name, self.workers, self.capacities, self.rng)
         return Decision(out, self.name, time.perf_counter() - start)
 
 

@@ -16,7 +16,6 @@ section says so next to the result.
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import subprocess
