@@ -4,8 +4,9 @@ A session-like batch (RecD, DESIGN.md 3.6): samples come in user sessions of 4..
 samples (mean ~8); user-side keys are identical within a session (``user_id`` + ``user_country``
 deduplicated together, ``user_history`` a list of 20 ids on its own), item-side keys are unique per
 sample (``item_id``, ``item_category`` with 1..3 ids). Throughput = KJT values / seconds of
-``to_ikjt`` (best of ``--repeats``), for the default ``hash`` method and the exact ``sort`` one; the
-expand (IKJT -> KJT) rate, dedup factors and value counts are recorded too.
+``to_ikjt`` (best of ``--repeats``), for the default ``hash`` method and the exact ``sort`` one, and
+of RecD's reader-side ``to_ikjt_by_request`` (the user-side keys deduplicated by session id, the
+item keys plain); the expand (IKJT -> KJT) rate, dedup factors and value counts are recorded too.
 
 Usage: python benchmarks/ikjt_conversion.py [--batch 4096] [--repeats 20]
        [--out benchmarks/results/ikjt_conversion.json]
@@ -22,14 +23,17 @@ from pathlib import Path
 import numpy as np
 
 from workbench.io import write_json
-from workbench.jagged import KeyedJaggedTensor, to_ikjt
+from workbench.jagged import KeyedJaggedTensor, to_ikjt, to_ikjt_by_request
 
 HISTORY_LENGTH = 20
 GROUPS = [["user_id", "user_country"], ["user_history"], ["item_id"], ["item_category"]]
+REQUEST_GROUPS = [["user_id", "user_country", "user_history"]]
+PLAIN = ["item_id", "item_category"]
 
 
-def session_batch(batch: int, seed: int = 0) -> KeyedJaggedTensor:
-    """A ``batch``-sample KJT whose user-side keys repeat within sessions of 4..12 samples."""
+def session_batch(batch: int, seed: int = 0) -> tuple[KeyedJaggedTensor, np.ndarray]:
+    """A ``batch``-sample KJT whose user-side keys repeat within sessions of 4..12 samples, and
+    the session id of every sample."""
     rng = np.random.default_rng(seed)
     runs = rng.integers(4, 13, size=batch)  # more sessions than needed; cut at `batch`
     session = np.repeat(np.arange(batch), runs)[:batch]
@@ -44,7 +48,8 @@ def session_batch(batch: int, seed: int = 0) -> KeyedJaggedTensor:
     lengths = np.concatenate([ones, ones, np.full(batch, HISTORY_LENGTH), ones, cat_lengths])
     values = np.concatenate([user_id, user_country, history, item_id, cat_values])
     keys = ["user_id", "user_country", "user_history", "item_id", "item_category"]
-    return KeyedJaggedTensor(keys, values.astype(np.int64), lengths.astype(np.int64))
+    return (KeyedJaggedTensor(keys, values.astype(np.int64), lengths.astype(np.int64)),
+            session.astype(np.int64))
 
 
 def best_time(fn, repeats: int) -> float:
@@ -67,7 +72,7 @@ def main() -> None:
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
-    kjt = session_batch(args.batch)
+    kjt, session = session_batch(args.batch)
     ikjt = to_ikjt(kjt, GROUPS)
     assert ikjt.expand() == kjt
     results = {}
@@ -75,6 +80,12 @@ def main() -> None:
         seconds = best_time(lambda m=method: to_ikjt(kjt, GROUPS, method=m), args.repeats)
         results[method] = {"seconds": seconds, "values_per_s": kjt.num_values() / seconds,
                            "samples_per_s": kjt.batch_size / seconds}
+    by_request = to_ikjt_by_request(kjt, REQUEST_GROUPS, session, plain=PLAIN, verify=True)
+    assert by_request.expand() == kjt
+    seconds = best_time(lambda: to_ikjt_by_request(kjt, REQUEST_GROUPS, session, plain=PLAIN),
+                        args.repeats)
+    results["request"] = {"seconds": seconds, "values_per_s": kjt.num_values() / seconds,
+                          "samples_per_s": kjt.batch_size / seconds}
     expand_s = best_time(ikjt.expand, args.repeats)
     summary = {
         "batch_size": kjt.batch_size,
@@ -87,6 +98,7 @@ def main() -> None:
     print(f"KJT -> IKJT (hash): {h['values_per_s'] / 1e6:.1f} M values/s "
           f"({h['seconds'] * 1e3:.2f} ms for {kjt.num_values()} values, batch {kjt.batch_size})")
     print(f"KJT -> IKJT (sort): {results['sort']['values_per_s'] / 1e6:.1f} M values/s")
+    print(f"KJT -> IKJT (request ids): {results['request']['values_per_s'] / 1e6:.1f} M values/s")
     print(f"IKJT -> KJT expand: {kjt.num_values() / expand_s / 1e6:.1f} M values/s")
     print(f"values {kjt.num_values()} -> {ikjt.num_values()} "
           f"({summary['value_reduction']:.2f}x); dedup factors {summary['dedup_factor']}")
@@ -94,6 +106,7 @@ def main() -> None:
         "benchmark": "ikjt_conversion",
         "setting": {"batch": args.batch, "session_length": [4, 12],
                     "history_length": HISTORY_LENGTH, "groups": GROUPS,
+                    "request_groups": REQUEST_GROUPS, "request_plain": PLAIN,
                     "repeats": args.repeats, "timing": "best of repeats", "cores": 1},
         "machine": {"python": platform.python_version(), "numpy": np.__version__,
                     "processor": platform.processor(), "cpus": os.cpu_count()},

@@ -57,6 +57,9 @@ def ci_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run(["het-train", "--params", str(params)])
     run(["het-time", "--params", str(params)])
     run(["esd", "--params", str(params)])
+    for name in cfg.experiments.recd.datasets:
+        run(["dedup", "--params", str(params), "--dataset", name])
+        run(["recd", "--params", str(params), "--dataset", name])
     return params
 
 

@@ -301,3 +301,51 @@ def test_pooled_lookup_values() -> None:
         pooled_lookup(table, JaggedTensor(np.array([6]), np.array([1])))
     with pytest.raises(ValueError, match="mode"):
         pooled_lookup(table, jt, "max")  # type: ignore[arg-type]
+
+
+# -- plain keys and request-keyed dedup ---------------------------------------------------------
+
+
+def test_plain_keys_keep_every_row(example_kjt: KeyedJaggedTensor) -> None:
+    ikjt = to_ikjt(example_kjt, [["c", "d"]], plain=["b"])
+    assert ikjt.groups == (("c", "d"), ("b",))
+    assert ikjt.inverse_lookup("b").tolist() == [0, 1, 2]
+    assert ikjt["b"] == example_kjt["b"]
+    assert ikjt.inverse_lookup("c").tolist() == [0, 0, 1]
+    assert ikjt.expand() == example_kjt
+    with pytest.raises(ValueError, match="key .b. appears in groups 0 and group 2"):
+        to_ikjt(example_kjt, [["b"], ["c", "d"]], plain=["b"])
+
+
+def test_request_rows_first_occurrence() -> None:
+    unique, inverse = jagged.request_rows(np.array([7, 3, 7, 9, 3]))
+    assert unique.tolist() == [0, 1, 3]
+    assert inverse.tolist() == [0, 1, 0, 2, 1]
+
+
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=40), st.integers(0, 3))
+@settings(max_examples=80, deadline=None)
+def test_to_ikjt_by_request_expands_exactly(requests: list[int], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    per_request = {r: rng.integers(0, 6, rng.integers(0, 4)).tolist() for r in set(requests)}
+    kjt = KeyedJaggedTensor.from_dict({
+        "hist": [per_request[r] for r in requests],
+        "user": [[r % 2] for r in requests],
+        "item": [[int(x)] for x in rng.integers(0, 9, len(requests))]})
+    ikjt = jagged.to_ikjt_by_request(kjt, [["hist", "user"]], np.array(requests),
+                                     plain=["item"], verify=True)
+    assert ikjt.expand() == kjt
+    assert ikjt.num_unique("hist") == len(set(requests))
+    # never more deduplicated than content dedup, which may also merge equal rows of
+    # different requests
+    assert ikjt.num_unique("hist") >= to_ikjt(kjt, [["hist", "user"]],
+                                              plain=["item"]).num_unique("hist")
+
+
+def test_to_ikjt_by_request_verify_rejects_non_request_features() -> None:
+    kjt = KeyedJaggedTensor.from_dict({"hist": [[1], [2]], "item": [[3], [3]]})
+    with pytest.raises(ValueError, match="differs between samples of one request"):
+        jagged.to_ikjt_by_request(kjt, [["hist"]], np.array([5, 5]), plain=["item"],
+                                  verify=True)
+    with pytest.raises(ValueError, match="1 request ids for a batch of 2"):
+        jagged.to_ikjt_by_request(kjt, [["hist"]], np.array([5]), plain=["item"])

@@ -499,6 +499,116 @@ class EsdConfig:
 
 
 @dataclass(frozen=True)
+class TransformStepConfig:
+    """One preprocessing transform of a sparse feature (:mod:`workbench.transforms`).
+
+    Attributes:
+        op: ``hash`` (id -> splitmix64(id, salt) mod num_buckets), ``remap`` (id -> table[id]),
+            ``bucketize`` (value -> bucket of ``boundaries``), ``truncate`` (keep ``max_length``
+            elements, the ``last`` or ``first``).
+        num_buckets: ``hash`` only.
+        salt: ``hash`` only.
+        table: ``remap`` only.
+        boundaries: ``bucketize`` only, strictly increasing.
+        max_length: ``truncate`` only.
+        keep: ``truncate`` only.
+    """
+
+    op: Literal["hash", "remap", "bucketize", "truncate"] = "hash"
+    num_buckets: int | None = field(default=None, metadata=_range(1, None))
+    salt: int = field(default=0, metadata=_range(0, None))
+    table: list[int] | None = None
+    boundaries: list[float] | None = None
+    max_length: int | None = field(default=None, metadata=_range(0, None))
+    keep: Literal["last", "first"] = "last"
+
+    def spec(self) -> dict[str, Any]:
+        """The step as :func:`workbench.transforms.from_spec` reads it (only its own args)."""
+        args = {"hash": ("num_buckets", "salt"), "remap": ("table",),
+                "bucketize": ("boundaries",), "truncate": ("max_length", "keep")}[self.op]
+        out: dict[str, Any] = {"op": self.op}
+        for name in args:
+            value = getattr(self, name)
+            if value is None:
+                raise ConfigError(f"op = {self.op!r} needs {name}")
+            out[name] = value
+        return out
+
+
+@dataclass(frozen=True)
+class RecdConfig:
+    """RecD experiments: session-clustered partitions, batch dedup, IKJT preprocessing/training.
+
+    Attributes:
+        datasets: the datasets with users or sessions the RecD stages run on.
+        session_gap_s: on timestamped sources a user's rows further apart than this start a new
+            session (request); null = one session per user.
+        history: ``snapshot`` (every sample of a session carries the history the session started
+            with, as a feature store serves it per request) or ``per_sample`` (the preprocessed
+            per-sample history, which changes every sample and so never deduplicates).
+        window: rows per written partition, i.e. the clustering window (log order).
+        window_sweep: windows of the storage and dedup sweeps.
+        batch_sizes: batch sizes of the dedup-factor sweep.
+        dedup_groups: RecD's ``dedup_sparse_features``; null = one group of the user-side
+            features and the sequence features; the other features are not deduplicated.
+        transforms: per sparse feature, its preprocessing chain; empty = ``hash`` every feature
+            into its table size after truncating sequences to ``max_history``.
+        max_history: sequence length after truncation (and the model's sequence length).
+        preprocess_batch_sizes: reader batch sizes of the preprocessing-throughput sweep (sizes
+            above the rows of a dataset's partitions are skipped).
+        preprocess_rows: rows preprocessed per timed run (at most the partitions' rows).
+        repeats: timing repeats (the best is kept, alternating KJT and IKJT).
+        train_batch_size: batch size of the training runs.
+        train_batches: batches of each training run.
+        embedding_dim: embedding width of the RecD model.
+        bottom_mlp: bottom MLP widths (the last must equal ``embedding_dim``).
+        top_mlp: top MLP widths (the last must be 1).
+        seq_heads: attention heads of the sequence tower.
+        lr: Adagrad learning rate.
+    """
+
+    datasets: list[str] = field(default_factory=lambda: ["synthetic_sessions"])
+    session_gap_s: int | None = field(default=1800, metadata=_range(1, None))
+    history: Literal["snapshot", "per_sample"] = "snapshot"
+    window: int = field(default=16384, metadata=_range(1, None))
+    window_sweep: list[int] = field(default_factory=lambda: [1024, 4096, 16384, 65536])
+    batch_sizes: list[int] = field(default_factory=lambda: [32, 128, 512, 2048])
+    dedup_groups: list[list[str]] | None = None
+    transforms: dict[str, list[TransformStepConfig]] = field(default_factory=dict)
+    max_history: int = field(default=20, metadata=_range(1, 10_000))
+    preprocess_batch_sizes: list[int] = field(default_factory=lambda: [512, 2048, 8192])
+    preprocess_rows: int = field(default=65536, metadata=_range(1, None))
+    repeats: int = field(default=3, metadata=_range(1, 100))
+    train_batch_size: int = field(default=512, metadata=_range(1, None))
+    train_batches: int = field(default=40, metadata=_range(1, None))
+    embedding_dim: int = field(default=32, metadata=_range(1, 4096))
+    bottom_mlp: list[int] = field(default_factory=lambda: [64, 32])
+    top_mlp: list[int] = field(default_factory=lambda: [64, 1])
+    seq_heads: int = field(default=2, metadata=_range(1, 64))
+    lr: float = field(default=0.05, metadata=_range(0.0, None, lo_open=True))
+
+    def __post_init__(self) -> None:
+        for key in ("window_sweep", "batch_sizes", "preprocess_batch_sizes"):
+            for i, n in enumerate(getattr(self, key)):
+                if n < 1:
+                    raise ConfigError(f"{key}[{i}] = {n}: must be an integer >= 1")
+        if self.bottom_mlp and self.bottom_mlp[-1] != self.embedding_dim:
+            raise ConfigError(f"bottom_mlp = {self.bottom_mlp}: the last width must equal "
+                              f"embedding_dim = {self.embedding_dim}")
+        if not self.top_mlp or self.top_mlp[-1] != 1:
+            raise ConfigError(f"top_mlp = {self.top_mlp}: the last width must be 1")
+        if self.embedding_dim % self.seq_heads:
+            raise ConfigError(f"seq_heads = {self.seq_heads}: must divide embedding_dim = "
+                              f"{self.embedding_dim}")
+        for key, steps in self.transforms.items():
+            for i, step in enumerate(steps):
+                try:
+                    step.spec()
+                except ConfigError as err:
+                    raise ConfigError(f"transforms.{key}[{i}]: {err}") from None
+
+
+@dataclass(frozen=True)
 class ExperimentsConfig:
     """Settings of every experiment the pipeline runs."""
 
@@ -507,6 +617,7 @@ class ExperimentsConfig:
     het_train: HetTrainConfig = field(default_factory=HetTrainConfig)
     het_time: HetTimeConfig = field(default_factory=HetTimeConfig)
     esd: EsdConfig = field(default_factory=EsdConfig)
+    recd: RecdConfig = field(default_factory=RecdConfig)
 
 
 @dataclass(frozen=True)
@@ -528,6 +639,10 @@ class ProfileConfig:
         het_embedding_dim: embedding width of HET's models (WDL, DeepFM, DCN).
         esd_per_worker: samples per worker per batch of the ESD experiments.
         esd_batches: global batches per ESD run.
+        recd_rows: rows of the synthetic sessions dataset of the RecD experiments.
+        recd_window: rows per partition (clustering window) of the RecD experiments.
+        recd_batches: batches of each RecD training run.
+        recd_preprocess_rows: rows of each RecD preprocessing-throughput run.
         progress: show tqdm progress bars.
     """
 
@@ -545,6 +660,10 @@ class ProfileConfig:
     het_embedding_dim: int = field(default=128, metadata=_range(1, 65_536))
     esd_per_worker: int = field(default=64, metadata=_range(1, None))
     esd_batches: int = field(default=40, metadata=_range(1, None))
+    recd_rows: int = field(default=200_000, metadata=_range(10, None))
+    recd_window: int = field(default=16384, metadata=_range(1, None))
+    recd_batches: int = field(default=40, metadata=_range(1, None))
+    recd_preprocess_rows: int = field(default=65536, metadata=_range(1, None))
     progress: bool = True
 
 
@@ -619,6 +738,10 @@ class WorkbenchConfig:
             for name in names:
                 if name not in known:
                     raise ConfigError(f"{owner} names '{name}', which is not one of {known}")
+        for name in self.experiments.recd.datasets:
+            if name not in self.pipeline.datasets:
+                raise ConfigError(f"experiments.recd.datasets names '{name}', which is not "
+                                  f"in pipeline.datasets {self.pipeline.datasets}")
         for key, model in self.models.items():
             if model.name != key:
                 raise ConfigError(f"models.{key}.name = {model.name!r}: must equal its key")

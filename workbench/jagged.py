@@ -56,8 +56,11 @@ __all__ = [
     "JaggedTensor",
     "KeyedJaggedTensor",
     "dedup_pooled_lookup",
+    "partition_groups",
     "pooled_lookup",
+    "request_rows",
     "to_ikjt",
+    "to_ikjt_by_request",
 ]
 
 DedupMethod = Literal["hash", "sort"]
@@ -69,6 +72,9 @@ DedupMethod = Literal["hash", "sort"]
 
 def _as_int64_1d(name: str, array: object) -> np.ndarray:
     """``array`` as a contiguous 1-D int64 array; raise ``ValueError``/``TypeError`` otherwise."""
+    if (type(array) is np.ndarray and array.dtype == np.int64 and array.ndim == 1
+            and array.flags.c_contiguous):
+        return array  # the common case, without the slower generic checks
     arr = np.asarray(array)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
@@ -425,9 +431,10 @@ class KeyedJaggedTensor:
 # InverseKeyedJaggedTensor
 
 
-def _normalise_groups(keys: Sequence[str],
-                      groups: Iterable[Sequence[str]]) -> tuple[tuple[str, ...], ...]:
-    """Check that ``groups`` partitions ``keys``; return it as a tuple of tuples."""
+def partition_groups(keys: Sequence[str],
+                     groups: Iterable[Sequence[str]]) -> tuple[tuple[str, ...], ...]:
+    """Check that ``groups`` partitions ``keys`` (every key in exactly one group); return it as
+    a tuple of tuples. Raises ``ValueError``/``TypeError`` naming the offending group and key."""
     out: list[tuple[str, ...]] = []
     owner: dict[str, int] = {}
     known = set(keys)
@@ -486,7 +493,7 @@ class InverseKeyedJaggedTensor:
         self._keys = list(keys)
         if not self._keys or len(set(self._keys)) != len(self._keys):
             raise ValueError(f"keys must be non-empty and unique, got {self._keys!r}")
-        self._groups = _normalise_groups(self._keys, groups)
+        self._groups = partition_groups(self._keys, groups)
         if len(inverse_lookups) != len(self._groups):
             raise ValueError(f"{len(inverse_lookups)} inverse lookups for "
                              f"{len(self._groups)} groups")
@@ -593,15 +600,18 @@ class InverseKeyedJaggedTensor:
 
 
 def to_ikjt(kjt: KeyedJaggedTensor, groups: Iterable[Sequence[str]],
-            method: DedupMethod = "hash") -> InverseKeyedJaggedTensor:
+            method: DedupMethod = "hash", plain: Iterable[str] = ()) -> InverseKeyedJaggedTensor:
     """Deduplicate a KJT into an IKJT, one inverse lookup per dedup group.
 
     Args:
         kjt: the batch.
-        groups: partition of ``kjt.keys()``, e.g. ``[["b"], ["c", "d"]]``; a key alone is a group
-            of one.
+        groups: the dedup groups, e.g. ``[["b"], ["c", "d"]]`` (RecD's
+            ``dedup_sparse_features``); a key alone is a group of one. Together with ``plain``
+            they must partition ``kjt.keys()``.
         method: ``"hash"`` (64-bit row hash, verified exactly, falling back to ``"sort"`` on a
             collision) or ``"sort"`` (lexsort of padded rows). Both give identical results.
+        plain: keys that are NOT deduplicated: each becomes a group of one whose "unique rows"
+            are all ``B`` rows and whose inverse lookup is the identity.
 
     Returns:
         The IKJT; unique rows in first-occurrence order.
@@ -623,13 +633,19 @@ def to_ikjt(kjt: KeyedJaggedTensor, groups: Iterable[Sequence[str]],
     if method not in ("hash", "sort"):
         raise ValueError(f"method must be 'hash' or 'sort', got {method!r}")
     keys = kjt.keys()
-    groups_t = _normalise_groups(keys, groups)
+    plain = list(plain)
+    groups_t = partition_groups(keys, [*groups, *([k] for k in plain)])
+    n_dedup = len(groups_t) - len(plain)
     key_index = {k: i for i, k in enumerate(keys)}
     values: dict[str, np.ndarray] = {}
     lengths: dict[str, np.ndarray] = {}
     inverses = []
-    for group in groups_t:
+    for gi, group in enumerate(groups_t):
         jts = [kjt[k] for k in group]
+        if gi >= n_dedup:  # a plain key: kept as it is, identity inverse
+            values[group[0]], lengths[group[0]] = jts[0].values(), jts[0].lengths()
+            inverses.append(np.arange(kjt.batch_size, dtype=np.int64))
+            continue
         result = None
         if method == "hash":
             result = _dedup_rows_hash(jts, [key_index[k] + 1 for k in group])
@@ -640,6 +656,71 @@ def to_ikjt(kjt: KeyedJaggedTensor, groups: Iterable[Sequence[str]],
             values[k], lengths[k] = _gather_segments(jt.values(), jt.lengths(), unique_samples)
         inverses.append(inverse)
     return InverseKeyedJaggedTensor(keys, groups_t, values, lengths, inverses)
+
+
+def request_rows(requests: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First sample of every distinct request (ascending) and sample -> request number.
+
+    Args:
+        requests: ``[B]`` request ids.
+
+    Returns:
+        ``(unique_samples, inverse)`` in first-occurrence order, as :func:`to_ikjt` numbers rows.
+    """
+    requests = _as_int64_1d("requests", requests)
+    order = np.argsort(requests, kind="stable")
+    srt = requests[order]
+    new_run = np.ones(requests.size, dtype=bool)
+    new_run[1:] = srt[1:] != srt[:-1]
+    return _groups_from_sorted(order, new_run)
+
+
+def to_ikjt_by_request(kjt: KeyedJaggedTensor, groups: Iterable[Sequence[str]],
+                       requests: np.ndarray, plain: Iterable[str] = (),
+                       verify: bool = False) -> InverseKeyedJaggedTensor:
+    """RecD's reader-side dedup: the samples of one request share their grouped features.
+
+    When every dedup group holds request-level features (the user-side features and the history
+    snapshot a feature store serves once per request), two samples of the same request have
+    equal rows by construction, so the inverse lookup follows from the request ids alone
+    (``O(B)`` keys instead of hashing every value). Rows of *different* requests are not merged
+    even when equal, so the result may be less deduplicated than :func:`to_ikjt`, but
+    ``expand()`` is exact whenever the premise holds.
+
+    Args:
+        kjt: the batch.
+        groups: the dedup groups (request-level features only).
+        requests: ``[B]`` request (session) id of every sample.
+        plain: keys not deduplicated (identity inverse).
+        verify: check the premise element by element (``ValueError`` if a request's rows differ).
+
+    Returns:
+        The IKJT; unique rows in first-occurrence order, one per distinct request.
+    """
+    requests = _as_int64_1d("requests", requests)
+    if requests.size != kjt.batch_size:
+        raise ValueError(f"{requests.size} request ids for a batch of {kjt.batch_size}")
+    plain = list(plain)
+    groups_t = partition_groups(kjt.keys(), [*groups, *([k] for k in plain)])
+    n_dedup = len(groups_t) - len(plain)
+    unique_samples, inverse = request_rows(requests)
+    identity = np.arange(kjt.batch_size, dtype=np.int64)
+    values: dict[str, np.ndarray] = {}
+    lengths: dict[str, np.ndarray] = {}
+    inverses = []
+    for gi, group in enumerate(groups_t):
+        jts = [kjt[k] for k in group]
+        if gi >= n_dedup:
+            values[group[0]], lengths[group[0]] = jts[0].values(), jts[0].lengths()
+            inverses.append(identity)
+            continue
+        if verify and not _rows_equal_to(jts, unique_samples[inverse]):
+            raise ValueError(f"group {list(group)} differs between samples of one request: "
+                             "its features are not request-level; use to_ikjt")
+        for k, jt in zip(group, jts):
+            values[k], lengths[k] = _gather_segments(jt.values(), jt.lengths(), unique_samples)
+        inverses.append(inverse)
+    return InverseKeyedJaggedTensor(kjt.keys(), groups_t, values, lengths, inverses)
 
 
 # ------------------------------------------------------------------------------------------------

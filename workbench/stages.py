@@ -4,6 +4,7 @@ r"""Command line of every pipeline stage: ``python -m workbench.stages <stage> [
 
     download --> preprocess --> dataset-stats --> notebook --> report
     (per dataset)           \-> het-cache ------/   (per notebook)
+                            \-> dedup --> recd --/
 
 Stages::
 
@@ -15,6 +16,9 @@ Stages::
     het-train      HET training through the cluster (Fig. 6, Tables 1-2) -> results/het_train/<ds>
     het-time       HET time model (Fig. 2, 7, 9)                          -> results/het_time/<ds>
     esd            ESD dispatchers: cost sweeps, decision time, training  -> results/esd/<ds>
+    dedup          RecD partitions (shuffled / session-clustered), storage and dedup factors
+                                                  -> data/partitions/<ds>, results/dedup/<ds>
+    recd           RecD preprocessing and training throughput, KJT vs IKJT -> results/recd/<ds>
     notebook NAME  execute notebooks/NAME.py with papermill            -> reports/NAME/
     report         gather every notebook section                       -> reports/README.md
 
@@ -37,7 +41,7 @@ from workbench.config import REPO_ROOT, ConfigError, DatasetConfig, WorkbenchCon
 log = logging.getLogger("workbench.stages")
 
 STAGES = ("download", "preprocess", "prepare", "dataset-stats", "het-cache", "het-train",
-          "het-time", "esd", "notebook", "report")
+          "het-time", "esd", "dedup", "recd", "notebook", "report")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -85,6 +89,23 @@ def _het_experiment(cfg: WorkbenchConfig, stage: str) -> Path:
     module = {"het_train": het_train, "het_time": het_time, "esd": esd_experiments}[name]
     module.run(processed_dir(cfg, cfg.datasets[exp.dataset]), out, cfg,
                progress=cfg.profile.progress)
+    return out
+
+
+def _recd(cfg: WorkbenchConfig, ds: DatasetConfig, stage: str) -> Path:
+    """``dedup`` and ``recd``: RecD's stages for one dataset."""
+    from workbench import recd
+    from workbench.data.pipeline import processed_dir
+
+    partitions = cfg.paths.resolve("data") / "partitions" / ds.name
+    exp = cfg.experiments.recd
+    if stage == "dedup":
+        out = cfg.paths.resolve("results") / "dedup" / ds.name
+        recd.run_dedup(processed_dir(cfg, ds), partitions, out, exp, cfg.seed,
+                       progress=cfg.profile.progress)
+    else:
+        out = cfg.paths.resolve("results") / "recd" / ds.name
+        recd.run_throughput(partitions, out, exp, cfg.seed, progress=cfg.profile.progress)
     return out
 
 
@@ -136,6 +157,8 @@ def run(argv: list[str] | None = None) -> Path:
         return _het_cache(cfg, ds)
     if args.stage in ("het-train", "het-time", "esd"):
         return _het_experiment(cfg, args.stage)
+    if args.stage in ("dedup", "recd"):
+        return _recd(cfg, ds, args.stage)
     if args.stage == "notebook":
         return _notebook(cfg, args.name, args.params)
     from workbench import report
@@ -146,11 +169,12 @@ def run(argv: list[str] | None = None) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: known failures print one clear line and exit non-zero (no traceback)."""
+    from workbench.data.partition import NoSessionsError
     from workbench.data.pipeline import DatasetUnavailable
 
     try:
         out = run(argv)
-    except (ConfigError, DatasetUnavailable, FileNotFoundError) as err:
+    except (ConfigError, DatasetUnavailable, FileNotFoundError, NoSessionsError) as err:
         sys.exit(f"{type(err).__name__}: {err}")
     except Exception as err:  # download errors carry their own clear message
         if type(err).__name__ in ("DownloadError", "ChecksumError", "MalformedInputError"):

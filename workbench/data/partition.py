@@ -1,0 +1,428 @@
+r"""RecD's data generation: training partitions written shuffled or clustered by session.
+
+RecD (Zhao et al., MLSys'23) observes that one user session produces many samples whose
+user-side features (demographics, the user's history) do not change, and changes the pipeline
+that writes training tables so that a session's samples land *next to each other*: duplicates
+then compress well in a columnar file and fall into the same training batch, where an
+InverseKeyedJaggedTensor (:mod:`workbench.jagged`) stores them once. The paper's method section
+is unavailable; this module is our formalisation of that data-generation step::
+
+    processed train split          log order              partitions of W rows (the window)
+    (sorted by user, time)  --sort by timestamp-->  [ w0 | w1 | w2 | ... ]  each written as
+                                                          |                 part-0000p.parquet
+                                   shuffled:  rows of the window in a seeded random order
+                                              (a conventional training table)
+                                   clustered: rows of the window sorted by (session, log order)
+                                              (RecD)
+
+* **Sessions** (requests). A source's ``session`` column is the user; on timestamped sources a
+  user's rows more than ``session_gap_s`` apart start a new session (the usual 30-minute rule).
+  The synthetic generator's sessions are used as they are.
+* **History snapshot** (``history: snapshot``): a production feature store serves the user's
+  history once per request, so every sample of a session carries the history the session started
+  with. Our preprocessed sources store a per-sample history (it grows by one item every sample
+  and so never repeats); the snapshot gives every row of a session its first row's history.
+* **Windows**: rows are cut into windows of ``W`` consecutive rows in log order (timestamp order;
+  the stored order when there is no timestamp), like hourly partitions; clustering can only
+  bring together the samples of a session that fall into the same window.
+* **Storage**: each partition is a zstd Parquet file (deterministic, no wall-clock metadata);
+  the bytes of the two layouts are the storage result. Every column is written in both layouts.
+* **Dedup factor**: rows / unique rows of a dedup group inside each batch of ``b`` consecutive
+  rows of the layout (batches run across partition boundaries, as a streaming reader does).
+  Rows are identified exactly: one :func:`workbench.jagged.to_ikjt` over the whole split gives
+  every row its global unique-row id per group, and a batch's unique rows are its distinct
+  ``(batch, row id)`` pairs (no per-batch Python loop).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from workbench.data.schema import SESSION, TIMESTAMP, DatasetMeta
+from workbench.jagged import (
+    InverseKeyedJaggedTensor,
+    KeyedJaggedTensor,
+    request_rows,
+    to_ikjt,
+)
+
+log = logging.getLogger(__name__)
+
+LAYOUTS = ("shuffled", "clustered")
+REQUEST = "request"
+PART_NAME = "part-{:05d}.parquet"
+
+
+class NoSessionsError(ValueError):
+    """The dataset has no user/session column, so there is nothing to cluster by."""
+
+
+# ------------------------------------------------------------------------------------------------
+# sessions, history snapshot, layouts
+
+
+def read_train_table(processed: Path | str) -> tuple[pa.Table, DatasetMeta]:
+    """The encoded train split as an Arrow table (list columns stay columnar) and its meta."""
+    meta = DatasetMeta.read(processed)
+    path = Path(processed) / "train.parquet"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: run the preprocess stage for {meta.name}")
+    return pq.read_table(path), meta
+
+
+def session_keys(table: pa.Table, meta: DatasetMeta, gap_s: int | None) -> np.ndarray:
+    """Dense session (request) id of every row.
+
+    Args:
+        table: the train split.
+        meta: its metadata (``has_session`` is required).
+        gap_s: on timestamped sources, a gap longer than this between two consecutive rows of a
+            user (in time order) starts a new session; None keeps one session per user.
+
+    Returns:
+        int64 ``[rows]`` ids ``0..S-1``, numbered in (user, time) order.
+
+    Raises:
+        NoSessionsError: the dataset has no session/user column.
+    """
+    if not meta.has_session:
+        raise NoSessionsError(
+            f"dataset {meta.name} has no session/user column: RecD clusters samples by session, "
+            "so use a source with users (movielens_*, taobao_*, synthetic_sessions)")
+    user = table.column(SESSION).to_numpy().astype(np.int64)
+    rows = user.size
+    if rows == 0:
+        return np.zeros(0, dtype=np.int64)
+    if meta.has_timestamp and gap_s is not None:
+        ts = table.column(TIMESTAMP).to_numpy().astype(np.int64)
+        order = np.lexsort((np.arange(rows), ts, user))
+    else:
+        ts = None
+        order = np.lexsort((np.arange(rows), user))
+    u = user[order]
+    new = np.ones(rows, dtype=bool)
+    new[1:] = u[1:] != u[:-1]
+    if ts is not None:
+        t = ts[order]
+        new[1:] |= (t[1:] - t[:-1]) > gap_s
+    out = np.empty(rows, dtype=np.int64)
+    out[order] = np.cumsum(new) - 1
+    return out
+
+
+def log_order(table: pa.Table, meta: DatasetMeta) -> np.ndarray:
+    """Row indices in log order: by timestamp (stable) when there is one, else as stored."""
+    rows = table.num_rows
+    if not meta.has_timestamp:
+        return np.arange(rows, dtype=np.int64)
+    ts = table.column(TIMESTAMP).to_numpy().astype(np.int64)
+    return np.argsort(ts, kind="stable").astype(np.int64)
+
+
+def snapshot_histories(table: pa.Table, meta: DatasetMeta, sessions: np.ndarray,
+                       first_of: np.ndarray | None = None) -> pa.Table:
+    """Every row of a session takes the sequence features of the session's first row.
+
+    Args:
+        table: the train split.
+        meta: names the sequence columns.
+        sessions: session id per row.
+        first_of: row index of the first row of every session; default the lowest row index of
+            the session (our sources store each user's rows in time order).
+
+    Returns:
+        The table with its sequence columns replaced (other columns untouched).
+    """
+    if not meta.sequences:
+        return table
+    if first_of is None:
+        n = int(sessions.max(initial=-1)) + 1
+        first_of = np.full(n, table.num_rows, dtype=np.int64)
+        np.minimum.at(first_of, sessions, np.arange(table.num_rows, dtype=np.int64))
+    take = pa.array(first_of[sessions])
+    for name in meta.sequences:
+        i = table.schema.get_field_index(name)
+        table = table.set_column(i, name, pc.take(table.column(name), take))
+    return table
+
+
+def layout_order(log_rows: np.ndarray, sessions: np.ndarray, window: int, layout: str,
+                 seed: int) -> np.ndarray:
+    """Row order of a layout: windows of ``window`` log rows, shuffled or clustered inside.
+
+    Args:
+        log_rows: row indices in log order (:func:`log_order`).
+        sessions: session id per row.
+        window: rows per partition.
+        layout: ``"shuffled"`` or ``"clustered"``.
+        seed: seeds the shuffle.
+
+    Returns:
+        int64 row indices: partition ``p`` is ``order[p * window : (p + 1) * window]``.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout = {layout!r}: must be one of {LAYOUTS}")
+    if window < 1:
+        raise ValueError(f"window = {window}: must be >= 1")
+    pos = np.arange(log_rows.size, dtype=np.int64)
+    win = pos // window
+    if layout == "shuffled":
+        noise = np.random.default_rng(seed).permutation(log_rows.size)
+        return log_rows[np.lexsort((noise, win))]
+    return log_rows[np.lexsort((pos, sessions[log_rows], win))]
+
+
+def prepare_table(table: pa.Table, meta: DatasetMeta, gap_s: int | None,
+                  history: str) -> tuple[pa.Table, np.ndarray]:
+    """Sessions, the ``request`` column and (``history == "snapshot"``) the history snapshot.
+
+    Returns:
+        ``(table with a request column, session id per row)``.
+    """
+    if history not in ("snapshot", "per_sample"):
+        raise ValueError(f"history = {history!r}: must be 'snapshot' or 'per_sample'")
+    sessions = session_keys(table, meta, gap_s)
+    if history == "snapshot":
+        table = snapshot_histories(table, meta, sessions)
+    if REQUEST in table.column_names:
+        table = table.drop_columns([REQUEST])
+    return table.append_column(REQUEST, pa.array(sessions, pa.int64())), sessions
+
+
+# ------------------------------------------------------------------------------------------------
+# writing
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    """One deterministic zstd Parquet file (no pandas/wall-clock metadata) as bytes."""
+    sink = io.BytesIO()
+    pq.write_table(table.replace_schema_metadata(None), sink, compression="zstd",
+                   write_statistics=True)
+    return sink.getvalue()
+
+
+def partition_files(table: pa.Table, order: np.ndarray, window: int) -> Iterator[bytes]:
+    """The Parquet bytes of each partition of a layout, in order."""
+    for start in range(0, order.size, window):
+        yield _parquet_bytes(table.take(pa.array(order[start:start + window])))
+
+
+def column_bytes(data: bytes) -> dict[str, int]:
+    """Compressed bytes of every top-level column of one Parquet file (all row groups)."""
+    md = pq.ParquetFile(io.BytesIO(data)).metadata
+    out: dict[str, int] = {}
+    for rg in range(md.num_row_groups):
+        group = md.row_group(rg)
+        for c in range(group.num_columns):
+            col = group.column(c)
+            name = col.path_in_schema.split(".")[0]
+            out[name] = out.get(name, 0) + int(col.total_compressed_size)
+    return out
+
+
+def storage_bytes(table: pa.Table, order: np.ndarray, window: int) -> tuple[int, dict[str, int]]:
+    """Total file bytes of the partitions of a layout, and the compressed bytes per column
+    (the rest of the total is Parquet metadata)."""
+    total, per_column = 0, dict.fromkeys(table.column_names, 0)
+    for part in partition_files(table, order, window):
+        total += len(part)
+        for name, size in column_bytes(part).items():
+            per_column[name] += size
+    return total, per_column
+
+
+def write_partitions(table: pa.Table, order: np.ndarray, window: int, directory: Path) -> int:
+    """Write ``part-00000.parquet, ...`` into ``directory`` (which must be fresh); total bytes."""
+    directory.mkdir(parents=True, exist_ok=False)
+    total = 0
+    for p, data in enumerate(partition_files(table, order, window)):
+        (directory / PART_NAME.format(p)).write_bytes(data)
+        total += len(data)
+    return total
+
+
+def read_partitions(directory: Path | str, columns: Sequence[str] | None = None) -> pa.Table:
+    """All partitions of one layout, concatenated in partition order."""
+    directory = Path(directory)
+    parts = sorted(directory.glob("part-*.parquet"))
+    if not parts:
+        raise FileNotFoundError(f"no part-*.parquet in {directory}: run the dedup stage")
+    return pa.concat_tables([pq.read_table(p, columns=list(columns) if columns else None)
+                             for p in parts])
+
+
+# ------------------------------------------------------------------------------------------------
+# sparse features as KJTs, dedup groups
+
+
+def sparse_keys(meta: DatasetMeta) -> list[str]:
+    """The KJT keys of a dataset: every categorical feature, then every sequence feature."""
+    return [*meta.categorical, *meta.sequences]
+
+
+def dedup_groups(meta: DatasetMeta,
+                 configured: Sequence[Sequence[str]] | None) -> tuple[list[list[str]], list[str]]:
+    """RecD's ``dedup_sparse_features`` and the keys left plain.
+
+    Args:
+        meta: the dataset.
+        configured: explicit groups, or None for one group of the user-side and sequence
+            features.
+
+    Returns:
+        ``(groups, plain keys)``.
+
+    Raises:
+        ValueError: a configured group names an unknown feature or a feature twice.
+    """
+    keys = sparse_keys(meta)
+    if configured is None:
+        user = [k for k in keys if k in meta.user_side or k in meta.sequences]
+        groups = [user] if user else []
+    else:
+        groups = [list(g) for g in configured]
+        seen: set[str] = set()
+        for gi, group in enumerate(groups):
+            for key in group:
+                if key not in keys:
+                    raise ValueError(f"experiments.recd.dedup_groups[{gi}] names {key!r}, which "
+                                     f"is not a sparse feature of {meta.name}: {keys}")
+                if key in seen:
+                    raise ValueError(f"experiments.recd.dedup_groups: {key!r} is in two groups")
+                seen.add(key)
+    grouped = {k for g in groups for k in g}
+    return groups, [k for k in keys if k not in grouped]
+
+
+def _column_lists(column: pa.ChunkedArray | pa.Array,
+                  rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, lengths)`` int64 of a column (a scalar column gives lists of one id), of the
+    rows ``rows`` only when given (an Arrow ``take``, so only those rows' values are copied)."""
+    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if rows is not None:
+        col = col.take(pa.array(rows))
+    if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+        col = col.cast(pa.large_list(pa.int64()))
+        offsets = col.offsets.to_numpy()
+        flat = col.values.to_numpy(zero_copy_only=False)
+        return (flat[offsets[0]:offsets[-1]].astype(np.int64, copy=False),
+                np.diff(offsets).astype(np.int64))
+    return (col.to_numpy(zero_copy_only=False).astype(np.int64),
+            np.ones(len(col), dtype=np.int64))
+
+
+def table_to_kjt(table: pa.Table, keys: Sequence[str]) -> KeyedJaggedTensor:
+    """A KJT of ``keys`` over all rows of ``table`` (scalar columns give lists of one id)."""
+    parts = [_column_lists(table.column(key)) for key in keys]
+    return KeyedJaggedTensor(list(keys), np.concatenate([v for v, _ in parts]),
+                             np.concatenate([n for _, n in parts]))
+
+
+def table_to_ikjt(table: pa.Table, keys: Sequence[str], groups: Sequence[Sequence[str]],
+                  plain: Sequence[str]) -> InverseKeyedJaggedTensor:
+    """RecD's reader: an IKJT straight from a columnar batch, keyed by its ``request`` column.
+
+    The grouped features are request-level (constant within a request), so only the first row
+    of every request is read for them (an Arrow ``take`` of ``U`` rows); the plain keys are
+    read whole. No KJT of all rows is materialised for the groups. Equal to
+    ``to_ikjt_by_request(table_to_kjt(table, keys), groups, requests, plain)``.
+    """
+    requests = table.column(REQUEST).to_numpy().astype(np.int64)
+    unique_rows, inverse = request_rows(requests)
+    values: dict[str, np.ndarray] = {}
+    lengths: dict[str, np.ndarray] = {}
+    for group in groups:
+        for key in group:
+            values[key], lengths[key] = _column_lists(table.column(key), unique_rows)
+    for key in plain:
+        values[key], lengths[key] = _column_lists(table.column(key))
+    identity = np.arange(table.num_rows, dtype=np.int64)
+    return InverseKeyedJaggedTensor(list(keys), [*groups, *([k] for k in plain)], values,
+                                    lengths, [inverse] * len(groups) + [identity] * len(plain))
+
+
+def global_row_ids(kjt: KeyedJaggedTensor,
+                   groups: Sequence[Sequence[str]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per group: the unique-row id of every row over the whole table and each row's values.
+
+    Returns:
+        For each group ``(row_id [rows], values_per_unique_row [U])``.
+    """
+    grouped = {k for g in groups for k in g}
+    ikjt = to_ikjt(kjt, groups, plain=[k for k in kjt.keys() if k not in grouped])  # noqa: SIM118
+    out = []
+    for group in ikjt.groups[:len(groups)]:
+        per_row = sum(ikjt.lengths(k) for k in group)
+        out.append((ikjt.inverse_lookup(group), np.asarray(per_row, dtype=np.int64)))
+    return out
+
+
+def batch_dedup(row_ids: np.ndarray, row_values: np.ndarray, order: np.ndarray,
+                batch_size: int) -> tuple[int, int, int, int]:
+    """Rows, unique rows, values and unique values over batches of a layout.
+
+    Args:
+        row_ids: global unique-row id of every row (one group).
+        row_values: values (ids) of each unique row.
+        order: the layout's row order.
+        batch_size: rows per batch (the last batch may be short).
+
+    Returns:
+        ``(rows, unique rows, values, unique values)`` summed over all batches.
+    """
+    ids = row_ids[order]
+    batch = np.arange(ids.size, dtype=np.int64) // batch_size
+    n_ids = int(row_values.size)
+    pairs = np.unique(batch * n_ids + ids)
+    unique_ids = pairs % n_ids if n_ids else pairs
+    return (int(ids.size), int(pairs.size), int(row_values[ids].sum()),
+            int(row_values[unique_ids].sum()))
+
+
+def dedup_table(kjt: KeyedJaggedTensor, groups: Sequence[Sequence[str]],
+                orders: dict[tuple[str, int], np.ndarray],
+                batch_sizes: Sequence[int]) -> pd.DataFrame:
+    """Dedup factors of every group (and all keys together) for layouts x batch sizes.
+
+    Args:
+        kjt: every sparse key over the whole table.
+        groups: the dedup groups (other keys count as plain: every row stored).
+        orders: ``{(layout, window): row order}``.
+        batch_sizes: the batch sizes.
+
+    Returns:
+        One row per (layout, window, batch size, group) with rows, unique_rows, values,
+        unique_values, dedup_factor (rows / unique rows) and values_factor; ``group = "all"``
+        sums every key (plain keys contribute all their values).
+    """
+    ids = global_row_ids(kjt, groups)
+    grouped = {k for g in groups for k in g}
+    plain_values = sum(int(kjt[k].values().size) for k in kjt.keys() if k not in grouped)  # noqa: SIM118
+    records = []
+    for (layout, window), order in orders.items():
+        for b in batch_sizes:
+            tot_v = tot_u = plain_values
+            for group, (row_ids, row_values) in zip(groups, ids):
+                rows, urows, vals, uvals = batch_dedup(row_ids, row_values, order, b)
+                records.append({"layout": layout, "window": window, "batch_size": b,
+                                "group": "+".join(group), "rows": rows, "unique_rows": urows,
+                                "values": vals, "unique_values": uvals})
+                tot_v += vals
+                tot_u += uvals
+            records.append({"layout": layout, "window": window, "batch_size": b, "group": "all",
+                            "rows": kjt.batch_size, "unique_rows": kjt.batch_size,
+                            "values": tot_v, "unique_values": tot_u})
+    frame = pd.DataFrame.from_records(records)
+    frame["dedup_factor"] = frame["rows"] / frame["unique_rows"].clip(lower=1)
+    frame["values_factor"] = frame["values"] / frame["unique_values"].clip(lower=1)
+    return frame
+
