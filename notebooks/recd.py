@@ -32,6 +32,7 @@ out_dir = "reports/recd"  # where figures, tables and section.json go
 import json
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import NullFormatter, ScalarFormatter
 import pandas as pd
 import seaborn as sns
 
@@ -96,15 +97,15 @@ def dataset_setting(name: str) -> str:
 user = dedup[dedup["group"] != "all"]
 at_window = user[user["window"] == exp.window]
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-sns.lineplot(data=at_window, x="batch_size", y="dedup_factor", hue="dataset", style="layout",
-             ax=axes[0], **LAYOUT_STYLE)
+sns.lineplot(data=at_window, x="batch_size", y="dedup_factor", hue="dataset",
+             hue_order=datasets, style="layout", ax=axes[0], **LAYOUT_STYLE)
 axes[0].set(xscale="log", yscale="log", xlabel="batch size",
             ylabel="dedup factor (rows / unique rows)",
             title=f"window {exp.window:,} rows")
 mid = exp.train_batch_size if exp.train_batch_size in exp.batch_sizes else exp.batch_sizes[-1]
 by_window = user[user["batch_size"] == mid]
-sns.lineplot(data=by_window, x="window", y="dedup_factor", hue="dataset", style="layout",
-             ax=axes[1], legend=False, **LAYOUT_STYLE)
+sns.lineplot(data=by_window, x="window", y="dedup_factor", hue="dataset",
+             hue_order=datasets, style="layout", ax=axes[1], legend=False, **LAYOUT_STYLE)
 axes[1].set(xscale="log", yscale="log", xlabel="partition window (rows)", ylabel="",
             title=f"batch size {mid}")
 axes[0].legend(fontsize=7)
@@ -134,7 +135,8 @@ totals = storage[storage["column_class"] == "total"]
 ratio = totals.pivot_table(index=["dataset", "window"], columns="layout",
                            values="bytes").reset_index()
 ratio["storage_ratio"] = ratio["shuffled"] / ratio["clustered"]
-sns.lineplot(data=ratio, x="window", y="storage_ratio", hue="dataset", marker="o", ax=axes[1])
+sns.lineplot(data=ratio, x="window", y="storage_ratio", hue="dataset", hue_order=datasets,
+             marker="o", ax=axes[1])
 axes[1].axhline(1, color="grey", lw=0.8)
 axes[1].set(xscale="log", xlabel="partition window (rows)",
             ylabel="bytes shuffled / bytes clustered")
@@ -185,19 +187,34 @@ section.table(pre_speed, "preprocess_speedup", "Preprocessing samples/s per path
 # %%
 train = timing[timing["phase"] == "train"]
 train_speed = speedup(train)
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-sns.barplot(data=train, x="dataset", y="samples_per_s", hue=train["layout"] + " " + train["path"],
-            ax=axes[0])
+nearest = min(exp.batch_sizes, key=lambda b: abs(b - exp.train_batch_size))
+train_factor = user[(user["window"] == exp.window) & (user["batch_size"] == nearest)]
+train_speed = train_speed.merge(train_factor[["dataset", "layout", "dedup_factor"]],
+                                on=["dataset", "layout"])
+fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
+sns.barplot(data=train, x="dataset", y="samples_per_s", order=datasets,
+            hue=train["layout"] + " " + train["path"], ax=axes[0])
 axes[0].set(ylabel="training samples / s", xlabel="")
 axes[0].tick_params(axis="x", labelsize=7)
 axes[0].legend(fontsize=7)
 clustered_losses = losses[losses["layout"] == "clustered"]
-sns.lineplot(data=clustered_losses, x="step", y="loss", hue="dataset", style="path", ax=axes[1])
+sns.lineplot(data=clustered_losses, x="step", y="loss", hue="dataset", hue_order=datasets,
+             style="path", ax=axes[1])
 axes[1].set(ylabel="train loss (clustered)", xlabel="step")
 axes[1].legend(fontsize=7)
+sns.scatterplot(data=train_speed, x="dedup_factor", y="IKJT / KJT", hue="dataset",
+                hue_order=datasets, style="layout", style_order=["clustered", "shuffled"],
+                markers={"clustered": "o", "shuffled": "X"}, s=70, ax=axes[2])
+axes[2].axhline(1, color="grey", lw=0.8)
+axes[2].set(xscale="log", xlabel=f"user-group dedup factor (batch {nearest})",
+            ylabel="training speedup IKJT / KJT")
+axes[2].xaxis.set_major_formatter(ScalarFormatter())
+axes[2].xaxis.set_minor_formatter(NullFormatter())
+axes[2].legend(fontsize=7)
 section.figure(fig, "training",
                "Training throughput (forward, backward, Adagrad step) on KJT and IKJT batches, "
-               "and the per-step losses of both paths (they coincide)",
+               "the per-step losses of both paths (they coincide), and the speedup against the "
+               "batch's dedup factor",
                setting=f"batch {exp.train_batch_size}, {cfg.profile.recd_batches} batches, "
                f"D = {exp.embedding_dim}, history {exp.max_history}, {exp.seq_heads} heads, "
                f"lr {exp.lr}; one torch thread")

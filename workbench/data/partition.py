@@ -406,7 +406,8 @@ def dedup_table(kjt: KeyedJaggedTensor, groups: Sequence[Sequence[str]],
     """
     ids = global_row_ids(kjt, groups)
     grouped = {k for g in groups for k in g}
-    plain_values = sum(int(kjt[k].values().size) for k in kjt.keys() if k not in grouped)  # noqa: SIM118
+    plain = [k for k in kjt.keys() if k not in grouped]  # noqa: SIM118 (a KJT, not a dict)
+    plain_values = sum(int(kjt[k].values().size) for k in plain)
     records = []
     for (layout, window), order in orders.items():
         for b in batch_sizes:
