@@ -193,6 +193,10 @@ def unavailable_result(processed: Path, out_file: Path) -> bool:
     saying so (with the reason) and return True; otherwise return False."""
     import json
 
+    if not (processed / STATUS).exists():
+        raise FileNotFoundError(f"{processed / STATUS} not found: run the preprocess stage for "
+                                f"{processed.name} first (python -m workbench.stages prepare "
+                                f"--dataset {processed.name})")
     status = json.loads((processed / STATUS).read_text())
     if status["available"]:
         return False
