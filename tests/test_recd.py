@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from workbench import recd
 from workbench.config import REPO_ROOT, ConfigError, load
@@ -121,8 +122,8 @@ def test_dedup_stage_on_a_dataset_without_sessions_fails_clearly(ci_pipeline: Pa
 
 
 @pytest.mark.parametrize(("override", "message"), [
-    ("experiments.recd.bottom_mlp=[64,16]", "the last width must equal embedding_dim"),
-    ("experiments.recd.top_mlp=[64,2]", "the last width must be 1"),
+    ("experiments.recd.bottom_mlp=[64,0]", r"bottom_mlp\[1\] = 0: must be an integer >= 1"),
+    ("experiments.recd.top_mlp=[-3]", r"top_mlp\[0\] = -3: must be an integer >= 1"),
     ("experiments.recd.seq_heads=3", "must divide embedding_dim"),
     ("experiments.recd.history=latest", "experiments.recd.history = 'latest'"),
     ("experiments.recd.window_sweep=[0]", r"window_sweep\[0\] = 0"),
@@ -142,3 +143,15 @@ def test_configured_transforms_are_used() -> None:
 
     out = transforms.apply_kjt(KeyedJaggedTensor.from_dict({"C1": [[1], [50], [99]]}))
     assert out.values().max() < 7
+
+
+def test_mlp_widths_are_hidden_widths_as_in_the_model_configs() -> None:
+    exp = load(["experiments.recd.bottom_mlp=[64]", "experiments.recd.top_mlp=[48]"]) \
+        .experiments.recd
+    meta = {"keys": ["u", "i"], "cardinalities": {"u": 5, "i": 5}, "sequences": {},
+            "dense": ["d1", "d2", "d3"], "groups": [["u"]], "plain": ["i"]}
+    model = recd.build_model(meta, exp, seed=0)
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    widths = [(m.in_features, m.out_features) for m in linears]
+    assert widths[:2] == [(3, 64), (64, exp.embedding_dim)]  # bottom: 3 -> 64 -> D
+    assert widths[-2][1] == 48 and widths[-1] == (48, 1)     # top: ... -> 48 -> 1

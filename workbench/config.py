@@ -561,8 +561,9 @@ class RecdConfig:
         train_batch_size: batch size of the training runs.
         train_batches: batches of each training run.
         embedding_dim: embedding width of the RecD model.
-        bottom_mlp: bottom MLP widths (the last must equal ``embedding_dim``).
-        top_mlp: top MLP widths (the last must be 1).
+        bottom_mlp: bottom MLP hidden widths (dense features -> ... -> D is appended, as in
+            ``models.dlrm``).
+        top_mlp: top MLP hidden widths (a final 1-unit layer is appended).
         seq_heads: attention heads of the sequence tower.
         lr: Adagrad learning rate.
     """
@@ -582,21 +583,17 @@ class RecdConfig:
     train_batch_size: int = field(default=512, metadata=_range(1, None))
     train_batches: int = field(default=40, metadata=_range(1, None))
     embedding_dim: int = field(default=32, metadata=_range(1, 4096))
-    bottom_mlp: list[int] = field(default_factory=lambda: [64, 32])
-    top_mlp: list[int] = field(default_factory=lambda: [64, 1])
+    bottom_mlp: list[int] = field(default_factory=lambda: [64])
+    top_mlp: list[int] = field(default_factory=lambda: [64])
     seq_heads: int = field(default=2, metadata=_range(1, 64))
     lr: float = field(default=0.05, metadata=_range(0.0, None, lo_open=True))
 
     def __post_init__(self) -> None:
-        for key in ("window_sweep", "batch_sizes", "preprocess_batch_sizes"):
+        for key in ("window_sweep", "batch_sizes", "preprocess_batch_sizes", "bottom_mlp",
+                    "top_mlp"):
             for i, n in enumerate(getattr(self, key)):
                 if n < 1:
                     raise ConfigError(f"{key}[{i}] = {n}: must be an integer >= 1")
-        if self.bottom_mlp and self.bottom_mlp[-1] != self.embedding_dim:
-            raise ConfigError(f"bottom_mlp = {self.bottom_mlp}: the last width must equal "
-                              f"embedding_dim = {self.embedding_dim}")
-        if not self.top_mlp or self.top_mlp[-1] != 1:
-            raise ConfigError(f"top_mlp = {self.top_mlp}: the last width must be 1")
         if self.embedding_dim % self.seq_heads:
             raise ConfigError(f"seq_heads = {self.seq_heads}: must divide embedding_dim = "
                               f"{self.embedding_dim}")

@@ -256,7 +256,7 @@ def build_model(meta: dict[str, Any], exp: RecdConfig, seed: int) -> RecDModel:
                             table=sequences.get(key))
                 for key in meta["keys"]]
     return RecDModel(len(meta["dense"]), features, [*groups, *([k] for k in plain)],
-                     exp.embedding_dim, exp.bottom_mlp if meta["dense"] else [], exp.top_mlp,
+                     exp.embedding_dim, exp.bottom_mlp, exp.top_mlp,
                      seq_heads=exp.seq_heads, seq_max_length=exp.max_history, seed=seed)
 
 
