@@ -38,7 +38,7 @@ SequenceTower (one self-attention block over the last ``max_length`` ids of the 
     (an empty list: 0; it attends to one dummy position so no softmax row is all -inf, and
      the pooling weights then zero it)
 
-DLRM on top (the structure of :class:`workbench.models.DLRM`, with the e_k from above)::
+DLRM on top (a :class:`workbench.models.DLRM` fed with the e_k from above)::
 
                           logit [B]
                             |
@@ -96,7 +96,7 @@ from workbench.jagged import (
     pooled_lookup,
     to_ikjt,
 )
-from workbench.models import MLP, DotInteraction
+from workbench.models import DLRM
 
 __all__ = [
     "FeatureKind",
@@ -315,9 +315,8 @@ class RecDModel(nn.Module):
         tables: ``nn.ParameterDict`` table name -> ``[num_rows, D]`` (uniform in
             ``+-1/sqrt(num_rows)``, as DLRM).
         towers: ``nn.ModuleDict`` sequence feature name -> :class:`SequenceTower`.
-        dense_arch: bottom :class:`~workbench.models.MLP`, or ``None`` when ``n_dense`` is 0.
-        interaction_arch: :class:`~workbench.models.DotInteraction` over ``K (+ 1)`` vectors.
-        over_arch: top :class:`~workbench.models.MLP`.
+        dlrm: the dense part, a :class:`~workbench.models.DLRM` over the K feature vectors
+            (bottom MLP, dot interaction over ``K (+ 1)`` vectors, top MLP).
 
     Raises:
         ValueError: duplicate feature names, groups not partitioning the features, a ``table``
@@ -389,11 +388,7 @@ class RecDModel(nn.Module):
             self.towers = nn.ModuleDict({
                 f.name: SequenceTower(embedding_dim, seq_heads, seq_max_length)
                 for f in features if f.kind == "sequence"})
-            self.dense_arch = (MLP(n_dense, [*bottom_mlp, embedding_dim], last_activation=True)
-                               if n_dense else None)
-            self.interaction_arch = DotInteraction(len(features) + (1 if n_dense else 0))
-            over_in = self.interaction_arch.out_features + (embedding_dim if n_dense else 0)
-            self.over_arch = MLP(over_in, [*top_mlp, 1])
+            self.dlrm = DLRM(n_dense, len(features), embedding_dim, bottom_mlp, top_mlp)
 
     # -- inputs ----------------------------------------------------------------------------------
 
@@ -417,16 +412,6 @@ class RecDModel(nn.Module):
                                      f"{sorted(list(g) for g in owners)}; it must lie inside "
                                      f"one (dedup with model.dedup(kjt) or "
                                      f"to_ikjt(kjt, model.groups))")
-
-    def _check_dense(self, dense: Tensor | None, batch: int) -> Tensor | None:
-        if dense is None:
-            if self.n_dense:
-                raise ValueError(f"RecDModel: dense is None, expected [B, {self.n_dense}]")
-            return None
-        if tuple(dense.shape) != (batch, self.n_dense):
-            raise ValueError(f"RecDModel: dense has shape {tuple(dense.shape)}, expected "
-                             f"[{batch}, {self.n_dense}]")
-        return dense
 
     def _group_rows(self, sparse: SparseBatch,
                     group: Sequence[str]) -> tuple[dict[str, JaggedTensor], Tensor | None]:
@@ -496,15 +481,7 @@ class RecDModel(nn.Module):
             ValueError: keys not matching the features, wrong dense shape, or an IKJT whose
                 dedup groups split a model group.
         """
-        emb = self.embeddings(sparse)
-        dense = self._check_dense(dense, sparse.batch_size)
-        if self.dense_arch is None:
-            top_in = self.interaction_arch(emb)
-        else:
-            z = self.dense_arch(dense)                                   # [B, D]
-            vectors = torch.cat([z.unsqueeze(1), emb], dim=1)            # [B, K + 1, D]
-            top_in = torch.cat([z, self.interaction_arch(vectors)], dim=1)
-        return self.over_arch(top_in).squeeze(1)
+        return self.dlrm(dense, self.embeddings(sparse))
 
     def work(self, sparse: SparseBatch) -> dict[str, object]:
         """Rows and ids the per-group compute processes for a batch (before expansion).
