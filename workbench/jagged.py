@@ -83,6 +83,15 @@ def _as_int64_1d(name: str, array: object) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
+def _check_lengths(values: np.ndarray, lengths: np.ndarray) -> None:
+    """Raise ``ValueError`` unless ``lengths`` are non-negative and sum to ``len(values)``."""
+    if lengths.size and lengths.min() < 0:
+        raise ValueError("lengths must be non-negative")
+    total = int(lengths.sum())
+    if total != values.size:
+        raise ValueError(f"lengths sum to {total} but there are {values.size} values")
+
+
 def _offsets(lengths: np.ndarray) -> np.ndarray:
     """Exclusive prefix sum ``[0, l0, l0+l1, ...]`` (length ``len(lengths) + 1``)."""
     out = np.zeros(lengths.size + 1, dtype=np.int64)
@@ -252,11 +261,7 @@ class JaggedTensor:
     def __init__(self, values: np.ndarray, lengths: np.ndarray) -> None:
         self._values = _as_int64_1d("values", values)
         self._lengths = _as_int64_1d("lengths", lengths)
-        if self._lengths.size and self._lengths.min() < 0:
-            raise ValueError("lengths must be non-negative")
-        total = int(self._lengths.sum())
-        if total != self._values.size:
-            raise ValueError(f"lengths sum to {total} but there are {self._values.size} values")
+        _check_lengths(self._values, self._lengths)
 
     def values(self) -> np.ndarray:
         """Concatenated lists (int64)."""
@@ -327,11 +332,7 @@ class KeyedJaggedTensor:
         if self._lengths.size % len(keys):
             raise ValueError(f"len(lengths)={self._lengths.size} is not a multiple of "
                              f"len(keys)={len(keys)} (lengths are key-major [len(keys) * B])")
-        if self._lengths.size and self._lengths.min() < 0:
-            raise ValueError("lengths must be non-negative")
-        total = int(self._lengths.sum())
-        if total != self._values.size:
-            raise ValueError(f"lengths sum to {total} but there are {self._values.size} values")
+        _check_lengths(self._values, self._lengths)
         self._stride = self._lengths.size // len(keys)
         per_key = self._lengths.reshape(len(keys), self._stride).sum(axis=1)
         self._key_offsets = _offsets(per_key)
