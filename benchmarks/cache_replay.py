@@ -22,6 +22,7 @@ from workbench.cache import POLICIES
 from workbench.cluster import EdgeCluster, replay
 from workbench.config import CacheConfig, ClusterConfig
 from workbench.io import write_json
+from workbench.timing import pin_one_core
 
 ROWS = 1_000_000
 KEYS_PER_STEP = 1_000
@@ -64,8 +65,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path,
                         default=Path(__file__).parent / "results" / "cache_replay.json")
     args = parser.parse_args()
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
+    pin_one_core()
     trace = zipf_trace(args.steps)
     warm = zipf_trace(50, seed=1)
     results = []

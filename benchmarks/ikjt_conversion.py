@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
 from pathlib import Path
 
 import numpy as np
 
 from workbench.io import write_json
 from workbench.jagged import KeyedJaggedTensor, to_ikjt, to_ikjt_by_request
+from workbench.timing import best_seconds, pin_one_core
 
 HISTORY_LENGTH = 20
 GROUPS = [["user_id", "user_country"], ["user_history"], ["item_id"], ["item_category"]]
@@ -52,17 +52,6 @@ def session_batch(batch: int, seed: int = 0) -> tuple[KeyedJaggedTensor, np.ndar
             session.astype(np.int64))
 
 
-def best_time(fn, repeats: int) -> float:
-    """Best wall time of ``repeats`` calls (after one warm-up call)."""
-    fn()
-    best = np.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=4096)
@@ -70,23 +59,20 @@ def main() -> None:
     parser.add_argument("--out", type=Path,
                         default=Path(__file__).parent / "results" / "ikjt_conversion.json")
     args = parser.parse_args()
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
+    pin_one_core()
     kjt, session = session_batch(args.batch)
     ikjt = to_ikjt(kjt, GROUPS)
     assert ikjt.expand() == kjt
-    results = {}
-    for method in ("hash", "sort"):
-        seconds = best_time(lambda m=method: to_ikjt(kjt, GROUPS, method=m), args.repeats)
-        results[method] = {"seconds": seconds, "values_per_s": kjt.num_values() / seconds,
-                           "samples_per_s": kjt.batch_size / seconds}
     by_request = to_ikjt_by_request(kjt, REQUEST_GROUPS, session, plain=PLAIN, verify=True)
     assert by_request.expand() == kjt
-    seconds = best_time(lambda: to_ikjt_by_request(kjt, REQUEST_GROUPS, session, plain=PLAIN),
-                        args.repeats)
-    results["request"] = {"seconds": seconds, "values_per_s": kjt.num_values() / seconds,
-                          "samples_per_s": kjt.batch_size / seconds}
-    expand_s = best_time(ikjt.expand, args.repeats)
+    seconds = best_seconds({
+        "hash": lambda: to_ikjt(kjt, GROUPS, method="hash"),
+        "sort": lambda: to_ikjt(kjt, GROUPS, method="sort"),
+        "request": lambda: to_ikjt_by_request(kjt, REQUEST_GROUPS, session, plain=PLAIN),
+        "expand": ikjt.expand}, args.repeats, warmup=True)
+    expand_s = seconds.pop("expand")
+    results = {name: {"seconds": sec, "values_per_s": kjt.num_values() / sec,
+                      "samples_per_s": kjt.batch_size / sec} for name, sec in seconds.items()}
     summary = {
         "batch_size": kjt.batch_size,
         "kjt_values": kjt.num_values(),
@@ -107,7 +93,7 @@ def main() -> None:
         "setting": {"batch": args.batch, "session_length": [4, 12],
                     "history_length": HISTORY_LENGTH, "groups": GROUPS,
                     "request_groups": REQUEST_GROUPS, "request_plain": PLAIN,
-                    "repeats": args.repeats, "timing": "best of repeats", "cores": 1},
+                    "repeats": args.repeats, "timing": "best of alternating repeats", "cores": 1},
         "machine": {"python": platform.python_version(), "numpy": np.__version__,
                     "processor": platform.processor(), "cpus": os.cpu_count()},
         "to_ikjt": results,

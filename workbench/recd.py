@@ -45,6 +45,7 @@ from workbench.data import partition as part
 from workbench.data.schema import LABEL, SESSION, TIMESTAMP, DatasetMeta
 from workbench.jagged import to_ikjt
 from workbench.recd_model import FeatureSpec, RecDModel, RecDTrainer
+from workbench.timing import best_seconds
 from workbench.transforms import FeatureTransforms
 
 log = logging.getLogger(__name__)
@@ -218,26 +219,13 @@ def preprocessors(meta: dict[str, Any], transforms: FeatureTransforms):
     }
 
 
-def _best_of(repeats: int, runs: dict[str, Any]) -> dict[str, float]:
-    """Run each callable of ``runs`` ``repeats`` times, alternating; best seconds of each."""
-    import time
-
-    best = dict.fromkeys(runs, float("inf"))
-    for _ in range(repeats):
-        for name, fn in runs.items():
-            t0 = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - t0)
-    return best
-
-
 def preprocess_timing(batches: list[Batch], meta: dict[str, Any], transforms: FeatureTransforms,
                       repeats: int) -> dict[str, Any]:
     """Preprocessing seconds of each path of :func:`preprocessors` over the same batches (from
     the decoded columnar rows to the transformed sparse batch), and the values transformed."""
     paths = preprocessors(meta, transforms)
     runs = {name: (lambda fn=fn: [fn(b.rows) for b in batches]) for name, fn in paths.items()}
-    seconds = _best_of(repeats, runs)
+    seconds = best_seconds(runs, repeats)
     keys, groups, plain = meta["keys"], meta["groups"], meta["plain"]
     return {"seconds": seconds,
             "values_kjt": sum(transforms.values_processed_kjt(part.table_to_kjt(b.rows, keys))
@@ -291,7 +279,8 @@ def training_timing(batches: list[Batch], meta: dict[str, Any], transforms: Feat
 
     run("kjt", steps=2)  # warm-up: allocator, lazy module loading (not timed)
     run("ikjt", steps=2)
-    seconds = _best_of(exp.repeats, {"kjt": lambda: run("kjt"), "ikjt": lambda: run("ikjt")})
+    seconds = best_seconds({"kjt": lambda: run("kjt"), "ikjt": lambda: run("ikjt")},
+                           exp.repeats)
     model = build_model(meta, exp, seed)
     work = {path: {key: int(sum(model.work(s)[key] for _, s, _ in inputs[path]))
                    for key in ("rows", "values", "sequence_positions")}
