@@ -52,6 +52,8 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from workbench.linked_list import HEAD, NEXT, PREV, TAIL, push_front, unlink
+
 POLICIES = {"none": 0, "lru": 1, "lfu": 2, "lfuopt": 3}
 LFUOPT_PERMANENT = 10  # HET's kUseCntMax: uses after which an LFUOpt line is never evicted
 
@@ -66,46 +68,32 @@ C_INDEX = {name: i for i, name in enumerate(COUNTERS)}
 PULL_COUNTERS = ("miss_pulls", "stale_pulls")
 PUSH_COUNTERS = ("bound_pushes", "evict_pushes", "uncached_pushes", "flush_pushes")
 
-# lines[] columns
-_KEY, _VER, _UPD, _PREV, _NEXT, _BUCKET, _FREQ = range(7)
-# buckets[] columns
-_BFREQ, _BHEAD, _BTAIL, _BPREV, _BNEXT = range(5)
+# lines[] columns: a line is a node of its bucket's list (workbench.linked_list)
+_PREV, _NEXT = PREV, NEXT
+_KEY, _VER, _UPD, _BUCKET, _FREQ = range(2, 7)
+#: lines[] columns read by other modules: the cached row's version, its unpushed updates
+LINE_VERSION, LINE_UPDATES = _VER, _UPD
+# buckets[] columns: a bucket is a list of lines, and a node of the chain of LFU buckets
+_BHEAD, _BTAIL = HEAD, TAIL
+_BFREQ, _BPREV, _BNEXT = range(2, 5)
 # meta[] entries
 _POLICY, _CAP, _SIZE, _FIRST, _FREE_TOP, _QLEN, _PERM, _DIRTY = range(8)
 _NONE, _LRU, _LFU, _LFUOPT = 0, 1, 2, 3
 
 
 # ------------------------------------------------------------------------------------------
-# Linked-list primitives
+# Linked-list primitives (lines in bucket lists: workbench.linked_list; the LFU bucket chain)
 # ------------------------------------------------------------------------------------------
 
 @nb.njit(cache=True, _nrt=False)
 def _unlink(lines, buckets, s):
-    b = lines[s, _BUCKET]
-    p, n = lines[s, _PREV], lines[s, _NEXT]
-    if p >= 0:
-        lines[p, _NEXT] = n
-    else:
-        buckets[b, _BHEAD] = n
-    if n >= 0:
-        lines[n, _PREV] = p
-    else:
-        buckets[b, _BTAIL] = p
-    lines[s, _PREV] = -1
-    lines[s, _NEXT] = -1
+    unlink(lines, buckets, lines[s, _BUCKET], s)
 
 
 @nb.njit(cache=True, _nrt=False)
 def _push_front(lines, buckets, s, b):
-    h = buckets[b, _BHEAD]
-    lines[s, _PREV] = -1
-    lines[s, _NEXT] = h
+    push_front(lines, buckets, b, s)
     lines[s, _BUCKET] = b
-    if h >= 0:
-        lines[h, _PREV] = s
-    else:
-        buckets[b, _BTAIL] = s
-    buckets[b, _BHEAD] = s
 
 
 @nb.njit(cache=True, _nrt=False)

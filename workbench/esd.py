@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numba as nb
 import numpy as np
 
+from workbench.cache import LINE_UPDATES, LINE_VERSION
 from workbench.cluster import EdgeCluster
 from workbench.dispatch import assign
 
@@ -111,8 +112,8 @@ def _worker_key_costs(slot_of, lines, versions, uniq, read_bound, tau, p_dirty, 
             out[u] = tau * (1.0 + p_dirty)
             dirty[u] = False
         else:
-            out[u] = tau if versions[k] - lines[s, 1] > read_bound else 0.0
-            dirty[u] = lines[s, 2] > 0
+            out[u] = tau if versions[k] - lines[s, LINE_VERSION] > read_bound else 0.0
+            dirty[u] = lines[s, LINE_UPDATES] > 0
 
 
 @nb.njit(cache=True)

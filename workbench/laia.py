@@ -65,14 +65,17 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from workbench.linked_list import HEAD, NEXT, PREV, TAIL, push_front, unlink
+
 COLUMNS = ("miss_pull", "update_pull", "miss_push", "update_push", "hits", "unique_keys")
 C_INDEX = {name: i for i, name in enumerate(COLUMNS)}
 _MISS_PULL, _UPDATE_PULL, _MISS_PUSH, _UPDATE_PUSH, _HITS, _UNIQUE = range(len(COLUMNS))
 
 # links[] columns (the fourth is padding: one slot is 16 aligned bytes, never two cache lines)
-_KEY, _PREV, _NEXT = range(3)
-# meta[] columns
-_BASE, _CAP, _SIZE, _HEAD, _TAIL = range(5)
+_PREV, _NEXT, _KEY = PREV, NEXT, 2
+# meta[] columns: worker w's snapshot is list w of workbench.linked_list
+_HEAD, _TAIL = HEAD, TAIL
+_BASE, _CAP, _SIZE = range(2, 5)
 
 # Herald's MiniLRUCache::get return codes
 _GET_HIT, _GET_OUTDATED, _GET_MISS, _GET_MISS_DIRTY = -1, -2, 0, 1
@@ -85,33 +88,6 @@ _MAX_SLOTS = 2**30 - 2  # (slot + 1) << 1 | 1 must fit in int32
 # ------------------------------------------------------------------------------------------
 
 @nb.njit(cache=True, _nrt=False)
-def _unlink(links, meta, w, s):
-    p, n = links[s, _PREV], links[s, _NEXT]
-    if p >= 0:
-        links[p, _NEXT] = n
-    else:
-        meta[w, _HEAD] = n
-    if n >= 0:
-        links[n, _PREV] = p
-    else:
-        meta[w, _TAIL] = p
-    links[s, _PREV] = -1
-    links[s, _NEXT] = -1
-
-
-@nb.njit(cache=True, _nrt=False)
-def _push_front(links, meta, w, s):
-    h = meta[w, _HEAD]
-    links[s, _PREV] = -1
-    links[s, _NEXT] = h
-    if h >= 0:
-        links[h, _PREV] = s
-    else:
-        meta[w, _TAIL] = s
-    meta[w, _HEAD] = s
-
-
-@nb.njit(cache=True, _nrt=False)
 def _get(loc, links, meta, w, k):
     """``MiniLRUCache::get(k)`` on w's snapshot; returns Herald's code (-1, -2, 0, 1)."""
     v = loc[k, w]
@@ -119,8 +95,8 @@ def _get(loc, links, meta, w, k):
         s = (v >> 1) - 1
         code = _GET_HIT if (v & 1) else _GET_OUTDATED
         if meta[w, _HEAD] != s:
-            _unlink(links, meta, w, s)
-            _push_front(links, meta, w, s)
+            unlink(links, meta, w, s)
+            push_front(links, meta, w, s)
         loc[k, w] = v | 1
         return code
     cap = meta[w, _CAP]
@@ -138,9 +114,9 @@ def _get(loc, links, meta, w, k):
         if loc[victim, w] & 1:
             code = _GET_MISS_DIRTY
         loc[victim, w] = 0
-        _unlink(links, meta, w, s)
+        unlink(links, meta, w, s)
     links[s, _KEY] = k
-    _push_front(links, meta, w, s)
+    push_front(links, meta, w, s)
     loc[k, w] = ((s + 1) << 1) | 1
     return code
 
