@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.cache import POLICIES
-from workbench.cluster import EdgeCluster, replay
-from workbench.config import CacheConfig, ClusterConfig
-from workbench.io import write_json
-from workbench.timing import pin_one_core
+from workbench.cluster.cache import POLICIES
+from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.edge_cluster import EdgeCluster, replay
+from workbench.utils.io import write_json
+from workbench.utils.timing import pin_one_core
 
 ROWS = 1_000_000
 KEYS_PER_STEP = 1_000

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.cluster import EdgeCluster
-from workbench.config import CacheConfig, ClusterConfig
-from workbench.esd import DISPATCHERS, make_dispatcher
-from workbench.io import write_json
+from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.edge_cluster import EdgeCluster
+from workbench.dispatch.registry import DISPATCHERS, make_dispatcher
+from workbench.utils.io import write_json
 
 WORKERS, PER_WORKER, TABLES, ROWS_PER_TABLE = 8, 128, 26, 38_462
 

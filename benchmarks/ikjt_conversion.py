@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.io import write_json
-from workbench.jagged import KeyedJaggedTensor, to_ikjt, to_ikjt_by_request
-from workbench.timing import best_seconds, pin_one_core
+from workbench.sparse.jagged_tensor import KeyedJaggedTensor, to_ikjt, to_ikjt_by_request
+from workbench.utils.io import write_json
+from workbench.utils.timing import best_seconds, pin_one_core
 
 HISTORY_LENGTH = 20
 GROUPS = [["user_id", "user_country"], ["user_history"], ["item_id"], ["item_category"]]

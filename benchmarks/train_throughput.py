@@ -25,11 +25,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from workbench.config import CacheConfig, ClusterConfig, SyntheticConfig, load
+from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.config import load
+from workbench.data.config import SyntheticConfig
 from workbench.data.synthetic import generate
-from workbench.io import write_json
-from workbench.models import build_model
-from workbench.train import Split, SystemSpec, Trainer
+from workbench.models.ctr import build_model
+from workbench.training.trainer import Split, SystemSpec, Trainer
+from workbench.utils.io import write_json
 
 
 def make_data(rows: int, seed: int = 0) -> tuple[Split, int]:

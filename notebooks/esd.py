@@ -34,8 +34,8 @@ import pandas as pd
 import seaborn as sns
 
 from workbench.config import load
-from workbench.plotting import set_theme
-from workbench.report import Claim, Section
+from workbench.report.plotting import set_theme
+from workbench.report.sections import Claim, Section
 
 set_theme()
 cfg = load(params=params_file)

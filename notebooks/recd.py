@@ -32,13 +32,13 @@ out_dir = "reports/recd"  # where figures, tables and section.json go
 import json
 
 import matplotlib.pyplot as plt
-from matplotlib.ticker import NullFormatter, ScalarFormatter
 import pandas as pd
 import seaborn as sns
+from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from workbench.config import load
-from workbench.plotting import set_theme
-from workbench.report import Claim, Section
+from workbench.report.plotting import set_theme
+from workbench.report.sections import Claim, Section
 
 set_theme()
 LAYOUT_STYLE = {"style_order": ["clustered", "shuffled"],

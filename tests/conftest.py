@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.config import REPO_ROOT, compose, to_yaml, validate
+from workbench.config import compose, to_yaml, validate
+from workbench.utils.paths import REPO_ROOT
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 

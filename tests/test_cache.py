@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from reference_het import RefHET
-from workbench.cache import COUNTERS, CacheSpec, ParameterServer, WorkerCache
+
+from workbench.cluster.cache import COUNTERS, CacheSpec, ParameterServer, WorkerCache
 
 POLICY = st.sampled_from(["lru", "lfu", "lfuopt", "none"])
 

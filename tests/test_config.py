@@ -9,8 +9,9 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from workbench.config import (PARAMS_FILE, REPO_ROOT, ConfigError, compose, load, to_yaml,
-                              validate)
+from workbench.config import compose, load, to_yaml, validate
+from workbench.utils.paths import PARAMS_FILE, REPO_ROOT
+from workbench.utils.validation import ConfigError
 
 
 def test_default_config_validates() -> None:

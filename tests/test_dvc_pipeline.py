@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import shared_data_dir
-from workbench.config import REPO_ROOT, compose, to_yaml
+
+from workbench.config import compose, to_yaml
+from workbench.utils.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 COPY = ["workbench", "conf", "notebooks", "dvc.yaml", ".dvcignore", "pyproject.toml"]

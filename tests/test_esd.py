@@ -12,10 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.cluster import EdgeCluster
-from workbench.config import REPO_ROOT, CacheConfig, ClusterConfig, load
-from workbench.esd import CostModel, make_dispatcher, run_dispatch
-from workbench.esd_solvers import additive_cost, additive_matrix, dedup_cost
+from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.edge_cluster import EdgeCluster
+from workbench.config import load
+from workbench.dispatch.base import run_dispatch
+from workbench.dispatch.cost_model import CostModel
+from workbench.dispatch.objective import additive_cost, additive_matrix, dedup_cost
+from workbench.dispatch.registry import make_dispatcher
+from workbench.utils.paths import REPO_ROOT
 
 
 def _cluster(workers=2, rows=20, cap=4, bound=1, bandwidths=(1.0, 0.5)) -> EdgeCluster:

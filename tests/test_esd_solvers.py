@@ -10,9 +10,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import OptimizeResult
 
-from workbench import esd_solvers as es
-from workbench.esd_solvers import (additive_cost, additive_matrix, check_assignment, dedup_cost,
-                                   greedy_marginal, solve_dedup_ilp, solve_transport)
+from workbench.dispatch import exact as es
+from workbench.dispatch.exact import solve_dedup_ilp, solve_transport
+from workbench.dispatch.heuristic import greedy_marginal
+from workbench.dispatch.objective import (
+    additive_cost,
+    additive_matrix,
+    check_assignment,
+    dedup_cost,
+)
 
 TOL = 1e-9
 

@@ -12,11 +12,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workbench.config import HetCacheConfig, load
+from workbench.config import load
+from workbench.data.keys import sample_keys, table_offsets, table_rows
 from workbench.data.schema import DatasetMeta
-from workbench.dispatch import assign
-from workbench.het_cache import run_all, run_once
-from workbench.trace import build_trace, sample_keys, table_offsets, table_rows
+from workbench.dispatch.base import assign, build_trace
+from workbench.experiments.config import HetCacheConfig
+from workbench.experiments.het_cache import run_all, run_once
 
 
 @given(workers=st.integers(1, 6), per_worker=st.integers(1, 5), seed=st.integers(0, 5),
@@ -88,7 +89,7 @@ def test_stage_outputs_on_ci_profile(ci_pipeline: Path) -> None:
 
 
 def test_config_rejects_bad_experiment_values() -> None:
-    from workbench.config import ConfigError
+    from workbench.utils.validation import ConfigError
 
     with pytest.raises(ConfigError, match=r"het_cache.cache_ratios\[0\] = 1.5"):
         load(["experiments.het_cache.cache_ratios=[1.5]"])

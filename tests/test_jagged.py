@@ -8,8 +8,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench import jagged
-from workbench.jagged import (
+from workbench.sparse import jagged_tensor as jagged
+from workbench.sparse.jagged_tensor import (
     InverseKeyedJaggedTensor,
     JaggedTensor,
     KeyedJaggedTensor,

@@ -1,4 +1,5 @@
-"""Herald's LAIA dispatcher (``workbench.laia``): hand-worked cases and a brute-force reference.
+"""Herald's LAIA dispatcher (``workbench.dispatch.laia``): hand-worked cases and a brute-force
+reference.
 
 The reference below is a deliberately literal transcription of DESIGN.md §3.2 (and of
 Herald's ``MiniLRUCache`` / ``LaiaScheduler::get_dist``) built on ``OrderedDict``; the numba
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.laia import COLUMNS, LaiaDispatcher
+from workbench.dispatch.laia import COLUMNS, LaiaDispatcher
 
 # ------------------------------------------------------------------------------------------
 # Brute-force reference

@@ -1,4 +1,5 @@
-"""The CTR models (``workbench.models``) against brute-force formulas and hand-worked counts.
+"""The CTR models (``workbench.models``: ``ctr`` and ``layers``) against brute-force formulas and
+hand-worked counts.
 
 Each operator (DLRM's dot interaction, DeepFM's FM term, DCN's cross layer) is recomputed here
 with explicit Python loops; FLOP and parameter counts are written out by hand for a tiny DLRM;
@@ -17,10 +18,17 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from workbench.config import ModelConfig
-from workbench.models import (DCN, DLRM, MLP, WDL, CrossNet, DeepFM, DotInteraction,
-                              FactorizationMachine, build_model, dense_parameter_count,
-                              flops_per_sample)
+from workbench.models.config import ModelConfig
+from workbench.models.ctr import (
+    DCN,
+    DLRM,
+    WDL,
+    DeepFM,
+    build_model,
+    dense_parameter_count,
+    flops_per_sample,
+)
+from workbench.models.layers import MLP, CrossNet, DotInteraction, FactorizationMachine
 
 NAMES = ["dlrm", "wdl", "deepfm", "dcn"]
 CLASSES = {"dlrm": DLRM, "wdl": WDL, "deepfm": DeepFM, "dcn": DCN}

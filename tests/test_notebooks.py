@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from workbench.config import load
-from workbench.notebook import NOTEBOOK_DIR
-from workbench.report import SECTION_FILE
+from workbench.report.notebook import NOTEBOOK_DIR
+from workbench.report.sections import SECTION_FILE
 from workbench.stages import run
 
 NOTEBOOKS = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.py"))

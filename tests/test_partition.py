@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from workbench.data import partition as part
 from workbench.data.schema import DatasetMeta
-from workbench.jagged import KeyedJaggedTensor, to_ikjt, to_ikjt_by_request
+from workbench.sparse import reader
+from workbench.sparse.jagged_tensor import KeyedJaggedTensor, to_ikjt, to_ikjt_by_request
 
 
 def _meta(**kw) -> DatasetMeta:
@@ -116,11 +117,11 @@ def test_partitions_round_trip_and_are_deterministic(tmp_path) -> None:
 
 def test_table_to_kjt_and_reader_ikjt() -> None:
     table, _ = part.prepare_table(TOY, _meta(), 1800, "snapshot")
-    kjt = part.table_to_kjt(table, ["u", "i", "hist"])
+    kjt = reader.table_to_kjt(table, ["u", "i", "hist"])
     assert kjt == KeyedJaggedTensor.from_dict({"u": [[1], [1], [1], [2], [2], [3]],
                                                "i": [[4], [5], [6], [7], [8], [9]],
                                                "hist": [[], [], [4, 5], [], [], []]})
-    ikjt = part.table_to_ikjt(table, ["u", "i", "hist"], [["u", "hist"]], ["i"])
+    ikjt = reader.table_to_ikjt(table, ["u", "i", "hist"], [["u", "hist"]], ["i"])
     assert ikjt.inverse_lookup("u").tolist() == [0, 0, 1, 2, 2, 3]
     assert ikjt["hist"].to_list() == [[], [4, 5], [], []]
     assert ikjt.expand() == kjt
@@ -131,12 +132,12 @@ def test_table_to_kjt_and_reader_ikjt() -> None:
 
 def test_dedup_groups_auto_and_configured() -> None:
     meta = _meta()
-    assert part.dedup_groups(meta, None) == ([["u", "hist"]], ["i"])
-    assert part.dedup_groups(meta, [["i"]]) == ([["i"]], ["u", "hist"])
+    assert reader.dedup_groups(meta, None) == ([["u", "hist"]], ["i"])
+    assert reader.dedup_groups(meta, [["i"]]) == ([["i"]], ["u", "hist"])
     with pytest.raises(ValueError, match=r"dedup_groups\[0\] names 'zz'"):
-        part.dedup_groups(meta, [["zz"]])
+        reader.dedup_groups(meta, [["zz"]])
     with pytest.raises(ValueError, match="'u' is in two groups"):
-        part.dedup_groups(meta, [["u"], ["u", "i"]])
+        reader.dedup_groups(meta, [["u"], ["u", "i"]])
 
 
 @given(st.integers(2, 120), st.integers(1, 12), st.sampled_from([1, 3, 8, 32]),
@@ -154,7 +155,7 @@ def test_dedup_table_equals_per_batch_brute_force(rows: int, n_sessions: int, ba
                                        "hist": [hists[s] for s in sessions]})
     groups = [["u", "hist"]]
     orders = {("clustered", 7): np.arange(rows), ("shuffled", 7): rng.permutation(rows)}
-    frame = part.dedup_table(kjt, groups, orders, [batch])
+    frame = reader.dedup_table(kjt, groups, orders, [batch])
     for (layout, _), order in orders.items():
         rows_u = vals_u = vals_all = uvals_all = 0
         for start in range(0, rows, batch):

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import shared_data_dir, write_params
-from workbench.config import REPO_ROOT, load
+
+from workbench.config import load
 from workbench.data import pipeline, registry
 from workbench.data.preprocess import read_split
 from workbench.data.schema import DatasetMeta
 from workbench.stages import run
+from workbench.utils.paths import REPO_ROOT
 
 
 def _digest(directory: Path) -> dict[str, str]:
@@ -27,7 +28,7 @@ def _digest(directory: Path) -> dict[str, str]:
 def test_synthetic_stages_write_the_schema(ci_pipeline: Path) -> None:
     cfg = load(params=ci_pipeline)
     ds = cfg.datasets["synthetic"]
-    out = pipeline.processed_dir(cfg, ds)
+    out = pipeline.processed_dir(cfg.paths.resolve("data"), ds.name)
     meta = DatasetMeta.read(out)
     assert meta.rows["train"] + meta.rows["test"] == ds.synthetic.rows
     assert len(meta.categorical) == 26 and len(meta.dense) == 13
@@ -56,10 +57,11 @@ def test_real_samples_are_parsed_when_present(ci_pipeline: Path) -> None:
         pytest.skip(f"real samples not present at {shared_data_dir()}")
     cfg = load(params=ci_pipeline)
     for name in ("criteo_sample", "avazu_sample", "movielens_100k_sample", "taobao_sample"):
-        meta = DatasetMeta.read(pipeline.processed_dir(cfg, cfg.datasets[name]))
+        meta = DatasetMeta.read(pipeline.processed_dir(cfg.paths.resolve("data"), name))
         assert sum(meta.rows.values()) > 0
         assert meta.provenance["raw_files"][0]["sha256"]
-    ml = DatasetMeta.read(pipeline.processed_dir(cfg, cfg.datasets["movielens_100k_sample"]))
+    ml = DatasetMeta.read(pipeline.processed_dir(cfg.paths.resolve("data"),
+                                                   "movielens_100k_sample"))
     assert ml.has_session and "user_id" in ml.user_side and ml.sequences
 
 
@@ -117,14 +119,16 @@ def test_file_placed_by_hand_is_used_as_is(tmp_path: Path, monkeypatch: pytest.M
 
     params = write_params(tmp_path, ["dataset=criteo_kaggle"])
     cfg = load(params=params)
-    place = pipeline.downloads_dir(cfg, "criteo_kaggle") / fake_file.name
+    place = pipeline.downloads_dir(cfg.paths.resolve("data"), "criteo_kaggle") / fake_file.name
     place.parent.mkdir(parents=True)
     place.write_bytes(archive)
-    pipeline.download(cfg, cfg.dataset, offline=True)
-    out = pipeline.preprocess(cfg, cfg.dataset)
+    data_root = cfg.paths.resolve("data")
+    pipeline.download(cfg.dataset, data_root, seed=cfg.seed, offline=True)
+    out = pipeline.preprocess(cfg.dataset, data_root, seed=cfg.seed)
     train = read_split(out, "train")
     assert len(train) + len(read_split(out, "test")) == 50
-    manifest = json.loads((pipeline.raw_dir(cfg, cfg.dataset) / "manifest.json").read_text())
+    raw = pipeline.raw_dir(data_root, cfg.dataset.name)
+    manifest = json.loads((raw / "manifest.json").read_text())
     assert manifest["files"][0]["file"] == "train.txt"
 
 

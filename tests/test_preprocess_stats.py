@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.config import DatasetStatsConfig
 from workbench.data.preprocess import encode, split_point
 from workbench.data.schema import DatasetMeta, ParseReport, RawTable
-from workbench.io import atomic_dir, atomic_path, write_json
-from workbench.stats import access_counts, rank_curve, top_share
+from workbench.experiments.config import DatasetStatsConfig
+from workbench.experiments.dataset_stats import access_counts, rank_curve, top_share
+from workbench.utils.io import atomic_dir, atomic_path, write_json
 
 tokens = st.one_of(st.none(), st.sampled_from(["a", "b", "c", "d", "e", "f"]))
 

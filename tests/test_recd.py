@@ -12,10 +12,12 @@ import pandas as pd
 import pytest
 import torch
 
-from workbench import recd
-from workbench.config import REPO_ROOT, ConfigError, load
+from workbench.config import load
 from workbench.data import partition as part
 from workbench.data.pipeline import processed_dir
+from workbench.experiments import dedup, recd
+from workbench.utils.paths import REPO_ROOT
+from workbench.utils.validation import ConfigError
 
 
 def _dirs(params: Path, name: str) -> tuple[Path, Path, Path]:
@@ -55,10 +57,9 @@ def test_dedup_stage_outputs(ci_pipeline: Path) -> None:
 
 def test_dedup_stage_is_deterministic(ci_pipeline: Path, tmp_path: Path) -> None:
     cfg = load(params=ci_pipeline)
-    ds = cfg.datasets["synthetic_sessions"]
     parts, out, _ = _dirs(ci_pipeline, "synthetic_sessions")
-    recd.run_dedup(processed_dir(cfg, ds), tmp_path / "parts", tmp_path / "out",
-                   cfg.experiments.recd, cfg.seed)
+    dedup.run(processed_dir(cfg.paths.resolve("data"), "synthetic_sessions"), tmp_path / "parts",
+              tmp_path / "out", cfg.experiments.recd, cfg.seed)
     for name in ("storage.csv", "dedup.csv", "summary.json"):
         assert (tmp_path / "out" / name).read_bytes() == (out / name).read_bytes()
     for f in sorted(parts.rglob("*.parquet")):
@@ -84,7 +85,7 @@ def test_recd_stage_outputs(ci_pipeline: Path) -> None:
 
 def test_preprocessing_paths_give_the_same_batch(ci_pipeline: Path) -> None:
     parts, _, _ = _dirs(ci_pipeline, "movielens_100k_sample")
-    meta = json.loads((parts / recd.PARTITIONS_META).read_text())
+    meta = json.loads((parts / dedup.PARTITIONS_META).read_text())
     if not meta["available"]:
         pytest.skip("MovieLens sample not available")
     exp = load(params=ci_pipeline).experiments.recd
@@ -104,9 +105,9 @@ def test_recd_stages_record_unavailable_datasets(tmp_path: Path, ci_params: Path
     (processed / "status.json").write_text(json.dumps({"available": False,
                                                        "reason": "not placed"}))
     exp = load(params=ci_params).experiments.recd
-    recd.run_dedup(processed, tmp_path / "parts", tmp_path / "dedup", exp, 0)
+    dedup.run(processed, tmp_path / "parts", tmp_path / "dedup", exp, 0)
     assert json.loads((tmp_path / "dedup" / "summary.json").read_text())["available"] is False
-    recd.run_throughput(tmp_path / "parts", tmp_path / "recd", exp, 0)
+    recd.run(tmp_path / "parts", tmp_path / "recd", exp, 0)
     assert json.loads((tmp_path / "recd" / "summary.json").read_text())["available"] is False
 
 
@@ -139,7 +140,7 @@ def test_configured_transforms_are_used() -> None:
     cfg = load(["+experiments.recd.transforms.C1=[{op: hash, num_buckets: 7}]"])
     meta = {"keys": ["C1"], "cardinalities": {"C1": 100}, "sequences": {}}
     transforms = recd.auto_transforms(meta, cfg.experiments.recd)
-    from workbench.jagged import KeyedJaggedTensor
+    from workbench.sparse.jagged_tensor import KeyedJaggedTensor
 
     out = transforms.apply_kjt(KeyedJaggedTensor.from_dict({"C1": [[1], [50], [99]]}))
     assert out.values().max() < 7

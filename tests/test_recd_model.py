@@ -8,8 +8,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.jagged import JaggedTensor, KeyedJaggedTensor, to_ikjt
-from workbench.recd_model import FeatureSpec, RecDModel, RecDTrainer, SequenceTower
+from workbench.models.recd import FeatureSpec, RecDModel, SequenceTower
+from workbench.sparse.jagged_tensor import JaggedTensor, KeyedJaggedTensor, to_ikjt
+from workbench.training.recd_trainer import RecDTrainer
 
 D = 8
 ROWS = 50

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from reference_het import RefHET
-from workbench.cluster import EdgeCluster, Links, cache_capacity, replay, summarize
-from workbench.config import REPO_ROOT, CacheConfig, ClusterConfig
+
+from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.edge_cluster import EdgeCluster, cache_capacity, replay, summarize
+from workbench.cluster.time_model import Links
 from workbench.replay import main as replay_main
+from workbench.utils.paths import REPO_ROOT
 
 
 def _trace(tmp_path: Path, steps: int = 12, workers: int = 3, keys: int = 7,
@@ -122,8 +124,8 @@ def test_bsp_order_hides_same_step_pushes() -> None:
 
 def test_parameter_server_link_is_shared() -> None:
     """Eight workers pulling through one 1 Gb/s server wait for the server's whole load."""
-    from workbench.cluster import time_model
-    from workbench.cache import C_INDEX, COUNTERS
+    from workbench.cluster.cache import C_INDEX, COUNTERS
+    from workbench.cluster.time_model import time_model
 
     counters = np.zeros((1, 8, len(COUNTERS)), dtype=np.int64)
     counters[..., C_INDEX["unique_read"]] = 1000

@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from workbench.plotting import save_figure, set_theme
-from workbench.report import Claim, Section, build
+from workbench.report.plotting import save_figure, set_theme
+from workbench.report.sections import Claim, Section, build
 
 
 def _figure() -> plt.Figure:

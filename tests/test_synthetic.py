@@ -10,11 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.config import SequenceConfig, SessionConfig, SyntheticConfig
-from workbench.data.synthetic import (CATEGORICAL_NAMES, CRITEO_KAGGLE_CARDINALITIES, DENSE_NAMES,
-                                      _ranges, calibrate_exponent, generate,
-                                      scaled_cardinalities, top_share)
-from workbench.stats import top_share as measured_top_share
+from workbench.data.config import SequenceConfig, SessionConfig, SyntheticConfig
+from workbench.data.synthetic import (
+    CATEGORICAL_NAMES,
+    CRITEO_KAGGLE_CARDINALITIES,
+    DENSE_NAMES,
+    _ranges,
+    calibrate_exponent,
+    generate,
+    scaled_cardinalities,
+    top_share,
+)
+from workbench.experiments.dataset_stats import top_share as measured_top_share
 
 SMALL = SyntheticConfig(rows=30_000, cardinality_scale=0.001)
 

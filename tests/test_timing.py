@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.timing import best_seconds
+from workbench.utils.timing import best_seconds
 
 
 def test_best_seconds_alternates_and_keeps_the_best() -> None:

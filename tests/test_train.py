@@ -12,10 +12,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.config import CacheConfig, ClusterConfig, ModelConfig, SyntheticConfig, load
+from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.config import load
+from workbench.data.config import SyntheticConfig
 from workbench.data.synthetic import generate
-from workbench.het_train import scaled_bound, systems
-from workbench.train import Split, SystemSpec, Trainer, auc_score, time_to_target
+from workbench.experiments.het_train import scaled_bound, systems
+from workbench.models.config import ModelConfig
+from workbench.training.trainer import Split, SystemSpec, Trainer, auc_score, time_to_target
 
 MODEL = ModelConfig(name="wdl", embedding_dim=8, deep_mlp=[16, 16], batch_size=64,
                     lr_dense=0.01, lr_sparse=0.05, optimizer="adam")

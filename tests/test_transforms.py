@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.jagged import (
+from workbench.sparse.jagged_tensor import (
     InverseKeyedJaggedTensor,
     JaggedTensor,
     KeyedJaggedTensor,
     to_ikjt,
 )
-from workbench.transforms import (
+from workbench.sparse.transforms import (
     Bucketize,
     FeatureTransforms,
     HashIds,

@@ -1,3 +1,38 @@
-"""DLRM training-systems workbench: reproduce ESD, HET, RecD, Hotline and FlexShard at laptop scale."""
+r"""DLRM training-systems workbench: ESD, HET, RecD, Hotline and FlexShard at laptop scale.
+
+The package is layered; a module may import only from its own package and from packages of a
+lower layer (``tests/test_layering.py`` walks every import to keep this true)::
+
+    9  stages, replay      command lines: every pipeline stage; replaying your own traces
+    8  report/             papermill runner, report sections and claims, the seaborn theme
+    7  config              the configuration root: composes every layer's schema, loads conf/
+    6  experiments/        one module per experiment stage, each owning its outputs
+    5  training/           the trainer through the emulated cluster; the RecD trainer
+    4  models/             DLRM, WDL, DeepFM, DCN and their blocks; the RecD model
+    3  dispatch/  sparse/  who trains which sample (baselines, LAIA, ESD, HybridDis) |
+                           KJT / IKJT, feature transforms, RecD's reader
+    2  cluster/            the emulated edge cluster: HET caches, links and clock
+    1  data/               sources, downloads, parsers, synthetic data, schema, partitions
+    0  utils/              atomic I/O, logging, timing, repository paths, config validation
+
+Each package's ``__init__`` says what it holds; each layer's config schema is its
+``config.py``, composed by :mod:`workbench.config`.
+"""
 
 __version__ = "0.1.0"
+
+#: Layer of every top-level package or module (see above): imports go to equal-named or lower.
+LAYERS: dict[str, int] = {
+    "utils": 0,
+    "data": 1,
+    "cluster": 2,
+    "dispatch": 3,
+    "sparse": 3,
+    "models": 4,
+    "training": 5,
+    "experiments": 6,
+    "config": 7,
+    "report": 8,
+    "stages": 9,
+    "replay": 9,
+}

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.cache import POLICIES
+from workbench.cluster.cache import POLICIES
 
 
 class TraceError(ValueError):
@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="constant update per key occurrence")
     cache.add_argument("--order", choices=["sequential", "bsp"], default="sequential")
     cache.add_argument("--out", type=Path, default=None, help="JSON output (default: stdout)")
-    from workbench.esd import DISPATCHERS
+    from workbench.dispatch.registry import DISPATCHERS
 
     disp = sub.add_parser("dispatch", help="dispatch global batches of a [samples, tables] "
                                            "trace to workers with HET caches")
@@ -125,8 +125,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def run_cache(args: argparse.Namespace) -> dict:
     """Run ``replay cache`` for parsed ``args``; return the output document."""
-    from workbench.cluster import EdgeCluster, replay, summarize
-    from workbench.config import CacheConfig, ClusterConfig
+    from workbench.cluster.config import CacheConfig, ClusterConfig
+    from workbench.cluster.edge_cluster import EdgeCluster, replay, summarize
 
     trace, rows = load_keys(args.trace, args.rows, ("step", "worker", "position"))
     default = 100 if args.bound is None else args.bound
@@ -155,10 +155,12 @@ def run_cache(args: argparse.Namespace) -> dict:
 
 def run_dispatch_command(args: argparse.Namespace) -> dict:
     """Run ``replay dispatch`` for parsed ``args``; return the output document."""
-    from workbench.cache import COUNTERS
-    from workbench.cluster import EdgeCluster
-    from workbench.config import CacheConfig, ClusterConfig, ConfigError
-    from workbench.esd import make_dispatcher, run_dispatch
+    from workbench.cluster.cache import COUNTERS
+    from workbench.cluster.config import CacheConfig, ClusterConfig
+    from workbench.cluster.edge_cluster import EdgeCluster
+    from workbench.dispatch.base import run_dispatch
+    from workbench.dispatch.registry import make_dispatcher
+    from workbench.utils.validation import ConfigError
 
     keys, rows = load_keys(args.trace, args.rows, ("sample", "table"))
     for name, value, lo in (("--workers", args.workers, 1), ("--per-worker", args.per_worker, 1),
@@ -200,7 +202,7 @@ def run_dispatch_command(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point; bad input exits with status 2 and one line naming the problem."""
-    from workbench.io import write_json
+    from workbench.utils.io import write_json
 
     args = _parser().parse_args(argv)
     try:

@@ -36,7 +36,10 @@ import logging
 import sys
 from pathlib import Path
 
-from workbench.config import REPO_ROOT, ConfigError, DatasetConfig, WorkbenchConfig, load
+from workbench.config import WorkbenchConfig, load
+from workbench.data.config import DatasetConfig
+from workbench.utils.paths import REPO_ROOT
+from workbench.utils.validation import ConfigError
 
 log = logging.getLogger("workbench.stages")
 
@@ -59,58 +62,90 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _dataset_stats(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
-    from workbench import stats
+def _processed(cfg: WorkbenchConfig, name: str) -> Path:
     from workbench.data.pipeline import processed_dir
 
-    out = cfg.paths.resolve("results") / "dataset_stats" / ds.name
-    stats.run(processed_dir(cfg, ds), out, cfg.experiments.dataset_stats)
+    return processed_dir(cfg.paths.resolve("data"), name)
+
+
+def _results(cfg: WorkbenchConfig, stage: str, name: str) -> Path:
+    return cfg.paths.resolve("results") / stage / name
+
+
+def _dataset_stats(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
+    from workbench.experiments import dataset_stats
+
+    out = _results(cfg, "dataset_stats", ds.name)
+    dataset_stats.run(_processed(cfg, ds.name), out, cfg.experiments.dataset_stats)
     return out
 
 
 def _het_cache(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
-    from workbench import het_cache
-    from workbench.data.pipeline import processed_dir
+    from workbench.experiments import het_cache
 
-    out = cfg.paths.resolve("results") / "het_cache" / ds.name
-    het_cache.run(processed_dir(cfg, ds), out, cfg.experiments.het_cache, cfg.seed,
+    out = _results(cfg, "het_cache", ds.name)
+    het_cache.run(_processed(cfg, ds.name), out, cfg.experiments.het_cache, cfg.seed,
                   progress=cfg.profile.progress)
     return out
 
 
-def _het_experiment(cfg: WorkbenchConfig, stage: str) -> Path:
-    """``het-train``, ``het-time`` and ``esd``: each runs on its experiment's dataset."""
-    from workbench import esd_experiments, het_time, het_train
-    from workbench.data.pipeline import processed_dir
+def _het_train(cfg: WorkbenchConfig) -> Path:
+    from workbench.experiments import het_train
 
-    name = stage.replace("-", "_")
-    exp = getattr(cfg.experiments, name)
-    out = cfg.paths.resolve("results") / name / exp.dataset
-    module = {"het_train": het_train, "het_time": het_time, "esd": esd_experiments}[name]
-    module.run(processed_dir(cfg, cfg.datasets[exp.dataset]), out, cfg,
-               progress=cfg.profile.progress)
+    exp = cfg.experiments.het_train
+    out = _results(cfg, "het_train", exp.dataset)
+    het_train.run(_processed(cfg, exp.dataset), out, exp, dataset=cfg.datasets[exp.dataset],
+                  model=cfg.models[exp.model], cluster=cfg.cluster, cache=cfg.cache,
+                  dispatcher=cfg.dispatch.name, seed=cfg.seed, progress=cfg.profile.progress)
     return out
 
 
-def _recd(cfg: WorkbenchConfig, ds: DatasetConfig, stage: str) -> Path:
-    """``dedup`` and ``recd``: RecD's stages for one dataset."""
-    from workbench import recd
-    from workbench.data.pipeline import processed_dir
+def _het_time(cfg: WorkbenchConfig) -> Path:
+    from workbench.experiments import het_time
 
-    partitions = cfg.paths.resolve("data") / "partitions" / ds.name
-    exp = cfg.experiments.recd
-    if stage == "dedup":
-        out = cfg.paths.resolve("results") / "dedup" / ds.name
-        recd.run_dedup(processed_dir(cfg, ds), partitions, out, exp, cfg.seed,
-                       progress=cfg.profile.progress)
-    else:
-        out = cfg.paths.resolve("results") / "recd" / ds.name
-        recd.run_throughput(partitions, out, exp, cfg.seed, progress=cfg.profile.progress)
+    exp = cfg.experiments.het_time
+    out = _results(cfg, "het_time", exp.dataset)
+    het_time.run(_processed(cfg, exp.dataset), out, exp,
+                 per_worker=cfg.experiments.het_cache.batch_size, models=cfg.models,
+                 base_model=cfg.experiments.het_train.model, cluster=cfg.cluster,
+                 cache=cfg.cache, dispatcher=cfg.dispatch.name, seed=cfg.seed,
+                 progress=cfg.profile.progress)
+    return out
+
+
+def _esd(cfg: WorkbenchConfig) -> Path:
+    from workbench.experiments import esd
+
+    exp = cfg.experiments.esd
+    out = _results(cfg, "esd", exp.dataset)
+    esd.run(_processed(cfg, exp.dataset), out, exp, train=cfg.experiments.het_train,
+            dataset=cfg.datasets[exp.dataset], model=cfg.models[exp.train_model],
+            gflops=cfg.cluster.gflops, seed=cfg.seed, progress=cfg.profile.progress)
+    return out
+
+
+def _dedup(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
+    """RecD's data generation for one dataset: partitions and the storage/dedup results."""
+    from workbench.experiments import dedup
+
+    out = _results(cfg, "dedup", ds.name)
+    dedup.run(_processed(cfg, ds.name), cfg.paths.resolve("data") / "partitions" / ds.name, out,
+              cfg.experiments.recd, cfg.seed, progress=cfg.profile.progress)
+    return out
+
+
+def _recd(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
+    """RecD's throughput stage for one dataset (reads the dedup stage's partitions)."""
+    from workbench.experiments import recd
+
+    out = _results(cfg, "recd", ds.name)
+    recd.run(cfg.paths.resolve("data") / "partitions" / ds.name, out, cfg.experiments.recd,
+             cfg.seed, progress=cfg.profile.progress)
     return out
 
 
 def _notebook(cfg: WorkbenchConfig, name: str | None, params: Path | None) -> Path:
-    from workbench.notebook import execute
+    from workbench.report.notebook import execute
 
     if not name:
         raise ConfigError("the notebook stage needs a notebook name, e.g. "
@@ -125,7 +160,7 @@ def _notebook(cfg: WorkbenchConfig, name: str | None, params: Path | None) -> Pa
 
 def run(argv: list[str] | None = None) -> Path:
     """Parse ``argv``, validate the config, run the stage; return its output path."""
-    from workbench.logs import setup
+    from workbench.utils.logs import setup
 
     parser = _parser()
     args = parser.parse_intermixed_args(argv)
@@ -144,24 +179,24 @@ def run(argv: list[str] | None = None) -> Path:
         os.environ["TQDM_DISABLE"] = "1"
     from workbench.data import pipeline
 
-    if args.stage == "download":
-        return pipeline.download(cfg, ds, offline=args.offline)
-    if args.stage == "preprocess":
-        return pipeline.preprocess(cfg, ds)
-    if args.stage == "prepare":
-        pipeline.download(cfg, ds, offline=args.offline)
-        return pipeline.preprocess(cfg, ds)
-    if args.stage == "dataset-stats":
-        return _dataset_stats(cfg, ds)
-    if args.stage == "het-cache":
-        return _het_cache(cfg, ds)
-    if args.stage in ("het-train", "het-time", "esd"):
-        return _het_experiment(cfg, args.stage)
-    if args.stage in ("dedup", "recd"):
-        return _recd(cfg, ds, args.stage)
+    data_root = cfg.paths.resolve("data")
+    if args.stage in ("download", "prepare"):
+        out = pipeline.download(ds, data_root, seed=cfg.seed, progress=cfg.profile.progress,
+                                offline=args.offline)
+        if args.stage == "download":
+            return out
+    if args.stage in ("preprocess", "prepare"):
+        return pipeline.preprocess(ds, data_root, seed=cfg.seed)
+    per_dataset = {"dataset-stats": _dataset_stats, "het-cache": _het_cache, "dedup": _dedup,
+                   "recd": _recd}
+    if args.stage in per_dataset:
+        return per_dataset[args.stage](cfg, ds)
+    single = {"het-train": _het_train, "het-time": _het_time, "esd": _esd}
+    if args.stage in single:
+        return single[args.stage](cfg)
     if args.stage == "notebook":
         return _notebook(cfg, args.name, args.params)
-    from workbench import report
+    from workbench.report import sections as report
 
     report.main(([f"--params={args.params}"] if args.params else []) + list(args.overrides))
     return cfg.paths.resolve("reports") / "README.md"

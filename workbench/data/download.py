@@ -51,8 +51,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from workbench.io import atomic_path, write_json
 from workbench.data.registry import DatasetSource, RemoteFile
+from workbench.utils.io import atomic_path, write_json
 
 try:  # POSIX only; on other systems concurrent downloads of one file are not guarded
     import fcntl

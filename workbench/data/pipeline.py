@@ -24,9 +24,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from workbench.config import DatasetConfig, WorkbenchConfig
+from workbench.data.config import DatasetConfig
 from workbench.data.schema import DatasetMeta
-from workbench.io import atomic_dir, write_json
+from workbench.utils.io import atomic_dir, write_json
+from workbench.utils.paths import repo_relative, resolve
 
 log = logging.getLogger(__name__)
 
@@ -45,35 +46,19 @@ class DatasetUnavailable(RuntimeError):
     """A dataset's raw files are absent (and the dataset is not optional)."""
 
 
-def raw_dir(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
-    """``data/raw/<dataset>``."""
-    return cfg.paths.resolve("data") / "raw" / ds.name
+def raw_dir(data_root: Path, name: str) -> Path:
+    """``<data>/raw/<dataset>``."""
+    return data_root / "raw" / name
 
 
-def downloads_dir(cfg: WorkbenchConfig, source_name: str) -> Path:
-    """``data/downloads/<source>``: where registry files are fetched or placed by hand."""
-    return cfg.paths.resolve("data") / "downloads" / source_name
+def downloads_dir(data_root: Path, source_name: str) -> Path:
+    """``<data>/downloads/<source>``: where registry files are fetched or placed by hand."""
+    return data_root / "downloads" / source_name
 
 
-def _relative(path: Path) -> str:
-    """``path`` relative to the repository root when inside it (portable manifests)."""
-    from workbench.config import REPO_ROOT
-
-    try:
-        return str(path.resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return str(path.resolve())
-
-
-def _resolve(root: str) -> Path:
-    from workbench.config import REPO_ROOT
-
-    return Path(root) if Path(root).is_absolute() else REPO_ROOT / root
-
-
-def processed_dir(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
-    """``data/processed/<dataset>``."""
-    return cfg.paths.resolve("data") / "processed" / ds.name
+def processed_dir(data_root: Path, name: str) -> Path:
+    """``<data>/processed/<dataset>``."""
+    return data_root / "processed" / name
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -96,11 +81,11 @@ def _file_entries(paths: list[Path], base: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def _local_paths(cfg: WorkbenchConfig, ds: DatasetConfig) -> tuple[Path, list[Path]]:
+def _local_paths(ds: DatasetConfig) -> tuple[Path, list[Path]]:
     if not ds.path:
         raise DatasetUnavailable(f"datasets.{ds.name}.path is not set: a local source needs the "
                                  "directory holding its files")
-    root = _resolve(ds.path)
+    root = resolve(ds.path)
     if ds.format in DIRECTORY_FORMATS:
         names = list(ds.files) or DIRECTORY_FORMATS[ds.format]
     else:
@@ -114,8 +99,16 @@ def _local_paths(cfg: WorkbenchConfig, ds: DatasetConfig) -> tuple[Path, list[Pa
     return root, paths
 
 
-def download(cfg: WorkbenchConfig, ds: DatasetConfig, *, offline: bool = False) -> Path:
-    """Acquire the raw files of ``ds`` and write ``data/raw/<ds>/manifest.json``.
+def download(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool = False,
+             offline: bool = False) -> Path:
+    """Acquire the raw files of ``ds`` and write ``<data>/raw/<ds>/manifest.json``.
+
+    Args:
+        ds: the dataset.
+        data_root: the data directory (``paths.data``).
+        seed: seeds the synthetic generator.
+        progress: show download progress bars.
+        offline: never use the network (files already in place only).
 
     Returns:
         The raw directory.
@@ -125,7 +118,7 @@ def download(cfg: WorkbenchConfig, ds: DatasetConfig, *, offline: bool = False) 
         workbench.data.download.DownloadError: a download failed (the message says which URL
             and where to place the file by hand).
     """
-    out = raw_dir(cfg, ds)
+    out = raw_dir(data_root, ds.name)
     manifest: dict[str, Any] = {"dataset": ds.name, "source": ds.source, "format": ds.format}
     if ds.source == "synthetic":
         from workbench.data.preprocess import write_split
@@ -134,7 +127,7 @@ def download(cfg: WorkbenchConfig, ds: DatasetConfig, *, offline: bool = False) 
         if ds.synthetic is None:
             raise DatasetUnavailable(f"datasets.{ds.name}.synthetic is missing: a synthetic "
                                      "source needs its generator settings")
-        table, cards = generate(ds.synthetic, cfg.seed)
+        table, cards = generate(ds.synthetic, seed)
         with atomic_dir(out) as tmp:
             write_split(table.frame, tmp / SYNTHETIC_FILE)
             manifest.update(available=True, root=None,
@@ -146,8 +139,8 @@ def download(cfg: WorkbenchConfig, ds: DatasetConfig, *, offline: bool = False) 
         return out
     if ds.source == "local":
         try:
-            root, paths = _local_paths(cfg, ds)
-            manifest.update(available=True, root=_relative(root),
+            root, paths = _local_paths(ds)
+            manifest.update(available=True, root=repo_relative(root),
                             files=_file_entries(paths, root))
         except DatasetUnavailable as err:
             if not ds.optional:
@@ -163,25 +156,25 @@ def download(cfg: WorkbenchConfig, ds: DatasetConfig, *, offline: bool = False) 
 
     source = get_source(ds.registry or ds.name)
     files = criteo_1tb_files(list(ds.days)) if ds.days else None
-    root = downloads_dir(cfg, source.name)
+    root = downloads_dir(data_root, source.name)
     try:
-        paths = acquire(source, root, files=files, progress=cfg.profile.progress,
+        paths = acquire(source, root, files=files, progress=progress,
                         offline=offline)
     finally:
         if root.is_dir() and not any(root.iterdir()):
             root.rmdir()  # a failed first attempt leaves nothing behind
-    manifest.update(available=True, registry=source.name, root=_relative(root),
+    manifest.update(available=True, registry=source.name, root=repo_relative(root),
                     files=_file_entries([Path(p) for p in paths], root))
     with atomic_dir(out) as tmp:
         write_json(tmp / MANIFEST, manifest)
     return out
 
 
-def read_manifest(cfg: WorkbenchConfig, ds: DatasetConfig) -> dict[str, Any]:
+def read_manifest(ds: DatasetConfig, data_root: Path) -> dict[str, Any]:
     """The manifest written by :func:`download` (error if the download stage has not run)."""
     import json
 
-    path = raw_dir(cfg, ds) / MANIFEST
+    path = raw_dir(data_root, ds.name) / MANIFEST
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: run the download stage for {ds.name} first "
                                 f"(python -m workbench.stages download dataset={ds.name})")
@@ -205,8 +198,13 @@ def unavailable_result(processed: Path, out_file: Path) -> bool:
     return True
 
 
-def preprocess(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
-    """Parse and encode the raw files of ``ds`` into ``data/processed/<ds>``.
+def preprocess(ds: DatasetConfig, data_root: Path, *, seed: int) -> Path:
+    """Parse and encode the raw files of ``ds`` into ``<data>/processed/<ds>``.
+
+    Args:
+        ds: the dataset.
+        data_root: the data directory (``paths.data``).
+        seed: recorded in the provenance (the run's seed).
 
     Returns:
         The processed directory (holding ``status.json``, and when available the splits and
@@ -214,13 +212,13 @@ def preprocess(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
     """
     from workbench.data.preprocess import encode, write_processed
 
-    manifest = read_manifest(cfg, ds)
-    out = processed_dir(cfg, ds)
+    manifest = read_manifest(ds, data_root)
+    out = processed_dir(data_root, ds.name)
     with atomic_dir(out) as tmp:
         if not manifest.get("available", False):
             write_json(tmp / STATUS, {"available": False, "reason": manifest.get("reason", "")})
             return out
-        base = raw_dir(cfg, ds)
+        base = raw_dir(data_root, ds.name)
         if ds.source == "synthetic":
             import pyarrow.parquet as pq
 
@@ -238,7 +236,7 @@ def preprocess(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
         else:
             from workbench.data.parsers import parse
 
-            root = _resolve(manifest["root"])
+            root = resolve(manifest["root"])
             files = [root / f["file"] for f in manifest["files"]]
             target: Path | list[Path] = files[0].parent if ds.format in DIRECTORY_FORMATS \
                 else files
@@ -258,7 +256,7 @@ def preprocess(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
                         "parse": {"rows": raw.report.rows, "malformed": raw.report.malformed,
                                   "examples": raw.report.examples},
                         "min_count": ds.min_count, "test_fraction": ds.test_fraction,
-                        "seed": cfg.seed})
+                        "seed": seed})
         write_processed(tmp, encoded, meta)
         write_json(tmp / STATUS, {"available": True, "reason": "",
                                   "malformed_rows": raw.report.malformed})

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from workbench.data.schema import LABEL, SESSION, TIMESTAMP, DatasetMeta, RawTable
-from workbench.io import atomic_path
+from workbench.utils.io import atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ def read_split(directory: Path | str, split: str = "train",
 
 def write_processed(directory: Path, encoded: EncodedDataset, meta: DatasetMeta) -> None:
     """Write ``train.parquet``, ``test.parquet`` and ``meta.json`` into ``directory``."""
-    from workbench.io import write_text
+    from workbench.utils.io import write_text
 
     write_split(encoded.train, directory / "train.parquet")
     write_split(encoded.test, directory / "test.parquet")

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from workbench.config import SyntheticConfig
+from workbench.data.config import SyntheticConfig
 from workbench.data.schema import LABEL, SESSION, ParseReport, RawTable
 
 #: Criteo Kaggle cardinalities of C1..C26 (facebookresearch/dlrm, bench/dlrm_s_criteo_kaggle.sh).

@@ -1,0 +1,114 @@
+"""The package layout stays layered: no module imports a package of a higher layer.
+
+Every ``import`` / ``from ... import`` in ``workbench/`` (at module level or inside a function,
+relative imports resolved) is read with :mod:`ast`; the layer of both ends comes from
+:data:`workbench.LAYERS`.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+import workbench
+from workbench import LAYERS
+
+PACKAGE = Path(workbench.__file__).parent
+
+
+def _unit(module: str) -> str | None:
+    """The top-level unit (``data``, ``config``, ...) of a dotted ``workbench...`` name."""
+    parts = module.split(".")
+    if parts[0] != "workbench" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, imported module)`` of every import in the file, relative ones resolved."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            if module == "workbench":  # from workbench import data, ... -> each name
+                found += [(node.lineno, f"workbench.{alias.name}") for alias in node.names]
+            else:
+                found.append((node.lineno, module))
+    return found
+
+
+def _violations() -> list[str]:
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        unit = _unit(_module_name(path))
+        if unit is None:  # workbench/__init__.py
+            continue
+        for line, module in _imports(path):
+            target = _unit(module)
+            if target is None or target == unit:
+                continue
+            if LAYERS[target] >= LAYERS[unit]:
+                bad.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {unit} (layer "
+                           f"{LAYERS[unit]}) imports {module} (layer {LAYERS[target]})")
+    return bad
+
+
+def test_every_top_level_unit_has_a_layer() -> None:
+    units = {p.stem for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+    units |= {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert units == set(LAYERS), "workbench.LAYERS must list every top-level package and module"
+
+
+def test_no_module_imports_a_higher_or_sibling_layer() -> None:
+    assert _violations() == []
+
+
+def _fake_package(root: Path, files: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``workbench`` tree under ``root`` with ``files`` (path -> source); the checker reads it."""
+    fake = root / "workbench"
+    for rel, text in {"__init__.py": "", **files}.items():
+        (fake / rel).parent.mkdir(parents=True, exist_ok=True)
+        (fake / rel).write_text(text)
+        init = (fake / rel).parent / "__init__.py"
+        if not init.exists():
+            init.write_text("")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+
+
+def test_the_checker_catches_an_upward_import(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A data module importing the trainer (lazily, in a function) is reported with its line."""
+    _fake_package(tmp_path, {
+        "data/bad.py": "import numpy\n\n\ndef f():\n    from ..training import trainer\n"
+                       "    return trainer\n",
+        "data/ok.py": "from workbench.utils import io\nfrom . import bad\n"}, monkeypatch)
+    assert _violations() == ["workbench/data/bad.py:5: data (layer 1) imports "
+                             "workbench.training (layer 5)"]
+
+
+def test_sibling_layers_may_not_import_each_other(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_package(tmp_path, {"sparse/x.py": "from workbench.dispatch.base import assign\n"},
+                  monkeypatch)
+    assert _violations() == ["workbench/sparse/x.py:1: sparse (layer 3) imports "
+                             "workbench.dispatch.base (layer 3)"]

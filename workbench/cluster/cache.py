@@ -1,0 +1,602 @@
+"""HET's per-worker embedding cache with per-embedding bounded staleness (numba kernels).
+
+Follows the Hetu v1.0 reference semantics (DESIGN.md §3.1; research/refcode.md §1)::
+
+    worker w                                        parameter server
+    +-------------------------------------+         +---------------------------+
+    | cache line: value, grad (unpushed), |  pull   | row k: value, ver         |
+    |   version (server ver at last pull),| <------ |   ver = gradient          |
+    |   updates (contributions unpushed)  |         |   contributions applied   |
+    | policy: LRU | LFU | LFUOpt | none   | ------> |   value += grad           |
+    | evict queue: dirty evicted lines    |  push   |   ver   += updates        |
+    +-------------------------------------+         +---------------------------+
+
+Read of keys K (duplicates allowed), read bound s_r:
+    U = sorted unique(K); look every u up in the policy (a hit touches LRU/LFU state);
+    pull u iff it is a miss, or a hit with  server.ver[u] - line.version > s_r
+        (a pulled hit: version = server.ver, value = server.value + grad: read-my-updates);
+    output a row for every occurrence (before any insertion);
+    insert the misses in key order (may evict; a victim with updates != 0 is dirty: queued).
+Write of keys K with one gradient row per occurrence, write bound s_w:
+    look U up again (LFU frequencies rise twice per step); per occurrence of a cached key:
+        value += g, grad += g, updates += 1;  an uncached key's rows are summed for a direct push;
+    push every cached line of U with updates > s_w, the queued dirty evictees, and the uncached
+        keys; the server does value += grad, ver += updates; a pushed line gets
+        version += updates, grad = 0, updates = 0.
+Policies: LRU (recency list); LFU (frequency buckets, recency order inside a bucket, evict the
+oldest line of the lowest bucket); LFUOpt (HET's light LFU: a line reaching 10 uses becomes
+permanent; when every line is permanent a new key is not cached); none (capacity 0: pull and push
+every key every step).
+
+Layout (struct of arrays, so the kernels compile with numba and nothing loops per key in Python):
+
+* ``slot_of[rows]``: the cache slot holding a key, or -1;
+* ``lines[C, 7]``: key, version, updates, prev, next, bucket, freq of each slot;
+* ``vecs[2, C, D]``: value and grad of each slot (float32, as on the wire);
+* ``buckets[NB, 5]``: freq, head, tail, prev, next of each bucket (an LRU list of lines);
+  LRU uses bucket 0, LFUOpt buckets 1..9 (use counts), LFU a sorted list of buckets allocated
+  from a free pool;
+* ``queue_i[C, 2]``, ``queue_g[C, D]``: the dirty-eviction queue (key, updates; grad);
+* ``meta[8]``: policy, capacity, size, first LFU bucket, free-bucket top, queue length,
+  permanent lines, dirty lines (kept up to date so the ESD cost model reads it in O(1));
+* ``counters``: see :data:`COUNTERS`.
+
+Between two writes a line can be evicted dirty at most once (a re-inserted line is clean), so
+the queue never holds more than C entries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+from workbench.cluster.linked_list import HEAD, NEXT, PREV, TAIL, push_front, unlink
+
+POLICIES = {"none": 0, "lru": 1, "lfu": 2, "lfuopt": 3}
+LFUOPT_PERMANENT = 10  # HET's kUseCntMax: uses after which an LFUOpt line is never evicted
+
+COUNTERS = ("reads", "keys_read", "unique_read", "misses", "miss_pulls", "stale_pulls",
+            "writes", "keys_written", "unique_written", "bound_pushes", "evict_pushes",
+            "uncached_pushes", "flush_pushes", "evictions", "meta_keys",
+            "full_reads", "full_unique", "full_misses")
+C_INDEX = {name: i for i, name in enumerate(COUNTERS)}
+(_READS, _KEYS_READ, _UNIQUE_READ, _MISSES, _MISS_PULLS, _STALE_PULLS, _WRITES, _KEYS_WRITTEN,
+ _UNIQUE_WRITTEN, _BOUND_PUSHES, _EVICT_PUSHES, _UNCACHED_PUSHES, _FLUSH_PUSHES, _EVICTIONS,
+ _META_KEYS, _FULL_READS, _FULL_UNIQUE, _FULL_MISSES) = range(len(COUNTERS))
+PULL_COUNTERS = ("miss_pulls", "stale_pulls")
+PUSH_COUNTERS = ("bound_pushes", "evict_pushes", "uncached_pushes", "flush_pushes")
+
+# lines[] columns: a line is a node of its bucket's list (workbench.cluster.linked_list)
+_PREV, _NEXT = PREV, NEXT
+_KEY, _VER, _UPD, _BUCKET, _FREQ = range(2, 7)
+#: lines[] columns read by other modules: the cached row's version, its unpushed updates
+LINE_VERSION, LINE_UPDATES = _VER, _UPD
+# buckets[] columns: a bucket is a list of lines, and a node of the chain of LFU buckets
+_BHEAD, _BTAIL = HEAD, TAIL
+_BFREQ, _BPREV, _BNEXT = range(2, 5)
+# meta[] entries
+_POLICY, _CAP, _SIZE, _FIRST, _FREE_TOP, _QLEN, _PERM, _DIRTY = range(8)
+_NONE, _LRU, _LFU, _LFUOPT = 0, 1, 2, 3
+
+
+# ------------------------------------------------------------------------------------------
+# Linked-list primitives (lines in bucket lists: workbench.cluster.linked_list; the LFU bucket
+# chain)
+# ------------------------------------------------------------------------------------------
+
+@nb.njit(cache=True, _nrt=False)
+def _unlink(lines, buckets, s):
+    unlink(lines, buckets, lines[s, _BUCKET], s)
+
+
+@nb.njit(cache=True, _nrt=False)
+def _push_front(lines, buckets, s, b):
+    push_front(lines, buckets, b, s)
+    lines[s, _BUCKET] = b
+
+
+@nb.njit(cache=True, _nrt=False)
+def _new_bucket(buckets, free_b, meta, freq, after):
+    """Allocate an LFU bucket of ``freq`` right after bucket ``after`` (-1: at the front)."""
+    meta[_FREE_TOP] -= 1
+    b = free_b[meta[_FREE_TOP]]
+    buckets[b, _BFREQ] = freq
+    buckets[b, _BHEAD] = -1
+    buckets[b, _BTAIL] = -1
+    nxt = meta[_FIRST] if after < 0 else buckets[after, _BNEXT]
+    buckets[b, _BPREV] = after
+    buckets[b, _BNEXT] = nxt
+    if after >= 0:
+        buckets[after, _BNEXT] = b
+    else:
+        meta[_FIRST] = b
+    if nxt >= 0:
+        buckets[nxt, _BPREV] = b
+    return b
+
+
+@nb.njit(cache=True, _nrt=False)
+def _drop_bucket_if_empty(buckets, free_b, meta, b):
+    if buckets[b, _BHEAD] >= 0:
+        return
+    p, n = buckets[b, _BPREV], buckets[b, _BNEXT]
+    if p >= 0:
+        buckets[p, _BNEXT] = n
+    else:
+        meta[_FIRST] = n
+    if n >= 0:
+        buckets[n, _BPREV] = p
+    free_b[meta[_FREE_TOP]] = b
+    meta[_FREE_TOP] += 1
+
+
+# ------------------------------------------------------------------------------------------
+# Policy operations
+# ------------------------------------------------------------------------------------------
+
+@nb.njit(cache=True, _nrt=False)
+def _touch(lines, buckets, free_b, meta, s):
+    policy = meta[_POLICY]
+    if policy == _LRU:
+        _unlink(lines, buckets, s)
+        _push_front(lines, buckets, s, 0)
+    elif policy == _LFU:
+        b = lines[s, _BUCKET]
+        f = lines[s, _FREQ] + 1
+        nxt = buckets[b, _BNEXT]
+        if nxt >= 0 and buckets[nxt, _BFREQ] == f:
+            nb_ = nxt
+        else:
+            nb_ = _new_bucket(buckets, free_b, meta, f, b)
+        _unlink(lines, buckets, s)
+        _push_front(lines, buckets, s, nb_)
+        lines[s, _FREQ] = f
+        _drop_bucket_if_empty(buckets, free_b, meta, b)
+    elif policy == _LFUOPT:
+        f = lines[s, _FREQ]
+        if f >= LFUOPT_PERMANENT:
+            return
+        _unlink(lines, buckets, s)
+        f += 1
+        lines[s, _FREQ] = f
+        if f >= LFUOPT_PERMANENT:
+            lines[s, _BUCKET] = -1
+            meta[_PERM] += 1
+        else:
+            _push_front(lines, buckets, s, f)
+
+
+@nb.njit(cache=True, _nrt=False)
+def _victim(lines, buckets, meta):
+    policy = meta[_POLICY]
+    if policy == _LRU:
+        return buckets[0, _BTAIL]
+    if policy == _LFU:
+        return buckets[meta[_FIRST], _BTAIL]
+    for b in range(1, LFUOPT_PERMANENT):
+        if buckets[b, _BTAIL] >= 0:
+            return buckets[b, _BTAIL]
+    return -1
+
+
+@nb.njit(cache=True, _nrt=False)
+def _insert(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counters, key):
+    """Give ``key`` a slot (evicting when full); return it, or -1 when it cannot be cached."""
+    cap = meta[_CAP]
+    if cap == 0:
+        return -1
+    if meta[_SIZE] < cap:
+        s = meta[_SIZE]
+        meta[_SIZE] += 1
+    else:
+        s = _victim(lines, buckets, meta)
+        if s < 0:
+            return -1
+        counters[_EVICTIONS] += 1
+        if lines[s, _UPD] != 0:
+            meta[_DIRTY] -= 1
+            q = meta[_QLEN]
+            queue_i[q, 0] = lines[s, _KEY]
+            queue_i[q, 1] = lines[s, _UPD]
+            for d in range(vecs.shape[2]):
+                queue_g[q, d] = vecs[1, s, d]
+            meta[_QLEN] = q + 1
+        b = lines[s, _BUCKET]
+        _unlink(lines, buckets, s)
+        if meta[_POLICY] == _LFU:
+            _drop_bucket_if_empty(buckets, free_b, meta, b)
+        slot_of[lines[s, _KEY]] = -1
+    lines[s, _KEY] = key
+    lines[s, _FREQ] = 1
+    slot_of[key] = s
+    policy = meta[_POLICY]
+    if policy == _LRU:
+        _push_front(lines, buckets, s, 0)
+    elif policy == _LFUOPT:
+        _push_front(lines, buckets, s, 1)
+    else:
+        first = meta[_FIRST]
+        if first >= 0 and buckets[first, _BFREQ] == 1:
+            b1 = first
+        else:
+            b1 = _new_bucket(buckets, free_b, meta, 1, -1)
+        _push_front(lines, buckets, s, b1)
+    return s
+
+
+# ------------------------------------------------------------------------------------------
+# Read and write kernels
+# ------------------------------------------------------------------------------------------
+
+@nb.njit(cache=True)
+def _unique(keys, scratch):
+    """Sorted unique keys and, per occurrence, the index of its key in the unique array.
+
+    ``scratch[k + 1, 0]`` stamps key k when it is first seen in this call (the stamp is
+    ``scratch[0, 0]``, bumped per call) and ``scratch[k + 1, 1]`` holds its position; both sit in
+    one cache line. O(n + m log m) for n keys with m distinct, no sort of the whole batch.
+    """
+    n = keys.shape[0]
+    scratch[0, 0] += 1
+    tick = scratch[0, 0]
+    uniq = np.empty(n, np.int64)
+    m = 0
+    for i in range(n):
+        k = keys[i] + 1
+        if scratch[k, 0] != tick:
+            scratch[k, 0] = tick
+            uniq[m] = k - 1
+            m += 1
+    uniq = np.sort(uniq[:m])
+    for j in range(m):
+        scratch[uniq[j] + 1, 1] = j
+    inv = np.empty(n, np.int64)
+    for i in range(n):
+        inv[i] = scratch[keys[i] + 1, 1]
+    return uniq, inv
+
+
+@nb.njit(cache=True)
+def _read(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counters,
+          srv_val, srv_ver, scratch, keys, read_bound, out, want_values):
+    uniq, inv = _unique(keys, scratch)
+    m = uniq.shape[0]
+    slots = np.empty(m, np.int64)
+    misses = 0
+    stale = 0
+    for j in range(m):
+        u = uniq[j]
+        s = slot_of[u]
+        slots[j] = s
+        if s >= 0:
+            _touch(lines, buckets, free_b, meta, s)
+            if srv_ver[u] - lines[s, _VER] > read_bound:
+                stale += 1
+                lines[s, _VER] = srv_ver[u]
+                for d in range(srv_val.shape[1]):
+                    vecs[0, s, d] = srv_val[u, d] + vecs[1, s, d]
+        else:
+            misses += 1
+    if want_values:
+        dim = out.shape[1]
+        for i in range(keys.shape[0]):
+            s = slots[inv[i]]
+            if s >= 0:
+                for d in range(dim):
+                    out[i, d] = vecs[0, s, d]
+            else:
+                u = uniq[inv[i]]
+                for d in range(dim):
+                    out[i, d] = srv_val[u, d]
+    for j in range(m):
+        if slots[j] < 0:
+            u = uniq[j]
+            s = _insert(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta,
+                        counters, u)
+            if s >= 0:
+                lines[s, _VER] = srv_ver[u]
+                lines[s, _UPD] = 0
+                for d in range(srv_val.shape[1]):
+                    vecs[0, s, d] = srv_val[u, d]
+                    vecs[1, s, d] = 0.0
+    counters[_READS] += 1
+    counters[_KEYS_READ] += keys.shape[0]
+    counters[_UNIQUE_READ] += m
+    counters[_MISSES] += misses
+    counters[_MISS_PULLS] += misses
+    counters[_STALE_PULLS] += stale
+    counters[_META_KEYS] += m
+    if meta[_SIZE] == meta[_CAP]:
+        counters[_FULL_READS] += 1
+        counters[_FULL_UNIQUE] += m
+        counters[_FULL_MISSES] += misses
+
+
+@nb.njit(cache=True, _nrt=False)
+def _push_row(srv_val, srv_ver, key, src, row, updates):
+    """Server side of a push: ``value[key] += src[row]``, ``ver[key] += updates``."""
+    for d in range(srv_val.shape[1]):
+        srv_val[key, d] += src[row, d]
+    srv_ver[key] += updates
+
+
+@nb.njit(cache=True)
+def _write(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counters,
+           srv_val, srv_ver, scratch, keys, grads, const_grad, write_bound):
+    uniq, inv = _unique(keys, scratch)
+    m = uniq.shape[0]
+    dim = vecs.shape[2]
+    slots = np.empty(m, np.int64)
+    for j in range(m):
+        s = slot_of[uniq[j]]
+        slots[j] = s
+        if s >= 0:
+            _touch(lines, buckets, free_b, meta, s)
+    direct = np.zeros((m, dim), np.float32)
+    direct_n = np.zeros(m, np.int64)
+    per_row = grads.shape[0] > 0
+    for i in range(keys.shape[0]):
+        j = inv[i]
+        s = slots[j]
+        if s >= 0:
+            for d in range(dim):
+                g = grads[i, d] if per_row else const_grad
+                vecs[0, s, d] += g
+                vecs[1, s, d] += g
+            if lines[s, _UPD] == 0:
+                meta[_DIRTY] += 1
+            lines[s, _UPD] += 1
+        else:
+            for d in range(dim):
+                direct[j, d] += grads[i, d] if per_row else const_grad
+            direct_n[j] += 1
+    pushed = 0
+    grad_rows = vecs[1]
+    for j in range(m):
+        s = slots[j]
+        if s >= 0:
+            upd = lines[s, _UPD]
+            if upd > write_bound:
+                _push_row(srv_val, srv_ver, uniq[j], grad_rows, s, upd)
+                lines[s, _VER] += upd
+                lines[s, _UPD] = 0
+                meta[_DIRTY] -= 1
+                for d in range(dim):
+                    vecs[1, s, d] = 0.0
+                counters[_BOUND_PUSHES] += 1
+                pushed += 1
+        else:
+            _push_row(srv_val, srv_ver, uniq[j], direct, j, direct_n[j])
+            counters[_UNCACHED_PUSHES] += 1
+            pushed += 1
+    pushed += _drain_queue(queue_i, queue_g, meta, counters, srv_val, srv_ver)
+    counters[_WRITES] += 1
+    counters[_KEYS_WRITTEN] += keys.shape[0]
+    counters[_UNIQUE_WRITTEN] += m
+    counters[_META_KEYS] += pushed
+
+
+@nb.njit(cache=True)
+def _drain_queue(queue_i, queue_g, meta, counters, srv_val, srv_ver):
+    q = meta[_QLEN]
+    for i in range(q):
+        _push_row(srv_val, srv_ver, queue_i[i, 0], queue_g, i, queue_i[i, 1])
+    counters[_EVICT_PUSHES] += q
+    meta[_QLEN] = 0
+    return q
+
+
+@nb.njit(cache=True)
+def _flush(lines, vecs, queue_i, queue_g, meta, counters, srv_val, srv_ver):
+    grad_rows = vecs[1]
+    for s in range(meta[_SIZE]):
+        upd = lines[s, _UPD]
+        if upd > 0:
+            _push_row(srv_val, srv_ver, lines[s, _KEY], grad_rows, s, upd)
+            lines[s, _VER] += upd
+            lines[s, _UPD] = 0
+            meta[_DIRTY] -= 1
+            for d in range(vecs.shape[2]):
+                vecs[1, s, d] = 0.0
+            counters[_FLUSH_PUSHES] += 1
+    _drain_queue(queue_i, queue_g, meta, counters, srv_val, srv_ver)
+
+
+# ------------------------------------------------------------------------------------------
+# Python-facing objects
+# ------------------------------------------------------------------------------------------
+
+class ParameterServer:
+    """The global embedding table: one value row and one version counter per key.
+
+    Args:
+        values: initial rows ``[rows, dim]`` (copied to float32).
+    """
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = np.ascontiguousarray(values, dtype=np.float32).copy()
+        self.versions = np.zeros(len(self.values), dtype=np.int64)
+        # Dedup scratch shared by the caches of this server (kernels run one at a time):
+        # row k + 1 holds key k's last-seen stamp and its position in the unique array;
+        # [0, 0] is the call counter.
+        self.scratch = np.zeros((len(self.values) + 1, 2), dtype=np.int64)
+
+    @property
+    def rows(self) -> int:
+        """Number of rows."""
+        return self.values.shape[0]
+
+    @property
+    def dim(self) -> int:
+        """Row width."""
+        return self.values.shape[1]
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """One worker cache's policy, capacity and staleness bounds."""
+
+    policy: str
+    capacity: int
+    read_bound: int
+    write_bound: int
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"cache policy {self.policy!r}: must be one of {sorted(POLICIES)}")
+        if self.capacity < 0 or self.read_bound < 0 or self.write_bound < 0:
+            raise ValueError("cache capacity and bounds must be >= 0")
+
+
+class WorkerCache:
+    """One edge worker's embedding cache bound to a :class:`ParameterServer`.
+
+    Args:
+        spec: policy, capacity (rows; forced to 0 for ``none``) and bounds.
+        server: the parameter server whose rows are cached.
+
+    Example::
+
+        ps = ParameterServer(np.zeros((100, 8)))
+        cache = WorkerCache(CacheSpec("lru", capacity=10, read_bound=100, write_bound=100), ps)
+        rows = cache.read(np.array([3, 7, 3]))          # [3, 8]
+        cache.write(np.array([3, 7, 3]), -0.01 * rows)  # plain SGD update rows
+    """
+
+    def __init__(self, spec: CacheSpec, server: ParameterServer) -> None:
+        self.spec = spec
+        self.server = server
+        cap = 0 if spec.policy == "none" else int(spec.capacity)
+        dim = server.dim
+        n_buckets = cap + LFUOPT_PERMANENT + 2
+        self.slot_of = np.full(server.rows, -1, dtype=np.int32)  # 4 bytes per row per worker
+        self.lines = np.full((max(cap, 1), 7), -1, dtype=np.int64)
+        self.vecs = np.zeros((2, max(cap, 1), dim), dtype=np.float32)
+        self.buckets = np.full((n_buckets, 5), -1, dtype=np.int64)
+        self.buckets[:, _BFREQ] = np.arange(n_buckets)  # LRU bucket 0, LFUOpt buckets 1..9
+        self.queue_i = np.zeros((max(cap, 1), 2), dtype=np.int64)
+        self.queue_g = np.zeros((max(cap, 1), dim), dtype=np.float32)
+        self.meta = np.zeros(8, dtype=np.int64)
+        self.meta[_POLICY] = POLICIES[spec.policy]
+        self.meta[_CAP] = cap
+        self.meta[_FIRST] = -1
+        # LFU allocates buckets from a free pool (the fixed LRU/LFUOpt buckets are never freed).
+        self.free_b = np.arange(n_buckets, dtype=np.int64)[::-1].copy()
+        self.meta[_FREE_TOP] = n_buckets
+        self.counters = np.zeros(len(COUNTERS), dtype=np.int64)
+        self._no_grads = np.zeros((0, dim), dtype=np.float32)
+
+    @property
+    def size(self) -> int:
+        """Lines currently cached."""
+        return int(self.meta[_SIZE])
+
+    @property
+    def capacity(self) -> int:
+        """Capacity in lines (0 for ``none``)."""
+        return int(self.meta[_CAP])
+
+    def _state(self) -> tuple:
+        return (self.slot_of, self.lines, self.vecs, self.buckets, self.free_b, self.queue_i,
+                self.queue_g, self.meta, self.counters, self.server.values,
+                self.server.versions, self.server.scratch)
+
+    def read(self, keys: np.ndarray, want_values: bool = True) -> np.ndarray:
+        """Read ``keys`` (duplicates allowed); return one float32 row per occurrence.
+
+        With ``want_values=False`` only the protocol runs (counters, policy, pulls) and an
+        empty array is returned.
+        """
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        out = np.empty((len(keys) if want_values else 0, self.server.dim), dtype=np.float32)
+        _read(*self._state(), keys, self.spec.read_bound, out, want_values)
+        return out
+
+    def write(self, keys: np.ndarray, grads: np.ndarray | float) -> None:
+        """Apply one update row per occurrence of ``keys`` (``grads``: ``[len(keys), dim]``,
+        already ``-lr * gradient``), or the same scalar update to every element."""
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        if np.isscalar(grads):
+            _write(*self._state(), keys, self._no_grads, np.float32(grads),
+                   self.spec.write_bound)
+        else:
+            grads = np.ascontiguousarray(grads, dtype=np.float32)
+            if grads.shape != (len(keys), self.server.dim):
+                raise ValueError(f"grads has shape {grads.shape}; expected "
+                                 f"({len(keys)}, {self.server.dim})")
+            _write(*self._state(), keys, grads, np.float32(0.0), self.spec.write_bound)
+
+    def flush(self) -> None:
+        """Push every dirty line and the eviction queue (end of training)."""
+        _flush(self.lines, self.vecs, self.queue_i, self.queue_g, self.meta, self.counters,
+               self.server.values, self.server.versions)
+
+    def key_state(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Vectorised state of ``keys``: present, stale beyond the read bound, dirty."""
+        slot = self.slot_of[keys]
+        present = slot >= 0
+        safe = np.where(present, slot, 0)
+        lag = self.server.versions[keys] - self.lines[safe, _VER]
+        stale = present & (lag > self.spec.read_bound)
+        dirty = present & (self.lines[safe, _UPD] > 0)
+        return present, stale, dirty
+
+    def dirty_fraction(self) -> float:
+        """Share of the capacity holding dirty lines when the cache is full (else 0): the
+        probability that inserting a miss evicts a line that must be pushed."""
+        if self.capacity == 0 or self.size < self.capacity:
+            return 0.0
+        return float(self.meta[_DIRTY]) / self.capacity
+
+    @property
+    def dirty_lines(self) -> int:
+        """Cached lines holding unpushed updates."""
+        return int(self.meta[_DIRTY])
+
+    def unpushed(self) -> tuple[np.ndarray, np.ndarray]:
+        """Keys and gradient rows not yet on the server (dirty lines and the evict queue)."""
+        size, q = self.size, int(self.meta[_QLEN])
+        dirty = np.flatnonzero(self.lines[:size, _UPD] != 0)
+        keys = np.concatenate([self.lines[dirty, _KEY], self.queue_i[:q, 0]])
+        grads = np.concatenate([self.vecs[1, dirty], self.queue_g[:q]])
+        return keys, grads
+
+    def counter_dict(self) -> dict[str, int]:
+        """The counters by name."""
+        return {name: int(v) for name, v in zip(COUNTERS, self.counters)}
+
+    def cached_keys(self) -> np.ndarray:
+        """Keys currently cached, ascending."""
+        return np.sort(self.lines[: self.size, _KEY])
+
+    def line(self, key: int) -> dict | None:
+        """The cache line of ``key`` (value, grad, version, updates), or None."""
+        s = self.slot_of[key]
+        if s < 0:
+            return None
+        return {"value": self.vecs[0, s].copy(), "grad": self.vecs[1, s].copy(),
+                "version": int(self.lines[s, _VER]), "updates": int(self.lines[s, _UPD])}
+
+    def eviction_order(self) -> list[int]:
+        """Cached, evictable keys, next victim first (for tests and inspection)."""
+        order: list[int] = []
+        policy = self.meta[_POLICY]
+        if policy == _LRU:
+            bucket_ids = [0]
+        elif policy == _LFUOPT:
+            bucket_ids = list(range(1, LFUOPT_PERMANENT))
+        else:
+            bucket_ids, b = [], int(self.meta[_FIRST])
+            while b >= 0:
+                bucket_ids.append(b)
+                b = int(self.buckets[b, _BNEXT])
+        if self.capacity == 0:
+            return order
+        for b in bucket_ids:
+            s = int(self.buckets[b, _BTAIL])
+            while s >= 0:
+                order.append(int(self.lines[s, _KEY]))
+                s = int(self.lines[s, _PREV])
+        return order

@@ -1,0 +1,76 @@
+"""Config schema of the emulated cluster: workers and links (``conf/cluster/``) and the per-worker
+HET cache (``conf/cache/``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from workbench.utils.validation import ConfigError, in_range
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """The emulated edge cluster (DESIGN.md §3).
+
+    Per-worker lists hold either one value (every worker) or exactly ``workers`` values.
+
+    Attributes:
+        name: profile name.
+        workers: number of edge workers W.
+        bandwidth_gbps: link bandwidth to the parameter server, Gb/s.
+        latency_ms: one-way link latency, ms.
+        speed: relative compute speed (1.0 = the reference worker).
+        ps_shards: parameter-server shards (rows are spread evenly over them).
+        ps_bandwidth_gbps: network bandwidth of one parameter-server shard, Gb/s: the server
+            side is shared by all workers, so an iteration's PS traffic takes at least
+            total bytes / (ps_shards x ps_bandwidth).
+        sync: ``bsp`` (all pushes of step t before reads of t+1) or ``asp``.
+        gflops: effective GFLOP/s of a speed-1.0 worker on the model's dense compute; the
+            emulated compute time of a batch is its modelled FLOPs / (gflops x speed).
+    """
+
+    name: str = "homogeneous_1g"
+    workers: int = field(default=8, metadata=in_range(1, 4096))
+    bandwidth_gbps: list[float] = field(default_factory=lambda: [1.0])
+    latency_ms: list[float] = field(default_factory=lambda: [0.05])
+    speed: list[float] = field(default_factory=lambda: [1.0])
+    ps_shards: int = field(default=1, metadata=in_range(1, 4096))
+    ps_bandwidth_gbps: float = field(default=1.0, metadata=in_range(0.0, None, lo_open=True))
+    sync: Literal["bsp", "asp"] = "bsp"
+    gflops: float = field(default=1000.0, metadata=in_range(0.0, None, lo_open=True))
+
+    def __post_init__(self) -> None:
+        for key, lo_open in (("bandwidth_gbps", True), ("latency_ms", False), ("speed", True)):
+            values = getattr(self, key)
+            if len(values) not in (1, self.workers):
+                raise ConfigError(f"{key} has {len(values)} values: give 1 (all workers) "
+                                  f"or exactly workers = {self.workers}")
+            for i, v in enumerate(values):
+                if v < 0 or (lo_open and v == 0):
+                    bound = "> 0" if lo_open else ">= 0"
+                    raise ConfigError(f"{key}[{i}] = {v}: must be {bound}")
+
+    def per_worker(self, key: str) -> list[float]:
+        """The per-worker values of ``bandwidth_gbps``, ``latency_ms`` or ``speed``."""
+        values = getattr(self, key)
+        return list(values) * self.workers if len(values) == 1 else list(values)
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """Per-worker embedding cache with HET's bounded staleness (DESIGN.md §3.1).
+
+    Attributes:
+        policy: eviction policy, or ``none`` (pull and push every key every iteration).
+        ratio: cache capacity as a fraction of the table rows, in (0, 1].
+        rows: absolute capacity in rows (overrides ``ratio`` when set).
+        read_bound: staleness bound s for reads (pull iff server_ver - version > s).
+        write_bound: push a line once it holds more than this many unpushed updates.
+    """
+
+    policy: Literal["lru", "lfu", "lfuopt", "none"] = "lru"
+    ratio: float = field(default=0.1, metadata=in_range(0.0, 1.0, lo_open=True))
+    rows: int | None = field(default=None, metadata=in_range(1, None))
+    read_bound: int = field(default=100, metadata=in_range(0, None))
+    write_bound: int = field(default=100, metadata=in_range(0, None))

@@ -1,0 +1,211 @@
+"""The emulated edge cluster: W workers with HET caches over one parameter server, and its clock.
+
+::
+
+              +-------- parameter server: global table (value, ver per row) --------+
+              |                                                                      |
+      link (B_1, L_1)            link (B_2, L_2)        ...              link (B_W, L_W)
+              |                          |                                       |
+        edge worker 1              edge worker 2                          edge worker W
+        cache C_1 rows             cache C_2 rows                         cache C_W rows
+        speed s_1                  speed s_2                              speed s_W
+
+Each worker reads and writes its keys through its own HET cache
+(:class:`~workbench.cluster.cache.WorkerCache`); :meth:`EdgeCluster.end_iteration` closes an
+iteration, turning the counter deltas into bytes and seconds with the clock of
+:mod:`workbench.cluster.time_model`, and keeps one record per iteration for the figures.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from workbench.cluster.cache import COUNTERS, CacheSpec, ParameterServer, WorkerCache
+from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.time_model import BYTES_PER_FLOAT, Links, time_model
+
+
+def cache_capacity(cache: CacheConfig, table_rows: int) -> int:
+    """Cache lines per worker: ``cache.rows`` if set, else ``ceil(ratio x table_rows)``."""
+    if cache.policy == "none":
+        return 0
+    return int(cache.rows) if cache.rows is not None else int(math.ceil(cache.ratio * table_rows))
+
+
+class EdgeCluster:
+    """W edge workers, each with a :class:`~workbench.cache.WorkerCache`, over one PS.
+
+    Args:
+        cluster: links, speeds and workers.
+        cache: policy, capacity and bounds (the same for every worker).
+        table_rows: rows of the (concatenated) embedding table.
+        dim: embedding width D.
+        init_values: initial table ``[table_rows, dim]`` (default: zeros).
+
+    Example::
+
+        cl = EdgeCluster(cluster_cfg, cache_cfg, table_rows=1000, dim=16)
+        rows = cl.read(0, keys)                  # worker 0 reads through its cache
+        cl.write(0, keys, -lr * grad_rows)       # and writes its updates back
+        record = cl.end_iteration(compute_s)     # per-worker counters, bytes and seconds
+    """
+
+    def __init__(self, cluster: ClusterConfig, cache: CacheConfig, table_rows: int, dim: int,
+                 init_values: np.ndarray | None = None) -> None:
+        self.links = Links.from_config(cluster)
+        self.workers = cluster.workers
+        self.dim = dim
+        values = np.zeros((table_rows, dim), np.float32) if init_values is None else init_values
+        if values.shape != (table_rows, dim):
+            raise ValueError(f"init_values has shape {values.shape}; expected "
+                             f"({table_rows}, {dim})")
+        self.server = ParameterServer(values)
+        self.spec = CacheSpec(cache.policy, cache_capacity(cache, table_rows), cache.read_bound,
+                              cache.write_bound)
+        self.caches = [WorkerCache(self.spec, self.server) for _ in range(self.workers)]
+        self._last = self.counters()
+        self._deltas: list[np.ndarray] = []
+        self.records: list[dict[str, np.ndarray]] = []
+        self.clock_s = np.zeros(self.workers)
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one embedding row on the wire (fp32)."""
+        return self.dim * BYTES_PER_FLOAT
+
+    def read(self, worker: int, keys: np.ndarray, want_values: bool = True) -> np.ndarray:
+        """Worker ``worker`` reads ``keys`` through its cache (one row per occurrence)."""
+        return self.caches[worker].read(keys, want_values)
+
+    def write(self, worker: int, keys: np.ndarray, grads: np.ndarray | float) -> None:
+        """Worker ``worker`` applies update rows (already ``-lr x grad``) for ``keys``."""
+        self.caches[worker].write(keys, grads)
+
+    def counters(self) -> np.ndarray:
+        """Cumulative counters ``[workers, len(COUNTERS)]``."""
+        return np.stack([c.counters for c in self.caches]).copy()
+
+    def end_iteration(self, compute_s: np.ndarray | float = 0.0, dense_bytes: float = 0.0,
+                      dense_sync: str = "allreduce", sparse_sync: str = "ps"
+                      ) -> dict[str, np.ndarray]:
+        """Close an iteration: per-worker counter deltas, bytes and seconds.
+
+        Args:
+            compute_s: per-worker compute seconds of this iteration (already speed-scaled).
+            dense_bytes: bytes of the dense parameters (synchronised once per iteration).
+            dense_sync: ``allreduce`` (ring) or ``ps`` (each worker pushes its dense gradient
+                and pulls the parameters over its own link).
+            sparse_sync: ``ps`` (rows pulled and pushed as the caches counted) or
+                ``allgather`` (embeddings replicated on every worker; each worker's updated
+                rows are all-gathered: HET's AllReduce baseline).
+
+        Returns:
+            :func:`time_model` for this iteration, one value per worker; the counter deltas
+            are kept for :meth:`history`.
+        """
+        now = self.counters()
+        delta = now - self._last
+        self._last = now
+        record = {k: v[0] for k, v in time_model(
+            delta[None], self.links, self.dim, compute_s, dense_bytes, dense_sync,
+            sparse_sync).items()}
+        self.clock_s += record["compute_s"] + record["comm_s"] + record["dense_s"]
+        self._deltas.append(delta)
+        self.records.append(record)
+        return record
+
+    def snapshot(self) -> np.ndarray:
+        """The table as if every worker flushed now: server rows + all unpushed updates.
+
+        Side-effect free (no counters move); used to evaluate the model during training.
+        """
+        table = self.server.values.copy()
+        for cache in self.caches:
+            keys, grads = cache.unpushed()
+            np.add.at(table, keys, grads)
+        return table
+
+    def flush(self) -> None:
+        """Push every dirty line of every worker (end of training)."""
+        for cache in self.caches:
+            cache.flush()
+
+    def history(self) -> pd.DataFrame:
+        """All iteration records, one row per (iteration, worker): counter deltas, bytes and
+        seconds (see :meth:`end_iteration`)."""
+        if not self.records:
+            return pd.DataFrame()
+        frame = pd.DataFrame(np.concatenate(self._deltas), columns=list(COUNTERS))
+        frame.insert(0, "worker", np.tile(np.arange(self.workers), len(self.records)))
+        frame.insert(0, "iteration", np.repeat(np.arange(len(self.records)), self.workers))
+        for key in self.records[0]:
+            frame[key] = np.concatenate([r[key] for r in self.records])
+        return frame
+
+
+def replay(cluster: EdgeCluster, trace: np.ndarray, update: float = -0.01,
+           order: str = "sequential", want_values: bool = False, record: bool = True,
+           progress: bool = False) -> pd.DataFrame:
+    """Replay a key trace ``[steps, workers, keys_per_step]`` through the cluster.
+
+    Each step every worker reads its keys and then writes one constant update per key
+    occurrence; all pushes of step t land before any read of step t + 1.
+
+    Args:
+        cluster: the cluster (its worker count must match the trace).
+        trace: integer keys in ``0..table_rows-1``.
+        update: the update added to every element per occurrence (``-lr x grad`` stand-in).
+        order: ``sequential``: for each step, workers 0..W-1 in turn read then write;
+            ``bsp``: for each step, every worker reads, then every worker writes (no worker
+            sees another's step-t pushes within step t).
+        want_values: also materialise the read rows (slower; the counters do not need them).
+        record: close every step with :meth:`EdgeCluster.end_iteration` (per-step records);
+            without it only the cumulative counters are kept.
+        progress: show a tqdm bar over steps.
+
+    Returns:
+        :meth:`EdgeCluster.history` (one row per step and worker; empty without ``record``).
+    """
+    from tqdm.auto import tqdm
+
+    if trace.ndim != 3 or trace.shape[1] != cluster.workers:
+        raise ValueError(f"trace shape {trace.shape}: expected [steps, {cluster.workers}, keys]")
+    if order not in ("sequential", "bsp"):
+        raise ValueError(f"order {order!r}: must be 'sequential' or 'bsp'")
+    for step in tqdm(range(trace.shape[0]), disable=not progress, desc="replay", unit="step"):
+        if order == "sequential":
+            for w in range(cluster.workers):
+                cluster.read(w, trace[step, w], want_values)
+                cluster.write(w, trace[step, w], update)
+        else:
+            for w in range(cluster.workers):
+                cluster.read(w, trace[step, w], want_values)
+            for w in range(cluster.workers):
+                cluster.write(w, trace[step, w], update)
+        if record:
+            cluster.end_iteration()
+    return cluster.history()
+
+
+def summarize(counters: np.ndarray) -> list[dict[str, float | int]]:
+    """Per-worker summary of cumulative counters (what the replay command prints).
+
+    ``miss_rate`` = misses / unique keys over the reads that ended with the cache full
+    (HET's ``overall_miss_rate``; NaN when the cache never filled); ``pull_rows_per_key`` =
+    rows pulled / keys read (duplicates counted); ``push_rows_per_key`` = rows pushed / keys
+    written.
+    """
+    out = []
+    for row in np.atleast_2d(counters):
+        c = {name: int(v) for name, v in zip(COUNTERS, row)}
+        pulled = c["miss_pulls"] + c["stale_pulls"]
+        pushed = c["bound_pushes"] + c["evict_pushes"] + c["uncached_pushes"] + c["flush_pushes"]
+        out.append({
+            "miss_rate": c["full_misses"] / c["full_unique"] if c["full_unique"] else math.nan,
+            "pull_rows_per_key": pulled / c["keys_read"] if c["keys_read"] else math.nan,
+            "push_rows_per_key": pushed / c["keys_written"] if c["keys_written"] else math.nan,
+            "pulled_rows": pulled, "pushed_rows": pushed, **c})
+    return out

@@ -1,0 +1,110 @@
+"""Config schema of the data layer: a dataset (source, parsing, split) and the synthetic generator.
+
+Composed by :mod:`workbench.config` from ``conf/dataset/*.yaml`` (selected as ``dataset``, mounted
+under ``datasets.<name>``); validated by :func:`workbench.utils.validation.from_dict`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from workbench.utils.validation import in_range
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """Session structure of the synthetic data (RecD's dedup opportunity).
+
+    Attributes:
+        enabled: group consecutive samples into user sessions sharing the user-side features.
+        mean_length: mean samples per session (geometric lengths).
+        user_features: the categorical features that are user-side (constant in a session).
+    """
+
+    enabled: bool = False
+    mean_length: float = field(default=8.0, metadata=in_range(1.0, None))
+    user_features: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SequenceConfig:
+    """An optional user-history sequence feature (list of item ids) for the synthetic data.
+
+    Attributes:
+        enabled: add the list column ``hist_<item_feature>``.
+        length: maximum history length.
+        item_feature: the categorical feature whose ids the history holds.
+    """
+
+    enabled: bool = False
+    length: int = field(default=20, metadata=in_range(1, 10_000))
+    item_feature: str = "C3"
+
+
+@dataclass(frozen=True)
+class SyntheticConfig:
+    """The embedded default: a seeded generator calibrated to Criteo Kaggle.
+
+    Attributes:
+        rows: samples to generate (train + test).
+        cardinality_scale: Criteo Kaggle's per-feature cardinalities are multiplied by this.
+        min_cardinality: lower bound of a scaled cardinality.
+        top1_share: target share of lookups taken by the top 1% of rows of each feature.
+        dense_missing_rate: probability that a dense value is missing.
+        ctr: target positive rate of the labels.
+        label_noise: scale of the hidden model's logit noise (larger = harder to learn).
+        sessions: session structure.
+        sequence: optional user-history feature.
+    """
+
+    rows: int = field(default=400_000, metadata=in_range(10, 2_000_000_000))
+    cardinality_scale: float = field(default=0.01, metadata=in_range(0.0, 1.0, lo_open=True))
+    min_cardinality: int = field(default=2, metadata=in_range(2, None))
+    top1_share: float = field(default=0.6, metadata=in_range(0.01, 1.0, lo_open=False, hi_open=True))
+    dense_missing_rate: float = field(default=0.2, metadata=in_range(0.0, 1.0, hi_open=True))
+    ctr: float = field(default=0.25, metadata=in_range(0.0, 1.0, lo_open=True, hi_open=True))
+    label_noise: float = field(default=1.0, metadata=in_range(0.0, None))
+    sessions: SessionConfig = field(default_factory=SessionConfig)
+    sequence: SequenceConfig = field(default_factory=SequenceConfig)
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """One dataset: where it comes from and how it is turned into the columnar schema.
+
+    Attributes:
+        name: the dataset's name (also its directory under ``data/``).
+        source: ``synthetic`` (embedded generator), ``url`` (a registry download), or ``local``
+            (files already on disk at ``path``).
+        format: raw format for ``url``/``local`` sources (see ``workbench.data.parsers``).
+        registry: registry entry for ``url`` sources (``workbench.data.registry``).
+        path: directory (or file) holding the raw files of a ``local`` source.
+        files: file names inside ``path`` to read (empty = the registry's/format's defaults).
+        days: Criteo 1TB days to download (``day_N.gz``).
+        max_rows: keep at most this many rows (null = all).
+        test_fraction: the last fraction of rows (chronological order) is the test split.
+        min_count: categorical values seen fewer times than this map to id 0 (missing/rare).
+        history_length: length of the user-history sequence feature (0 = none), where supported.
+        strict: fail on the first malformed row (with file and line) instead of counting it.
+        optional: a ``local`` source whose files are absent is recorded as unavailable (the
+            pipeline goes on and the report says where to put the files) instead of failing.
+        target_auc: the time-to-target AUC used by training experiments on this dataset.
+        synthetic: generator settings (``source: synthetic`` only).
+    """
+
+    name: str = "synthetic"
+    source: Literal["synthetic", "url", "local"] = "synthetic"
+    format: str = "parquet"
+    registry: str | None = None
+    path: str | None = None
+    files: list[str] = field(default_factory=list)
+    days: list[int] = field(default_factory=list)
+    max_rows: int | None = field(default=None, metadata=in_range(1, None))
+    test_fraction: float = field(default=0.1, metadata=in_range(0.0, 1.0, lo_open=True, hi_open=True))
+    min_count: int = field(default=1, metadata=in_range(1, None))
+    history_length: int = field(default=0, metadata=in_range(0, 10_000))
+    strict: bool = False
+    optional: bool = False
+    target_auc: float = field(default=0.75, metadata=in_range(0.5, 1.0, hi_open=True))
+    synthetic: SyntheticConfig | None = None

@@ -1,0 +1,169 @@
+"""Sample dispatch: the interface every dispatcher implements, and the two baselines.
+
+A dispatcher assigns each of the N samples of a global batch to one of the W workers, worker j
+getting exactly its capacity ``cap_j`` (``sum_j cap_j = N``; equal shares ``b`` by default)::
+
+    keys[N, F] --Dispatcher.decide(keys, batch_id)--> Decision(assignment int64[N], method, ...)
+
+The baselines every framework has:
+
+* ``contiguous``: worker ``w`` gets samples ``[w b, (w + 1) b)`` of the batch;
+* ``random``: a seeded random permutation of the batch, then contiguous slices.
+
+The cost-aware dispatchers build on this interface: LAIA (:mod:`workbench.dispatch.laia`), ESD's
+heuristic, exact solver and HybridDis (:mod:`workbench.dispatch.hybriddis`); names map to them in
+:mod:`workbench.dispatch.registry`. :func:`run_dispatch` drives any dispatcher through the
+emulated cluster; :func:`build_trace` cuts a whole dataset's keys into the per-worker trace a
+baseline dispatcher produces::
+
+    trace[step, w, :] = keys of the b samples worker w got in global batch `step` (b x F keys)
+
+(a final partial batch is dropped).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workbench.cluster.edge_cluster import EdgeCluster
+
+BASELINES = ("contiguous", "random")
+
+
+def assign(name: str, workers: int, per_worker: int | np.ndarray,
+           rng: np.random.Generator) -> np.ndarray:
+    """Worker index of every sample of one global batch.
+
+    Args:
+        name: ``contiguous`` or ``random``.
+        workers: number of workers W.
+        per_worker: samples per worker: one ``b`` for all, or ``int[W]`` capacities.
+        rng: the run's random stream (``random`` only).
+
+    Returns:
+        ``int64[sum of capacities]``, worker w appearing exactly its capacity times.
+    """
+    base = np.repeat(np.arange(workers, dtype=np.int64), per_worker)
+    if name == "contiguous":
+        return base
+    if name == "random":
+        return base[rng.permutation(len(base))]
+    raise ValueError(f"dispatcher {name!r}: must be one of {BASELINES}")
+
+
+def build_trace(keys: np.ndarray, workers: int, per_worker: int, dispatcher: str = "contiguous",
+                seed: int = 0, epochs: int = 1) -> np.ndarray:
+    """Cut per-sample keys into ``[steps, workers, per_worker x F]`` (``epochs`` passes).
+
+    Args:
+        keys: ``[n, F]`` keys per sample, in data order.
+        workers: W.
+        per_worker: samples per worker per iteration b.
+        dispatcher: how a global batch is split among workers.
+        seed: seed of the ``random`` dispatcher.
+        epochs: passes over the data (the same order every epoch).
+
+    Raises:
+        ValueError: the data holds less than one global batch.
+    """
+    n, features = keys.shape
+    batch = workers * per_worker
+    steps = n // batch
+    if steps == 0:
+        raise ValueError(f"{n} samples hold no global batch of {workers} workers x {per_worker}")
+    rng = np.random.default_rng(seed)
+    per_epoch = keys[: steps * batch].reshape(steps, batch, features)
+    out = np.empty((steps * epochs, workers, per_worker * features), dtype=np.int64)
+    for epoch in range(epochs):
+        for step in range(steps):
+            owner = assign(dispatcher, workers, per_worker, rng)
+            order = np.argsort(owner, kind="stable")
+            out[epoch * steps + step] = per_epoch[step][order].reshape(workers, -1)
+    return out
+
+
+@dataclass
+class Decision:
+    """One batch's dispatch.
+
+    Attributes:
+        assignment: worker of every sample (``int64[N]``).
+        method: what decided (e.g. ``"exact"`` or ``"heuristic"`` for hybriddis).
+        seconds: wall time of the decision (not part of the emulated clock: the paper overlaps
+            it with the previous iteration's compute).
+        predicted_cost: the cost model's value of the assignment (NaN for cost-blind
+            dispatchers).
+        sync_plan_sizes: LAIA's ``|cplan[w]|`` per worker (zeros for the others).
+    """
+
+    assignment: np.ndarray
+    method: str
+    seconds: float
+    predicted_cost: float = float("nan")
+    sync_plan_sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+
+class Dispatcher:
+    """Base class: assigns each sample of a global batch to a worker.
+
+    Args:
+        name: dispatcher name.
+        workers: W.
+        capacities: samples per worker (``int[W]``, summing to the batch size).
+        seed: random stream of ``random``.
+    """
+
+    def __init__(self, name: str, workers: int, capacities: np.ndarray, seed: int = 0) -> None:
+        self.name = name
+        self.workers = workers
+        self.capacities = np.asarray(capacities, dtype=np.int64)
+        self.rng = np.random.default_rng(seed)
+
+    def decide(self, keys: np.ndarray, batch_id: int) -> Decision:
+        """Dispatch one batch (``keys``: ``int64[N, F]`` global keys)."""
+        start = time.perf_counter()
+        out = assign(self.name, self.workers, self.capacities, self.rng)
+        return Decision(out, self.name, time.perf_counter() - start)
+
+
+def run_dispatch(cluster: EdgeCluster, keys: np.ndarray, dispatcher: Dispatcher, batches: int,
+                 update: float = -0.01, wire_dim: int | None = None,
+                 progress: bool = False) -> list[dict]:
+    """Dispatch and replay ``batches`` global batches of ``keys`` (``[samples, F]``).
+
+    Global batch t is samples ``[t N, (t + 1) N)`` with N = the capacities' sum, wrapping
+    around the trace. Each batch: the dispatcher decides on the current cache states; every
+    worker reads its samples' keys through its cache; then every worker writes one constant
+    update per key occurrence (BSP order); the cluster closes the iteration.
+
+    Returns:
+        One record per batch: ``assignment``, ``method``, ``decision_s``, ``predicted_cost``,
+        ``sync_plan_sizes``, and per worker ``pulled_rows``, ``pushed_rows``, ``comm_s`` and
+        ``transfer_s`` (rows x tau_j: the weighted transmission cost, latency excluded).
+    """
+    from tqdm.auto import tqdm
+
+    n = int(dispatcher.capacities.sum())
+    dim = cluster.dim if wire_dim is None else wire_dim
+    tau = dim * 4 / cluster.links.bandwidth_Bps
+    out = []
+    for t in tqdm(range(batches), disable=not progress, desc=dispatcher.name, unit="batch"):
+        idx = (np.arange(t * n, (t + 1) * n)) % len(keys)
+        batch = keys[idx]
+        decision = dispatcher.decide(batch, t)
+        owned = [np.flatnonzero(decision.assignment == w) for w in range(cluster.workers)]
+        for w, pos in enumerate(owned):
+            cluster.read(w, batch[pos].ravel(), want_values=False)
+        for w, pos in enumerate(owned):
+            cluster.write(w, batch[pos].ravel(), update)
+        rec = cluster.end_iteration()
+        moved = rec["pulled_rows"] + rec["pushed_rows"]
+        out.append({"samples": [idx[pos] for pos in owned], "method": decision.method,
+                    "decision_s": decision.seconds, "predicted_cost": decision.predicted_cost,
+                    "sync_plan_sizes": decision.sync_plan_sizes,
+                    "pulled_rows": rec["pulled_rows"], "pushed_rows": rec["pushed_rows"],
+                    "comm_s": rec["comm_s"], "transfer_s": moved * tau})
+    return out

@@ -1,0 +1,350 @@
+"""Config schemas of the experiments, one section per experiment stage module of this package.
+
+========================  ==========================================  ==========================
+schema                    stage module                                mounted at
+========================  ==========================================  ==========================
+``DatasetStatsConfig``    :mod:`workbench.experiments.dataset_stats`  ``experiments.dataset_stats``
+``HetCacheConfig``        :mod:`workbench.experiments.het_cache`      ``experiments.het_cache``
+``HetTrainConfig``        :mod:`workbench.experiments.het_train`      ``experiments.het_train``
+``HetTimeConfig``         :mod:`workbench.experiments.het_time`       ``experiments.het_time``
+``EsdConfig``             :mod:`workbench.experiments.esd`            ``experiments.esd``
+``RecdConfig``            :mod:`workbench.experiments.dedup`,         ``experiments.recd``
+                          :mod:`workbench.experiments.recd`
+========================  ==========================================  ==========================
+
+The schemas sit in this light module, not in the stage modules, so that composing and validating
+the configuration (every stage's first step, ``make params``) does not import torch, numba and
+scipy: 0.3 s instead of about 4 s per process on this machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from workbench.utils.validation import ConfigError, check_each, in_range
+
+
+@dataclass(frozen=True)
+class DatasetStatsConfig:
+    """Dataset statistics and HET Fig. 3 (access skew).
+
+    Attributes:
+        top_fractions: fractions of rows whose share of lookups is reported.
+        skew_claim_fraction: HET's claim: the top ``skew_claim_fraction`` of rows ...
+        skew_claim_share: ... get this share of the updates (0.9 on Criteo, HET Fig. 3).
+        rank_points: points kept per curve in the rank plot (log-spaced).
+    """
+
+    top_fractions: list[float] = field(default_factory=lambda: [0.01, 0.1])
+    skew_claim_fraction: float = field(default=0.1, metadata=in_range(0.0, 1.0, lo_open=True))
+    skew_claim_share: float = field(default=0.9, metadata=in_range(0.0, 1.0, lo_open=True))
+    rank_points: int = field(default=200, metadata=in_range(10, 100_000))
+
+    def __post_init__(self) -> None:
+        check_each("top_fractions", self.top_fractions, lambda f: 0 < f <= 1, "in (0, 1]")
+
+
+@dataclass(frozen=True)
+class HetCacheConfig:
+    """HET cache experiments: trace replay through the emulated cluster (HET Fig. 8 and traffic).
+
+    Attributes:
+        datasets: datasets (keys of ``datasets``) the experiment runs on.
+        workers: edge workers W of the base setting.
+        batch_size: samples per worker per iteration b.
+        min_steps: replay the train split for as many epochs as needed to reach this many
+            iterations (small datasets are passed several times, as in training).
+        max_samples: use at most this many train samples (null = all).
+        dim: embedding width D used for byte counts.
+        policy: cache policy of the traffic and sweep runs.
+        cache_ratio: cache size (fraction of the table) of the traffic and sweep runs.
+        cache_ratios: cache sizes of the miss-rate figure (HET Fig. 8: 3/5/10/15%).
+        policies: policies of the miss-rate figure.
+        miss_rate_bound: staleness bound of the miss-rate runs.
+        system_bounds: staleness bounds of the "cache s=..." systems.
+        bound_sweep: bounds of the rows-moved-vs-staleness sweep (1e9 stands for infinity).
+        worker_sweep: worker counts of the scaling sweep.
+        order: ``bsp`` (every worker reads before any writes within a step) or ``sequential``.
+        dispatcher: how a global batch is split among workers.
+        claim_bound: the cache system whose reduction is compared with HET's 88% claim.
+    """
+
+    datasets: list[str] = field(default_factory=lambda: ["synthetic"])
+    workers: int = field(default=8, metadata=in_range(1, 1024))
+    batch_size: int = field(default=128, metadata=in_range(1, None))
+    min_steps: int = field(default=200, metadata=in_range(1, None))
+    max_samples: int | None = field(default=None, metadata=in_range(1, None))
+    dim: int = field(default=128, metadata=in_range(1, 65_536))
+    policy: Literal["lru", "lfu", "lfuopt"] = "lfuopt"
+    cache_ratio: float = field(default=0.1, metadata=in_range(0.0, 1.0, lo_open=True))
+    cache_ratios: list[float] = field(default_factory=lambda: [0.03, 0.05, 0.1, 0.15])
+    policies: list[str] = field(default_factory=lambda: ["lru", "lfu", "lfuopt"])
+    miss_rate_bound: int = field(default=100, metadata=in_range(0, None))
+    system_bounds: list[int] = field(default_factory=lambda: [0, 10, 100])
+    bound_sweep: list[int] = field(default_factory=lambda: [0, 1, 10, 100, 1000, 10**9])
+    worker_sweep: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32])
+    order: Literal["bsp", "sequential"] = "bsp"
+    dispatcher: Literal["contiguous", "random"] = "contiguous"
+    claim_bound: int = field(default=100, metadata=in_range(0, None))
+
+    def __post_init__(self) -> None:
+        check_each("cache_ratios", self.cache_ratios, lambda r: 0 < r <= 1, "in (0, 1]")
+        check_each("policies", self.policies, lambda p: p in ("lru", "lfu", "lfuopt"),
+                   "one of 'lru', 'lfu', 'lfuopt'")
+        for key in ("system_bounds", "bound_sweep"):
+            check_each(key, getattr(self, key), lambda b: b >= 0, ">= 0")
+        check_each("worker_sweep", self.worker_sweep, lambda w: w >= 1, ">= 1")
+        if self.claim_bound not in self.system_bounds:
+            raise ConfigError(f"claim_bound = {self.claim_bound}: must be one of "
+                              f"system_bounds {self.system_bounds}")
+
+
+@dataclass(frozen=True)
+class HetTrainConfig:
+    """HET training experiments: real training through the emulated cluster (Fig. 6, Tables 1-2).
+
+    Attributes:
+        dataset: the dataset (a key of ``datasets``).
+        model: the model (a key of ``models``) of Fig. 6 and Table 2 (HET: WDL).
+        systems: HET's systems: ``ps`` (PS, ASP, no cache), ``hybrid`` (PS for sparse,
+            AllReduce for dense, no cache), ``allreduce`` (sparse via AllGather), and
+            ``cache`` with every bound of ``cache_bounds``.
+        cache_bounds: staleness bounds of the cache systems (HET: 10 and 100).
+        staleness: Table 2's bounds in HET's units (-1 = infinity), scaled to this run's length.
+        het_iterations: iterations of one HET epoch (45.84M samples / 1,024), the unit of the
+            staleness scaling: s_here = ceil(s x iterations_here / het_iterations).
+        epochs: passes over the train split.
+        eval_every: evaluate test AUC every this many iterations.
+        max_train_samples: cap on train samples (null = all).
+        max_test_samples: cap on test samples (null = all).
+        asp_staleness: dense-gradient delay of ASP in iterations (null = workers - 1).
+    """
+
+    dataset: str = "synthetic"
+    model: str = "wdl"
+    systems: list[str] = field(default_factory=lambda: ["ps", "hybrid", "allreduce", "cache"])
+    cache_bounds: list[int] = field(default_factory=lambda: [10, 100])
+    staleness: list[int] = field(default_factory=lambda: [0, 100, 10_000, -1])
+    het_iterations: int = field(default=44_766, metadata=in_range(1, None))
+    epochs: int = field(default=1, metadata=in_range(1, 1000))
+    eval_every: int = field(default=25, metadata=in_range(1, None))
+    max_train_samples: int | None = field(default=None, metadata=in_range(1, None))
+    max_test_samples: int | None = field(default=None, metadata=in_range(1, None))
+    asp_staleness: int | None = field(default=None, metadata=in_range(0, None))
+
+    def __post_init__(self) -> None:
+        check_each("systems", self.systems, lambda s: s in ("ps", "hybrid", "allreduce", "cache"),
+                   "one of 'ps', 'hybrid', 'allreduce', 'cache'")
+        check_each("staleness", self.staleness, lambda b: b >= -1, ">= 0, or -1 for infinity")
+
+
+@dataclass(frozen=True)
+class HetTimeConfig:
+    """HET time-model figures: Fig. 2, Fig. 7 and Fig. 9 from replayed traffic + FLOP model.
+
+    Attributes:
+        dataset: the dataset whose key trace is replayed.
+        models: the models of Fig. 2 and Fig. 7 (keys of ``models``).
+        bandwidths_gbps: the clusters of Fig. 7 (HET: 1 and 10 Gb/s).
+        fig2_dim: embedding width of Fig. 2 (HET: 32).
+        fig9_ps_shards: parameter-server shards of the scaling study (HET: 4 servers).
+        worker_sweep: Fig. 9a worker counts.
+        dim_sweep: Fig. 9c embedding widths (time model only).
+        max_samples: cap on replayed train samples (null = all).
+    """
+
+    dataset: str = "synthetic"
+    models: list[str] = field(default_factory=lambda: ["wdl", "deepfm", "dcn"])
+    bandwidths_gbps: list[float] = field(default_factory=lambda: [1.0, 10.0])
+    fig2_dim: int = field(default=32, metadata=in_range(1, 65_536))
+    fig9_ps_shards: int = field(default=4, metadata=in_range(1, 4096))
+    worker_sweep: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32])
+    dim_sweep: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096])
+    max_samples: int | None = field(default=None, metadata=in_range(1, None))
+
+
+@dataclass(frozen=True)
+class EsdConfig:
+    """ESD experiments: dispatchers compared on expected transmission cost and end to end.
+
+    Attributes:
+        dataset: the dataset whose train split is dispatched.
+        dispatchers: the dispatchers compared.
+        workers: edge workers of the base setting.
+        per_worker: samples per worker per batch of the base setting.
+        batches: global batches per run.
+        warmup: first batches left out of the averages (cold caches).
+        cache_ratio: cache rows per worker as a fraction of the table.
+        bound: staleness bound of the caches (read and write).
+        max_bandwidth_gbps: the fastest worker's link.
+        bandwidth_spread: fastest / slowest link of the base setting (log-spaced in between).
+        latency_ms: link latency of every worker.
+        exact_mode: ``additive`` (transportation problem) or ``dedup`` (ILP) for esd_exact.
+        objective: ``total`` (the paper's summed weighted cost) or ``makespan`` (the slowest
+            worker's cost; additive mode only).
+        time_limit_s: MILP time limit of the dedup solver.
+        hybrid_budget_s: hybriddis' decision budget per batch.
+        small_instance: hybriddis runs the exact solver whenever N x W is at most this.
+        exact_seconds_per_variable: hybriddis' predicted exact-solver seconds per
+            sample-worker variable (null: learn it from measured solves, machine-dependent).
+        worker_sweep: workers of the scaling sweep.
+        cache_sweep: cache ratios of the cache sweep.
+        spread_sweep: bandwidth spreads of the heterogeneity sweep.
+        batch_sweep: samples per worker of the batch-size sweep.
+        train_dispatchers: dispatchers trained end to end (test AUC against emulated time).
+        train_model: the model trained end to end (a key of ``models``).
+    """
+
+    dataset: str = "synthetic"
+    dispatchers: list[str] = field(default_factory=lambda: [
+        "random", "contiguous", "laia", "esd_heuristic", "esd_exact", "hybriddis"])
+    workers: int = field(default=8, metadata=in_range(1, 1024))
+    per_worker: int = field(default=64, metadata=in_range(1, None))
+    batches: int = field(default=40, metadata=in_range(1, None))
+    warmup: int = field(default=5, metadata=in_range(0, None))
+    cache_ratio: float = field(default=0.05, metadata=in_range(0.0, 1.0, lo_open=True))
+    bound: int = field(default=100, metadata=in_range(0, None))
+    max_bandwidth_gbps: float = field(default=1.0, metadata=in_range(0.0, None, lo_open=True))
+    bandwidth_spread: float = field(default=10.0, metadata=in_range(1.0, None))
+    latency_ms: float = field(default=1.0, metadata=in_range(0.0, None))
+    exact_mode: Literal["additive", "dedup"] = "additive"
+    objective: Literal["total", "makespan"] = "total"
+    time_limit_s: float = field(default=0.5, metadata=in_range(0.0, None, lo_open=True))
+    hybrid_budget_s: float = field(default=0.02, metadata=in_range(0.0, None))
+    small_instance: int = field(default=2048, metadata=in_range(0, None))
+    exact_seconds_per_variable: float | None = field(default=2.5e-6,
+                                                     metadata=in_range(0.0, None, lo_open=True))
+    worker_sweep: list[int] = field(default_factory=lambda: [2, 4, 8, 16])
+    cache_sweep: list[float] = field(default_factory=lambda: [0.01, 0.05, 0.1, 0.2])
+    spread_sweep: list[float] = field(default_factory=lambda: [1.0, 10.0, 100.0])
+    batch_sweep: list[int] = field(default_factory=lambda: [32, 64, 128])
+    train_dispatchers: list[str] = field(default_factory=lambda: [
+        "random", "laia", "hybriddis"])
+    train_model: str = "wdl"
+
+    def __post_init__(self) -> None:
+        allowed = ("contiguous", "random", "laia", "esd_heuristic", "esd_exact", "hybriddis")
+        for key in ("dispatchers", "train_dispatchers"):
+            check_each(key, getattr(self, key), lambda name: name in allowed, f"one of {allowed}")
+        check_each("cache_sweep", self.cache_sweep, lambda r: 0 < r <= 1, "in (0, 1]")
+        check_each("spread_sweep", self.spread_sweep, lambda r: r >= 1, ">= 1")
+        if self.objective == "makespan" and self.exact_mode != "additive":
+            raise ConfigError("objective = 'makespan' needs exact_mode = 'additive'")
+
+
+@dataclass(frozen=True)
+class TransformStepConfig:
+    """One preprocessing transform of a sparse feature (:mod:`workbench.sparse.transforms`).
+
+    Attributes:
+        op: ``hash`` (id -> splitmix64(id, salt) mod num_buckets), ``remap`` (id -> table[id]),
+            ``bucketize`` (value -> bucket of ``boundaries``), ``truncate`` (keep ``max_length``
+            elements, the ``last`` or ``first``).
+        num_buckets: ``hash`` only.
+        salt: ``hash`` only.
+        table: ``remap`` only.
+        boundaries: ``bucketize`` only, strictly increasing.
+        max_length: ``truncate`` only.
+        keep: ``truncate`` only.
+    """
+
+    op: Literal["hash", "remap", "bucketize", "truncate"] = "hash"
+    num_buckets: int | None = field(default=None, metadata=in_range(1, None))
+    salt: int = field(default=0, metadata=in_range(0, None))
+    table: list[int] | None = None
+    boundaries: list[float] | None = None
+    max_length: int | None = field(default=None, metadata=in_range(0, None))
+    keep: Literal["last", "first"] = "last"
+
+    def spec(self) -> dict[str, Any]:
+        """The step as :func:`~workbench.sparse.transforms.from_spec` reads it (its own args)."""
+        args = {"hash": ("num_buckets", "salt"), "remap": ("table",),
+                "bucketize": ("boundaries",), "truncate": ("max_length", "keep")}[self.op]
+        out: dict[str, Any] = {"op": self.op}
+        for name in args:
+            value = getattr(self, name)
+            if value is None:
+                raise ConfigError(f"op = {self.op!r} needs {name}")
+            out[name] = value
+        return out
+
+
+@dataclass(frozen=True)
+class RecdConfig:
+    """RecD experiments: session-clustered partitions, batch dedup, IKJT preprocessing/training.
+
+    Attributes:
+        datasets: the datasets with users or sessions the RecD stages run on.
+        session_gap_s: on timestamped sources a user's rows further apart than this start a new
+            session (request); null = one session per user.
+        history: ``snapshot`` (every sample of a session carries the history the session started
+            with, as a feature store serves it per request) or ``per_sample`` (the preprocessed
+            per-sample history, which changes every sample and so never deduplicates).
+        window: rows per written partition, i.e. the clustering window (log order).
+        window_sweep: windows of the storage and dedup sweeps.
+        batch_sizes: batch sizes of the dedup-factor sweep.
+        dedup_groups: RecD's ``dedup_sparse_features``; null = one group of the user-side
+            features and the sequence features; the other features are not deduplicated.
+        transforms: per sparse feature, its preprocessing chain; empty = ``hash`` every feature
+            into its table size after truncating sequences to ``max_history``.
+        max_history: sequence length after truncation (and the model's sequence length).
+        preprocess_batch_sizes: reader batch sizes of the preprocessing-throughput sweep (sizes
+            above the rows of a dataset's partitions are skipped).
+        preprocess_rows: rows preprocessed per timed run (at most the partitions' rows).
+        repeats: timing repeats (the best is kept, alternating KJT and IKJT).
+        train_batch_size: batch size of the training runs.
+        train_batches: batches of each training run.
+        embedding_dim: embedding width of the RecD model.
+        bottom_mlp: bottom MLP hidden widths (dense features -> ... -> D is appended, as in
+            ``models.dlrm``).
+        top_mlp: top MLP hidden widths (a final 1-unit layer is appended).
+        seq_heads: attention heads of the sequence tower.
+        lr: Adagrad learning rate.
+    """
+
+    datasets: list[str] = field(default_factory=lambda: ["synthetic_sessions"])
+    session_gap_s: int | None = field(default=1800, metadata=in_range(1, None))
+    history: Literal["snapshot", "per_sample"] = "snapshot"
+    window: int = field(default=16384, metadata=in_range(1, None))
+    window_sweep: list[int] = field(default_factory=lambda: [1024, 4096, 16384, 65536])
+    batch_sizes: list[int] = field(default_factory=lambda: [32, 128, 512, 2048])
+    dedup_groups: list[list[str]] | None = None
+    transforms: dict[str, list[TransformStepConfig]] = field(default_factory=dict)
+    max_history: int = field(default=20, metadata=in_range(1, 10_000))
+    preprocess_batch_sizes: list[int] = field(default_factory=lambda: [512, 2048, 8192])
+    preprocess_rows: int = field(default=65536, metadata=in_range(1, None))
+    repeats: int = field(default=3, metadata=in_range(1, 100))
+    train_batch_size: int = field(default=512, metadata=in_range(1, None))
+    train_batches: int = field(default=40, metadata=in_range(1, None))
+    embedding_dim: int = field(default=32, metadata=in_range(1, 4096))
+    bottom_mlp: list[int] = field(default_factory=lambda: [64])
+    top_mlp: list[int] = field(default_factory=lambda: [64])
+    seq_heads: int = field(default=2, metadata=in_range(1, 64))
+    lr: float = field(default=0.05, metadata=in_range(0.0, None, lo_open=True))
+
+    def __post_init__(self) -> None:
+        for key in ("window_sweep", "batch_sizes", "preprocess_batch_sizes", "bottom_mlp",
+                    "top_mlp"):
+            check_each(key, getattr(self, key), lambda n: n >= 1, "an integer >= 1")
+        if self.embedding_dim % self.seq_heads:
+            raise ConfigError(f"seq_heads = {self.seq_heads}: must divide embedding_dim = "
+                              f"{self.embedding_dim}")
+        for key, steps in self.transforms.items():
+            for i, step in enumerate(steps):
+                try:
+                    step.spec()
+                except ConfigError as err:
+                    raise ConfigError(f"transforms.{key}[{i}]: {err}") from None
+
+
+@dataclass(frozen=True)
+class ExperimentsConfig:
+    """Settings of every experiment the pipeline runs."""
+
+    dataset_stats: DatasetStatsConfig = field(default_factory=DatasetStatsConfig)
+    het_cache: HetCacheConfig = field(default_factory=HetCacheConfig)
+    het_train: HetTrainConfig = field(default_factory=HetTrainConfig)
+    het_time: HetTimeConfig = field(default_factory=HetTimeConfig)
+    esd: EsdConfig = field(default_factory=EsdConfig)
+    recd: RecdConfig = field(default_factory=RecdConfig)

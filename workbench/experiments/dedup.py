@@ -1,0 +1,141 @@
+"""RecD's ``dedup`` stage: session-clustered partitions, their storage bytes and dedup factors.
+
+**Our formalisation of RecD** (the paper's method section is unavailable; see
+:mod:`workbench.data.partition`, :mod:`workbench.sparse.reader`,
+:mod:`workbench.sparse.transforms`, :mod:`workbench.models.recd`)::
+
+    data/processed/<ds>/train.parquet
+        |  dedup stage: sessions, history snapshot, windows of W rows in log order
+        v
+    data/partitions/<ds>/{shuffled,clustered}/part-*.parquet      results/dedup/<ds>/
+        |                                                          storage.csv  dedup.csv
+        |  recd stage: batches of b rows in partition order          summary.json
+        v
+    KJT --transforms--> KJT --model--> loss          (every row)
+    KJT --to_ikjt--> IKJT --transforms--> IKJT --model--> loss   (unique rows of the groups)
+                                                               results/recd/<ds>/
+                                                               timing.csv training.csv summary.json
+
+* ``storage.csv``: partition bytes (zstd Parquet) per layout and window, split by column class
+  (user-side features, history, other sparse features, dense features, other columns).
+* ``dedup.csv``: rows / unique rows per dedup group and values / unique values of all sparse
+  features per layout, window and batch size.
+
+The partitions and the results are one commit: both are built in temporary directories and
+renamed into place only when the stage succeeds. The ``recd`` stage
+(:mod:`workbench.experiments.recd`) reads the partitions.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from workbench.data import partition as part
+from workbench.data.schema import LABEL, SESSION, TIMESTAMP, DatasetMeta
+from workbench.experiments.config import RecdConfig
+from workbench.sparse import reader
+
+log = logging.getLogger(__name__)
+
+PARTITIONS_META = "partitions.json"
+
+
+def column_classes(meta: DatasetMeta) -> dict[str, str]:
+    """Column -> class for the storage breakdown."""
+    classes = {name: "dense" for name in meta.dense}
+    classes.update({name: "other sparse" for name in meta.categorical})
+    classes.update({name: "user-side" for name in meta.user_side})
+    classes.update({name: "history" for name in meta.sequences})
+    for name in (LABEL, SESSION, TIMESTAMP, part.REQUEST):
+        classes[name] = "label, ids, time"
+    return classes
+
+
+def storage_frame(table, meta: DatasetMeta, orders: dict[tuple[str, int], np.ndarray],
+                  progress: bool = False) -> pd.DataFrame:
+    """Bytes per (layout, window, column class); class ``total`` is the whole files."""
+    from tqdm.auto import tqdm
+
+    classes = column_classes(meta)
+    records = []
+    for (layout, window), order in tqdm(orders.items(), desc="storage", disable=not progress):
+        total, per_column = part.storage_bytes(table, order, window)
+        by_class: dict[str, int] = {}
+        for name, size in per_column.items():
+            by_class[classes.get(name, "label, ids, time")] = \
+                by_class.get(classes.get(name, "label, ids, time"), 0) + size
+        for cls, size in sorted(by_class.items()):
+            records.append({"layout": layout, "window": window, "column_class": cls,
+                            "bytes": size})
+        records.append({"layout": layout, "window": window, "column_class": "total",
+                        "bytes": total})
+    frame = pd.DataFrame.from_records(records)
+    frame["rows"] = table.num_rows
+    return frame
+
+
+def _ratio(frame: pd.DataFrame, value: str, **where: Any) -> float:
+    """``shuffled / clustered`` of ``value`` in the rows matching ``where``."""
+    sel = frame
+    for key, wanted in where.items():
+        sel = sel[sel[key] == wanted]
+    by_layout = sel.set_index("layout")[value]
+    return float(by_layout["shuffled"] / by_layout["clustered"])
+
+
+def run(processed: Path, partitions: Path, out: Path, exp: RecdConfig, seed: int,
+              progress: bool = False) -> None:
+    """The ``dedup`` stage for one dataset: write the partitions and the storage/dedup results.
+
+    Args:
+        processed: ``data/processed/<ds>``.
+        partitions: ``data/partitions/<ds>`` (replaced whole).
+        out: ``results/dedup/<ds>`` (replaced whole).
+        exp: the RecD settings.
+        seed: seeds the shuffled layout.
+        progress: show progress bars.
+    """
+    from workbench.data.pipeline import unavailable_result
+    from workbench.utils.io import atomic_dir, write_json
+
+    with atomic_dir(out) as tmp_out, atomic_dir(partitions) as tmp_parts:
+        if unavailable_result(processed, tmp_out / "summary.json"):
+            write_json(tmp_parts / PARTITIONS_META, {"available": False})
+            return
+        table, meta = part.read_train_table(processed)
+        table, sessions = part.prepare_table(table, meta, exp.session_gap_s, exp.history)
+        log_rows = part.log_order(table, meta)
+        groups, plain = reader.dedup_groups(meta, exp.dedup_groups)
+        windows = sorted({*exp.window_sweep, exp.window})
+        orders = {(layout, w): part.layout_order(log_rows, sessions, w, layout, seed)
+                  for w in windows for layout in part.LAYOUTS}
+        written = {layout: part.write_partitions(table, orders[(layout, exp.window)], exp.window,
+                                                 tmp_parts / layout)
+                   for layout in part.LAYOUTS}
+        storage = storage_frame(table, meta, orders, progress)
+        kjt = reader.table_to_kjt(table, reader.sparse_keys(meta))
+        dedup = reader.dedup_table(kjt, groups, orders, exp.batch_sizes)
+        storage.to_csv(tmp_out / "storage.csv", index=False)
+        dedup.to_csv(tmp_out / "dedup.csv", index=False, float_format="%.6g")
+        n_sessions = int(sessions.max(initial=-1)) + 1
+        info = {
+            "dataset": meta.name, "available": True, "rows": table.num_rows,
+            "sessions": n_sessions, "mean_session_rows": table.num_rows / max(n_sessions, 1),
+            "groups": groups, "plain": plain, "window": exp.window, "history": exp.history,
+            "session_gap_s": exp.session_gap_s if meta.has_timestamp else None,
+            "partition_bytes": written,
+            "storage_ratio": _ratio(storage, "bytes", window=exp.window, column_class="total"),
+        }
+        write_json(tmp_parts / PARTITIONS_META, {
+            **info, "keys": reader.sparse_keys(meta), "dense": meta.dense,
+            "cardinalities": meta.cardinalities, "sequences": meta.sequences,
+            "partitions": {layout: len(list((tmp_parts / layout).glob("part-*.parquet")))
+                           for layout in part.LAYOUTS}})
+        write_json(tmp_out / "summary.json", info)
+        log.info("%s: %d rows, %d sessions; storage shuffled/clustered %.2fx at window %d",
+                 meta.name, table.num_rows, n_sessions, info["storage_ratio"], exp.window)

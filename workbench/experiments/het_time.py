@@ -1,0 +1,192 @@
+"""HET time figures from replayed traffic and the FLOP-modelled compute (time model only).
+
+The bytes a system moves depend on the key trace, the cache and the bounds, not on the model or
+the link speed; so each system's trace is replayed once through the cluster with per-iteration
+records, and :func:`workbench.cluster.time_model` turns the recorded counters into seconds for
+any model (dense bytes, FLOPs), bandwidth and embedding width:
+
+* **Fig. 2**: share of epoch time spent communicating, one worker with embeddings on a remote
+  PS (no cache, dense on the PS), D = ``fig2_dim``, per model, 1 Gb/s;
+* **Fig. 7**: per-epoch time split into compute and communication for PS, Hybrid, AllReduce,
+  Cache s=10 and s=100, per model, at each bandwidth; with the communication-time speedup of
+  Cache s=100 over each system;
+* **Fig. 9a**: speedup (samples/s relative to one worker) against 1..32 workers;
+* **Fig. 9c**: per-epoch time against the embedding width D = 128..4096 (a table of
+  rows x 4096 floats does not fit a laptop, so this panel is the time model only).
+
+Outputs (``results/het_time/<dataset>/``): ``fig2.csv``, ``fig7.csv``, ``fig9_workers.csv``,
+``fig9_dim.csv``, ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from workbench.cluster.cache import COUNTERS
+from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.edge_cluster import EdgeCluster, replay
+from workbench.cluster.time_model import Links, time_model
+from workbench.data.keys import sample_keys, table_rows
+from workbench.data.preprocess import read_split
+from workbench.data.schema import DatasetMeta
+from workbench.dispatch.base import build_trace
+from workbench.experiments.config import HetTimeConfig
+from workbench.models.config import ModelConfig
+from workbench.models.ctr import build_model, dense_parameter_count, flops_per_sample
+
+log = logging.getLogger(__name__)
+#: HET's systems: (label, cache bound or None for no cache, dense sync, sparse sync).
+SYSTEMS = (("PS (ASP), no cache", None, "ps", "ps"),
+           ("Hybrid, no cache", None, "allreduce", "ps"),
+           ("AllReduce (sparse AllGather)", None, "allreduce", "allgather"),
+           ("Cache s=10", 10, "allreduce", "ps"),
+           ("Cache s=100", 100, "allreduce", "ps"))
+
+
+def replay_counters(keys: np.ndarray, rows: int, workers: int, per_worker: int,
+                    cache: CacheConfig, dispatcher: str, seed: int) -> np.ndarray:
+    """Per-iteration counter deltas ``[iterations, workers, counters]`` of one epoch."""
+    trace = build_trace(keys, workers, per_worker, dispatcher, seed=seed)
+    cluster = EdgeCluster(ClusterConfig(workers=workers), cache, rows, dim=4)
+    replay(cluster, trace, order="bsp")
+    hist = cluster.history()
+    return hist[list(COUNTERS)].to_numpy().reshape(trace.shape[0], workers, len(COUNTERS))
+
+
+def epoch_time(counters: np.ndarray, cluster: ClusterConfig, dim: int, flops: float,
+               per_worker: int, dense_bytes: float, dense_sync: str,
+               sparse_sync: str) -> dict[str, float]:
+    """Per-epoch seconds (total, compute, communication) of a replayed epoch."""
+    links = Links.from_config(cluster)
+    compute = flops * per_worker / (cluster.gflops * 1e9 * links.speed)
+    t = time_model(counters, links, dim, compute, dense_bytes, dense_sync, sparse_sync)
+    step = t["step_s"][:, 0]
+    slowest_compute = t["compute_s"].max(axis=1)
+    return {"epoch_s": float(step.sum()), "compute_s": float(slowest_compute.sum()),
+            "comm_s": float((step - slowest_compute).sum())}
+
+
+def _cluster(cfg: ClusterConfig, workers: int | None = None, bandwidth: float | None = None,
+             ps_shards: int | None = None) -> ClusterConfig:
+    """``cfg`` resized to ``workers`` (per-worker lists repeat cyclically) and, if given, with
+    every link (workers' and servers') at ``bandwidth`` Gb/s and ``ps_shards`` servers."""
+    workers = cfg.workers if workers is None else workers
+    values = {}
+    for key in ("bandwidth_gbps", "latency_ms", "speed"):
+        per = cfg.per_worker(key)
+        values[key] = per[:1] if len(set(per)) == 1 else [per[i % len(per)]
+                                                          for i in range(workers)]
+    if bandwidth is not None:
+        values["bandwidth_gbps"] = [bandwidth]
+        values["ps_bandwidth_gbps"] = bandwidth
+    if ps_shards is not None:
+        values["ps_shards"] = ps_shards
+    return dataclasses.replace(cfg, workers=workers, **values)
+
+
+def run(processed: Path, out: Path, exp: HetTimeConfig, *, per_worker: int,
+        models: dict[str, ModelConfig], base_model: str, cluster: ClusterConfig,
+        cache: CacheConfig, dispatcher: str, seed: int, progress: bool = False) -> None:
+    """The ``het_time`` stage: replays + time model; writes ``out`` whole.
+
+    Args:
+        processed: ``data/processed/<exp.dataset>``.
+        out: ``results/het_time/<exp.dataset>`` (replaced whole).
+        exp: the experiment's settings.
+        per_worker: samples per worker per iteration (the HET cache experiments' batch).
+        models: every configured model (Fig. 2 and 7 use ``exp.models``).
+        base_model: the model of the scaling study (Fig. 9: HET's training model).
+        cluster: the emulated cluster of the base setting.
+        cache: the cache policy and size of the cache systems (their bound is the system's).
+        dispatcher: the baseline dispatch of every global batch.
+        seed: seeds the dispatcher.
+        progress: show progress bars.
+    """
+    from tqdm.auto import tqdm
+
+    from workbench.utils.io import atomic_dir, write_json
+
+    meta = DatasetMeta.read(processed)
+    frame = read_split(processed, "train", columns=meta.categorical)
+    keys = sample_keys(frame, meta)[: exp.max_samples]
+    rows = table_rows(meta)
+    n_dense, n_sparse = len(meta.dense), len(meta.categorical)
+
+    def model_cost(name: str, dim: int | None = None) -> tuple[float, float]:
+        mcfg = models[name] if dim is None else dataclasses.replace(models[name],
+                                                                    embedding_dim=dim)
+        model = build_model(mcfg, n_dense, n_sparse)
+        return (3.0 * flops_per_sample(model, n_dense, n_sparse, mcfg.embedding_dim),
+                4.0 * dense_parameter_count(model))
+
+    replays: dict[tuple[Any, int], np.ndarray] = {}
+
+    def counters(bound: int | None, workers: int) -> np.ndarray:
+        if (bound, workers) not in replays:
+            system_cache = (CacheConfig(policy="none") if bound is None else
+                            CacheConfig(policy=cache.policy, ratio=cache.ratio,
+                                        read_bound=bound, write_bound=bound))
+            replays[(bound, workers)] = replay_counters(keys, rows, workers, per_worker,
+                                                        system_cache, dispatcher, seed)
+        return replays[(bound, workers)]
+
+    fig7, fig2, fig9w, fig9d = [], [], [], []
+    jobs = len(exp.models) * (len(exp.bandwidths_gbps) * len(SYSTEMS) + 1) + \
+        len(exp.worker_sweep) * 3 + len(exp.dim_sweep) * 3
+    bar = tqdm(total=jobs, disable=not progress, desc="het_time", unit="point")
+    for model in exp.models:
+        flops, dense_bytes = model_cost(model)
+        dim = models[model].embedding_dim
+        for bw in exp.bandwidths_gbps:
+            for label, bound, dense_sync, sparse_sync in SYSTEMS:
+                t = epoch_time(counters(bound, cluster.workers),
+                               _cluster(cluster, bandwidth=bw), dim, flops, per_worker,
+                               dense_bytes, dense_sync, sparse_sync)
+                fig7.append({"model": model, "bandwidth_gbps": bw, "system": label, **t})
+                bar.update()
+        f2_flops, f2_dense = model_cost(model, exp.fig2_dim)
+        t = epoch_time(counters(None, 1), _cluster(cluster, workers=1, bandwidth=1.0),
+                       exp.fig2_dim, f2_flops, per_worker, f2_dense, "ps", "ps")
+        fig2.append({"model": model, "dim": exp.fig2_dim, **t,
+                     "comm_share": t["comm_s"] / t["epoch_s"]})
+        bar.update()
+    flops, dense_bytes = model_cost(base_model)
+    dim = models[base_model].embedding_dim
+    for workers in exp.worker_sweep:
+        for label, bound, dense_sync, sparse_sync in (SYSTEMS[0], SYSTEMS[1], SYSTEMS[4]):
+            t = epoch_time(counters(bound, workers),
+                           _cluster(cluster, workers=workers, ps_shards=exp.fig9_ps_shards),
+                           dim, flops, per_worker, dense_bytes, dense_sync, sparse_sync)
+            samples = counters(bound, workers).shape[0] * workers * per_worker
+            fig9w.append({"model": base_model, "workers": workers, "system": label, **t,
+                          "samples": samples, "samples_per_s": samples / t["epoch_s"]})
+            bar.update()
+    for d in exp.dim_sweep:
+        d_flops, d_dense = model_cost(base_model, d)
+        for label, bound, dense_sync, sparse_sync in (SYSTEMS[0], SYSTEMS[1], SYSTEMS[4]):
+            t = epoch_time(counters(bound, cluster.workers),
+                           _cluster(cluster, ps_shards=exp.fig9_ps_shards), d, d_flops,
+                           per_worker, d_dense, dense_sync, sparse_sync)
+            fig9d.append({"model": base_model, "dim": d, "system": label, **t})
+            bar.update()
+    bar.close()
+    fig9w = pd.DataFrame(fig9w)
+    one = fig9w[fig9w["workers"] == min(exp.worker_sweep)].set_index("system")["samples_per_s"]
+    fig9w["speedup"] = fig9w["samples_per_s"] / fig9w["system"].map(one)
+    summary = {"dataset": meta.name, "samples": int(len(keys)), "table_rows": rows,
+               "per_worker_batch": per_worker, "workers": cluster.workers,
+               "cluster": cluster.name, "gflops": cluster.gflops,
+               "cache_policy": cache.policy, "cache_ratio": cache.ratio,
+               "fig9_model": base_model, "fig9_ps_shards": exp.fig9_ps_shards,
+               "compute_model": "FLOP-modelled: 3 x forward FLOPs x samples / (gflops x speed)"}
+    with atomic_dir(out) as tmp:
+        for name, table in (("fig2", pd.DataFrame(fig2)), ("fig7", pd.DataFrame(fig7)),
+                            ("fig9_workers", fig9w), ("fig9_dim", pd.DataFrame(fig9d))):
+            table.to_csv(tmp / f"{name}.csv", index=False, float_format="%.6g")
+        write_json(tmp / "summary.json", summary)

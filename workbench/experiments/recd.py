@@ -1,0 +1,250 @@
+"""RecD's ``recd`` stage: preprocessing and training throughput on KJT vs IKJT batches.
+
+**Our formalisation of RecD** (the paper's method section is unavailable); the whole pipeline,
+from the processed split through the partitions to both paths' training, is drawn in
+:mod:`workbench.experiments.dedup`. Per layout, this stage reads the partitions in batches of b
+rows and runs two paths on them::
+
+    KJT --transforms--> KJT --model--> loss                      (every row)
+    KJT --to_ikjt--> IKJT --transforms--> IKJT --model--> loss   (unique rows of the groups)
+
+* ``timing.csv`` (wall clock, machine-dependent): preprocessing seconds for the KJT path (the
+  transforms on every row) and the IKJT path (``to_ikjt`` plus the transforms on the unique rows),
+  and training seconds (forward, backward, optimizer step) on KJT and IKJT batches, per layout;
+  the best of ``repeats`` alternating runs. The reader hands the trainer ready batches, as in
+  RecD, so conversion is part of preprocessing, not of training.
+* ``training.csv``: the loss of every step on both paths (the IKJT path trains the same model:
+  equal up to float summation order).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from workbench.data import partition as part
+from workbench.data.schema import LABEL
+from workbench.experiments.config import RecdConfig
+from workbench.experiments.dedup import PARTITIONS_META
+from workbench.models.recd import FeatureSpec, RecDModel
+from workbench.sparse import reader
+from workbench.sparse.jagged_tensor import to_ikjt
+from workbench.sparse.transforms import FeatureTransforms
+from workbench.training.recd_trainer import RecDTrainer
+from workbench.utils.timing import best_seconds
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch of a layout: the decoded columnar rows, dense features and labels."""
+
+    rows: pa.Table
+    dense: np.ndarray | None
+    labels: np.ndarray
+
+
+def auto_transforms(meta: dict[str, Any], exp: RecdConfig) -> FeatureTransforms:
+    """The preprocessing chains: the configured ones, else truncate sequences to
+    ``max_history`` and hash every feature's ids into its table (sigrid-hash style)."""
+    from workbench.sparse.transforms import from_spec
+
+    if exp.transforms:
+        return from_spec({key: [step.spec() for step in steps]
+                          for key, steps in exp.transforms.items()})
+    cards = meta["cardinalities"]
+    spec: dict[str, list[dict[str, Any]]] = {}
+    for i, key in enumerate(meta["keys"]):
+        item = meta["sequences"].get(key)
+        steps: list[dict[str, Any]] = []
+        if item is not None:
+            steps.append({"op": "truncate", "max_length": exp.max_history, "keep": "last"})
+        steps.append({"op": "hash", "num_buckets": int(cards[item or key]), "salt": i})
+        spec[key] = steps
+    return from_spec(spec)
+
+
+def read_batches(table: pa.Table, meta: dict[str, Any], batch_size: int,
+                 count: int) -> list[Batch]:
+    """The first ``count`` full batches of a layout, in partition order."""
+    rows = table.num_rows
+    n = min(count, rows // batch_size)
+    if n < 1:
+        raise ValueError(f"experiments.recd.train_batch_size = {batch_size}: larger than the "
+                         f"{rows} rows of {meta['dataset']}'s partitions")
+    dense_names = meta["dense"]
+    out = []
+    for b in range(n):
+        chunk = table.slice(b * batch_size, batch_size).combine_chunks()
+        dense = (np.stack([chunk.column(c).to_numpy() for c in dense_names], axis=1)
+                 .astype(np.float32) if dense_names else None)
+        out.append(Batch(chunk, dense, chunk.column(LABEL).to_numpy().astype(np.float32)))
+    return out
+
+
+def preprocessors(meta: dict[str, Any], transforms: FeatureTransforms):
+    """The three preprocessing paths, each ``columnar batch -> transformed sparse batch``.
+
+    * ``kjt``: build the KJT of every row, transform every row.
+    * ``ikjt``: RecD's reader (:func:`~workbench.data.partition.table_to_ikjt`: the grouped,
+      request-level features read once per request), transform the unique rows.
+    * ``ikjt (content hash)``: build the KJT, find duplicates by hashing every value
+      (:func:`~workbench.sparse.jagged_tensor.to_ikjt`), transform the unique rows.
+    """
+    keys, groups, plain = meta["keys"], meta["groups"], meta["plain"]
+    return {
+        "kjt": lambda rows: transforms.apply_kjt(reader.table_to_kjt(rows, keys)),
+        "ikjt": lambda rows: transforms.apply_ikjt(reader.table_to_ikjt(rows, keys, groups,
+                                                                      plain)),
+        "ikjt (content hash)": lambda rows: transforms.apply_ikjt(
+            to_ikjt(reader.table_to_kjt(rows, keys), groups, plain=plain)),
+    }
+
+
+def preprocess_timing(batches: list[Batch], meta: dict[str, Any], transforms: FeatureTransforms,
+                      repeats: int) -> dict[str, Any]:
+    """Preprocessing seconds of each path of :func:`preprocessors` over the same batches (from
+    the decoded columnar rows to the transformed sparse batch), and the values transformed."""
+    paths = preprocessors(meta, transforms)
+    runs = {name: (lambda fn=fn: [fn(b.rows) for b in batches]) for name, fn in paths.items()}
+    seconds = best_seconds(runs, repeats)
+    keys, groups, plain = meta["keys"], meta["groups"], meta["plain"]
+    return {"seconds": seconds,
+            "values_kjt": sum(transforms.values_processed_kjt(reader.table_to_kjt(b.rows, keys))
+                              for b in batches),
+            "values_ikjt": sum(transforms.values_processed_ikjt(
+                reader.table_to_ikjt(b.rows, keys, groups, plain)) for b in batches)}
+
+
+def build_model(meta: dict[str, Any], exp: RecdConfig, seed: int) -> RecDModel:
+    """The RecD model of a dataset: pooled features, sequence features sharing their item
+    table, groups = the dedup groups plus every plain key alone."""
+    cards, sequences, groups, plain = (meta["cardinalities"], meta["sequences"], meta["groups"],
+                                       meta["plain"])
+    features = [FeatureSpec(key, int(cards[sequences.get(key, key)]),
+                            "sequence" if key in sequences else "pooled",
+                            table=sequences.get(key))
+                for key in meta["keys"]]
+    return RecDModel(len(meta["dense"]), features, [*groups, *([k] for k in plain)],
+                     exp.embedding_dim, exp.bottom_mlp, exp.top_mlp,
+                     seq_heads=exp.seq_heads, seq_max_length=exp.max_history, seed=seed)
+
+
+def training_timing(batches: list[Batch], meta: dict[str, Any], transforms: FeatureTransforms,
+                    exp: RecdConfig,
+                    seed: int) -> tuple[dict[str, float], pd.DataFrame, dict[str, Any]]:
+    """Train the same model (same seed) on the KJT and on the IKJT of the same batches.
+
+    Returns:
+        ``(best seconds per path, losses of every step per path, work counts per path)``; the
+        timed part is forward + backward + optimizer step of every batch.
+    """
+    import torch
+
+    groups = meta["groups"]
+    paths = preprocessors(meta, transforms)
+    inputs: dict[str, list[tuple[Any, Any, Any]]] = {"kjt": [], "ikjt": []}
+    for b in batches:
+        dense = None if b.dense is None else torch.from_numpy(b.dense)
+        labels = torch.from_numpy(b.labels)
+        kjt, ikjt = paths["kjt"](b.rows), paths["ikjt"](b.rows)
+        if ikjt.expand() != kjt:
+            raise AssertionError("the IKJT of a batch does not expand to its KJT: the dedup "
+                                 f"groups {groups} are not constant within a request")
+        inputs["kjt"].append((dense, kjt, labels))
+        inputs["ikjt"].append((dense, ikjt, labels))
+    losses: dict[str, list[float]] = {}
+
+    def run(path: str, steps: int | None = None) -> None:
+        trainer = RecDTrainer(build_model(meta, exp, seed), exp.lr)
+        losses[path] = [trainer.step(d, s, y) for d, s, y in inputs[path][:steps]]
+
+    run("kjt", steps=2)  # warm-up: allocator, lazy module loading (not timed)
+    run("ikjt", steps=2)
+    seconds = best_seconds({"kjt": lambda: run("kjt"), "ikjt": lambda: run("ikjt")},
+                           exp.repeats)
+    model = build_model(meta, exp, seed)
+    work = {path: {key: int(sum(model.work(s)[key] for _, s, _ in inputs[path]))
+                   for key in ("rows", "values", "sequence_positions")}
+            for path in inputs}
+    frame = pd.DataFrame({"step": np.tile(np.arange(len(batches)), 2),
+                          "path": np.repeat(["kjt", "ikjt"], len(batches)),
+                          "loss": losses["kjt"] + losses["ikjt"]})
+    return seconds, frame, work
+
+
+def run(partitions: Path, out: Path, exp: RecdConfig, seed: int,
+                   progress: bool = False) -> None:
+    """The ``recd`` stage for one dataset: preprocessing and training throughput per layout.
+
+    Args:
+        partitions: ``data/partitions/<ds>`` written by the dedup stage.
+        out: ``results/recd/<ds>`` (replaced whole).
+        exp: the RecD settings.
+        seed: seeds the model.
+        progress: show progress bars.
+    """
+    import json
+
+    import torch
+    from tqdm.auto import tqdm
+
+    from workbench.utils.io import atomic_dir, write_json
+
+    meta = json.loads((partitions / PARTITIONS_META).read_text())
+    with atomic_dir(out) as tmp:
+        if not meta.get("available", False):
+            write_json(tmp / "summary.json", {"dataset": partitions.name, "available": False,
+                                              "reason": "the dataset is unavailable"})
+            return
+        torch.set_num_threads(1)
+        groups, plain = meta["groups"], meta["plain"]
+        transforms = auto_transforms(meta, exp)
+        timing, losses, summary = [], [], {"dataset": meta["dataset"], "available": True,
+                                           "groups": groups, "plain": plain, "layouts": {}}
+        for layout in tqdm(part.LAYOUTS, desc="recd", disable=not progress):
+            table = part.read_partitions(partitions / layout)
+            values: dict[str, dict[str, int]] = {}
+            for size in exp.preprocess_batch_sizes:
+                count = min(exp.preprocess_rows, table.num_rows) // size
+                if count < 1:
+                    log.info("preprocess batch size %d skipped: %s has %d rows", size,
+                             meta["dataset"], table.num_rows)
+                    continue
+                pre = preprocess_timing(read_batches(table, meta, size, count), meta,
+                                        transforms, exp.repeats)
+                values[str(size)] = {"kjt": pre["values_kjt"], "ikjt": pre["values_ikjt"]}
+                for path, sec in pre["seconds"].items():
+                    timing.append({"layout": layout, "phase": "preprocess", "path": path,
+                                   "batch_size": size, "samples": count * size,
+                                   "seconds": sec})
+            ready = read_batches(table, meta, exp.train_batch_size, exp.train_batches)
+            seconds, loss_frame, work = training_timing(ready, meta, transforms, exp, seed)
+            for path, sec in seconds.items():
+                timing.append({"layout": layout, "phase": "train", "path": path,
+                               "batch_size": exp.train_batch_size,
+                               "samples": len(ready) * exp.train_batch_size, "seconds": sec})
+            losses.append(loss_frame.assign(layout=layout))
+            summary["layouts"][layout] = {
+                "preprocess_values": values, "train_work": work, "train_batches": len(ready),
+                "final_loss": {p: float(loss_frame[loss_frame.path == p].loss.iloc[-1])
+                               for p in ("kjt", "ikjt")}}
+        frame = pd.DataFrame.from_records(timing)
+        frame["samples_per_s"] = frame["samples"] / frame["seconds"]
+        frame.to_csv(tmp / "timing.csv", index=False, float_format="%.6g")
+        pd.concat(losses).to_csv(tmp / "training.csv", index=False, float_format="%.8g")
+        summary["settings"] = {"batch_size": exp.train_batch_size, "repeats": exp.repeats,
+                               "embedding_dim": exp.embedding_dim,
+                               "max_history": exp.max_history, "torch_threads": 1}
+        write_json(tmp / "summary.json", summary)
+        for (layout, phase, size), sel in frame.groupby(["layout", "phase", "batch_size"]):
+            rate = sel.set_index("path")["samples_per_s"]
+            log.info("%s %s %s (batch %d): IKJT/KJT %.2fx", meta["dataset"], layout, phase, size,
+                     rate["ikjt"] / rate["kjt"])

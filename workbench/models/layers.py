@@ -1,0 +1,196 @@
+"""Building blocks of the CTR models (:mod:`workbench.models.ctr`): MLP stacks and the feature
+interaction operators, each with its forward FLOPs per sample.
+
+=======================  =====================================================================
+block                    computes (B samples, F vectors of width D, x0 of width d)
+=======================  =====================================================================
+``MLP``                  Linear + ReLU stack (ReLU after the last layer optional)
+``DotInteraction``       DLRM: the n(n-1)/2 pairwise dot products <v_i, v_j>, i < j
+``FactorizationMachine`` DeepFM: 0.5 * sum_d [(sum_f e_fd)^2 - sum_f e_fd^2]
+``CrossNet``             DCN: x_{l+1} = x0 * (x_l . w_l) + b_l + x_l, L layers
+=======================  =====================================================================
+
+The FLOP convention is the one in :mod:`workbench.models.ctr`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+
+class MLP(nn.Sequential):
+    """A stack of ``Linear`` layers with ReLU between them (the one MLP builder of every model).
+
+    Args:
+        in_features: input width.
+        widths: output width of each layer, in order (empty: the identity).
+        last_activation: apply ReLU after the last layer too (DLRM's bottom MLP, DCN's deep part)
+            instead of leaving its output linear (logit layers).
+
+    Attributes:
+        in_features: input width.
+        out_features: output width (``in_features`` when ``widths`` is empty).
+
+    Example:
+        >>> mlp = MLP(13, [512, 256, 1])
+        >>> mlp(torch.randn(4, 13)).shape
+        torch.Size([4, 1])
+    """
+
+    def __init__(self, in_features: int, widths: Sequence[int], *,
+                 last_activation: bool = False) -> None:
+        layers: list[nn.Module] = []
+        width_in = in_features
+        for i, width in enumerate(widths):
+            if width < 1:
+                raise ValueError(f"MLP layer {i} width = {width}: must be >= 1")
+            layers.append(nn.Linear(width_in, width))
+            if i < len(widths) - 1 or last_activation:
+                layers.append(nn.ReLU())
+            width_in = width
+        super().__init__(*layers)
+        self.in_features = in_features
+        self.out_features = width_in
+
+
+class DotInteraction(nn.Module):
+    """DLRM's dot interaction: the pairwise dot products of n vectors, no self-interaction.
+
+    Args:
+        n_vectors: number n of vectors interacted (F + 1 with a dense vector, F without).
+
+    Attributes:
+        pairs: the ``(i, j)`` index of every output column, ``i < j``, in row-major order of
+            the strictly upper triangle (``torch.triu_indices(n, n, offset=1)``).
+
+    Example:
+        >>> DotInteraction(3)(torch.ones(2, 3, 4))
+        tensor([[4., 4., 4.],
+                [4., 4., 4.]])
+    """
+
+    def __init__(self, n_vectors: int) -> None:
+        super().__init__()
+        self.n_vectors = n_vectors
+        rows, cols = torch.triu_indices(n_vectors, n_vectors, offset=1)
+        self.register_buffer("rows", rows, persistent=False)
+        self.register_buffer("cols", cols, persistent=False)
+        self.pairs = list(zip(rows.tolist(), cols.tolist()))
+
+    @property
+    def out_features(self) -> int:
+        """Number of output columns, n(n-1)/2."""
+        return len(self.pairs)
+
+    def forward(self, vectors: Tensor) -> Tensor:
+        """Pairwise dot products.
+
+        Args:
+            vectors: ``[B, n, D]``.
+
+        Returns:
+            ``[B, n(n-1)/2]``: column k is ``<vectors[:, i], vectors[:, j]>`` for
+            ``(i, j) = pairs[k]``.
+        """
+        gram = torch.bmm(vectors, vectors.transpose(1, 2))
+        return gram[:, self.rows, self.cols]
+
+    def flops(self, dim: int) -> int:
+        """Forward FLOPs per sample: 2 * D per distinct pair.
+
+        Args:
+            dim: vector width D.
+
+        Returns:
+            ``n(n-1)/2 * 2 * D``.
+        """
+        return self.out_features * 2 * dim
+
+
+class FactorizationMachine(nn.Module):
+    """The FM second-order term: the sum of the dot products of every pair of field vectors.
+
+    ``0.5 * sum_d((sum_f e_fd)^2 - sum_f e_fd^2) == sum_{f<g} <e_f, e_g>`` (Rendle 2010).
+
+    Example:
+        >>> FactorizationMachine()(torch.ones(2, 3, 4))
+        tensor([12., 12.])
+    """
+
+    def forward(self, emb: Tensor) -> Tensor:
+        """FM term.
+
+        Args:
+            emb: ``[B, F, D]``.
+
+        Returns:
+            ``[B]``.
+        """
+        square_of_sum = emb.sum(dim=1).pow(2)
+        sum_of_squares = emb.pow(2).sum(dim=1)
+        return 0.5 * (square_of_sum - sum_of_squares).sum(dim=1)
+
+    @staticmethod
+    def flops(n_fields: int, dim: int) -> int:
+        """Forward FLOPs per sample (see the module docstring).
+
+        Args:
+            n_fields: F.
+            dim: D.
+
+        Returns:
+            ``3 * F * D + 3 * D``.
+        """
+        return 3 * n_fields * dim + 3 * dim
+
+
+class CrossNet(nn.Module):
+    """DCN's cross network: ``x_{l+1} = x0 * (x_l . w_l) + b_l + x_l`` for ``l < L``.
+
+    Args:
+        width: d, the width of x0.
+        n_layers: L (0: the identity).
+
+    Attributes:
+        weight: ``[L, d]``, row l is w_l (uniform in ``+-1/sqrt(d)``, as ``nn.Linear(d, 1)``).
+        bias: ``[L, d]``, row l is b_l (zeros).
+
+    Example:
+        >>> CrossNet(5, 2)(torch.randn(3, 5)).shape
+        torch.Size([3, 5])
+    """
+
+    def __init__(self, width: int, n_layers: int) -> None:
+        super().__init__()
+        self.width = width
+        self.n_layers = n_layers
+        bound = 1.0 / math.sqrt(width) if width > 0 else 0.0
+        self.weight = nn.Parameter(torch.empty(n_layers, width).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.zeros(n_layers, width))
+
+    def forward(self, x0: Tensor) -> Tensor:
+        """Apply the L cross layers.
+
+        Args:
+            x0: ``[B, d]``.
+
+        Returns:
+            x_L, ``[B, d]``.
+        """
+        x = x0
+        for layer in range(self.n_layers):
+            scale = x @ self.weight[layer]                       # [B]: x_l . w_l
+            x = x0 * scale.unsqueeze(1) + self.bias[layer] + x
+        return x
+
+    def flops(self) -> int:
+        """Forward FLOPs per sample: 4 * d per layer (see the module docstring).
+
+        Returns:
+            ``4 * d * L``.
+        """
+        return 4 * self.width * self.n_layers

@@ -1,0 +1,199 @@
+r"""RecD's reader: columnar partitions -> KJT / IKJT batches, and exact per-batch dedup factors.
+
+Our formalisation (RecD's method section is unavailable). The partitions of
+:mod:`workbench.data.partition` hold one row per sample, with a ``request`` (session) column::
+
+    columnar batch --table_to_kjt-----------------------> KJT  (every row of every key)
+                   --table_to_ikjt (request column)-----> IKJT (a dedup group's keys read once
+                                                               per request; plain keys whole)
+
+* **Dedup groups** (RecD's ``dedup_sparse_features``): by default one group of the user-side and
+  sequence features; the other sparse features stay plain.
+* **Dedup factor**: rows / unique rows of a dedup group inside each batch of ``b`` consecutive
+  rows of a layout (batches run across partition boundaries, as a streaming reader does).
+  Rows are identified exactly: one :func:`workbench.sparse.jagged_tensor.to_ikjt` over the
+  whole split gives every row its global unique-row id per group, and a batch's unique rows are
+  its distinct ``(batch, row id)`` pairs (no per-batch Python loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from workbench.data.partition import REQUEST
+from workbench.data.schema import DatasetMeta
+from workbench.sparse.jagged_tensor import (
+    InverseKeyedJaggedTensor,
+    KeyedJaggedTensor,
+    request_rows,
+    to_ikjt,
+)
+
+
+def sparse_keys(meta: DatasetMeta) -> list[str]:
+    """The KJT keys of a dataset: every categorical feature, then every sequence feature."""
+    return [*meta.categorical, *meta.sequences]
+
+
+def dedup_groups(meta: DatasetMeta,
+                 configured: Sequence[Sequence[str]] | None) -> tuple[list[list[str]], list[str]]:
+    """RecD's ``dedup_sparse_features`` and the keys left plain.
+
+    Args:
+        meta: the dataset.
+        configured: explicit groups, or None for one group of the user-side and sequence
+            features.
+
+    Returns:
+        ``(groups, plain keys)``.
+
+    Raises:
+        ValueError: a configured group names an unknown feature or a feature twice.
+    """
+    keys = sparse_keys(meta)
+    if configured is None:
+        user = [k for k in keys if k in meta.user_side or k in meta.sequences]
+        groups = [user] if user else []
+    else:
+        groups = [list(g) for g in configured]
+        seen: set[str] = set()
+        for gi, group in enumerate(groups):
+            for key in group:
+                if key not in keys:
+                    raise ValueError(f"experiments.recd.dedup_groups[{gi}] names {key!r}, which "
+                                     f"is not a sparse feature of {meta.name}: {keys}")
+                if key in seen:
+                    raise ValueError(f"experiments.recd.dedup_groups: {key!r} is in two groups")
+                seen.add(key)
+    grouped = {k for g in groups for k in g}
+    return groups, [k for k in keys if k not in grouped]
+
+
+def _column_lists(column: pa.ChunkedArray | pa.Array,
+                  rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, lengths)`` int64 of a column (a scalar column gives lists of one id), of the
+    rows ``rows`` only when given (an Arrow ``take``, so only those rows' values are copied)."""
+    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if rows is not None:
+        col = col.take(pa.array(rows))
+    if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+        col = col.cast(pa.large_list(pa.int64()))
+        offsets = col.offsets.to_numpy()
+        flat = col.values.to_numpy(zero_copy_only=False)
+        return (flat[offsets[0]:offsets[-1]].astype(np.int64, copy=False),
+                np.diff(offsets).astype(np.int64))
+    return (col.to_numpy(zero_copy_only=False).astype(np.int64),
+            np.ones(len(col), dtype=np.int64))
+
+
+def table_to_kjt(table: pa.Table, keys: Sequence[str]) -> KeyedJaggedTensor:
+    """A KJT of ``keys`` over all rows of ``table`` (scalar columns give lists of one id)."""
+    parts = [_column_lists(table.column(key)) for key in keys]
+    return KeyedJaggedTensor(list(keys), np.concatenate([v for v, _ in parts]),
+                             np.concatenate([n for _, n in parts]))
+
+
+def table_to_ikjt(table: pa.Table, keys: Sequence[str], groups: Sequence[Sequence[str]],
+                  plain: Sequence[str]) -> InverseKeyedJaggedTensor:
+    """RecD's reader: an IKJT straight from a columnar batch, keyed by its ``request`` column.
+
+    The grouped features are request-level (constant within a request), so only the first row
+    of every request is read for them (an Arrow ``take`` of ``U`` rows); the plain keys are
+    read whole. No KJT of all rows is materialised for the groups. Equal to
+    ``to_ikjt_by_request(table_to_kjt(table, keys), groups, requests, plain)``.
+    """
+    requests = table.column(REQUEST).to_numpy().astype(np.int64)
+    unique_rows, inverse = request_rows(requests)
+    values: dict[str, np.ndarray] = {}
+    lengths: dict[str, np.ndarray] = {}
+    for group in groups:
+        for key in group:
+            values[key], lengths[key] = _column_lists(table.column(key), unique_rows)
+    for key in plain:
+        values[key], lengths[key] = _column_lists(table.column(key))
+    identity = np.arange(table.num_rows, dtype=np.int64)
+    return InverseKeyedJaggedTensor(list(keys), [*groups, *([k] for k in plain)], values,
+                                    lengths, [inverse] * len(groups) + [identity] * len(plain))
+
+
+def global_row_ids(kjt: KeyedJaggedTensor,
+                   groups: Sequence[Sequence[str]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per group: the unique-row id of every row over the whole table and each row's values.
+
+    Returns:
+        For each group ``(row_id [rows], values_per_unique_row [U])``.
+    """
+    grouped = {k for g in groups for k in g}
+    ikjt = to_ikjt(kjt, groups, plain=[k for k in kjt.keys() if k not in grouped])  # noqa: SIM118
+    out = []
+    for group in ikjt.groups[:len(groups)]:
+        per_row = sum(ikjt.lengths(k) for k in group)
+        out.append((ikjt.inverse_lookup(group), np.asarray(per_row, dtype=np.int64)))
+    return out
+
+
+def batch_dedup(row_ids: np.ndarray, row_values: np.ndarray, order: np.ndarray,
+                batch_size: int) -> tuple[int, int, int, int]:
+    """Rows, unique rows, values and unique values over batches of a layout.
+
+    Args:
+        row_ids: global unique-row id of every row (one group).
+        row_values: values (ids) of each unique row.
+        order: the layout's row order.
+        batch_size: rows per batch (the last batch may be short).
+
+    Returns:
+        ``(rows, unique rows, values, unique values)`` summed over all batches.
+    """
+    ids = row_ids[order]
+    batch = np.arange(ids.size, dtype=np.int64) // batch_size
+    n_ids = int(row_values.size)
+    pairs = np.unique(batch * n_ids + ids)
+    unique_ids = pairs % n_ids if n_ids else pairs
+    return (int(ids.size), int(pairs.size), int(row_values[ids].sum()),
+            int(row_values[unique_ids].sum()))
+
+
+def dedup_table(kjt: KeyedJaggedTensor, groups: Sequence[Sequence[str]],
+                orders: dict[tuple[str, int], np.ndarray],
+                batch_sizes: Sequence[int]) -> pd.DataFrame:
+    """Dedup factors of every group (and all keys together) for layouts x batch sizes.
+
+    Args:
+        kjt: every sparse key over the whole table.
+        groups: the dedup groups (other keys count as plain: every row stored).
+        orders: ``{(layout, window): row order}``.
+        batch_sizes: the batch sizes.
+
+    Returns:
+        One row per (layout, window, batch size, group) with rows, unique_rows, values,
+        unique_values, dedup_factor (rows / unique rows) and values_factor; ``group = "all"``
+        sums every key (plain keys contribute all their values).
+    """
+    ids = global_row_ids(kjt, groups)
+    grouped = {k for g in groups for k in g}
+    plain = [k for k in kjt.keys() if k not in grouped]  # noqa: SIM118 (a KJT, not a dict)
+    plain_values = sum(int(kjt[k].values().size) for k in plain)
+    records = []
+    for (layout, window), order in orders.items():
+        for b in batch_sizes:
+            tot_v = tot_u = plain_values
+            for group, (row_ids, row_values) in zip(groups, ids):
+                rows, urows, vals, uvals = batch_dedup(row_ids, row_values, order, b)
+                records.append({"layout": layout, "window": window, "batch_size": b,
+                                "group": "+".join(group), "rows": rows, "unique_rows": urows,
+                                "values": vals, "unique_values": uvals})
+                tot_v += vals
+                tot_u += uvals
+            records.append({"layout": layout, "window": window, "batch_size": b, "group": "all",
+                            "rows": kjt.batch_size, "unique_rows": kjt.batch_size,
+                            "values": tot_v, "unique_values": tot_u})
+    frame = pd.DataFrame.from_records(records)
+    frame["dedup_factor"] = frame["rows"] / frame["unique_rows"].clip(lower=1)
+    frame["values_factor"] = frame["values"] / frame["unique_values"].clip(lower=1)
+    return frame
+

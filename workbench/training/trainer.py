@@ -1,0 +1,366 @@
+"""Training a compact CTR model for real through the emulated edge cluster.
+
+One iteration over a global batch of ``W x b`` samples::
+
+    dispatcher: sample -> worker                         (workbench.dispatch.base)
+    for each worker w:  rows_w = cache_w.read(keys of w's samples)   <- stale within the bound
+    forward + backward of the whole batch at once, each sample with ITS worker's rows
+    dense parameters: one optimizer step on the batch gradient (= AllReduce of the workers'
+        gradients, BSP), or a gradient computed on parameters ``tau`` iterations old (ASP)
+    for each worker w:  cache_w.write(keys, -lr_sparse x per-sample embedding gradients)
+    clock: the cluster's time model on this iteration's counters + FLOP-modelled compute
+
+Embedding rows get plain SGD on the per-sample loss (the mean-loss gradient times the batch
+size), as HET's cache path does; the dense optimizer is configurable. Compute time is modelled,
+not measured (so metrics are deterministic): ``3 x forward FLOPs per sample x samples /
+(gflops x speed_j)`` for worker j.
+
+Systems (HET's, section 5):
+
+============  ======================  ==================  =====================
+system        embeddings              dense parameters    synchronisation
+============  ======================  ==================  =====================
+``plain``     local table             local               one process
+``ps``        PS, no cache            PS push/pull        ASP (delayed gradient)
+``hybrid``    PS, no cache            AllReduce           BSP
+``allreduce`` replicated, AllGather   AllReduce           BSP
+``cache``     HET cache (bound s)     AllReduce           BSP
+============  ======================  ==================  =====================
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.edge_cluster import EdgeCluster
+from workbench.dispatch.base import assign
+from workbench.models.config import ModelConfig
+from workbench.models.ctr import build_model, dense_parameter_count, flops_per_sample
+
+log = logging.getLogger(__name__)
+KINDS = ("plain", "ps", "hybrid", "allreduce", "cache")
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    """One training system.
+
+    Attributes:
+        label: name shown in figures (e.g. ``"Cache s=100"``).
+        kind: one of :data:`KINDS`.
+        bound: staleness bound of a ``cache`` system (read and write).
+    """
+
+    label: str
+    kind: str
+    bound: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"system kind {self.kind!r}: must be one of {KINDS}")
+
+    @property
+    def dense_sync(self) -> str:
+        """How dense parameters are synchronised (``ps`` or ``allreduce``)."""
+        return "ps" if self.kind == "ps" else "allreduce"
+
+    @property
+    def sparse_sync(self) -> str:
+        """How embedding updates travel (``ps`` or ``allgather``)."""
+        return "allgather" if self.kind == "allreduce" else "ps"
+
+
+@dataclass
+class Split:
+    """One split as arrays: dense features, global embedding keys ``[n, F]``, labels."""
+
+    dense: np.ndarray
+    keys: np.ndarray
+    labels: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def head(self, n: int | None) -> "Split":
+        """The first ``n`` samples (all when None)."""
+        return self if n is None else Split(self.dense[:n], self.keys[:n], self.labels[:n])
+
+
+class EmbeddingStore(Protocol):
+    """Where embedding rows come from and where their updates go."""
+
+    def read(self, worker: int, keys: np.ndarray) -> np.ndarray: ...
+
+    def write(self, worker: int, keys: np.ndarray, rows: np.ndarray) -> None: ...
+
+    def table(self) -> np.ndarray: ...
+
+
+class LocalStore:
+    """A plain in-process table (the ``plain`` system): reads and SGD updates, nothing else."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values.copy()
+        self._tensor = torch.from_numpy(self.values)  # shares memory with ``values``
+
+    def read(self, worker: int, keys: np.ndarray) -> np.ndarray:
+        """Rows of ``keys`` (one per occurrence)."""
+        return self.values[keys]
+
+    def write(self, worker: int, keys: np.ndarray, rows: np.ndarray) -> None:
+        """Add one update row per occurrence (``index_add_``: in order on one thread)."""
+        self._tensor.index_add_(0, torch.from_numpy(np.ascontiguousarray(keys)),
+                                torch.from_numpy(np.ascontiguousarray(rows)))
+
+    def table(self) -> np.ndarray:
+        """The current table."""
+        return self.values
+
+
+class ClusterStore:
+    """Embeddings through the emulated cluster's caches (every non-plain system)."""
+
+    def __init__(self, cluster: EdgeCluster) -> None:
+        self.cluster = cluster
+
+    def read(self, worker: int, keys: np.ndarray) -> np.ndarray:
+        """Worker ``worker`` reads through its cache."""
+        return self.cluster.read(worker, keys)
+
+    def write(self, worker: int, keys: np.ndarray, rows: np.ndarray) -> None:
+        """Worker ``worker`` writes its updates through its cache."""
+        self.cluster.write(worker, keys, rows)
+
+    def table(self) -> np.ndarray:
+        """The table as if every worker flushed now."""
+        return self.cluster.snapshot()
+
+
+def auc_score(labels: np.ndarray, scores: np.ndarray) -> float:
+    """ROC AUC by the rank-sum (Mann-Whitney) formula, ties averaged; NaN with one class."""
+    labels = np.asarray(labels) > 0.5
+    n_pos = int(labels.sum())
+    n_neg = len(labels) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return math.nan
+    ranks = pd.Series(scores).rank(method="average").to_numpy()
+    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def log_loss(labels: np.ndarray, logits: np.ndarray) -> float:
+    """Mean binary cross-entropy of ``logits``."""
+    return float(torch.nn.functional.binary_cross_entropy_with_logits(
+        torch.from_numpy(np.array(logits, dtype=np.float32)),
+        torch.from_numpy(np.array(labels, dtype=np.float32))))
+
+
+class Trainer:
+    """Trains one model on one system.
+
+    Args:
+        model_cfg: the model and its optimiser settings (``batch_size`` is the global batch).
+        n_dense: dense features.
+        n_sparse: categorical features F.
+        table_rows: rows of the concatenated embedding table.
+        system: the training system.
+        cluster_cfg: workers, links, speeds, compute throughput (ignored by ``plain``).
+        cache_cfg: cache policy and size for ``cache`` systems (bounds come from ``system``).
+        seed: seeds the model initialisation, the table initialisation and the dispatcher.
+        dispatcher: how a global batch is split among workers.
+        asp_staleness: ASP dense-gradient delay in iterations (None = workers - 1).
+        dispatcher_factory: builds a cost-aware dispatcher (:mod:`~workbench.dispatch.registry`) from the
+            cluster and the per-worker capacities; without it ``dispatcher`` names a baseline.
+        threads: torch intra-op threads. One by default: the emulated clock does not depend on
+            wall time, one thread keeps results bit-reproducible, and on a 2-core machine
+            torch's OpenMP threads contend badly with the numba cache kernels.
+    """
+
+    def __init__(self, model_cfg: ModelConfig, n_dense: int, n_sparse: int, table_rows: int,
+                 system: SystemSpec, cluster_cfg: ClusterConfig, cache_cfg: CacheConfig,
+                 seed: int = 0, dispatcher: str = "contiguous",
+                 asp_staleness: int | None = None, threads: int = 1,
+                 dispatcher_factory=None) -> None:
+        torch.set_num_threads(threads)
+        self.cfg = model_cfg
+        self.system = system
+        self.workers = 1 if system.kind == "plain" else cluster_cfg.workers
+        if model_cfg.batch_size % self.workers:
+            raise ValueError(f"model.batch_size = {model_cfg.batch_size} is not divisible by "
+                             f"cluster.workers = {self.workers}")
+        self.per_worker = model_cfg.batch_size // self.workers
+        self.dim = model_cfg.embedding_dim
+        self.dispatcher = dispatcher
+        self.rng = np.random.default_rng(seed)
+        torch.manual_seed(seed)
+        self.model = build_model(model_cfg, n_dense, n_sparse)
+        self.optimizer = self._optimizer(self.model)
+        init = np.random.default_rng(seed + 1).uniform(
+            -model_cfg.init_scale, model_cfg.init_scale, size=(table_rows, self.dim)
+        ).astype(np.float32)
+        if system.kind == "plain":
+            self.store: EmbeddingStore = LocalStore(init)
+            self.cluster = None
+        else:
+            cache = (CacheConfig(policy=cache_cfg.policy, ratio=cache_cfg.ratio,
+                                 rows=cache_cfg.rows, read_bound=system.bound,
+                                 write_bound=system.bound)
+                     if system.kind == "cache" else CacheConfig(policy="none"))
+            self.cluster = EdgeCluster(cluster_cfg, cache, table_rows, self.dim, init)
+            self.store = ClusterStore(self.cluster)
+        self.decider = None
+        if dispatcher_factory is not None:
+            if self.cluster is None:
+                raise ValueError("a cost-aware dispatcher needs a cluster (not the plain system)")
+            self.decider = dispatcher_factory(
+                self.cluster, np.full(self.workers, self.per_worker, dtype=np.int64))
+        self.speed = np.array(cluster_cfg.per_worker("speed"))[: self.workers]
+        self.flops = 3 * flops_per_sample(self.model, n_dense, n_sparse, self.dim)
+        self.gflops = cluster_cfg.gflops
+        self.dense_bytes = 4 * dense_parameter_count(self.model)
+        self.tau = (self.workers - 1 if asp_staleness is None else asp_staleness) \
+            if system.kind == "ps" else 0
+        self._stale_model = copy.deepcopy(self.model) if self.tau else None
+        self._snapshots: deque[dict[str, torch.Tensor]] = deque()
+        self.elapsed_s = 0.0
+        self.compute_s = 0.0
+        self.bytes = 0.0
+        self.iterations = 0
+
+    def _optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
+        lr = self.cfg.lr_dense
+        if self.cfg.optimizer == "sgd":
+            return torch.optim.SGD(model.parameters(), lr=lr)
+        if self.cfg.optimizer == "adagrad":
+            return torch.optim.Adagrad(model.parameters(), lr=lr)
+        return torch.optim.Adam(model.parameters(), lr=lr)
+
+    def _owner(self, keys: np.ndarray) -> np.ndarray:
+        if self.decider is not None:
+            return self.decider.decide(keys, self.iterations).assignment
+        return assign(self.dispatcher, self.workers, self.per_worker, self.rng)
+
+    def step(self, split: Split, start: int) -> float:
+        """One iteration on samples ``[start, start + batch)``; returns the batch's loss."""
+        batch = self.cfg.batch_size
+        idx = np.arange(start, start + batch)
+        keys = split.keys[idx]
+        owner = self._owner(keys)
+        f = keys.shape[1]
+        emb = np.empty((batch, f, self.dim), dtype=np.float32)
+        positions = [np.flatnonzero(owner == w) for w in range(self.workers)]
+        for w, pos in enumerate(positions):
+            emb[pos] = self.store.read(w, keys[pos].ravel()).reshape(len(pos), f, self.dim)
+        emb_t = torch.from_numpy(emb).requires_grad_(True)
+        dense_t = torch.from_numpy(split.dense[idx])
+        labels_t = torch.from_numpy(split.labels[idx])
+        model = self._forward_model()
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(model(dense_t, emb_t),
+                                                                    labels_t)
+        self.optimizer.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+        self._dense_update(model)
+        updates = (-self.cfg.lr_sparse * batch) * emb_t.grad.numpy()
+        for w, pos in enumerate(positions):
+            self.store.write(w, keys[pos].ravel(), updates[pos].reshape(-1, self.dim))
+        self._clock()
+        self.iterations += 1
+        return float(loss.detach())
+
+    def _forward_model(self) -> torch.nn.Module:
+        """The live model (BSP), or a copy holding parameters ``tau`` iterations old (ASP)."""
+        if not self.tau:
+            return self.model
+        self._snapshots.append({k: v.detach().clone() for k, v in
+                                self.model.state_dict().items()})
+        if len(self._snapshots) > self.tau + 1:
+            self._snapshots.popleft()
+        self._stale_model.load_state_dict(self._snapshots[0])
+        return self._stale_model
+
+    def _dense_update(self, model: torch.nn.Module) -> None:
+        if model is not self.model:  # ASP: the stale gradient updates the live parameters
+            for live, stale in zip(self.model.parameters(), model.parameters()):
+                live.grad = stale.grad
+        self.optimizer.step()
+
+    def _clock(self) -> None:
+        compute = self.flops * self.per_worker / (self.gflops * 1e9 * self.speed)
+        if self.cluster is None:
+            self.elapsed_s += float(compute[0])
+            self.compute_s += float(compute[0])
+            return
+        rec = self.cluster.end_iteration(compute, self.dense_bytes, self.system.dense_sync,
+                                         self.system.sparse_sync)
+        if self.system.kind == "ps":  # ASP: workers run on their own clocks
+            self.elapsed_s = float(self.cluster.clock_s.max())
+            self.compute_s += float(compute.max())
+        else:
+            self.elapsed_s += float(rec["step_s"][0])
+            self.compute_s += float(compute.max())
+        self.bytes += float((rec["embedding_bytes"] + rec["meta_bytes"]
+                             + rec["dense_bytes"]).sum())
+
+    @torch.no_grad()
+    def predict(self, split: Split, chunk: int = 8192) -> np.ndarray:
+        """Logits of every sample of ``split`` with the current parameters and table."""
+        table = self.store.table()
+        out = []
+        for start in range(0, len(split), chunk):
+            sl = slice(start, start + chunk)
+            emb = torch.from_numpy(table[split.keys[sl]])
+            dense = torch.from_numpy(np.ascontiguousarray(split.dense[sl]))
+            out.append(self.model(dense, emb).numpy())
+        return np.concatenate(out) if out else np.zeros(0, np.float32)
+
+    def fit(self, train: Split, test: Split, epochs: int = 1, eval_every: int = 25,
+            progress: bool = False) -> pd.DataFrame:
+        """Train for ``epochs``; evaluate every ``eval_every`` iterations and at the end.
+
+        Returns:
+            One row per evaluation: ``iteration``, ``samples``, ``epoch``, ``train_logloss``
+            (mean since the previous evaluation), ``test_auc``, ``test_logloss``,
+            ``time_s`` (emulated), ``compute_s``, ``comm_s`` (= time - compute), ``bytes``.
+        """
+        batch = self.cfg.batch_size
+        steps = len(train) // batch
+        if steps == 0:
+            raise ValueError(f"{len(train)} train samples hold no batch of {batch}")
+        rows, losses = [], []
+        bar = tqdm(total=steps * epochs, disable=not progress, unit="it",
+                   desc=self.system.label)
+        for epoch in range(epochs):
+            for step in range(steps):
+                losses.append(self.step(train, step * batch))
+                bar.update()
+                last = epoch == epochs - 1 and step == steps - 1
+                if self.iterations % eval_every == 0 or last:
+                    logits = self.predict(test)
+                    rows.append({
+                        "iteration": self.iterations, "samples": self.iterations * batch,
+                        "epoch": epoch + (step + 1) / steps,
+                        "train_logloss": float(np.mean(losses)),
+                        "test_auc": auc_score(test.labels, logits),
+                        "test_logloss": log_loss(test.labels, logits),
+                        "time_s": self.elapsed_s, "compute_s": self.compute_s,
+                        "comm_s": self.elapsed_s - self.compute_s, "bytes": self.bytes})
+                    losses = []
+        bar.close()
+        return pd.DataFrame(rows)
+
+
+def time_to_target(metrics: pd.DataFrame, target: float) -> float:
+    """Emulated seconds until test AUC first reaches ``target`` (NaN if never)."""
+    hit = metrics[metrics["test_auc"] >= target]
+    return float(hit["time_s"].iloc[0]) if len(hit) else math.nan

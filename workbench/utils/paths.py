@@ -1,0 +1,29 @@
+"""Where the repository is, and paths relative to it.
+
+Relative paths in the configuration (``paths.*``, a local dataset's ``path``) are relative to the
+repository root, not to the working directory, so every stage resolves them the same way
+wherever DVC or a notebook starts it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONF_DIR = REPO_ROOT / "conf"
+PARAMS_FILE = REPO_ROOT / "params.yaml"
+
+
+def resolve(path: Path | str) -> Path:
+    """``path`` itself when absolute, else ``REPO_ROOT / path``."""
+    p = Path(path)
+    return p if p.is_absolute() else REPO_ROOT / p
+
+
+def repo_relative(path: Path | str) -> str:
+    """``path`` relative to the repository root when inside it, else absolute (portable records)."""
+    resolved = Path(path).resolve()
+    try:
+        return str(resolved.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(resolved)
