@@ -34,6 +34,7 @@ params: install
 repro: params
 	@test -d .git || git init -q
 	@test -d .dvc || $(BIN)/dvc init -q
+	$(PY) -m workbench.utils.dvc_lock
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro
 
 test: install-dev

@@ -40,7 +40,8 @@ def test_every_group_option_validates(group: str) -> None:
 
 
 @pytest.mark.parametrize(("override", "message"), [
-    ("cluster.bandwidth_gbps=[-1]", r"cluster.bandwidth_gbps\[0\] = -1.0: must be > 0"),
+    ("cluster.bandwidth_gbps=[-1]",
+     r"cluster.bandwidth_gbps\[0\] = -1.0: must be a finite number > 0"),
     ("cluster.bandwidth_gbps=[1,2,3]", r"cluster.bandwidth_gbps has 3 values"),
     ("cluster.workers=0", r"cluster.workers = 0: must be an integer >= 1"),
     ("cache.ratio=1.5", r"cache.ratio = 1.5: must be a number > 0.0 and <= 1.0"),

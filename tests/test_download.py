@@ -8,6 +8,7 @@ that is down.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
 import hashlib
@@ -104,13 +105,16 @@ class FileServer:
         self.lock = threading.Lock()
         self.base = ""
 
-    def add(self, path: str, body: bytes, mode: str = "good", cut: int = 0) -> str:
+    def add(self, path: str, body: bytes, mode: str = "good", cut: int = 0,
+            headers: dict[str, str] | None = None) -> str:
         """Serve ``body`` at ``path``.
 
         mode: ``good``; ``truncate`` (announce the full length, send ``cut`` bytes, close);
-        ``stall`` (send ``cut`` bytes, then nothing for 2 s); ``ignore_range`` (always 200, full body).
+        ``stall`` (send ``cut`` bytes, then nothing for 2 s); ``ignore_range`` (always 200, full body);
+        ``unsized_cut`` (no Content-Length, send ``cut`` bytes, close); ``trickle`` (one byte
+        every 0.1 s). ``headers`` replace or add response headers (e.g. Content-Type).
         """
-        self.routes[path] = {"body": body, "mode": mode, "cut": cut}
+        self.routes[path] = {"body": body, "mode": mode, "cut": cut, "headers": headers or {}}
         return self.base + path
 
     def set_mode(self, path: str, mode: str, cut: int = 0) -> None:
@@ -157,13 +161,24 @@ class Handler(BaseHTTPRequestHandler):
         else:
             rec["status"] = 200
             self.send_response(200)
-        self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Length", str(len(body) - start))
+        headers = {"Content-Type": "application/octet-stream",
+                   "Content-Length": str(len(body) - start), **route.get("headers", {})}
+        if mode == "unsized_cut":
+            del headers["Content-Length"]
+        for key, value in headers.items():
+            self.send_header(key, value)
         self.end_headers()
         payload = body[start:]
-        if mode in ("truncate", "stall"):
+        if mode in ("truncate", "stall", "unsized_cut"):
             payload = payload[: route["cut"]]
         rec["sent"] = len(payload)  # recorded before writing: the client may finish first
+        if mode == "trickle":
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up
+                for i in range(len(payload)):
+                    self.wfile.write(payload[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            return
         self.wfile.write(payload)
         self.wfile.flush()
         if mode == "stall":  # keep the connection open, send nothing more
@@ -586,3 +601,64 @@ def test_acquire_manual_only(server, tmp_path, name, fname, word):
     (tmp_path / "raw" / fname).write_bytes(b"placed by hand")
     assert acquire(src, tmp_path / "raw", progress=False) == [tmp_path / "raw" / fname]
     assert server.requests == []
+
+
+# ------------------------------------------------------------------------------------------------
+# files without a published checksum: what can still be checked
+# ------------------------------------------------------------------------------------------------
+
+
+def _day_file(server: FileServer, mode: str, cut: int = 0, headers: dict | None = None,
+              body: bytes | None = None) -> RemoteFile:
+    """A Criteo-1TB-like ``day_0.gz``: no checksum and no size published."""
+    body = gzip.compress(criteo_tsv(300), mtime=0) if body is None else body
+    url = server.add("/day_0.gz", body, mode=mode, cut=cut, headers=headers)
+    return RemoteFile(name="day_0.gz", urls=(url,))
+
+
+def test_unsized_body_cut_short_is_not_placed(server: FileServer, tmp_path: Path) -> None:
+    """No Content-Length, no checksum: the gzip stream ending early gives it away."""
+    file = _day_file(server, "unsized_cut", cut=2000)
+    with pytest.raises(ChecksumError, match="gzip data ends early"):
+        fetch(file, tmp_path, progress=False)
+    assert not (tmp_path / "day_0.gz").exists()
+
+
+def test_complete_unsized_gzip_is_accepted(server: FileServer, tmp_path: Path) -> None:
+    body = gzip.compress(criteo_tsv(300), mtime=0) + gzip.compress(b"more\n", mtime=0)
+    file = _day_file(server, "unsized_cut", cut=10**9, body=body)  # multi-member, whole
+    assert fetch(file, tmp_path, progress=False).read_bytes() == body
+
+
+def test_html_page_is_refused(server: FileServer, tmp_path: Path) -> None:
+    file = _day_file(server, "good", body=b"<html><body>Please log in</body></html>\n",
+                     headers={"Content-Type": "text/html; charset=utf-8"})
+    with pytest.raises(DownloadError, match="serves an HTML page"):
+        fetch(file, tmp_path, progress=False)
+    assert not (tmp_path / "day_0.gz").exists()
+
+
+def test_html_page_without_content_type_fails_the_gzip_check(server: FileServer,
+                                                              tmp_path: Path) -> None:
+    file = _day_file(server, "good", body=b"<!DOCTYPE html><p>moved</p>" * 2)
+    with pytest.raises(ChecksumError, match="not gzip data"):
+        fetch(file, tmp_path, progress=False)
+
+
+def test_content_encoding_other_than_identity_is_refused(server: FileServer,
+                                                         tmp_path: Path) -> None:
+    inner = gzip.compress(criteo_tsv(50), mtime=0)
+    file = _day_file(server, "good", body=gzip.compress(inner, mtime=0),
+                     headers={"Content-Encoding": "gzip"})
+    with pytest.raises(DownloadError, match="Content-Encoding gzip"):
+        fetch(file, tmp_path, progress=False)
+
+
+def test_trickling_server_stops_at_the_minimum_rate(server: FileServer, tmp_path: Path) -> None:
+    """One byte every 0.1 s never trips the 30 s socket timeout; the minimum rate stops it."""
+    file = _day_file(server, "trickle")
+    start = time.monotonic()
+    with pytest.raises(DownloadError, match=r"stalled: .* below the minimum 1,000"):
+        fetch(file, tmp_path, progress=False, min_rate=1000.0, rate_window_s=0.5)
+    assert time.monotonic() - start < 5
+    assert (tmp_path / "day_0.gz.part").exists()  # kept: the next run resumes it

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from workbench.config import load
-from workbench.report.notebook import NOTEBOOK_DIR
+from workbench.utils.paths import NOTEBOOK_DIR
 from workbench.report.sections import SECTION_FILE
 from workbench.stages import run
 

@@ -317,13 +317,17 @@ def _ml100k_dir(tmp_path: Path, ratings: list[str]) -> Path:
 
 
 def test_movielens_100k_malformed_and_history(tmp_path: Path) -> None:
-    d = _ml100k_dir(tmp_path, ["2\t10\t5\t300", "1\t20\t3\t200", "1\t10\t6\t100",  # line 3
-                               "1\t10\tx\t150", "1\t10\t4\t100", "3\t20\t4\t50"])
+    t0 = 880_000_000  # MovieLens timestamps (a rating before 1995 is a damaged line)
+    d = _ml100k_dir(tmp_path, [f"2\t10\t5\t{t0 + 300}", f"1\t20\t3\t{t0 + 200}",
+                               f"1\t10\t6\t{t0 + 100}",  # line 3
+                               f"1\t10\tx\t{t0 + 150}", f"1\t10\t4\t{t0 + 100}",
+                               f"3\t20\t4\t{t0 + 50}"])
     t = parse_movielens_100k(d, history_length=2)
     f = t.frame
     assert t.report.malformed == 2 and [line_of(e) for e in t.report.examples] == [3, 4]
     assert "rating '6'" in t.report.examples[0]
-    assert f["user_id"].tolist() == [1, 1, 2, 3] and f["timestamp"].tolist() == [100, 200, 300, 50]
+    assert f["user_id"].tolist() == [1, 1, 2, 3]
+    assert (f["timestamp"] - t0).tolist() == [100, 200, 300, 50]
     assert f["label"].tolist() == [1.0, 0.0, 1.0, 1.0]
     assert [list(h) for h in f["hist_item_id"]] == [[], [10], [], []]
     assert f["genre"].iloc[0] == "Animation" and pd.isna(f["genre"].iloc[1])  # no flag set
@@ -359,7 +363,7 @@ def test_movielens_20m(tmp_path: Path) -> None:
     d = tmp_path / "ml-20m"
     d.mkdir()
     write(d / "ratings.csv", ["userId,movieId,rating,timestamp", "1,2,3.5,1112486027",
-                              "1,29,4.0,1112484676", "2,2,7.0,1", "2,29,4.5,1000"])
+                              "1,29,4.0,1112484676", "2,2,7.0,1", "2,29,4.5,1112480000"])
     write(d / "movies.csv", ["movieId,title,genres", "2,Jumanji (1995),Adventure|Children",
                              '29,"City of Lost Children, The (Cité des enfants perdus, La) '
                              '(1995)",(no genres listed)'])

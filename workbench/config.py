@@ -38,8 +38,8 @@ from workbench.data.config import DatasetConfig
 from workbench.dispatch.config import DispatchConfig
 from workbench.experiments.config import ExperimentsConfig
 from workbench.models.config import ModelConfig
-from workbench.utils.paths import CONF_DIR, resolve
-from workbench.utils.validation import ConfigError, from_dict, in_range
+from workbench.utils.paths import CONF_DIR, NOTEBOOK_DIR, resolve
+from workbench.utils.validation import ConfigError, from_dict, in_range, nonempty
 
 
 @dataclass(frozen=True)
@@ -112,8 +112,8 @@ class PipelineConfig:
         notebooks: the figure notebooks (``notebooks/<name>.py``) executed by papermill.
     """
 
-    datasets: list[str] = field(default_factory=lambda: ["synthetic"])
-    notebooks: list[str] = field(default_factory=lambda: ["datasets"])
+    datasets: list[str] = field(default_factory=lambda: ["synthetic"], metadata=nonempty())
+    notebooks: list[str] = field(default_factory=lambda: ["datasets"], metadata=nonempty())
 
 
 @dataclass(frozen=True)
@@ -166,6 +166,17 @@ class WorkbenchConfig:
         for key, model in self.models.items():
             if model.name != key:
                 raise ConfigError(f"models.{key}.name = {model.name!r}: must equal its key")
+        for key, model in [("model", self.model),
+                           *((f"models.{k}", m) for k, m in self.models.items())]:
+            if model.batch_size % self.cluster.workers:
+                raise ConfigError(f"{key}.batch_size = {model.batch_size}: must be a multiple of "
+                                  f"cluster.workers = {self.cluster.workers} (every worker takes "
+                                  "an equal share of a global batch)")
+        known_notebooks = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.py"))
+        for name in self.pipeline.notebooks:
+            if name not in known_notebooks:
+                raise ConfigError(f"pipeline.notebooks names '{name}', which is not a notebook "
+                                  f"in notebooks/ (known: {known_notebooks})")
         for key, ds in self.datasets.items():
             if ds.name != key:
                 raise ConfigError(f"datasets.{key}.name = {ds.name!r}: must equal its key {key!r}")

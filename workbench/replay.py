@@ -61,10 +61,19 @@ def load_keys(path: Path, rows: int | None, axes: tuple[str, ...]) -> tuple[np.n
     """
     if not path.exists():
         raise TraceError(f"{path}: no such file")
+    if path.is_dir():
+        raise TraceError(f"{path}: a directory; --trace takes a .npy file")
+    if path.stat().st_size == 0:
+        raise TraceError(f"{path}: an empty file (0 bytes); save the keys with numpy.save")
     try:
         keys = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as err:
+    except (ValueError, OSError, EOFError) as err:
         raise TraceError(f"{path}: not a readable .npy array ({err})") from None
+    if not isinstance(keys, np.ndarray):  # an .npz archive, whatever its name
+        names = list(keys.files)
+        keys.close()
+        raise TraceError(f"{path}: an .npz archive (arrays {names}), not one .npy array; save "
+                         "the key array alone with numpy.save")
     if keys.ndim != len(axes):
         raise TraceError(f"{path}: shape {keys.shape}; expected {len(axes)} dimensions "
                          f"[{', '.join(axes)}]")
@@ -81,6 +90,31 @@ def load_keys(path: Path, rows: int | None, axes: tuple[str, ...]) -> tuple[np.n
                          f"0..{table_rows - 1} (--rows {table_rows}); {len(bad)} keys out of "
                          "range")
     return keys, table_rows
+
+
+def compact(keys: np.ndarray) -> tuple[np.ndarray, int]:
+    """Relabel keys to ``0..U-1`` in key order (``U`` distinct keys), so that the emulated tables
+    hold U rows whatever the key values (a key of 10^12 costs one row, not 10^12).
+
+    The relabelling keeps the order of keys, and every mechanism replayed here depends on keys
+    only through equality and order (HET's caches touch sorted unique keys, LAIA touches keys in
+    ascending order), so every counter is the same as on the original keys.
+
+    Returns:
+        The relabelled keys (same shape) and U.
+    """
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    return inverse.reshape(keys.shape).astype(np.int64), int(len(uniq))
+
+
+def _check_out(out: Path | None) -> None:
+    """``--out`` must name a file in an existing directory (checked before any work)."""
+    if out is None:
+        return
+    if out.is_dir():
+        raise TraceError(f"--out {out}: a directory; give a file path, e.g. {out / 'result.json'}")
+    if not out.parent.is_dir():
+        raise TraceError(f"--out {out}: the directory {out.parent} does not exist")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -128,6 +162,7 @@ def run_cache(args: argparse.Namespace) -> dict:
     from workbench.cluster.config import CacheConfig, ClusterConfig
     from workbench.cluster.edge_cluster import EdgeCluster, replay, summarize
 
+    _check_out(args.out)
     trace, rows = load_keys(args.trace, args.rows, ("step", "worker", "position"))
     default = 100 if args.bound is None else args.bound
     read_bound = default if args.read_bound is None else args.read_bound
@@ -140,16 +175,20 @@ def run_cache(args: argparse.Namespace) -> dict:
             raise TraceError(f"{name} = {value}: must be >= {lo}")
     cache_rows = args.cache_rows if args.cache_rows is not None else max(1, rows // 10)
     policy = "none" if cache_rows == 0 else args.policy  # no lines: every key pulled and pushed
+    trace, distinct = compact(trace)
+    # A cache of more than `distinct` lines never fills: distinct + 1 lines behave the same.
     cluster = EdgeCluster(ClusterConfig(workers=trace.shape[1]),
-                          CacheConfig(policy=policy, rows=cache_rows or None,
+                          CacheConfig(policy=policy, rows=min(cache_rows, distinct + 1) or None,
                                       read_bound=read_bound, write_bound=write_bound),
-                          table_rows=rows, dim=args.dim)
-    replay(cluster, trace, update=args.update, order=args.order, record=False)
+                          table_rows=distinct, dim=args.dim)
+    replay(cluster, trace, update=args.update, order=args.order, record=False,
+           progress=sys.stderr.isatty())
     return {"workers": summarize(cluster.counters()),
             "config": {"trace": str(args.trace), "steps": int(trace.shape[0]),
                        "workers": int(trace.shape[1]), "keys_per_step": int(trace.shape[2]),
-                       "policy": args.policy, "cache_rows": cluster.spec.capacity,
-                       "read_bound": read_bound, "write_bound": write_bound, "rows": rows,
+                       "policy": args.policy, "cache_rows": cache_rows if policy != "none"
+                       else 0, "read_bound": read_bound, "write_bound": write_bound,
+                       "rows": rows, "distinct_keys": distinct,
                        "dim": args.dim, "update": args.update, "order": args.order}}
 
 
@@ -162,23 +201,32 @@ def run_dispatch_command(args: argparse.Namespace) -> dict:
     from workbench.dispatch.registry import make_dispatcher
     from workbench.utils.validation import ConfigError
 
+    _check_out(args.out)
     keys, rows = load_keys(args.trace, args.rows, ("sample", "table"))
     for name, value, lo in (("--workers", args.workers, 1), ("--per-worker", args.per_worker, 1),
                             ("--cache-rows", args.cache_rows, 0), ("--batches", args.batches, 1),
                             ("--bound", args.bound, 0), ("--dim", args.dim, 1)):
         if value < lo:
             raise TraceError(f"{name} = {value}: must be >= {lo}")
+    if args.workers * args.per_worker > len(keys):
+        raise TraceError(f"--workers {args.workers} x --per-worker {args.per_worker} = "
+                         f"{args.workers * args.per_worker:,} samples per global batch, more than "
+                         f"the {len(keys):,} samples of {args.trace}: at most --workers "
+                         f"{max(len(keys) // args.per_worker, 1)} with --per-worker "
+                         f"{args.per_worker}")
+    keys, distinct = compact(keys)
     try:
         cluster_cfg = ClusterConfig(workers=args.workers, bandwidth_gbps=args.bandwidth_gbps)
     except ConfigError as err:
         raise TraceError(f"--bandwidth-gbps: {err}") from None
     cache = (CacheConfig(policy="none") if args.cache_rows == 0 else
-             CacheConfig(policy="lru", rows=args.cache_rows, read_bound=args.bound,
-                         write_bound=args.bound))
-    cluster = EdgeCluster(cluster_cfg, cache, rows, args.dim)
+             CacheConfig(policy="lru", rows=min(args.cache_rows, distinct + 1),
+                         read_bound=args.bound, write_bound=args.bound))
+    cluster = EdgeCluster(cluster_cfg, cache, distinct, args.dim)
     caps = np.full(args.workers, args.per_worker, dtype=np.int64)
     dispatcher = make_dispatcher(args.dispatcher, cluster, caps, seed=args.seed)
-    records = run_dispatch(cluster, keys, dispatcher, args.batches)
+    records = run_dispatch(cluster, keys, dispatcher, args.batches,
+                           progress=sys.stderr.isatty())
     deltas = cluster.history()
     batches = []
     for t, rec in enumerate(records):
@@ -197,7 +245,8 @@ def run_dispatch_command(args: argparse.Namespace) -> dict:
             "config": {"trace": str(args.trace), "dispatcher": args.dispatcher,
                        "workers": args.workers, "per_worker": args.per_worker,
                        "cache_rows": args.cache_rows, "batches": args.batches,
-                       "bound": args.bound, "rows": rows, "samples": int(len(keys))}}
+                       "bound": args.bound, "rows": rows, "distinct_keys": distinct,
+                       "samples": int(len(keys))}}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -23,8 +23,11 @@ Stages::
     report         gather every notebook section                       -> reports/README.md
 
 Common options: ``--params params.yaml`` reads the composed config DVC tracks (dvc.yaml passes
-it); without it ``conf/`` is composed. ``--dataset NAME`` picks ``datasets.NAME``; otherwise the
-``dataset`` group's selection is used, so ``dataset=criteo_kaggle`` works as a Hydra override.
+it); without it ``conf/`` is composed. ``--dataset NAME`` picks ``datasets.NAME``; a Hydra
+override ``dataset=<name>`` (``criteo_kaggle``, or ``local`` with ``dataset.path=...``) picks that
+dataset, for every stage alike. Without either, ``het-train``, ``het-time`` and ``esd`` run on
+their experiment's ``dataset`` (``experiments.<stage>.dataset``) and the others on the
+``dataset`` group's default.
 ``--offline`` (download) never touches the network. Everything after the options is a Hydra
 override, e.g. ``python -m workbench.stages prepare dataset=movielens_1m dataset.max_rows=1000``.
 """
@@ -89,23 +92,23 @@ def _het_cache(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
     return out
 
 
-def _het_train(cfg: WorkbenchConfig) -> Path:
+def _het_train(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
     from workbench.experiments import het_train
 
     exp = cfg.experiments.het_train
-    out = _results(cfg, "het_train", exp.dataset)
-    het_train.run(_processed(cfg, exp.dataset), out, exp, dataset=cfg.datasets[exp.dataset],
+    out = _results(cfg, "het_train", ds.name)
+    het_train.run(_processed(cfg, ds.name), out, exp, dataset=ds,
                   model=cfg.models[exp.model], cluster=cfg.cluster, cache=cfg.cache,
                   dispatcher=cfg.dispatch.name, seed=cfg.seed, progress=cfg.profile.progress)
     return out
 
 
-def _het_time(cfg: WorkbenchConfig) -> Path:
+def _het_time(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
     from workbench.experiments import het_time
 
     exp = cfg.experiments.het_time
-    out = _results(cfg, "het_time", exp.dataset)
-    het_time.run(_processed(cfg, exp.dataset), out, exp,
+    out = _results(cfg, "het_time", ds.name)
+    het_time.run(_processed(cfg, ds.name), out, exp,
                  per_worker=cfg.experiments.het_cache.batch_size, models=cfg.models,
                  base_model=cfg.experiments.het_train.model, cluster=cfg.cluster,
                  cache=cfg.cache, dispatcher=cfg.dispatch.name, seed=cfg.seed,
@@ -113,13 +116,13 @@ def _het_time(cfg: WorkbenchConfig) -> Path:
     return out
 
 
-def _esd(cfg: WorkbenchConfig) -> Path:
+def _esd(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
     from workbench.experiments import esd
 
     exp = cfg.experiments.esd
-    out = _results(cfg, "esd", exp.dataset)
-    esd.run(_processed(cfg, exp.dataset), out, exp, train=cfg.experiments.het_train,
-            dataset=cfg.datasets[exp.dataset], model=cfg.models[exp.train_model],
+    out = _results(cfg, "esd", ds.name)
+    esd.run(_processed(cfg, ds.name), out, exp, train=cfg.experiments.het_train,
+            dataset=ds, model=cfg.models[exp.train_model],
             gflops=cfg.cluster.gflops, seed=cfg.seed, progress=cfg.profile.progress)
     return out
 
@@ -158,6 +161,25 @@ def _notebook(cfg: WorkbenchConfig, name: str | None, params: Path | None) -> Pa
                    {"params_file": str(params.resolve()), "out_dir": str(reports / name)})
 
 
+#: Stages that run on one dataset the configuration names (``experiments.<stage>.dataset``)
+#: unless the command line picks another.
+SINGLE_DATASET = {"het-train": "het_train", "het-time": "het_time", "esd": "esd"}
+
+
+def _stage_dataset(cfg: WorkbenchConfig, args: argparse.Namespace) -> DatasetConfig:
+    """The dataset a stage runs on.
+
+    ``--dataset NAME`` picks ``datasets.NAME``; a ``dataset=<name>`` override picks the
+    ``dataset`` group's selection (a user's ``local`` data included), for every stage alike.
+    Without either, ``het-train``, ``het-time`` and ``esd`` run on their experiment's
+    ``dataset`` and the other stages on the ``dataset`` group's default.
+    """
+    picked = any(o.split("=", 1)[0].lstrip("+~") == "dataset" for o in args.overrides)
+    if args.dataset is None and not picked and args.stage in SINGLE_DATASET:
+        return cfg.dataset_named(getattr(cfg.experiments, SINGLE_DATASET[args.stage]).dataset)
+    return cfg.dataset_named(args.dataset)
+
+
 def run(argv: list[str] | None = None) -> Path:
     """Parse ``argv``, validate the config, run the stage; return its output path."""
     from workbench.utils.logs import setup
@@ -169,7 +191,7 @@ def run(argv: list[str] | None = None) -> Path:
         args.name = None
     try:
         cfg = load(args.overrides, args.params)
-        ds = cfg.dataset_named(args.dataset)
+        ds = _stage_dataset(cfg, args)
     except ConfigError as err:
         parser.exit(2, f"ConfigError: {err}\n")
     setup(cfg.log_level, role=f"{args.stage}{'@' + ds.name if args.stage not in ('notebook', 'report') else ''}")
@@ -187,13 +209,10 @@ def run(argv: list[str] | None = None) -> Path:
             return out
     if args.stage in ("preprocess", "prepare"):
         return pipeline.preprocess(ds, data_root, seed=cfg.seed)
-    per_dataset = {"dataset-stats": _dataset_stats, "het-cache": _het_cache, "dedup": _dedup,
-                   "recd": _recd}
-    if args.stage in per_dataset:
-        return per_dataset[args.stage](cfg, ds)
-    single = {"het-train": _het_train, "het-time": _het_time, "esd": _esd}
-    if args.stage in single:
-        return single[args.stage](cfg)
+    experiments = {"dataset-stats": _dataset_stats, "het-cache": _het_cache, "dedup": _dedup,
+                   "recd": _recd, "het-train": _het_train, "het-time": _het_time, "esd": _esd}
+    if args.stage in experiments:
+        return experiments[args.stage](cfg, ds)
     if args.stage == "notebook":
         return _notebook(cfg, args.name, args.params)
     from workbench.report import sections as report

@@ -3,6 +3,7 @@ HET cache (``conf/cache/``)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -47,9 +48,9 @@ class ClusterConfig:
                 raise ConfigError(f"{key} has {len(values)} values: give 1 (all workers) "
                                   f"or exactly workers = {self.workers}")
             for i, v in enumerate(values):
-                if v < 0 or (lo_open and v == 0):
+                if not math.isfinite(v) or v < 0 or (lo_open and v == 0):
                     bound = "> 0" if lo_open else ">= 0"
-                    raise ConfigError(f"{key}[{i}] = {v}: must be {bound}")
+                    raise ConfigError(f"{key}[{i}] = {v}: must be a finite number {bound}")
 
     def per_worker(self, key: str) -> list[float]:
         """The per-worker values of ``bandwidth_gbps``, ``latency_ms`` or ``speed``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from workbench.utils.validation import in_range
+from workbench.utils.validation import ConfigError, in_range
 
 
 @dataclass(frozen=True)
@@ -77,16 +77,26 @@ class DatasetConfig:
         name: the dataset's name (also its directory under ``data/``).
         source: ``synthetic`` (embedded generator), ``url`` (a registry download), or ``local``
             (files already on disk at ``path``).
-        format: raw format for ``url``/``local`` sources (see ``workbench.data.parsers``).
+        format: raw format of a ``url``/``local`` source (a parser of
+            :mod:`workbench.data.parsers`); ``parquet`` for the synthetic source.
         registry: registry entry for ``url`` sources (``workbench.data.registry``).
         path: directory (or file) holding the raw files of a ``local`` source.
         files: file names inside ``path`` to read (empty = the registry's/format's defaults).
         days: Criteo 1TB days to download (``day_N.gz``).
         max_rows: keep at most this many rows (null = all).
-        test_fraction: the last fraction of rows (chronological order) is the test split.
+        test_fraction: the last fraction of rows in time is the test split: by timestamp where
+            the source has one (MovieLens, Taobao, Avazu), else in file order (Criteo's rows
+            are chronological); ``meta.json`` records which (``split``).
         min_count: categorical values seen fewer times than this map to id 0 (missing/rare).
         history_length: length of the user-history sequence feature (0 = none), where supported.
         strict: fail on the first malformed row (with file and line) instead of counting it.
+        max_malformed_fraction: a non-strict parse fails when more than this share of the rows
+            read is malformed (a file in another format, or corrupt), naming the file, the first
+            bad lines and the format the file looks like.
+        download_timeout_s: seconds allowed for connecting and for each read of a download.
+        download_min_rate_kbps: a download slower than this (kB/s, averaged over a minute)
+            stops with a message; the partial file is kept and the next run resumes it
+            (0 = no minimum).
         optional: a ``local`` source whose files are absent is recorded as unavailable (the
             pipeline goes on and the report says where to put the files) instead of failing.
         target_auc: the time-to-target AUC used by training experiments on this dataset.
@@ -95,16 +105,29 @@ class DatasetConfig:
 
     name: str = "synthetic"
     source: Literal["synthetic", "url", "local"] = "synthetic"
-    format: str = "parquet"
+    format: Literal["parquet", "criteo_tsv", "avazu_csv", "movielens_100k", "movielens_1m",
+                    "movielens_20m", "taobao_user_behavior"] = "parquet"
     registry: str | None = None
     path: str | None = None
     files: list[str] = field(default_factory=list)
-    days: list[int] = field(default_factory=list)
+    days: list[int] = field(default_factory=list, metadata=in_range(0, 23))
     max_rows: int | None = field(default=None, metadata=in_range(1, None))
     test_fraction: float = field(default=0.1, metadata=in_range(0.0, 1.0, lo_open=True, hi_open=True))
     min_count: int = field(default=1, metadata=in_range(1, None))
     history_length: int = field(default=0, metadata=in_range(0, 10_000))
     strict: bool = False
+    max_malformed_fraction: float = field(default=0.05, metadata=in_range(0.0, 1.0))
+    download_timeout_s: float = field(default=30.0, metadata=in_range(0.0, None, lo_open=True))
+    download_min_rate_kbps: float = field(default=1.0, metadata=in_range(0.0, None))
     optional: bool = False
     target_auc: float = field(default=0.75, metadata=in_range(0.5, 1.0, hi_open=True))
     synthetic: SyntheticConfig | None = None
+
+    def __post_init__(self) -> None:
+        if (self.source == "synthetic") != (self.format == "parquet"):
+            raise ConfigError(f"format = {self.format!r} with source = {self.source!r}: the "
+                              "synthetic source writes 'parquet'; url and local sources need the "
+                              "raw format of their files")
+        if self.source == "local" and not self.path:
+            raise ConfigError("path = null: a local source needs the directory (or file) holding "
+                              "its files, e.g. dataset.path=/data/criteo")

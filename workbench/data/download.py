@@ -43,6 +43,7 @@ import shutil
 import socket
 import stat
 import tarfile
+import time
 import urllib.error
 import urllib.request
 import zipfile
@@ -62,6 +63,9 @@ except ImportError:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
+#: A transfer slower than MIN_RATE bytes/s over RATE_WINDOW_S seconds is stopped (resumable).
+MIN_RATE = 1024.0
+RATE_WINDOW_S = 60.0
 """Bytes per read/write/hash step."""
 
 OFFLINE_ENV = "WORKBENCH_OFFLINE"
@@ -123,8 +127,44 @@ class _NoBar:
         pass
 
 
+class _GzipStream:
+    """Whether bytes fed in order form complete gzip data: the magic, then members that each
+    reach their end (a body cut short ends inside a member). Used when no checksum is published."""
+
+    def __init__(self) -> None:
+        self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._head = b""
+        self.error: str | None = None
+
+    def update(self, data: bytes | memoryview) -> None:
+        if self.error is not None:
+            return
+        data = bytes(data)
+        if len(self._head) < 2:
+            self._head += data[:2 - len(self._head)]
+            if len(self._head) == 2 and self._head != b"\x1f\x8b":
+                self.error = f"not gzip data (it starts with {self._head!r}, not the gzip magic)"
+                return
+        try:
+            while data:
+                self._z.decompress(data, 0)
+                data = self._z.unused_data  # the next member of a multi-member file
+                if data:
+                    self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                # discard output: only the structure is checked
+        except zlib.error as err:
+            self.error = f"not valid gzip data ({err})"
+
+    def problem(self) -> str | None:
+        """What is wrong with the data fed so far, taken as the whole file (None: nothing)."""
+        if self.error is None and not self._z.eof:
+            return "the gzip data ends early (the body was cut short)"
+        return self.error
+
+
 class _Hasher:
-    """Incremental md5/sha256 of the digests a :class:`RemoteFile` publishes."""
+    """Incremental md5/sha256 of the digests a :class:`RemoteFile` publishes; for a ``.gz`` file
+    without a published digest, a check that the bytes are complete gzip data instead."""
 
     def __init__(self, file: RemoteFile) -> None:
         self._h: dict[str, Any] = {}
@@ -132,14 +172,17 @@ class _Hasher:
             self._h["md5"] = hashlib.md5(usedforsecurity=False)
         if file.sha256 is not None:
             self._h["sha256"] = hashlib.sha256()
+        self.gzip = _GzipStream() if not self._h and file.name.endswith(".gz") else None
 
     def update(self, data: bytes | memoryview) -> None:
         for h in self._h.values():
             h.update(data)
+        if self.gzip is not None:
+            self.gzip.update(data)
 
     def update_from(self, fh: IO[bytes], limit: int) -> None:
         """Hash the first ``limit`` bytes of ``fh`` (from its start)."""
-        if not self._h or limit <= 0:
+        if (not self._h and self.gzip is None) or limit <= 0:
             return
         fh.seek(0)
         left = limit
@@ -310,14 +353,24 @@ def fetch(
     timeout: float = 30.0,
     offline: bool = False,
     hint: str = "",
+    min_rate: float = MIN_RATE,
+    rate_window_s: float = RATE_WINDOW_S,
 ) -> Path:
     """Make ``dest_dir/file.name`` present and verified, downloading it if needed.
+
+    Without a published checksum, what can be checked is: the declared length (a body shorter
+    than ``Content-Length`` is incomplete), the content (an HTML page or a transfer encoding
+    other than identity is refused) and, for a ``.gz`` file, that the bytes are complete gzip
+    data (a body cut short with no ``Content-Length`` ends inside the gzip stream).
 
     Args:
         file: the file to obtain (mirrors, checksums, size).
         dest_dir: directory to place it in (created if needed).
         progress: show a ``tqdm`` progress bar (also disabled by the ``TQDM_DISABLE`` env var).
         timeout: seconds allowed for connecting and for each socket read.
+        min_rate: a transfer slower than this many bytes/s over ``rate_window_s`` stops (the
+            ``.part`` is kept for resuming); 0 = no minimum.
+        rate_window_s: the window of the minimum rate, seconds.
         offline: never use the network (also set by ``WORKBENCH_OFFLINE=1``).
         hint: extra text for the error message, e.g. the source's ``manual_hint``.
 
@@ -371,7 +424,8 @@ def fetch(
 
         for url in file.urls:
             try:
-                hasher, size = _transfer(fh, part, url, file, timeout, progress)
+                hasher, size = _transfer(fh, part, url, file, timeout, progress,
+                                         (min_rate, rate_window_s))
             except _MirrorFailed as e:
                 log.warning("%s: %s", url, e)
                 failures.append(f"  {url}: {e}")
@@ -396,6 +450,8 @@ def _finish(fh: IO[bytes], part: Path, final: Path, file: RemoteFile, hasher: _H
     digests = hasher.hexdigests()
     if problem is None:
         problem = _digest_mismatch(file, digests)
+    if problem is None and hasher.gzip is not None:
+        problem = hasher.gzip.problem()
     if problem is not None:
         with contextlib.suppress(OSError):
             part.unlink()
@@ -423,7 +479,7 @@ def _open(url: str, have: int, timeout: float) -> http.client.HTTPResponse:
 
 
 def _transfer(fh: IO[bytes], part: Path, url: str, file: RemoteFile, timeout: float,
-              progress: bool) -> tuple[_Hasher, int]:
+              progress: bool, rate: tuple[float, float] = (0.0, 60.0)) -> tuple[_Hasher, int]:
     """Download ``url`` into the open ``.part`` (resuming); return the hasher and final size.
 
     Raises:
@@ -453,6 +509,14 @@ def _transfer(fh: IO[bytes], part: Path, url: str, file: RemoteFile, timeout: fl
 
         with resp:
             status = resp.status
+            encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                raise _MirrorFailed(f"sent Content-Encoding {encoding} although identity was "
+                                    "asked: the bytes would not be the file")
+            ctype = resp.headers.get("Content-Type", "").lower()
+            if ctype.startswith("text/html") and not file.name.endswith((".html", ".htm")):
+                raise _MirrorFailed("serves an HTML page (Content-Type text/html), not the "
+                                    "file: a login, error or landing page?")
             length_hdr = resp.headers.get("Content-Length")
             length = int(length_hdr) if length_hdr and length_hdr.isdigit() else None
             hasher = _Hasher(file)
@@ -479,7 +543,8 @@ def _transfer(fh: IO[bytes], part: Path, url: str, file: RemoteFile, timeout: fl
             if total is not None and file.size is not None and total != file.size:
                 raise _MirrorFailed(f"serves {total} bytes, expected {file.size}")
 
-            received, error = _stream(resp, fh, hasher, total, have, file.name, progress)
+            received, error = _stream(resp, fh, hasher, total, have, file.name, progress,
+                                      *rate)
 
         done = have + received
         expected = total if total is not None else file.size
@@ -496,11 +561,14 @@ def _transfer(fh: IO[bytes], part: Path, url: str, file: RemoteFile, timeout: fl
 
 
 def _stream(resp: http.client.HTTPResponse, fh: IO[bytes], hasher: _Hasher, total: int | None,
-            have: int, desc: str, progress: bool) -> tuple[int, str | None]:
-    """Copy the body to ``fh`` in chunks; return bytes received and the error that stopped it."""
+            have: int, desc: str, progress: bool, min_rate: float = 0.0,
+            window_s: float = 60.0) -> tuple[int, str | None]:
+    """Copy the body to ``fh`` in chunks; return bytes received and the error that stopped it
+    (a socket error, or a rate below ``min_rate`` bytes/s over a window of ``window_s``)."""
     bar = _progress_bar(_progress_enabled(progress), total, have, desc)
     received = 0
     error = None
+    window_t, window_bytes = time.monotonic(), 0
     try:
         while True:
             # read1: whatever has arrived (at most CHUNK), so a stall loses no received bytes
@@ -511,6 +579,14 @@ def _stream(resp: http.client.HTTPResponse, fh: IO[bytes], hasher: _Hasher, tota
             hasher.update(chunk)
             received += len(chunk)
             bar.update(len(chunk))
+            now = time.monotonic()
+            if min_rate > 0 and now - window_t >= window_s:
+                rate = (received - window_bytes) / (now - window_t)
+                if rate < min_rate:
+                    error = (f"stalled: {rate:,.0f} bytes/s over the last {now - window_t:.0f} s, "
+                             f"below the minimum {min_rate:,.0f} (dataset.download_min_rate_kbps)")
+                    break
+                window_t, window_bytes = now, received
     except (OSError, http.client.HTTPException) as e:
         error = _reason(e)
     finally:
@@ -719,6 +795,7 @@ def acquire(
     progress: bool = True,
     offline: bool = False,
     timeout: float = 30.0,
+    min_rate: float = MIN_RATE,
 ) -> list[Path]:
     """Obtain a dataset's raw files in ``raw_dir`` and return the paths its parser should read.
 
@@ -730,6 +807,7 @@ def acquire(
         progress: show progress bars.
         offline: never use the network (also ``WORKBENCH_OFFLINE=1``).
         timeout: per-connection/read timeout in seconds.
+        min_rate: bytes/s under which a transfer is stopped (see :func:`fetch`).
 
     Returns:
         For each file: its extracted members when the source names any (e.g.
@@ -758,7 +836,7 @@ def acquire(
         paths = [raw_dir / f.name for f in chosen]
     else:
         paths = [fetch(f, raw_dir, progress=progress, timeout=timeout, offline=offline,
-                       hint=source.manual_hint) for f in chosen]
+                       hint=source.manual_hint, min_rate=min_rate) for f in chosen]
 
     out: list[Path] = []
     for f, path in zip(chosen, paths):

@@ -40,8 +40,10 @@ Formats and label rules
         (``id::gender::age::occupation::zip``), ``movies.dat`` (latin-1, ``id::title::A|B``), all
         ``::``-separated. 20M: ``ratings.csv`` (header ``userId,movieId,rating,timestamp``,
         half-star ratings 0.5..5.0) and ``movies.csv`` (header, quoted titles); no demographics.
-        Label = 1.0 if rating >= 4 else 0.0. Categorical: ``user_id``, ``item_id`` (int64 tokens),
-        ``age``, ``gender``, ``occupation``, ``zip`` (string tokens, 100k/1M only), ``genre``
+        A timestamp before 1995 (when MovieLens ratings begin) is malformed: it is what a line
+        cut short in its last field looks like. Given files with other names (``dataset.files``)
+        are taken in the order ratings, users, items. Label = 1.0 if rating >= 4 else 0.0.
+        Categorical: ``user_id``, ``item_id`` (int64 tokens), ``age``, ``gender``, ``occupation``, ``zip`` (string tokens, 100k/1M only), ``genre``
         (first listed genre; ``unknown``/``(no genres listed)`` -> missing) and ``year`` (release
         year as a string token, from the release date (100k) or the ``(YYYY)`` suffix of the
         title; missing when absent). ``session`` = user id (int64), ``timestamp`` = rating time;
@@ -62,8 +64,11 @@ History sequences (MovieLens, Taobao)
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +126,8 @@ ML100K_GENRES = [
 ]
 _NO_GENRE = {"unknown", "(no genres listed)"}
 HIST_ITEM = "hist_item_id"
+#: 1995-01-01 UTC: MovieLens ratings begin in 1995; an earlier timestamp is a damaged line.
+MOVIELENS_FIRST_TIMESTAMP = 788_918_400
 
 
 # --------------------------------------------------------------------------- malformed bookkeeping
@@ -314,6 +321,68 @@ def _is_gzip(path: Path) -> bool:
         return f.read(2) == b"\x1f\x8b"
 
 
+def _undecodable(path: Path, compression: str | None, encoding: str) -> bool:
+    """Whether the file holds bytes that are not valid ``encoding`` text (checked in 4 MiB
+    blocks; only run after pyarrow failed on the file)."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder(encoding)()
+    with pa.input_stream(str(path), compression=compression) as stream:
+        try:
+            while block := stream.read(4 << 20):
+                decoder.decode(block)
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def _quiet_undecodable_rows() -> Iterator[None]:
+    """Silence pyarrow's "Exception ignored" report of an undecodable malformed row (it fails the
+    read, which :func:`_read_delimited` then repeats through :class:`_RepairedText`)."""
+    default = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, UnicodeDecodeError):
+            default(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = default
+
+
+class _RepairedText(io.RawIOBase):
+    """A file's bytes as UTF-8 with undecodable bytes replaced by U+FFFD (a readable stream)."""
+
+    def __init__(self, path: Path, compression: str | None, encoding: str) -> None:
+        import codecs
+
+        self._raw = pa.input_stream(str(path), compression=compression)
+        self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+        self._buffer = b""
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, target: Any) -> int:
+        while not self._buffer and not self._eof:
+            block = self._raw.read(1 << 20)
+            self._eof = not block
+            self._buffer = self._decoder.decode(block, final=self._eof).encode("utf-8")
+        n = min(len(target), len(self._buffer))
+        target[:n] = self._buffer[:n]
+        self._buffer = self._buffer[n:]
+        return n
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
 def _first_line(path: Path, encoding: str) -> str:
     stream = pa.input_stream(str(path), compression="gzip" if _is_gzip(path) else None)
     with stream:
@@ -378,23 +447,25 @@ def _read_delimited(
                 raise MalformedInputError(
                     f"{file}:1: expected the header {sep.join(header)!r}, got {sep.join(got)!r}")
             skip = 1
-        log = _MalformedLog(file, report, strict, skip + 1, len(fields))
         read_options = pacsv.ReadOptions(
             column_names=columns, skip_rows=skip, use_threads=False, block_size=block_size,
             encoding=encoding)
-        parse_options = pacsv.ParseOptions(
-            delimiter="\x1f" if multi else sep, quote_char='"' if quoted else False,
-            ignore_empty_lines=False, invalid_row_handler=log.on_invalid_row)
+        parse_options = dict(delimiter="\x1f" if multi else sep,
+                             quote_char='"' if quoted else False, ignore_empty_lines=False)
         convert_options = pacsv.ConvertOptions(
             column_types={c: pa.string() for c in columns}, strings_can_be_null=True,
             null_values=[""], quoted_strings_can_be_null=False)
-        stream = pa.input_stream(str(path), compression="gzip" if _is_gzip(path) else None)
-        done = False
-        try:
+
+        def read_file(stream: Any) -> tuple[dict[str, list[Any]], int, _MalformedLog]:
+            """One pass over the file: its good rows' output chunks, their count, its log."""
+            log = _MalformedLog(file, report, strict, skip + 1, len(fields))
+            out_chunks: dict[str, list[Any]] = {k: [] for k in chunks}
+            good_rows, done = 0, False
             try:
-                reader = pacsv.open_csv(stream, read_options=read_options,
-                                        parse_options=parse_options,
-                                        convert_options=convert_options)
+                reader = pacsv.open_csv(
+                    stream, read_options=read_options, convert_options=convert_options,
+                    parse_options=pacsv.ParseOptions(**parse_options,
+                                                     invalid_row_handler=log.on_invalid_row))
             except pa.ArrowInvalid as exc:
                 if "Empty CSV file" not in str(exc):
                     raise
@@ -418,7 +489,7 @@ def _read_delimited(
                 end = n
                 if max_rows is not None:
                     good_idx = np.flatnonzero(good)
-                    need = max_rows - kept
+                    need = max_rows - kept - good_rows
                     if len(good_idx) >= need:
                         end = int(good_idx[need - 1]) + 1 if need > 0 else 0
                         good[end:] = False
@@ -427,17 +498,30 @@ def _read_delimited(
                 log.settle(int(lines[end - 1]) if end > 0 else int(lines[0]) - 1)
                 mask = pa.array(good)
                 for k, v in out.items():
-                    chunks[k].append(v[good] if isinstance(v, np.ndarray) else v.filter(mask))
-                kept += int(good.sum())
+                    out_chunks[k].append(v[good] if isinstance(v, np.ndarray) else v.filter(mask))
+                good_rows += int(good.sum())
                 if done:
                     break
             if not done:
                 log.settle(None)
-        except pa.ArrowInvalid as exc:  # e.g. undecodable bytes: not a row-level problem
-            raise MalformedInputError(
-                f"{file}:{log.next_line}: cannot read the file from about here: {exc}") from exc
-        finally:
-            stream.close()
+            return out_chunks, good_rows, log
+
+        compression = "gzip" if _is_gzip(path) else None
+        try:
+            with pa.input_stream(str(path), compression=compression) as stream, \
+                    _quiet_undecodable_rows():
+                file_chunks, good_rows, log = read_file(stream)
+        except pa.ArrowInvalid as exc:
+            if not _undecodable(path, compression, encoding):
+                raise MalformedInputError(
+                    f"{file}: cannot read the file: {exc}") from exc
+            # Bytes that are not valid text (binary garbage): read the file again with them
+            # replaced, so the rows holding them are counted as malformed at their own lines.
+            with _RepairedText(path, compression, encoding) as stream:
+                file_chunks, good_rows, log = read_file(stream)
+        for k, parts in file_chunks.items():
+            chunks[k].extend(parts)
+        kept += good_rows
         log.finish()
     result: dict[str, Any] = {}
     for k, parts in chunks.items():
@@ -647,21 +731,31 @@ def _resolve(paths: PathsLike, names: Sequence[str]) -> dict[str, Path]:
                 found[name] = p
             if name in found:
                 break
-        if name not in found:
-            raise FileNotFoundError(
-                f"{name} not found in {', '.join(str(p) for p in given)}")
-    return found
+    missing = [n for n in names if n not in found]
+    spare = [p for p in given if p.is_file() and p not in found.values()]
+    if missing and len(spare) == len(missing):  # renamed files, given in the names' order
+        found.update(zip(missing, spare))
+    elif missing:
+        raise FileNotFoundError(
+            f"{missing[0]} not found in {', '.join(str(p) for p in given)} (give the files in "
+            f"the order {', '.join(names)}; other names are taken in that order)")
+    return {n: found[n] for n in names}
 
 
 def _ratings_convert(*, half_stars: bool) -> Callable[[dict[str, pa.Array], _Checks],
                                                      dict[str, Any]]:
     def convert(cols: dict[str, pa.Array], checks: _Checks) -> dict[str, Any]:
-        return {
+        out = {
             "user_id": _int_column(cols["user_id"], "user_id", checks),
             "item_id": _int_column(cols["item_id"], "item_id", checks),
             "rating": _rating_column(cols["rating"], checks, half_stars=half_stars),
             TIMESTAMP: _int_column(cols[TIMESTAMP], TIMESTAMP, checks),
         }
+        ts = out[TIMESTAMP]
+        checks.fail(ts < MOVIELENS_FIRST_TIMESTAMP,
+                    lambda i: f"timestamp {ts[i]} is before 1995, when MovieLens ratings begin "
+                              "(a line cut short?)")
+        return out
     return convert
 
 
@@ -915,16 +1009,107 @@ PARSERS: dict[str, Callable[..., RawTable]] = {
 }
 
 
-def parse(format: str, paths: PathsLike, **kw: Any) -> RawTable:  # noqa: A002 (the config word)
-    """Parse ``paths`` with the parser registered for ``format``.
+#: What each format expects, in the words of the error a parse without good rows raises.
+EXPECTS: dict[str, str] = {
+    "criteo_tsv": "no header; 40 tab-separated fields per line: label (0/1), I1..I13 integers, "
+                  "C1..C26 hex tokens",
+    "avazu_csv": "a CSV whose first line is the header id,click,hour,C1,banner_pos,...,C21",
+    "movielens_100k": "a directory with u.data (user<TAB>item<TAB>rating<TAB>timestamp), u.user "
+                      "and u.item",
+    "movielens_1m": "a directory with ratings.dat (user::item::rating::timestamp), users.dat and "
+                    "movies.dat",
+    "movielens_20m": "a directory with ratings.csv (header userId,movieId,rating,timestamp) and "
+                     "movies.csv",
+    "taobao_user_behavior": "no header; 5 comma-separated fields per line: user_id,item_id,"
+                            "category_id,behavior (pv/buy/cart/fav),timestamp",
+}
+
+
+def describe_file(path: Path | str, lines: int = 20) -> str:
+    """What a raw file looks like, from its first lines, naming the known format it matches.
+
+    Args:
+        path: a file (plain or gzip).
+        lines: how many lines to look at.
+
+    Returns:
+        E.g. ``"40 tab-separated fields per line, like criteo_tsv"`` or ``"a header line, then 40
+        comma-separated fields per line (none of the known formats)"``; ``"an empty file"``.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return "a directory"
+    if path.stat().st_size == 0:
+        return "an empty file (0 bytes)"
+    with pa.input_stream(str(path), compression="gzip" if _is_gzip(path) else None) as stream:
+        head = stream.read(1 << 16)
+    text = head.decode("utf-8", errors="replace").splitlines()[:lines]
+    if not text or not any(t.strip() for t in text):
+        return "a file of blank lines"
+    first = text[0].strip().strip("\ufeff")
+    if first.startswith("id,click,hour"):
+        return "an Avazu CSV (header id,click,hour,...), like avazu_csv"
+    if first == "userId,movieId,rating,timestamp":
+        return "MovieLens 20M ratings.csv, like movielens_20m"
+    if "\ufffd" in "".join(text) and sum(c.isprintable() for c in first) < 0.9 * len(first):
+        return "binary data (not text)"
+    sep_name, width, sep = _field_shape(text[1:] or text)
+    numeric = [bool(re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", f.strip())) for f in first.split(sep)]
+    has_header = len(text) > 1 and not any(numeric) and any(
+        re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", f.strip()) for r in text[1:] for f in r.split(sep))
+    body = text[1:] if has_header else text
+    header = "a header line, then " if has_header else ""
+    if not has_header:
+        sep_name, width, sep = _field_shape(body)
+    guess = ""
+    rows = [r for r in body if r.strip()]
+    if not header and rows:
+        if sep_name == "tab" and width == 40 and all(r.split("\t")[0] in "01" for r in rows):
+            guess = ", like criteo_tsv"
+        elif sep_name == "tab" and width == 4 and all(_all_ints(r.split("\t")) for r in rows):
+            guess = ", like MovieLens 100k u.data (format movielens_100k, a directory)"
+        elif sep_name == "'::'" and width == 4:
+            guess = ", like MovieLens 1M ratings.dat (format movielens_1m, a directory)"
+        elif sep_name == "comma" and width == 5 and all(
+                r.split(",")[3] in TAOBAO_BEHAVIORS for r in rows):
+            guess = ", like taobao_user_behavior"
+    if not guess:
+        guess = " (none of the known formats)"
+    return f"{header}{width} {sep_name}-separated fields per line{guess}"
+
+
+def _field_shape(rows: Sequence[str]) -> tuple[str, int, str]:
+    """``(name, fields, separator)``: the separator that splits every row into the same number
+    (> 1) of fields."""
+    for name, sep in (("tab", "\t"), ("'::'", "::"), ("comma", ","), ("'|'", "|"),
+                      ("semicolon", ";")):
+        widths = {len(r.split(sep)) for r in rows if r.strip()}
+        if len(widths) == 1 and (width := widths.pop()) > 1:
+            return name, width, sep
+    return "no", 1, "\t"
+
+
+def _all_ints(values: Sequence[str]) -> bool:
+    return all(re.fullmatch(_INT_PATTERN, v.strip() or "x") for v in values)
+
+
+def parse(format: str, paths: PathsLike, *,  # noqa: A002 (the config word)
+          max_malformed_fraction: float | None = None, **kw: Any) -> RawTable:
+    """Parse ``paths`` with the parser registered for ``format``, and check the result.
+
+    A parse that keeps no row, or (unless strict) drops more than ``max_malformed_fraction`` of
+    the rows it read as malformed, is a file in another format or a corrupt one: it fails with
+    the file, the first bad lines, what ``format`` expects and what the file looks like.
 
     Args:
         format: a key of :data:`PARSERS`.
         paths: passed to the parser.
+        max_malformed_fraction: the largest share of malformed rows accepted (None: any).
         **kw: passed to the parser (``strict``, ``max_rows``, ``history_length``...).
 
     Raises:
         ValueError: ``format`` is not a known format (the message lists the known ones).
+        MalformedInputError: no good row, or too many malformed ones (``<file>:<line>: ...``).
     """
     try:
         parser = PARSERS[format]
@@ -932,4 +1117,22 @@ def parse(format: str, paths: PathsLike, **kw: Any) -> RawTable:  # noqa: A002 (
         raise ValueError(
             f"unknown raw format {format!r}; known formats: {', '.join(sorted(PARSERS))}"
         ) from None
-    return parser(paths, **kw)
+    table = parser(paths, **kw)
+    report = table.report
+    read = report.rows + report.malformed
+    too_many = (max_malformed_fraction is not None and not kw.get("strict", False)
+                and report.malformed > max_malformed_fraction * read)
+    if report.rows > 0 and not too_many:
+        return table
+    examples = [m.groups() for e in report.examples[:3]
+                if (m := re.match(r"^(.*):(\d+): (.*)$", e))]
+    first = Path(examples[0][0]) if examples else ([Path(f) for f in report.files]
+                                                   or _as_paths(paths))[0]
+    what = (f"no good rows in {read:,} read" if report.rows == 0 else
+            f"{report.malformed:,} of {read:,} rows malformed, more than "
+            f"dataset.max_malformed_fraction = {max_malformed_fraction:g}")
+    shown = "; ".join(f"line {line}: {reason}" for _, line, reason in examples)
+    raise MalformedInputError(
+        f"{first}:{examples[0][1] if examples else 1}: {what} with format {format!r}. "
+        f"{'First bad lines: ' + shown if shown else 'No data rows'}. {format} expects "
+        f"{EXPECTS[format]}; {first.name} looks like {describe_file(first)}")

@@ -158,8 +158,9 @@ def download(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool = 
     files = criteo_1tb_files(list(ds.days)) if ds.days else None
     root = downloads_dir(data_root, source.name)
     try:
-        paths = acquire(source, root, files=files, progress=progress,
-                        offline=offline)
+        paths = acquire(source, root, files=files, progress=progress, offline=offline,
+                        timeout=ds.download_timeout_s,
+                        min_rate=ds.download_min_rate_kbps * 1000)
     finally:
         if root.is_dir() and not any(root.iterdir()):
             root.rmdir()  # a failed first attempt leaves nothing behind
@@ -238,9 +239,11 @@ def preprocess(ds: DatasetConfig, data_root: Path, *, seed: int) -> Path:
 
             root = resolve(manifest["root"])
             files = [root / f["file"] for f in manifest["files"]]
-            target: Path | list[Path] = files[0].parent if ds.format in DIRECTORY_FORMATS \
-                else files
-            kwargs: dict[str, Any] = {"strict": ds.strict, "max_rows": ds.max_rows}
+            # A directory format reads its files by name, or the user's files in role order.
+            by_name = ds.format in DIRECTORY_FORMATS and not (ds.source == "local" and ds.files)
+            target: Path | list[Path] = files[0].parent if by_name else files
+            kwargs: dict[str, Any] = {"strict": ds.strict, "max_rows": ds.max_rows,
+                                      "max_malformed_fraction": ds.max_malformed_fraction}
             if ds.history_length and ds.format in (*DIRECTORY_FORMATS, "taobao_user_behavior"):
                 kwargs["history_length"] = ds.history_length
             raw = parse(ds.format, target, **kwargs)
@@ -256,6 +259,7 @@ def preprocess(ds: DatasetConfig, data_root: Path, *, seed: int) -> Path:
                         "parse": {"rows": raw.report.rows, "malformed": raw.report.malformed,
                                   "examples": raw.report.examples},
                         "min_count": ds.min_count, "test_fraction": ds.test_fraction,
+                        "split": encoded.split,
                         "seed": seed})
         write_processed(tmp, encoded, meta)
         write_json(tmp / STATUS, {"available": True, "reason": "",

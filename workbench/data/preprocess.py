@@ -7,8 +7,11 @@
                                                           test.parquet    (last test_fraction)
                                                           meta.json       (DatasetMeta)
 
-* **Split** by row order (sources are chronological, or sorted by user and time), so the test
-  split is the most recent data, as in Criteo's day-7 protocol.
+* **Split** by time, so the test split is the most recent data, as in Criteo's day-7 protocol:
+  where the source has timestamps (MovieLens, Taobao, Avazu), the rows with the latest
+  ``test_fraction`` of timestamps (ties in stored order) form the test split; otherwise (Criteo,
+  whose rows are chronological) the last rows do. Each split keeps the stored row order (by user
+  and time for MovieLens and Taobao). ``meta.json`` records which (``provenance.split``).
 * **Categorical encoding** is fitted on the train split only: a token seen at least ``min_count``
   times gets an id in ``1..K`` (ids follow the sorted token order, so they are deterministic);
   rarer, unseen and missing tokens map to id 0. The cardinality is ``K + 1``. Sequence columns
@@ -40,11 +43,13 @@ SPLITS = ("train", "test")
 
 @dataclass
 class EncodedDataset:
-    """The encoded splits and the table size of every categorical feature."""
+    """The encoded splits, the table size of every categorical feature, and how the test split
+    was chosen (``"by timestamp"`` or ``"row order"``)."""
 
     train: pd.DataFrame
     test: pd.DataFrame
     cardinalities: dict[str, int]
+    split: str = "row order"
 
 
 def split_point(rows: int, test_fraction: float) -> int:
@@ -90,7 +95,7 @@ def encode(raw: RawTable, *, test_fraction: float, min_count: int = 1,
 
     Args:
         raw: the parsed table.
-        test_fraction: fraction of the last rows that form the test split.
+        test_fraction: fraction of the rows, the latest in time, that form the test split.
         min_count: train frequency below which a token maps to id 0.
         cardinalities: when given, categorical columns are already ids in ``0..card-1`` and are
             kept as they are (the synthetic source).
@@ -100,6 +105,12 @@ def encode(raw: RawTable, *, test_fraction: float, min_count: int = 1,
     """
     frame = raw.frame
     cut = split_point(len(frame), test_fraction)
+    in_test = np.zeros(len(frame), dtype=bool)
+    if raw.has_timestamp:  # the latest rows in time (a stable sort: ties in stored order)
+        in_test[np.argsort(frame[TIMESTAMP].to_numpy(np.int64), kind="stable")[cut:]] = True
+    else:
+        in_test[cut:] = True
+    in_train = ~in_test
     out: dict[str, np.ndarray | pd.Series] = {LABEL: frame[LABEL].to_numpy(np.float32)}
     for name in raw.dense:
         values = pd.to_numeric(frame[name], errors="coerce").to_numpy(np.float64)
@@ -115,7 +126,7 @@ def encode(raw: RawTable, *, test_fraction: float, min_count: int = 1,
             cards[name] = int(cardinalities[name])
         else:
             tokens = frame[name]
-            vocab, mapping = _vocabulary(tokens.iloc[:cut], min_count)
+            vocab, mapping = _vocabulary(tokens[in_train], min_count)
             vocabularies[name] = (vocab, mapping)
             ids = _lookup(vocab, mapping, tokens)
             cards[name] = int(mapping.max(initial=0)) + 1
@@ -131,9 +142,10 @@ def encode(raw: RawTable, *, test_fraction: float, min_count: int = 1,
             values = _lookup(vocab, mapping, values)
         out[column] = _list_column(values.astype(np.int64), offsets)
     encoded = pd.DataFrame(out)
-    train = encoded.iloc[:cut].reset_index(drop=True)
-    test = encoded.iloc[cut:].reset_index(drop=True)
-    return EncodedDataset(train=train, test=test, cardinalities=cards)
+    train = encoded[in_train].reset_index(drop=True)
+    test = encoded[in_test].reset_index(drop=True)
+    return EncodedDataset(train=train, test=test, cardinalities=cards,
+                          split="by timestamp" if raw.has_timestamp else "row order")
 
 
 def write_split(frame: pd.DataFrame, path: Path) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from workbench.utils.validation import ConfigError, check_each, in_range
+from workbench.utils.validation import ConfigError, check_each, in_range, nonempty
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class DatasetStatsConfig:
         rank_points: points kept per curve in the rank plot (log-spaced).
     """
 
-    top_fractions: list[float] = field(default_factory=lambda: [0.01, 0.1])
+    top_fractions: list[float] = field(default_factory=lambda: [0.01, 0.1], metadata=nonempty())
     skew_claim_fraction: float = field(default=0.1, metadata=in_range(0.0, 1.0, lo_open=True))
     skew_claim_share: float = field(default=0.9, metadata=in_range(0.0, 1.0, lo_open=True))
     rank_points: int = field(default=200, metadata=in_range(10, 100_000))
@@ -70,7 +70,7 @@ class HetCacheConfig:
         claim_bound: the cache system whose reduction is compared with HET's 88% claim.
     """
 
-    datasets: list[str] = field(default_factory=lambda: ["synthetic"])
+    datasets: list[str] = field(default_factory=lambda: ["synthetic"], metadata=nonempty())
     workers: int = field(default=8, metadata=in_range(1, 1024))
     batch_size: int = field(default=128, metadata=in_range(1, None))
     min_steps: int = field(default=200, metadata=in_range(1, None))
@@ -78,12 +78,16 @@ class HetCacheConfig:
     dim: int = field(default=128, metadata=in_range(1, 65_536))
     policy: Literal["lru", "lfu", "lfuopt"] = "lfuopt"
     cache_ratio: float = field(default=0.1, metadata=in_range(0.0, 1.0, lo_open=True))
-    cache_ratios: list[float] = field(default_factory=lambda: [0.03, 0.05, 0.1, 0.15])
-    policies: list[str] = field(default_factory=lambda: ["lru", "lfu", "lfuopt"])
+    cache_ratios: list[float] = field(default_factory=lambda: [0.03, 0.05, 0.1, 0.15],
+                                      metadata=nonempty())
+    policies: list[str] = field(default_factory=lambda: ["lru", "lfu", "lfuopt"],
+                                metadata=nonempty())
     miss_rate_bound: int = field(default=100, metadata=in_range(0, None))
-    system_bounds: list[int] = field(default_factory=lambda: [0, 10, 100])
-    bound_sweep: list[int] = field(default_factory=lambda: [0, 1, 10, 100, 1000, 10**9])
-    worker_sweep: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32])
+    system_bounds: list[int] = field(default_factory=lambda: [0, 10, 100], metadata=nonempty())
+    bound_sweep: list[int] = field(default_factory=lambda: [0, 1, 10, 100, 1000, 10**9],
+                                   metadata=nonempty())
+    worker_sweep: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32],
+                                    metadata=nonempty(in_range(1, 4096)))
     order: Literal["bsp", "sequential"] = "bsp"
     dispatcher: Literal["contiguous", "random"] = "contiguous"
     claim_bound: int = field(default=100, metadata=in_range(0, None))
@@ -94,7 +98,6 @@ class HetCacheConfig:
                    "one of 'lru', 'lfu', 'lfuopt'")
         for key in ("system_bounds", "bound_sweep"):
             check_each(key, getattr(self, key), lambda b: b >= 0, ">= 0")
-        check_each("worker_sweep", self.worker_sweep, lambda w: w >= 1, ">= 1")
         if self.claim_bound not in self.system_bounds:
             raise ConfigError(f"claim_bound = {self.claim_bound}: must be one of "
                               f"system_bounds {self.system_bounds}")
@@ -123,9 +126,11 @@ class HetTrainConfig:
 
     dataset: str = "synthetic"
     model: str = "wdl"
-    systems: list[str] = field(default_factory=lambda: ["ps", "hybrid", "allreduce", "cache"])
-    cache_bounds: list[int] = field(default_factory=lambda: [10, 100])
-    staleness: list[int] = field(default_factory=lambda: [0, 100, 10_000, -1])
+    systems: list[str] = field(default_factory=lambda: ["ps", "hybrid", "allreduce", "cache"],
+                               metadata=nonempty())
+    cache_bounds: list[int] = field(default_factory=lambda: [10, 100],
+                                    metadata=nonempty(in_range(0, None)))
+    staleness: list[int] = field(default_factory=lambda: [0, 100, 10_000, -1], metadata=nonempty())
     het_iterations: int = field(default=44_766, metadata=in_range(1, None))
     epochs: int = field(default=1, metadata=in_range(1, 1000))
     eval_every: int = field(default=25, metadata=in_range(1, None))
@@ -155,12 +160,16 @@ class HetTimeConfig:
     """
 
     dataset: str = "synthetic"
-    models: list[str] = field(default_factory=lambda: ["wdl", "deepfm", "dcn"])
-    bandwidths_gbps: list[float] = field(default_factory=lambda: [1.0, 10.0])
+    models: list[str] = field(default_factory=lambda: ["wdl", "deepfm", "dcn"],
+                              metadata=nonempty())
+    bandwidths_gbps: list[float] = field(default_factory=lambda: [1.0, 10.0],
+                                         metadata=nonempty(in_range(0.0, None, lo_open=True)))
     fig2_dim: int = field(default=32, metadata=in_range(1, 65_536))
     fig9_ps_shards: int = field(default=4, metadata=in_range(1, 4096))
-    worker_sweep: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32])
-    dim_sweep: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096])
+    worker_sweep: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32],
+                                    metadata=nonempty(in_range(1, 4096)))
+    dim_sweep: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096],
+                                 metadata=nonempty(in_range(1, 65_536)))
     max_samples: int | None = field(default=None, metadata=in_range(1, None))
 
 
@@ -198,7 +207,8 @@ class EsdConfig:
 
     dataset: str = "synthetic"
     dispatchers: list[str] = field(default_factory=lambda: [
-        "random", "contiguous", "laia", "esd_heuristic", "esd_exact", "hybriddis"])
+        "random", "contiguous", "laia", "esd_heuristic", "esd_exact", "hybriddis"],
+        metadata=nonempty())
     workers: int = field(default=8, metadata=in_range(1, 1024))
     per_worker: int = field(default=64, metadata=in_range(1, None))
     batches: int = field(default=40, metadata=in_range(1, None))
@@ -215,12 +225,16 @@ class EsdConfig:
     small_instance: int = field(default=2048, metadata=in_range(0, None))
     exact_seconds_per_variable: float | None = field(default=2.5e-6,
                                                      metadata=in_range(0.0, None, lo_open=True))
-    worker_sweep: list[int] = field(default_factory=lambda: [2, 4, 8, 16])
-    cache_sweep: list[float] = field(default_factory=lambda: [0.01, 0.05, 0.1, 0.2])
-    spread_sweep: list[float] = field(default_factory=lambda: [1.0, 10.0, 100.0])
-    batch_sweep: list[int] = field(default_factory=lambda: [32, 64, 128])
+    worker_sweep: list[int] = field(default_factory=lambda: [2, 4, 8, 16],
+                                    metadata=nonempty(in_range(1, 1024)))
+    cache_sweep: list[float] = field(default_factory=lambda: [0.01, 0.05, 0.1, 0.2],
+                                     metadata=nonempty())
+    spread_sweep: list[float] = field(default_factory=lambda: [1.0, 10.0, 100.0],
+                                      metadata=nonempty())
+    batch_sweep: list[int] = field(default_factory=lambda: [32, 64, 128],
+                                   metadata=nonempty(in_range(1, None)))
     train_dispatchers: list[str] = field(default_factory=lambda: [
-        "random", "laia", "hybriddis"])
+        "random", "laia", "hybriddis"], metadata=nonempty())
     train_model: str = "wdl"
 
     def __post_init__(self) -> None:
@@ -303,16 +317,20 @@ class RecdConfig:
         lr: Adagrad learning rate.
     """
 
-    datasets: list[str] = field(default_factory=lambda: ["synthetic_sessions"])
+    datasets: list[str] = field(default_factory=lambda: ["synthetic_sessions"],
+                                metadata=nonempty())
     session_gap_s: int | None = field(default=1800, metadata=in_range(1, None))
     history: Literal["snapshot", "per_sample"] = "snapshot"
     window: int = field(default=16384, metadata=in_range(1, None))
-    window_sweep: list[int] = field(default_factory=lambda: [1024, 4096, 16384, 65536])
-    batch_sizes: list[int] = field(default_factory=lambda: [32, 128, 512, 2048])
+    window_sweep: list[int] = field(default_factory=lambda: [1024, 4096, 16384, 65536],
+                                    metadata=nonempty())
+    batch_sizes: list[int] = field(default_factory=lambda: [32, 128, 512, 2048],
+                                   metadata=nonempty())
     dedup_groups: list[list[str]] | None = None
     transforms: dict[str, list[TransformStepConfig]] = field(default_factory=dict)
     max_history: int = field(default=20, metadata=in_range(1, 10_000))
-    preprocess_batch_sizes: list[int] = field(default_factory=lambda: [512, 2048, 8192])
+    preprocess_batch_sizes: list[int] = field(default_factory=lambda: [512, 2048, 8192],
+                                              metadata=nonempty())
     preprocess_rows: int = field(default=65536, metadata=in_range(1, None))
     repeats: int = field(default=3, metadata=in_range(1, 100))
     train_batch_size: int = field(default=512, metadata=in_range(1, None))

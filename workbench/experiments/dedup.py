@@ -21,9 +21,10 @@
 * ``dedup.csv``: rows / unique rows per dedup group and values / unique values of all sparse
   features per layout, window and batch size.
 
-The partitions and the results are one commit: both are built in temporary directories and
-renamed into place only when the stage succeeds. The ``recd`` stage
-(:mod:`workbench.experiments.recd`) reads the partitions.
+The partitions and the results are one commit (:func:`workbench.utils.io.atomic_dirs`): both
+are built in temporary directories and renamed into place under a journal, so a run killed
+between the two renames is completed by the next reader, never left half old, half new. The
+``recd`` stage (:mod:`workbench.experiments.recd`) reads the partitions.
 """
 
 from __future__ import annotations
@@ -101,9 +102,9 @@ def run(processed: Path, partitions: Path, out: Path, exp: RecdConfig, seed: int
         progress: show progress bars.
     """
     from workbench.data.pipeline import unavailable_result
-    from workbench.utils.io import atomic_dir, write_json
+    from workbench.utils.io import atomic_dirs, write_json
 
-    with atomic_dir(out) as tmp_out, atomic_dir(partitions) as tmp_parts:
+    with atomic_dirs(partitions, out) as (tmp_parts, tmp_out):  # one commit for both
         if unavailable_result(processed, tmp_out / "summary.json"):
             write_json(tmp_parts / PARTITIONS_META, {"available": False})
             return

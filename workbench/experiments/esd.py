@@ -34,6 +34,7 @@ from workbench.data.schema import DatasetMeta
 from workbench.dispatch.base import run_dispatch
 from workbench.dispatch.registry import make_dispatcher
 from workbench.experiments.config import EsdConfig, HetTrainConfig
+from workbench.experiments.sizing import fitting, largest_fit, require_samples
 from workbench.models.config import ModelConfig
 
 log = logging.getLogger(__name__)
@@ -101,13 +102,23 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
     keys = sample_keys(read_split(processed, "train", columns=meta.categorical), meta)
     rows = table_rows(meta)
     wire_dim = model.embedding_dim
+    samples = min(len(keys), train.max_train_samples or len(keys))
+    require_samples(samples, exp.workers * exp.per_worker, meta.name,
+                    f"one global batch of experiments.esd.workers = {exp.workers} x "
+                    f"experiments.esd.per_worker = {exp.per_worker}",
+                    f"set experiments.esd.per_worker={largest_fit(samples, exp.workers)}")
+    skipped: dict[str, list[int]] = {}
+    worker_sweep = fitting("experiments.esd.worker_sweep", exp.worker_sweep,
+                           lambda w: samples >= w * exp.per_worker, skipped)
+    batch_sweep = fitting("experiments.esd.batch_sweep", exp.batch_sweep,
+                          lambda b: samples >= exp.workers * b, skipped)
     base = {"workers": exp.workers, "per_worker": exp.per_worker,
             "cache_ratio": exp.cache_ratio, "spread": exp.bandwidth_spread}
     points = [("base", base)]
-    points += [("workers", {**base, "workers": w}) for w in exp.worker_sweep]
+    points += [("workers", {**base, "workers": w}) for w in worker_sweep]
     points += [("cache_ratio", {**base, "cache_ratio": c}) for c in exp.cache_sweep]
     points += [("spread", {**base, "spread": s}) for s in exp.spread_sweep]
-    points += [("per_worker", {**base, "per_worker": b}) for b in exp.batch_sweep]
+    points += [("per_worker", {**base, "per_worker": b}) for b in batch_sweep]
     rows_out, decisions = [], []
     done: dict[tuple, dict[str, Any]] = {}
     bar = tqdm(total=len(points) * len(exp.dispatchers), disable=not progress, desc="esd")
@@ -130,6 +141,7 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
                                                   dataset.target_auc, gflops, seed, progress)
     summary = {"dataset": meta.name, "table_rows": rows, "samples": int(len(keys)),
                "wire_dim": wire_dim, **dataclasses.asdict(exp), "train": train_summary,
+               "skipped": skipped,
                "formalisation": "ours (the ESD paper's method section is unavailable)"}
     with atomic_dir(out) as tmp:
         cost.to_csv(tmp / "cost.csv", index=False, float_format="%.6g")

@@ -40,6 +40,7 @@ from workbench.data.keys import sample_keys, table_rows
 from workbench.data.schema import DatasetMeta
 from workbench.dispatch.base import build_trace
 from workbench.experiments.config import HetCacheConfig
+from workbench.experiments.sizing import fitting, largest_fit, require_samples
 
 log = logging.getLogger(__name__)
 INFINITE_BOUND = 10**9
@@ -92,14 +93,29 @@ def _epochs_for(samples: int, workers: int, per_worker: int, min_steps: int) -> 
 
 
 def run_all(keys: np.ndarray, rows: int, cfg: HetCacheConfig, seed: int,
-            progress: bool = False) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+            progress: bool = False, dataset: str = "the dataset"
+            ) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
     """Every run of the experiment on per-sample keys ``[n, F]``.
 
+    Raises:
+        DatasetTooSmall: the keys hold no global batch of the base setting (the message names
+            ``experiments.het_cache.batch_size`` and a value that fits).
+
     Returns:
-        ``({"miss_rate": ..., "systems": ..., "bounds": ..., "workers": ...}, summary)``.
+        ``({"miss_rate": ..., "systems": ..., "bounds": ..., "workers": ...}, summary)``; worker
+        counts whose global batch exceeds the data are left out and listed in
+        ``summary["skipped"]``.
     """
     if cfg.max_samples is not None:
         keys = keys[: cfg.max_samples]
+    require_samples(len(keys), cfg.workers * cfg.batch_size, dataset,
+                    f"one global batch of experiments.het_cache.workers = {cfg.workers} x "
+                    f"experiments.het_cache.batch_size = {cfg.batch_size}",
+                    "set experiments.het_cache.batch_size="
+                    f"{largest_fit(len(keys), cfg.workers)} (or fewer workers)")
+    skipped: dict[str, list[int]] = {}
+    worker_sweep = fitting("experiments.het_cache.worker_sweep", cfg.worker_sweep,
+                           lambda w: len(keys) >= w * cfg.batch_size, skipped)
     traces: dict[int, tuple[np.ndarray, int]] = {}
 
     def trace_for(workers: int) -> tuple[np.ndarray, int]:
@@ -126,7 +142,7 @@ def run_all(keys: np.ndarray, rows: int, cfg: HetCacheConfig, seed: int,
     for bound in cfg.bound_sweep:
         jobs.append(("bounds", {"policy": cfg.policy, "bound": bound, "workers": cfg.workers,
                                 "cache_ratio": cfg.cache_ratio}))
-    for workers in cfg.worker_sweep:
+    for workers in worker_sweep:
         jobs.append(("workers", {"policy": cfg.policy, "bound": cfg.claim_bound,
                                  "workers": workers, "cache_ratio": cfg.cache_ratio}))
     done: dict[tuple, RunResult] = {}
@@ -157,7 +173,7 @@ def run_all(keys: np.ndarray, rows: int, cfg: HetCacheConfig, seed: int,
                "workers": cfg.workers, "batch_size": cfg.batch_size, "epochs": epochs,
                "steps": int(steps), "dim": cfg.dim, "policy": cfg.policy,
                "cache_ratio": cfg.cache_ratio, "order": cfg.order,
-               "dispatcher": cfg.dispatcher}
+               "dispatcher": cfg.dispatcher, "skipped": skipped}
     return frames, summary
 
 
@@ -173,7 +189,7 @@ def run(processed: Path, out: Path, cfg: HetCacheConfig, seed: int,
             return
         meta = DatasetMeta.read(processed)
         keys = sample_keys(read_split(processed, "train", columns=meta.categorical), meta)
-        frames, summary = run_all(keys, table_rows(meta), cfg, seed, progress)
+        frames, summary = run_all(keys, table_rows(meta), cfg, seed, progress, meta.name)
         for name, frame in frames.items():
             frame.to_csv(tmp / f"{name}.csv", index=False, float_format="%.6g")
         write_json(tmp / "summary.json", {"dataset": meta.name, "available": True, **summary})

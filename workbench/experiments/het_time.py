@@ -37,6 +37,7 @@ from workbench.data.preprocess import read_split
 from workbench.data.schema import DatasetMeta
 from workbench.dispatch.base import build_trace
 from workbench.experiments.config import HetTimeConfig
+from workbench.experiments.sizing import fitting, largest_fit, require_samples
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, dense_parameter_count, flops_per_sample
 
@@ -116,6 +117,14 @@ def run(processed: Path, out: Path, exp: HetTimeConfig, *, per_worker: int,
     frame = read_split(processed, "train", columns=meta.categorical)
     keys = sample_keys(frame, meta)[: exp.max_samples]
     rows = table_rows(meta)
+    require_samples(len(keys), cluster.workers * per_worker, meta.name,
+                    f"one global batch of cluster.workers = {cluster.workers} x "
+                    f"experiments.het_cache.batch_size = {per_worker}",
+                    "set experiments.het_cache.batch_size="
+                    f"{largest_fit(len(keys), cluster.workers)} (or fewer cluster.workers)")
+    skipped: dict[str, list[int]] = {}
+    worker_sweep = fitting("experiments.het_time.worker_sweep", exp.worker_sweep,
+                           lambda w: len(keys) >= w * per_worker, skipped)
     n_dense, n_sparse = len(meta.dense), len(meta.categorical)
 
     def model_cost(name: str, dim: int | None = None) -> tuple[float, float]:
@@ -138,7 +147,7 @@ def run(processed: Path, out: Path, exp: HetTimeConfig, *, per_worker: int,
 
     fig7, fig2, fig9w, fig9d = [], [], [], []
     jobs = len(exp.models) * (len(exp.bandwidths_gbps) * len(SYSTEMS) + 1) + \
-        len(exp.worker_sweep) * 3 + len(exp.dim_sweep) * 3
+        len(worker_sweep) * 3 + len(exp.dim_sweep) * 3
     bar = tqdm(total=jobs, disable=not progress, desc="het_time", unit="point")
     for model in exp.models:
         flops, dense_bytes = model_cost(model)
@@ -158,7 +167,7 @@ def run(processed: Path, out: Path, exp: HetTimeConfig, *, per_worker: int,
         bar.update()
     flops, dense_bytes = model_cost(base_model)
     dim = models[base_model].embedding_dim
-    for workers in exp.worker_sweep:
+    for workers in worker_sweep:
         for label, bound, dense_sync, sparse_sync in (SYSTEMS[0], SYSTEMS[1], SYSTEMS[4]):
             t = epoch_time(counters(bound, workers),
                            _cluster(cluster, workers=workers, ps_shards=exp.fig9_ps_shards),
@@ -177,13 +186,14 @@ def run(processed: Path, out: Path, exp: HetTimeConfig, *, per_worker: int,
             bar.update()
     bar.close()
     fig9w = pd.DataFrame(fig9w)
-    one = fig9w[fig9w["workers"] == min(exp.worker_sweep)].set_index("system")["samples_per_s"]
+    one = fig9w[fig9w["workers"] == min(worker_sweep)].set_index("system")["samples_per_s"]
     fig9w["speedup"] = fig9w["samples_per_s"] / fig9w["system"].map(one)
     summary = {"dataset": meta.name, "samples": int(len(keys)), "table_rows": rows,
                "per_worker_batch": per_worker, "workers": cluster.workers,
                "cluster": cluster.name, "gflops": cluster.gflops,
                "cache_policy": cache.policy, "cache_ratio": cache.ratio,
                "fig9_model": base_model, "fig9_ps_shards": exp.fig9_ps_shards,
+               "skipped": skipped,
                "compute_model": "FLOP-modelled: 3 x forward FLOPs x samples / (gflops x speed)"}
     with atomic_dir(out) as tmp:
         for name, table in (("fig2", pd.DataFrame(fig2)), ("fig7", pd.DataFrame(fig7)),

@@ -28,6 +28,7 @@ from workbench.data.keys import sample_keys, table_rows
 from workbench.data.preprocess import read_split
 from workbench.data.schema import LABEL, DatasetMeta
 from workbench.experiments.config import HetTrainConfig
+from workbench.experiments.sizing import largest_fit, require_samples
 from workbench.models.config import ModelConfig
 from workbench.training.trainer import Split, SystemSpec, Trainer, time_to_target
 
@@ -86,6 +87,11 @@ def run(processed: Path, out: Path, exp: HetTrainConfig, *, dataset: DatasetConf
 
     meta = DatasetMeta.read(processed)
     train = load_split(processed, meta, "train", exp.max_train_samples)
+    require_samples(len(train), model.batch_size, dataset.name,
+                    f"one global batch of models.{exp.model}.batch_size = {model.batch_size}",
+                    f"set models.{exp.model}.batch_size="
+                    f"{largest_fit(len(train), 1, cluster.workers)} (a multiple of "
+                    f"cluster.workers = {cluster.workers})")
     test = load_split(processed, meta, "test", exp.max_test_samples)
     iterations = exp.epochs * (len(train) // model.batch_size)
 

@@ -32,6 +32,7 @@ from workbench.data import partition as part
 from workbench.data.schema import LABEL
 from workbench.experiments.config import RecdConfig
 from workbench.experiments.dedup import PARTITIONS_META
+from workbench.experiments.sizing import require_samples
 from workbench.models.recd import FeatureSpec, RecDModel
 from workbench.sparse import reader
 from workbench.sparse.jagged_tensor import to_ikjt
@@ -196,14 +197,19 @@ def run(partitions: Path, out: Path, exp: RecdConfig, seed: int,
     import torch
     from tqdm.auto import tqdm
 
-    from workbench.utils.io import atomic_dir, write_json
+    from workbench.utils.io import atomic_dir, finish_commit, write_json
 
+    finish_commit(partitions)  # a dedup stage killed between its two renames: complete it
     meta = json.loads((partitions / PARTITIONS_META).read_text())
     with atomic_dir(out) as tmp:
         if not meta.get("available", False):
             write_json(tmp / "summary.json", {"dataset": partitions.name, "available": False,
                                               "reason": "the dataset is unavailable"})
             return
+        require_samples(meta["rows"], exp.train_batch_size, meta["dataset"],
+                        f"one batch of experiments.recd.train_batch_size = "
+                        f"{exp.train_batch_size}",
+                        f"set experiments.recd.train_batch_size={meta['rows']} or less")
         torch.set_num_threads(1)
         groups, plain = meta["groups"], meta["plain"]
         transforms = auto_transforms(meta, exp)

@@ -15,10 +15,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from workbench.utils.paths import REPO_ROOT
+from workbench.utils.paths import NOTEBOOK_DIR, REPO_ROOT
 
 log = logging.getLogger(__name__)
-NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 
 
 def notebook_path(name: str) -> Path:

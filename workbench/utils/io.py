@@ -89,15 +89,74 @@ def atomic_dir(dest: Path | str) -> Iterator[Path]:
     os.chmod(tmp, 0o777 & ~_UMASK)
     try:
         yield tmp
-        if dest.exists():
-            old = dest.with_name(f".{dest.name}.old")
-            if old.exists():
-                shutil.rmtree(old)
-            os.replace(dest, old)
-            os.replace(tmp, dest)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, dest)
+        _replace_dir(tmp, dest)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
+
+
+def _journal(dests: list[Path]) -> Path:
+    return dests[0].with_name(f".{dests[0].name}.commit.json")
+
+
+def _replace_dir(tmp: Path, dest: Path) -> None:
+    """Put directory ``tmp`` at ``dest`` (the old ``dest`` removed after the rename)."""
+    if dest.exists():
+        old = dest.with_name(f".{dest.name}.old")
+        if old.exists():
+            shutil.rmtree(old)
+        os.replace(dest, old)
+        os.replace(tmp, dest)
+        shutil.rmtree(old)
+    else:
+        os.replace(tmp, dest)
+
+
+def finish_commit(dest: Path | str) -> bool:
+    """Complete a multi-directory commit of :func:`atomic_dirs` that was interrupted.
+
+    Args:
+        dest: the first directory of the commit.
+
+    Returns:
+        Whether an interrupted commit was found (and rolled forward).
+    """
+    dest = Path(dest)
+    journal = _journal([dest])
+    if not journal.exists():
+        return False
+    for tmp, target in json.loads(journal.read_text()):
+        if Path(tmp).exists():
+            _replace_dir(Path(tmp), Path(target))
+    journal.unlink()
+    return True
+
+
+@contextlib.contextmanager
+def atomic_dirs(*dests: Path | str) -> Iterator[list[Path]]:
+    """Like :func:`atomic_dir` for several directories that must change together.
+
+    The new contents are built in temporary directories; on success a journal naming every
+    ``(temporary, destination)`` pair is written (atomically), the directories are renamed into
+    place, and the journal is removed. A process killed between two renames leaves the journal:
+    :func:`finish_commit` (called here first, and by readers) completes the renames, so readers
+    never see one directory new and another old.
+    """
+    paths = [Path(d) for d in dests]
+    journal = _journal(paths)
+    finish_commit(paths[0])
+    with contextlib.ExitStack() as stack:
+        tmps = [Path(tempfile.mkdtemp(prefix=f".{d.name}.", suffix=".tmp",
+                                      dir=_made(d.parent))) for d in paths]
+        for tmp in tmps:
+            os.chmod(tmp, 0o777 & ~_UMASK)
+            # once the journal exists the temporaries belong to it (finish_commit moves them)
+            stack.callback(lambda t=tmp: t.exists() and not journal.exists() and shutil.rmtree(t))
+        yield tmps
+        write_text(_journal(paths), json.dumps([[str(t), str(d)] for t, d in zip(tmps, paths)]))
+        finish_commit(paths[0])
+
+
+def _made(directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory

@@ -12,6 +12,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONF_DIR = REPO_ROOT / "conf"
 PARAMS_FILE = REPO_ROOT / "params.yaml"
+NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 
 
 def resolve(path: Path | str) -> Path:

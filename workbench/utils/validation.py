@@ -9,8 +9,11 @@ configuration. This module is the one converter they share::
                                                         __post_init__ cross-field checks
 
 A field declares its interval as metadata (``field(default=0.1, metadata=in_range(0, 1,
-lo_open=True))``); for a list field the interval applies to every element. A bad value stops
-with one line naming the dotted key, the value and what is allowed::
+lo_open=True))``); for a list field the interval applies to every element, and
+``nonempty(...)`` makes an empty list an error (a sweep with no point would silently drop a
+figure). A number must be finite everywhere (NaN and infinities are rejected: a bound that means
+"infinite" is spelled as the schema documents, e.g. ``-1``). A bad value stops with one line
+naming the dotted key, the value and what is allowed::
 
     ConfigError: cache.ratio = 1.5: must be a number > 0.0 and <= 1.0
 
@@ -22,6 +25,7 @@ whole converter is the hundred lines below.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Callable, Iterable
@@ -43,6 +47,12 @@ def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool 
         hi_open: exclude ``hi`` itself.
     """
     return {"range": (lo, hi, lo_open, hi_open)}
+
+
+def nonempty(meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Field metadata of a list that must hold at least one element (plus ``meta``, e.g. a range
+    for every element: ``nonempty(in_range(1, None))``)."""
+    return {**(meta or {}), "nonempty": True}
 
 
 def check_each(key: str, values: Iterable[Any], ok: Callable[[Any], bool], must: str) -> None:
@@ -92,6 +102,8 @@ def _convert(value: Any, tp: Any, key: str, meta: dict[str, Any] | None = None) 
     if origin is list:
         if not isinstance(value, list):
             raise ConfigError(f"{key} = {value!r}: must be a list")
+        if not value and meta and meta.get("nonempty"):
+            raise ConfigError(f"{key} = []: must not be empty (give at least one value)")
         return [_convert(v, args[0], f"{key}[{i}]", meta) for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
@@ -109,6 +121,8 @@ def _convert(value: Any, tp: Any, key: str, meta: dict[str, Any] | None = None) 
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key} = {value!r}: must be a number{_range_text(meta)}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{key} = {value!r}: must be a finite number{_range_text(meta)}")
         _check_range(float(value), key, meta)
         return float(value)
     if tp is str:

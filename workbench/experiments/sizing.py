@@ -1,0 +1,75 @@
+"""Fitting an experiment's batches and sweeps to the data it is given.
+
+A user's own file may hold a few hundred rows, fewer than one global batch of the default setting.
+Every experiment checks, before any work, that its base setting fits the data: if it does not,
+it stops with one line naming the knob and a value that works (:class:`DatasetTooSmall`, a
+:class:`~workbench.utils.validation.ConfigError`, so the stage exits 2 without a traceback).
+Sweep points that do not fit (more workers than the data can feed one batch each) are dropped,
+logged, and listed in the experiment's ``summary.json`` under ``skipped``, so a figure with fewer
+points says why.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from workbench.utils.validation import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+class DatasetTooSmall(ConfigError):
+    """The data holds less than one batch of an experiment's base setting."""
+
+
+def require_samples(samples: int, need: int, dataset: str, what: str, fix: str) -> None:
+    """Stop when ``samples < need``.
+
+    Args:
+        samples: train samples the experiment has.
+        need: samples one batch of the base setting takes.
+        dataset: the dataset's name (for the message).
+        what: the batch, in the config's words (``"a global batch of experiments.het_cache.workers
+            = 8 x experiments.het_cache.batch_size = 128"``).
+        fix: the knob and a value that works (``"set experiments.het_cache.batch_size=33"``).
+
+    Raises:
+        DatasetTooSmall: naming all of the above.
+    """
+    if samples < need:
+        raise DatasetTooSmall(f"{dataset} has {samples} train samples, fewer than {what} "
+                              f"({need} samples): {fix}")
+
+
+def largest_fit(samples: int, per: int, multiple_of: int = 1) -> int:
+    """The largest ``b <= samples // per`` that is a multiple of ``multiple_of`` (at least 1)."""
+    b = samples // max(per, 1)
+    return max(b - b % multiple_of, 1) if b >= multiple_of else 1
+
+
+def fitting(knob: str, values: Sequence[int], fits: Callable[[int], bool],
+            skipped: dict[str, list[int]]) -> list[int]:
+    """The sweep points of ``knob`` that fit; the others are logged and added to ``skipped``.
+
+    Args:
+        knob: the sweep's config key (``experiments.het_cache.worker_sweep``).
+        values: its points.
+        fits: whether one point fits the data.
+        skipped: ``{knob: dropped points}``, updated in place (goes to ``summary.json``).
+
+    Returns:
+        The points that fit, in order.
+
+    Raises:
+        DatasetTooSmall: no point fits.
+    """
+    kept = [v for v in values if fits(v)]
+    dropped = [v for v in values if not fits(v)]
+    if not kept:
+        raise DatasetTooSmall(f"{knob} = {list(values)}: no point fits the data (each needs more "
+                              "samples than one batch holds): give smaller values")
+    if dropped:
+        skipped[knob] = dropped
+        log.warning("%s: %s skipped, the data holds less than one batch for them", knob, dropped)
+    return kept
