@@ -66,7 +66,9 @@ def base_setting() -> str:
             f"{summary['wire_dim']} on the wire), {exp.workers} workers x {exp.per_worker} "
             f"samples, cache {exp.cache_ratio:.0%} LRU s={exp.bound}, links "
             f"{exp.max_bandwidth_gbps / exp.bandwidth_spread:g}..{exp.max_bandwidth_gbps:g} "
-            f"Gb/s (spread {exp.bandwidth_spread:g}x), {exp.batches} batches")
+            f"Gb/s (spread {exp.bandwidth_spread:g}x), {exp.batches} batches"
+            + "".join(f"; {knob} {points} skipped (the data holds less than one batch for them)"
+                      for knob, points in summary["skipped"].items()))
 
 
 # %% [markdown]

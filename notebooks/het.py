@@ -76,7 +76,8 @@ def setting(name: str) -> str:
     return (f"{name}: {s['samples']:,} train samples, one table of {s['table_rows']:,} rows, "
             f"{s['workers']} workers x {s['batch_size']} samples/iteration, {s['steps']} "
             f"iterations ({s['epochs']} epoch(s)), {s['order']} order, {s['dispatcher']} "
-            "dispatch")
+            "dispatch" + "".join(f"; {knob} {points} skipped (the data holds less than one "
+                                 "batch for them)" for knob, points in s["skipped"].items()))
 
 
 pd.DataFrame({n: summaries[n] for n in datasets}).T

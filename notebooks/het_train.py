@@ -246,7 +246,9 @@ section.claim(Claim(
     paper_value="~12.4x at 32 workers [P, read off the plot]",
     measured=f"{w32.iloc[-1]:.1f}x at {w32.index[-1]} workers", setting=f"time model, "
     f"{cfg.cluster.name}, {time_summary['fig9_ps_shards']} servers, per-worker batch "
-    f"{time_summary['per_worker_batch']}",
+    f"{time_summary['per_worker_batch']}" + "".join(
+        f"; {knob} {points} skipped (the data holds less than one batch for them)"
+        for knob, points in time_summary["skipped"].items()),
     holds=bool(w32.is_monotonic_increasing)))
 
 # %%

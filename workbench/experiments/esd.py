@@ -34,7 +34,7 @@ from workbench.data.schema import DatasetMeta
 from workbench.dispatch.base import run_dispatch
 from workbench.dispatch.registry import make_dispatcher
 from workbench.experiments.config import EsdConfig, HetTrainConfig
-from workbench.experiments.sizing import fitting, largest_fit, require_samples
+from workbench.experiments.sizing import fitting, require_global_batch
 from workbench.models.config import ModelConfig
 
 log = logging.getLogger(__name__)
@@ -103,10 +103,8 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
     rows = table_rows(meta)
     wire_dim = model.embedding_dim
     samples = min(len(keys), train.max_train_samples or len(keys))
-    require_samples(samples, exp.workers * exp.per_worker, meta.name,
-                    f"one global batch of experiments.esd.workers = {exp.workers} x "
-                    f"experiments.esd.per_worker = {exp.per_worker}",
-                    f"set experiments.esd.per_worker={largest_fit(samples, exp.workers)}")
+    require_global_batch(samples, exp.workers, exp.per_worker, meta.name,
+                         "experiments.esd.workers", "experiments.esd.per_worker")
     skipped: dict[str, list[int]] = {}
     worker_sweep = fitting("experiments.esd.worker_sweep", exp.worker_sweep,
                            lambda w: samples >= w * exp.per_worker, skipped)

@@ -40,7 +40,7 @@ from workbench.data.keys import sample_keys, table_rows
 from workbench.data.schema import DatasetMeta
 from workbench.dispatch.base import build_trace
 from workbench.experiments.config import HetCacheConfig
-from workbench.experiments.sizing import fitting, largest_fit, require_samples
+from workbench.experiments.sizing import fitting, require_global_batch
 
 log = logging.getLogger(__name__)
 INFINITE_BOUND = 10**9
@@ -108,11 +108,8 @@ def run_all(keys: np.ndarray, rows: int, cfg: HetCacheConfig, seed: int,
     """
     if cfg.max_samples is not None:
         keys = keys[: cfg.max_samples]
-    require_samples(len(keys), cfg.workers * cfg.batch_size, dataset,
-                    f"one global batch of experiments.het_cache.workers = {cfg.workers} x "
-                    f"experiments.het_cache.batch_size = {cfg.batch_size}",
-                    "set experiments.het_cache.batch_size="
-                    f"{largest_fit(len(keys), cfg.workers)} (or fewer workers)")
+    require_global_batch(len(keys), cfg.workers, cfg.batch_size, dataset,
+                         "experiments.het_cache.workers", "experiments.het_cache.batch_size")
     skipped: dict[str, list[int]] = {}
     worker_sweep = fitting("experiments.het_cache.worker_sweep", cfg.worker_sweep,
                            lambda w: len(keys) >= w * cfg.batch_size, skipped)

@@ -37,7 +37,7 @@ from workbench.data.preprocess import read_split
 from workbench.data.schema import DatasetMeta
 from workbench.dispatch.base import build_trace
 from workbench.experiments.config import HetTimeConfig
-from workbench.experiments.sizing import fitting, largest_fit, require_samples
+from workbench.experiments.sizing import fitting, require_global_batch
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, dense_parameter_count, flops_per_sample
 
@@ -117,11 +117,8 @@ def run(processed: Path, out: Path, exp: HetTimeConfig, *, per_worker: int,
     frame = read_split(processed, "train", columns=meta.categorical)
     keys = sample_keys(frame, meta)[: exp.max_samples]
     rows = table_rows(meta)
-    require_samples(len(keys), cluster.workers * per_worker, meta.name,
-                    f"one global batch of cluster.workers = {cluster.workers} x "
-                    f"experiments.het_cache.batch_size = {per_worker}",
-                    "set experiments.het_cache.batch_size="
-                    f"{largest_fit(len(keys), cluster.workers)} (or fewer cluster.workers)")
+    require_global_batch(len(keys), cluster.workers, per_worker, meta.name, "cluster.workers",
+                         "experiments.het_cache.batch_size")
     skipped: dict[str, list[int]] = {}
     worker_sweep = fitting("experiments.het_time.worker_sweep", exp.worker_sweep,
                            lambda w: len(keys) >= w * per_worker, skipped)

@@ -42,6 +42,16 @@ def require_samples(samples: int, need: int, dataset: str, what: str, fix: str) 
                               f"({need} samples): {fix}")
 
 
+def require_global_batch(samples: int, workers: int, per_worker: int, dataset: str,
+                         workers_key: str, per_worker_key: str) -> None:
+    """Stop when ``samples`` hold no global batch of ``workers x per_worker``; the message names
+    both keys and the largest ``per_worker`` that fits."""
+    require_samples(samples, workers * per_worker, dataset,
+                    f"one global batch of {workers_key} = {workers} x {per_worker_key} = "
+                    f"{per_worker}", f"set {per_worker_key}={largest_fit(samples, workers)} "
+                    f"(or fewer {workers_key})")
+
+
 def largest_fit(samples: int, per: int, multiple_of: int = 1) -> int:
     """The largest ``b <= samples // per`` that is a multiple of ``multiple_of`` (at least 1)."""
     b = samples // max(per, 1)
