@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from workbench.config import load
-from workbench.utils.paths import NOTEBOOK_DIR
 from workbench.report.sections import SECTION_FILE
 from workbench.stages import run
+from workbench.utils.paths import NOTEBOOK_DIR
 
 NOTEBOOKS = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.py"))
 

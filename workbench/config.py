@@ -38,7 +38,7 @@ from workbench.data.config import DatasetConfig
 from workbench.dispatch.config import DispatchConfig
 from workbench.experiments.config import ExperimentsConfig
 from workbench.models.config import ModelConfig
-from workbench.utils.paths import CONF_DIR, NOTEBOOK_DIR, resolve
+from workbench.utils.paths import CONF_DIR, known_notebooks, resolve
 from workbench.utils.validation import ConfigError, from_dict, in_range, nonempty
 
 
@@ -172,11 +172,11 @@ class WorkbenchConfig:
                 raise ConfigError(f"{key}.batch_size = {model.batch_size}: must be a multiple of "
                                   f"cluster.workers = {self.cluster.workers} (every worker takes "
                                   "an equal share of a global batch)")
-        known_notebooks = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.py"))
+        known = known_notebooks()
         for name in self.pipeline.notebooks:
-            if name not in known_notebooks:
+            if name not in known:
                 raise ConfigError(f"pipeline.notebooks names '{name}', which is not a notebook "
-                                  f"in notebooks/ (known: {known_notebooks})")
+                                  f"in notebooks/ (known: {known})")
         for key, ds in self.datasets.items():
             if ds.name != key:
                 raise ConfigError(f"datasets.{key}.name = {ds.name!r}: must equal its key {key!r}")

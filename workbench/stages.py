@@ -75,6 +75,11 @@ def _results(cfg: WorkbenchConfig, stage: str, name: str) -> Path:
     return cfg.paths.resolve("results") / stage / name
 
 
+def _partitions(cfg: WorkbenchConfig, name: str) -> Path:
+    """``data/partitions/<dataset>``: written by ``dedup``, read by ``recd``."""
+    return cfg.paths.resolve("data") / "partitions" / name
+
+
 def _dataset_stats(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
     from workbench.experiments import dataset_stats
 
@@ -132,8 +137,8 @@ def _dedup(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
     from workbench.experiments import dedup
 
     out = _results(cfg, "dedup", ds.name)
-    dedup.run(_processed(cfg, ds.name), cfg.paths.resolve("data") / "partitions" / ds.name, out,
-              cfg.experiments.recd, cfg.seed, progress=cfg.profile.progress)
+    dedup.run(_processed(cfg, ds.name), _partitions(cfg, ds.name), out, cfg.experiments.recd,
+              cfg.seed, progress=cfg.profile.progress)
     return out
 
 
@@ -142,8 +147,8 @@ def _recd(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
     from workbench.experiments import recd
 
     out = _results(cfg, "recd", ds.name)
-    recd.run(cfg.paths.resolve("data") / "partitions" / ds.name, out, cfg.experiments.recd,
-             cfg.seed, progress=cfg.profile.progress)
+    recd.run(_partitions(cfg, ds.name), out, cfg.experiments.recd, cfg.seed,
+             progress=cfg.profile.progress)
     return out
 
 

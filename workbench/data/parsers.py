@@ -43,9 +43,10 @@ Formats and label rules
         A timestamp before 1995 (when MovieLens ratings begin) is malformed: it is what a line
         cut short in its last field looks like. Given files with other names (``dataset.files``)
         are taken in the order ratings, users, items. Label = 1.0 if rating >= 4 else 0.0.
-        Categorical: ``user_id``, ``item_id`` (int64 tokens), ``age``, ``gender``, ``occupation``, ``zip`` (string tokens, 100k/1M only), ``genre``
-        (first listed genre; ``unknown``/``(no genres listed)`` -> missing) and ``year`` (release
-        year as a string token, from the release date (100k) or the ``(YYYY)`` suffix of the
+        Categorical: ``user_id``, ``item_id`` (int64 tokens), ``age``, ``gender``,
+        ``occupation``, ``zip`` (string tokens, 100k/1M only), ``genre`` (first listed genre;
+        ``unknown``/``(no genres listed)`` -> missing) and ``year`` (release year as a string
+        token, from the release date (100k) or the ``(YYYY)`` suffix of the
         title; missing when absent). ``session`` = user id (int64), ``timestamp`` = rating time;
         rows sorted by (user, timestamp, item). ``user_side`` = user id + demographics.
     ``taobao_user_behavior`` (Tianchi ``UserBehavior.csv``)
@@ -64,6 +65,7 @@ History sequences (MovieLens, Taobao)
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import io
 import re
@@ -102,6 +104,7 @@ PathsLike = Sequence[Path | str] | Path | str
 
 _BLOCK_SIZE = 4 << 20  # bytes per parsed block (larger blocks parse slower here)
 _INT_PATTERN = r"^-?[0-9]{1,18}$"
+_NUMBER = r"-?[0-9]+(\.[0-9]+)?"  # a field that is a plain number (not a header name)
 _MAX_EXAMPLES = ParseReport.MAX_EXAMPLES
 
 CRITEO_DENSE = [f"I{i}" for i in range(1, 14)]
@@ -324,8 +327,6 @@ def _is_gzip(path: Path) -> bool:
 def _undecodable(path: Path, compression: str | None, encoding: str) -> bool:
     """Whether the file holds bytes that are not valid ``encoding`` text (checked in 4 MiB
     blocks; only run after pyarrow failed on the file)."""
-    import codecs
-
     decoder = codecs.getincrementaldecoder(encoding)()
     with pa.input_stream(str(path), compression=compression) as stream:
         try:
@@ -358,8 +359,6 @@ class _RepairedText(io.RawIOBase):
     """A file's bytes as UTF-8 with undecodable bytes replaced by U+FFFD (a readable stream)."""
 
     def __init__(self, path: Path, compression: str | None, encoding: str) -> None:
-        import codecs
-
         self._raw = pa.input_stream(str(path), compression=compression)
         self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
         self._buffer = b""
@@ -1054,9 +1053,9 @@ def describe_file(path: Path | str, lines: int = 20) -> str:
     if "\ufffd" in "".join(text) and sum(c.isprintable() for c in first) < 0.9 * len(first):
         return "binary data (not text)"
     sep_name, width, sep = _field_shape(text[1:] or text)
-    numeric = [bool(re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", f.strip())) for f in first.split(sep)]
-    has_header = len(text) > 1 and not any(numeric) and any(
-        re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", f.strip()) for r in text[1:] for f in r.split(sep))
+    has_header = len(text) > 1 and not any(
+        re.fullmatch(_NUMBER, f.strip()) for f in first.split(sep)) and any(
+        re.fullmatch(_NUMBER, f.strip()) for r in text[1:] for f in r.split(sep))
     body = text[1:] if has_header else text
     header = "a header line, then " if has_header else ""
     if not has_header:

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from workbench.utils.paths import NOTEBOOK_DIR, REPO_ROOT
+from workbench.utils.paths import NOTEBOOK_DIR, REPO_ROOT, known_notebooks
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +24,8 @@ def notebook_path(name: str) -> Path:
     """``notebooks/<name>.py``, with a clear error listing the notebooks when absent."""
     path = NOTEBOOK_DIR / f"{name}.py"
     if not path.exists():
-        known = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.py"))
-        raise FileNotFoundError(f"notebook {path} not found (known notebooks: {known})")
+        raise FileNotFoundError(f"notebook {path} not found (known notebooks: "
+                                f"{known_notebooks()})")
     return path
 
 

@@ -84,9 +84,7 @@ def atomic_dir(dest: Path | str) -> Iterator[Path]:
     The old ``dest`` (if any) is removed only after the new content is complete.
     """
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
-    os.chmod(tmp, 0o777 & ~_UMASK)
+    tmp = _temp_dir_beside(dest)
     try:
         yield tmp
         _replace_dir(tmp, dest)
@@ -95,8 +93,17 @@ def atomic_dir(dest: Path | str) -> Iterator[Path]:
             shutil.rmtree(tmp)
 
 
-def _journal(dests: list[Path]) -> Path:
-    return dests[0].with_name(f".{dests[0].name}.commit.json")
+def _temp_dir_beside(dest: Path) -> Path:
+    """A new empty directory next to ``dest`` (same filesystem: the final rename is atomic)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    os.chmod(tmp, 0o777 & ~_UMASK)
+    return tmp
+
+
+def _journal(dest: Path) -> Path:
+    """The journal of a multi-directory commit whose first directory is ``dest``."""
+    return dest.with_name(f".{dest.name}.commit.json")
 
 
 def _replace_dir(tmp: Path, dest: Path) -> None:
@@ -122,7 +129,7 @@ def finish_commit(dest: Path | str) -> bool:
         Whether an interrupted commit was found (and rolled forward).
     """
     dest = Path(dest)
-    journal = _journal([dest])
+    journal = _journal(dest)
     if not journal.exists():
         return False
     for tmp, target in json.loads(journal.read_text()):
@@ -143,20 +150,13 @@ def atomic_dirs(*dests: Path | str) -> Iterator[list[Path]]:
     never see one directory new and another old.
     """
     paths = [Path(d) for d in dests]
-    journal = _journal(paths)
+    journal = _journal(paths[0])
     finish_commit(paths[0])
     with contextlib.ExitStack() as stack:
-        tmps = [Path(tempfile.mkdtemp(prefix=f".{d.name}.", suffix=".tmp",
-                                      dir=_made(d.parent))) for d in paths]
+        tmps = [_temp_dir_beside(d) for d in paths]
         for tmp in tmps:
-            os.chmod(tmp, 0o777 & ~_UMASK)
             # once the journal exists the temporaries belong to it (finish_commit moves them)
             stack.callback(lambda t=tmp: t.exists() and not journal.exists() and shutil.rmtree(t))
         yield tmps
-        write_text(_journal(paths), json.dumps([[str(t), str(d)] for t, d in zip(tmps, paths)]))
+        write_text(journal, json.dumps([[str(t), str(d)] for t, d in zip(tmps, paths)]))
         finish_commit(paths[0])
-
-
-def _made(directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory

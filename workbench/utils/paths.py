@@ -28,3 +28,8 @@ def repo_relative(path: Path | str) -> str:
         return str(resolved.relative_to(REPO_ROOT))
     except ValueError:
         return str(resolved)
+
+
+def known_notebooks() -> list[str]:
+    """The figure notebooks, ``notebooks/<name>.py``, by name (sorted)."""
+    return sorted(p.stem for p in NOTEBOOK_DIR.glob("*.py"))
