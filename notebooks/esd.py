@@ -34,6 +34,7 @@ import pandas as pd
 import seaborn as sns
 
 from workbench.config import load
+from workbench.report import verdict
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Claim, Section
 
@@ -114,9 +115,11 @@ section.table(reductions.groupby("baseline")["reduction"].agg(["min", "mean", "m
 section.claim(Claim(
     paper="ESD", claim=f"lower embedding transmission cost than baselines ({esd})",
     paper_value="up to 36.76% [A]", measured=f"up to {best['reduction']:.1%} vs {best['baseline']}",
-    setting=best["setting"] + f"; base: {base_setting()}", holds=bool(best["reduction"] > 0),
-    note="our formalisation of ESD; baselines random, contiguous and Herald's LAIA on the same "
-         "HET caches"))
+    setting=best["setting"] + f"; base: {base_setting()}",
+    verdict=verdict.percent(best["reduction"], 0.3676),
+    note="our formalisation of ESD; the largest reduction over every sweep setting and baseline "
+         "(random, contiguous and Herald's LAIA on the same HET caches), as the paper's 'up to'",
+    key="esd.cost"))
 
 # %% [markdown]
 # ## Decision time against cost quality (base setting)
@@ -159,17 +162,21 @@ runs[f"speedup of {esd}"] = runs["time_to_target_s"] / reference
 section.table(runs, "time_to_target", f"Time to test AUC {target} per dispatcher",
               setting=train_setting, floatfmt=".4g")
 others = runs[runs["dispatcher"] != esd]
+speedup_claim = dict(paper="ESD", claim=f"end-to-end training speedup ({esd}, time to target "
+                                        "AUC)", paper_value="up to 1.74x [A]",
+                     setting=train_setting + f"; target AUC {target}", key="esd.speedup")
 if len(others) and others[f"speedup of {esd}"].notna().any():
     top = others.loc[others[f"speedup of {esd}"].idxmax()]
     section.claim(Claim(
-        paper="ESD", claim=f"end-to-end training speedup ({esd}, time to target AUC)",
-        paper_value="up to 1.74x [A]",
-        measured=f"up to {top[f'speedup of {esd}']:.2f}x vs {top['dispatcher']}",
-        setting=train_setting + f"; target AUC {target}",
-        holds=bool(top[f"speedup of {esd}"] > 1), note="our formalisation of ESD"))
+        **speedup_claim, measured=f"up to {top[f'speedup of {esd}']:.2f}x vs {top['dispatcher']}",
+        verdict=verdict.factor(top[f"speedup of {esd}"], 1.74),
+        note="our formalisation of ESD; the largest speedup over the baselines, as the paper's "
+             "'up to'; emulated time, so run-to-run noise is nil"))
 else:
     section.note(f"The target AUC {target} was not reached in this run, so no time-to-target "
                  "speedup is reported.")
+    section.claim(Claim(**speedup_claim, measured="-", verdict=verdict.factor(
+        None, 1.74, missing=f"{esd} or every baseline never reached the target AUC {target}")))
 runs
 
 # %%

@@ -18,12 +18,21 @@
 # Two stages feed this notebook:
 # * `het_train`: the model is trained for real through the emulated cluster, every sample's
 #   embeddings read through the cache of the worker it was dispatched to (so staleness changes
-#   what the model sees); the clock is the cluster's time model with FLOP-modelled compute.
+#   what the model sees); the clock is the cluster's time model (below).
 # * `het_time`: each system's key trace is replayed once and the time model turns the recorded
 #   traffic into per-epoch times for any model, bandwidth, worker count or embedding width.
 #
+# The clock (`workbench/cluster/time_model.py`): links `L + bytes / B`; a per-message and
+# per-row software cost on client and server measured on this machine; compute = the model's
+# forward + backward + optimizer time measured on this machine (the `calibrate` stage,
+# `results/calibration/`), divided by the worker's speed; with `cluster.overlap = prefetch`
+# (HET's client) a worker's communication hides behind its compute, so an iteration takes
+# max(compute, communication) instead of their sum. The AllReduce of dense parameters is never
+# hidden.
+#
 # Knobs: `conf/experiment/het_train.yaml`, `conf/experiment/het_time.yaml`, `conf/cluster/`
-# (bandwidth, latency, `gflops`), `conf/cache/`, `conf/model/`.
+# (bandwidth, latency, `overlap`, `compute`, `software`), `conf/cache/` (`clock`: the bound's
+# unit), `conf/model/`; `make calibrate` re-measures the machine.
 
 # %% tags=["parameters"]
 params_file = "params.yaml"  # the composed config of the run whose outputs are shown
@@ -38,6 +47,7 @@ import pandas as pd
 import seaborn as sns
 
 from workbench.config import load
+from workbench.report import verdict
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Claim, Section
 
@@ -59,20 +69,83 @@ section = Section(
            f"{summary['dense_parameters']:,} dense parameters) on `{summary['dataset']}` through "
            f"the emulated cluster `{summary['cluster']}` ({summary['workers']} workers, global "
            f"batch {summary['batch_size']}), caches {summary['cache_policy']} at "
-           f"{summary['cache_ratio']:.0%} of the table. Emulated time = the cluster's time "
-           "model: links `L + bytes / B`, BSP step = slowest worker + ring AllReduce, ASP = "
-           "per-worker clocks. **Compute time is FLOP-modelled, not measured**: 3 x forward "
-           f"FLOPs x samples / ({summary['gflops']:g} GFLOP/s x worker speed), the GFLOP/s "
-           "being the throughput measured for this model on one CPU core. PS (ASP) applies "
-           "dense gradients computed on parameters W - 1 iterations old (a delayed-gradient "
-           "model of asynchrony)."))
+           f"{summary['cache_ratio']:.0%} of the table, bounds counted in "
+           f"`{summary['cache_clock']}` ticks. Emulated time = the cluster's time model: "
+           "links `L + bytes / B` plus a per-message and per-row software cost, BSP step = "
+           "slowest worker + ring AllReduce, ASP = per-worker clocks; a worker's compute is "
+           "this machine's measured step time of the model (the `calibrate` stage), so the "
+           "clock is deterministic but calibrated. Clock of this run: "
+           f"{summary['clock']['describe']}. PS (ASP) applies dense gradients computed on "
+           "parameters W - 1 iterations old (a delayed-gradient model of asynchrony). Test AUC "
+           f"is evaluated every {summary['eval_every']} iterations; the time to the target AUC "
+           "is interpolated linearly between the two evaluations around the crossing."))
 
 
 def setting() -> str:
     return (f"{summary['model'].upper()} on {summary['dataset']}, {summary['train_samples']:,} "
             f"train / {summary['test_samples']:,} test samples, {summary['iterations']} "
             f"iterations of {summary['batch_size']}, {summary['workers']} workers, "
-            f"{summary['cluster']}, cache {summary['cache_policy']} {summary['cache_ratio']:.0%}")
+            f"{summary['cluster']}, cache {summary['cache_policy']} {summary['cache_ratio']:.0%}"
+            f"; {summary['clock']['describe']}")
+
+
+def clock_text(model: str, dim: int) -> str:
+    """The het_time clock of ``model`` at width ``dim`` (calibrated compute, software cost)."""
+    return time_summary["clock"][f"{model}/D{dim}"]["describe"]
+
+
+# %% [markdown]
+# ## The clock's calibration on this machine
+#
+# Measured by the `calibrate` stage (a frozen DVC stage: the pipeline reads the committed
+# file; `make calibrate` re-measures). Each model step (forward + loss + backward + optimizer,
+# one torch thread) is timed at several per-worker batch sizes and fitted as
+# `per step + per sample x samples`; the software cost of a parameter-server exchange
+# (encode, hash look-up, gather or apply, decode; `workbench/cluster/software_cost.py`) is
+# fitted as `per message + per row x rows`.
+
+# %%
+calibration = json.loads((results / "calibration" / "calibration.json").read_text())
+cal_table = pd.DataFrame([
+    {"model / shape": key, "ms per sample": 1e3 * v["per_sample_s"],
+     "ms per step": 1e3 * v["per_batch_s"],
+     "measured GFLOP/s": v["flops_per_sample"] / v["per_sample_s"] / 1e9
+     if v["per_sample_s"] > 0 else float("nan"),
+     "step ms at batch " + "/".join(str(b) for b in v["batch_sizes"]):
+         " / ".join(f"{1e3 * t:.3g}" for t in v["seconds"])}
+    for key, v in sorted(calibration["compute"].items())])
+section.table(cal_table, "calibration_compute",
+              "Calibrated compute per model, embedding width and dataset shape (this machine: "
+              f"{calibration['machine']['cpu']}, {calibration['settings']['threads']} torch "
+              "thread)", floatfmt=".4g")
+sw_table = pd.DataFrame([
+    {"width": key, **{k: 1e6 * v[k] for k in ("client_message_s", "client_row_s",
+                                              "server_message_s", "server_row_s")}}
+    for key, v in sorted(calibration["software"].items(), key=lambda kv: int(kv[0][1:]))])
+sw_table.columns = ["width", "client us/message", "client us/row", "server us/message",
+                    "server us/row"]
+section.table(sw_table, "calibration_software",
+              "Measured software cost of a parameter-server exchange per embedding width",
+              floatfmt=".3g")
+cal_table
+
+
+# The paper's numbers [P] per model (research/seeds.md, HET section)
+PAPER_MODEL = {"wdl": "WDL", "deepfm": "DFM", "dcn": "DCN"}
+PAPER_TABLE1 = {"wdl": 5.14, "deepfm": 4.46, "dcn": 4.82}  # Hybrid / Cache s=100, time to target
+PAPER_TABLE2 = {"wdl": {0: 0.7964, 100: 0.7962, 10000: 0.7884, -1: 0.7461},
+                "deepfm": {0: 0.7974, 100: 0.7973, 10000: 0.7896, -1: 0.7091},
+                "dcn": {0: 0.8025, 100: 0.8024, 10000: 0.7976, -1: 0.7529}}
+PAPER_FIG2 = {"wdl": 0.76, "deepfm": 0.73, "dcn": 0.73}  # communication / epoch time
+PAPER_FIG7 = {1.0: {"wdl": 8.2, "deepfm": 7.9, "dcn": 7.4},  # Hybrid comm / Cache s=100 comm
+              10.0: {"wdl": 1.8, "deepfm": 1.9, "dcn": 2.3}}
+PAPER_FIG9A = {1: 1.0, 2: 2.0, 4: 3.6, 8: 6.9, 16: 9.1, 32: 12.4}  # read off the plot
+PAPER_FIG9C = {"TF PS": {128: 12.5, 256: 9.2, 512: 8.2, 1024: 12.2, 2048: 19.0, 4096: 22.8},
+               "TF Parallax": {128: 8.6, 256: 6.6, 512: 5.9, 1024: 9.2, 2048: 14.8, 4096: 16.5}}
+
+
+def paper_model(model: str) -> str:
+    return PAPER_MODEL.get(model, model.upper())
 
 
 # %% [markdown]
@@ -89,13 +162,15 @@ ax.annotate(f"target AUC {summary['target_auc']}", (ax.get_xlim()[1], summary["t
 ax.set(xlabel="emulated time (s)", ylabel="test AUC", title="HET Fig. 6 (WDL)")
 section.figure(fig, "fig6_auc_vs_time", "HET Fig. 6 - test AUC against emulated training time",
                setting=setting())
-table1 = runs[runs["group"] == "systems"][["system", "time_to_target_s", "final_auc",
-                                           "time_s", "comm_s"]].copy()
+table1 = runs[runs["group"] == "systems"][["system", "iterations_to_target",
+                                           "time_to_target_s", "final_auc", "time_s",
+                                           "comm_s"]].copy()
 cache100 = float(table1.loc[table1["system"] == "Cache s=100", "time_to_target_s"].iloc[0])
 table1["time / Cache s=100"] = table1["time_to_target_s"] / cache100
 section.table(table1, "table1_time_to_target",
               f"HET Table 1 - emulated seconds to reach test AUC {summary['target_auc']} "
-              "(NaN: never reached) and the ratio to Cache s=100", setting=setting(),
+              "(NaN: never reached; interpolated between evaluations) and the ratio to Cache "
+              "s=100", setting=setting(),
               floatfmt=".4g")
 paper_table1 = pd.DataFrame({
     "workload": ["WDL-Criteo", "DFM-Criteo", "DCN-Criteo"],
@@ -106,38 +181,71 @@ paper_table1 = pd.DataFrame({
 section.table(paper_table1, "table1_paper", "HET Table 1 as published [P] (cluster A, 1 Gb/s)")
 hybrid = float(table1.loc[table1["system"] == "Hybrid, no cache", "time_to_target_s"].iloc[0])
 speedup = hybrid / cache100
+train_model = summary["model"]
+never = [name for name, t in (("Hybrid", hybrid), ("Cache s=100", cache100)) if not np.isfinite(t)]
+tta_setting = setting() + f"; target AUC {summary['target_auc']}"
 section.claim(Claim(
     paper="HET", claim="Cache s=100 reaches the target AUC faster than Hybrid without cache",
-    paper_value="4.4-5.1x on Criteo [P] (Table 1); 6.37-20.68x over TF Parallax [P]",
-    measured=f"{speedup:.2f}x", setting=setting() + f"; target AUC {summary['target_auc']}",
-    holds=bool(speedup > 1) if np.isfinite(speedup) else None,
-    note="TF Parallax (TensorFlow's own overheads) is not emulated, so the 20.68x headline has "
-         "no counterpart here; Hybrid is the same architecture without TF"))
+    paper_value=(f"{PAPER_TABLE1[train_model]}x for {paper_model(train_model)} "
+                 if train_model in PAPER_TABLE1 else "") + "(4.46-5.14x on Criteo) [P] (Table 1)",
+    measured=f"{speedup:.2f}x" if np.isfinite(speedup) else "-", setting=tta_setting,
+    verdict=verdict.factor(speedup, PAPER_TABLE1.get(train_model, (4.46, 5.14)),
+                           missing=f"{' and '.join(never)} never reached the target AUC "
+                                   f"{summary['target_auc']} in this run"),
+    note="emulated time (deterministic), so no run-to-run noise; the paper's own range over "
+         "the three Criteo models is 4.46-5.14x", key="het.table1_time_to_target"))
+section.claim(Claim(
+    paper="HET", claim="Cache s=100 reaches the target AUC faster than TF Parallax",
+    paper_value="6.37-20.68x [P] (Table 1; 10.86x for WDL-Criteo)", measured="-",
+    setting=tta_setting,
+    verdict=verdict.not_comparable("TF Parallax is TensorFlow's hybrid PS + AllReduce with "
+                                   "TensorFlow's own runtime overheads, which are not emulated; "
+                                   "the same architecture without them is Hybrid (row above)"),
+    key="het.table1_tf_parallax"))
 table1
 
 # %% [markdown]
 # ## Table 2: final test AUC against the staleness bound
 
 # %%
-stale = runs[runs["group"] == "staleness"][["system", "het_bound", "bound", "final_auc"]]
-stale = stale.rename(columns={"system": "HET bound", "bound": "bound here (scaled)",
-                              "final_auc": "final test AUC"})
-stale["paper WDL AUC [P]"] = stale["het_bound"].map({0: 0.7964, 100: 0.7962, 10000: 0.7884,
-                                                     -1: 0.7461})
+stale = runs[runs["group"] == "staleness"][["system", "unit", "clock", "het_bound", "bound",
+                                            "final_auc", "time_s"]]
+stale = stale.rename(columns={"system": "HET bound", "bound": "bound applied",
+                              "final_auc": "final test AUC", "clock": "tick per"})
+paper_t2 = PAPER_TABLE2.get(train_model, PAPER_TABLE2["wdl"])
+stale[f"paper {paper_model(train_model)} AUC [P]"] = stale["het_bound"].map(paper_t2)
 section.table(stale.drop(columns="het_bound"), "table2_staleness",
-              "HET Table 2 - final test AUC for staleness bounds s = 0, 100, 10k, inf, each "
-              f"scaled to this run (s x {summary['iterations']} / {summary['het_iterations']:,} "
-              "iterations of a HET epoch)", setting=setting(), floatfmt=".4f")
-aucs = stale.set_index("HET bound")["final test AUC"]
-monotone = bool((np.diff(aucs.to_numpy()) <= 1e-3).all())
-section.claim(Claim(
-    paper="HET", claim="final AUC falls as the staleness bound grows, sharply only when "
-                       "unbounded (WDL)",
-    paper_value="79.64 / 79.62 / 78.84 / 74.61 [P]",
-    measured=" / ".join(f"{100 * v:.2f}" for v in aucs.to_numpy()), setting=setting(),
-    holds=monotone and bool(aucs.iloc[-1] < aucs.iloc[0] - 0.01),
-    note="bounds scaled to the run length; holds = non-increasing (1e-3 slack) and s=inf at "
-         "least 1 point below s=0"))
+              "HET Table 2 - final test AUC for staleness bounds s = 0, 100, 10k, inf in two "
+              "units: `paper` = HET's per-embedding clock (a tick per iteration in which the "
+              "worker updates the row), the bound as published; `scaled` = Hetu's code unit "
+              "(a tick per gradient row) with the bound scaled to this run (s x "
+              f"{summary['iterations']} / {summary['het_iterations']:,} iterations of a HET "
+              "epoch)", setting=setting(), floatfmt=".4f")
+for unit, unit_note in (
+        ("paper", "bounds in the paper's unit, as published; this run is "
+                  f"{summary['iterations']} iterations against HET's "
+                  f"{summary['het_iterations']:,}, so a bound of 100 ticks is a third of the "
+                  "run here and 10k is never reached"),
+        ("scaled", "bounds in Hetu's per-gradient-row unit, scaled to the run length")):
+    t2 = stale[(stale["unit"] == unit) & stale["het_bound"].isin(list(paper_t2))]
+    t2 = t2.iloc[np.argsort(t2["het_bound"].replace(-1, np.inf).to_numpy(), kind="stable")]
+    aucs = t2.set_index("HET bound")["final test AUC"]
+    t2_claim = dict(paper="HET", claim="final AUC falls as the staleness bound grows, sharply "
+                                       f"only when unbounded ({paper_model(train_model)}, "
+                                       f"{unit} unit)",
+                    paper_value=" / ".join(f"{100 * v:.2f}" for v in paper_t2.values())
+                    + " for s = 0 / 100 / 10k / inf [P]", setting=setting(),
+                    note=unit_note + "; the rule compares the drop from the smallest to the "
+                                     "largest bound", key="het.table2_staleness")
+    if len(t2) >= 2:
+        section.claim(Claim(
+            **t2_claim, measured=" / ".join(f"{100 * v:.2f}" for v in aucs.to_numpy()),
+            verdict=verdict.decline(aucs.to_numpy(), t2["het_bound"].map(paper_t2).to_numpy(),
+                                    labels=list(aucs.index),
+                                    missing="a staleness run has no final AUC")))
+    elif unit in train_exp.staleness_units:
+        section.claim(Claim(**t2_claim, measured="-", verdict=verdict.not_comparable(
+            "fewer than two of the paper's bounds (0, 100, 10k, inf) were run")))
 stale
 
 # %% [markdown]
@@ -154,12 +262,44 @@ ax.set(ylim=(0, 1), ylabel="communication / epoch time", xlabel="",
        title="HET Fig. 2")
 section.figure(fig, "fig2_comm_share", "HET Fig. 2 - share of epoch time spent communicating",
                setting=f"1 worker, PS without cache, 1 Gb/s, D = {time_exp.fig2_dim}, "
-                       f"{time_summary['per_worker_batch']} samples/iteration, compute at "
-                       f"{time_summary['gflops']:g} GFLOP/s (FLOP-modelled)")
+                       f"{time_summary['per_worker_batch']} samples/iteration, no overlap; "
+                       + "; ".join(f"{m.upper()}: {clock_text(m, time_exp.fig2_dim)}"
+                                   for m in fig2["model"]))
 section.table(fig2, "fig2_comm_share", "Fig. 2 numbers", floatfmt=".3g")
+fig2_setting = (f"time model on the replayed {time_exp.dataset} trace: 1 worker, PS without "
+                f"cache, 1 Gb/s, D = {time_exp.fig2_dim}, {time_summary['per_worker_batch']} "
+                "samples/iteration, no overlap (TensorFlow's PS fetches, then computes)")
+fig2_rows = fig2[fig2["model"].isin(list(PAPER_FIG2))]
+for _, row in fig2_rows.iterrows():
+    section.claim(Claim(
+        paper="HET", claim="communication takes most of the epoch time "
+                           f"({paper_model(row['model'])}, one worker, embeddings on a remote "
+                           "PS; Fig. 2)",
+        paper_value=f"{PAPER_FIG2[row['model']]:.0%} [P] (TensorFlow, D = 32, 1 Gb/s)",
+        measured=f"{row['comm_share']:.1%}",
+        setting=fig2_setting + "; " + clock_text(row["model"], time_exp.fig2_dim),
+        # direction: communication dominates (more than half the epoch)
+        verdict=verdict.percent(row["comm_share"], PAPER_FIG2[row["model"]], baseline=0.5),
+        note="compute is this machine's CPU step time of the model (calibrated), the paper's "
+             "a GPU's; TensorFlow's own overheads are not emulated", key="het.fig2_share"))
+if fig2_rows.empty:
+    section.claim(Claim(
+        paper="HET", claim="communication takes most of the epoch time (Fig. 2)",
+        paper_value="WDL 76%, DFM 73%, DCN 73% [P]", measured="-", setting=fig2_setting,
+        verdict=verdict.not_comparable("none of the paper's models (WDL, DFM, DCN) was run"),
+        key="het.fig2_share"))
 
 # %% [markdown]
 # ## Fig. 7: per-epoch time split into compute and communication, 1 and 10 Gb/s
+#
+# Bars: compute plus the communication NOT hidden behind it (`comm_s`); labels: each system's
+# communication time (`comm_total_s`: the slowest worker's PS traffic plus the AllReduce, hidden
+# or not) relative to Cache s=100's, as HET labels its bars. Why 10 Gb/s is not 1 Gb/s divided
+# by ten: latency and the software cost (per message, per row) do not shrink with bandwidth, so
+# at 10 Gb/s they are a larger share of every system's communication and the systems' ratios
+# move toward 1; and with `overlap = prefetch` a system whose communication becomes shorter than
+# its compute hides it entirely, so the exposed communication falls faster than bandwidth
+# alone would say.
 
 # %%
 fig7 = pd.read_csv(time_dir / "fig7.csv")
@@ -171,11 +311,12 @@ for i, bw in enumerate(bws):
     for j, model in enumerate(models):
         ax = axes[i, j]
         part = fig7[(fig7["bandwidth_gbps"] == bw) & (fig7["model"] == model)]
-        ref = float(part.loc[part["system"] == "Cache s=100", "comm_s"].iloc[0])
+        ref = float(part.loc[part["system"] == "Cache s=100", "comm_total_s"].iloc[0])
         x = np.arange(len(part))
         ax.bar(x, part["compute_s"], label="compute", color="C0")
-        ax.bar(x, part["comm_s"], bottom=part["compute_s"], label="communication", color="C1")
-        for k, (total, comm) in enumerate(zip(part["epoch_s"], part["comm_s"])):
+        ax.bar(x, part["comm_s"], bottom=part["compute_s"], label="communication (not hidden)",
+               color="C1")
+        for k, (total, comm) in enumerate(zip(part["epoch_s"], part["comm_total_s"])):
             ax.annotate(f"x{comm / ref:.1f}", (k, total), ha="center", va="bottom", fontsize=6)
         ax.set_xticks(x, [s.split(",")[0].replace(" (sparse AllGather)", "")
                           for s in part["system"]], rotation=45, ha="right", fontsize=6)
@@ -188,20 +329,48 @@ section.figure(fig, "fig7_epoch_time",
                setting=f"{time_summary['workers']} workers x {time_summary['per_worker_batch']}"
                        f" samples, {time_summary['samples']:,} samples of {time_exp.dataset}, "
                        f"cache {time_summary['cache_policy']} "
-                       f"{time_summary['cache_ratio']:.0%}, compute FLOP-modelled at "
-                       f"{time_summary['gflops']:g} GFLOP/s")
+                       f"{time_summary['cache_ratio']:.0%}, overlap {time_summary['overlap']}; "
+                       + "; ".join(f"{m.upper()}: "
+                                   f"{clock_text(m, cfg.models[m].embedding_dim)}"
+                                   for m in models))
+shares7 = fig7.assign(comm_share=fig7["comm_s"] / fig7["epoch_s"]).pivot_table(
+    index=["model", "system"], columns="bandwidth_gbps", values="comm_share")
+shares7.columns = [f"exposed comm share at {bw:g} Gb/s" for bw in shares7.columns]
+section.table(shares7.reset_index(), "fig7_comm_share",
+              "Fig. 7: share of the epoch spent on communication not hidden behind compute, "
+              "per bandwidth (differs between 1 and 10 Gb/s beyond a rescaling: see the text)",
+              floatfmt=".3g")
 section.table(fig7, "fig7_epoch_time", "Fig. 7 numbers (seconds per epoch)", floatfmt=".4g")
-one_gb = fig7[fig7["bandwidth_gbps"] == min(bws)]
-for model in models:
-    part = one_gb[one_gb["model"] == model].set_index("system")["comm_s"]
-    reduction = 1 - part["Cache s=100"] / part["Hybrid, no cache"]
-    section.claim(Claim(
-        paper="HET", claim=f"Cache s=100 cuts communication time against Hybrid ({model.upper()}"
-                           f", {min(bws):g} Gb/s)",
-        paper_value="up to 88% [P] (WDL: 8.2x, Fig. 7a)",
-        measured=f"{reduction:.1%} ({1 / (1 - reduction):.2f}x)",
-        setting=f"time model on the replayed {time_exp.dataset} trace, "
-                f"{time_summary['workers']} workers", holds=bool(reduction > 0)))
+fig7_setting = (f"time model on the replayed {time_exp.dataset} trace, "
+                f"{time_summary['workers']} workers x {time_summary['per_worker_batch']} samples, "
+                f"cache {time_summary['cache_policy']} {time_summary['cache_ratio']:.0%}")
+for bw, key, panel in ((1.0, "het.fig7a_comm", "Fig. 7a"), (10.0, "het.fig7b_comm", "Fig. 7b")):
+    paper7 = PAPER_FIG7[bw]
+    at_bw = fig7[np.isclose(fig7["bandwidth_gbps"], bw)]
+    claim_models = [m for m in models if m in paper7 and m in set(at_bw["model"])]
+    for model7 in claim_models:
+        comm = at_bw[at_bw["model"] == model7].set_index("system")["comm_total_s"]
+        ratio = comm["Hybrid, no cache"] / comm["Cache s=100"]
+        headline = " = 88% less, the headline" if (bw, model7) == (1.0, "wdl") else ""
+        section.claim(Claim(
+            paper="HET", claim=f"Cache s=100 cuts communication time against Hybrid without "
+                               f"cache ({paper_model(model7)}, {bw:g} Gb/s, {panel})",
+            paper_value=f"{paper7[model7]:g}x{headline} [P]",
+            measured=f"{ratio:.2f}x ({1 - 1 / ratio:.1%} less)",
+            setting=fig7_setting + "; " + clock_text(model7, cfg.models[model7].embedding_dim),
+            verdict=verdict.factor(ratio, paper7[model7]),
+            note="communication time hidden or not (comm_total_s); it includes the measured "
+                 "software cost and the link latency, which do not shrink with bandwidth",
+            key=key))
+    if not claim_models:
+        section.claim(Claim(
+            paper="HET", claim=f"Cache s=100 cuts communication time against Hybrid without "
+                               f"cache ({bw:g} Gb/s, {panel})",
+            paper_value=", ".join(f"{paper_model(m)} {v:g}x" for m, v in paper7.items())
+            + " [P]", measured="-", setting=fig7_setting,
+            verdict=verdict.not_comparable(
+                f"this run has no {bw:g} Gb/s point for WDL, DFM or DCN "
+                f"(experiments.het_time.bandwidths_gbps = {list(bws)})"), key=key))
 
 # %% [markdown]
 # ## Fig. 9: scaling with workers, and per-epoch time against the embedding width
@@ -240,16 +409,50 @@ dim_ratio = dim_ratio.div(dim_ratio["Cache s=100"], axis=0).reset_index()
 section.table(dim_ratio, "fig9_dim_slowdown",
               "Fig. 9c: per-epoch time relative to Cache s=100 (paper [P]: TF PS 12.5x..22.8x, "
               "TF Parallax 8.6x..16.5x from D = 128 to 4096)", floatfmt=".3g")
-w32 = fig9w[(fig9w["system"] == "Cache s=100")].set_index("workers")["speedup"]
+skipped_text = "".join(f"; {knob} {points} skipped (the data holds less than one batch for "
+                       "them)" for knob, points in time_summary["skipped"].items())
+fig9_setting = (f"time model, {cfg.cluster.name}, {time_summary['fig9_ps_shards']} servers, "
+                f"per-worker batch {time_summary['per_worker_batch']}, overlap "
+                f"{time_summary['overlap']}; "
+                + clock_text(time_summary["fig9_model"],
+                             cfg.models[time_summary["fig9_model"]].embedding_dim)
+                + skipped_text)
+scaling = fig9w[(fig9w["system"] == "Cache s=100")].set_index("workers")["speedup"]
+common_w = [w for w in scaling.index if w in PAPER_FIG9A and w > 1]
+w_at = max(common_w) if common_w else None
 section.claim(Claim(
     paper="HET", claim="Cache s=100 keeps scaling with workers (WDL, Fig. 9a)",
     paper_value="~12.4x at 32 workers [P, read off the plot]",
-    measured=f"{w32.iloc[-1]:.1f}x at {w32.index[-1]} workers", setting=f"time model, "
-    f"{cfg.cluster.name}, {time_summary['fig9_ps_shards']} servers, per-worker batch "
-    f"{time_summary['per_worker_batch']}" + "".join(
-        f"; {knob} {points} skipped (the data holds less than one batch for them)"
-        for knob, points in time_summary["skipped"].items()),
-    holds=bool(w32.is_monotonic_increasing)))
+    measured=f"{scaling[w_at]:.1f}x at {w_at} workers" if w_at else "-",
+    setting=fig9_setting,
+    verdict=(verdict.factor(scaling[w_at], PAPER_FIG9A[w_at]) if w_at else
+             verdict.not_comparable("no worker count above 1 in common with the paper's "
+                                    "2..32")),
+    note=(f"compared at {w_at} workers (paper ~{PAPER_FIG9A[w_at]:g}x there, read off the plot)"
+          if w_at and w_at != 32 else "paper value read off the plot"),
+    key="het.fig9a_workers"))
+slowdown = fig9d.pivot_table(index="dim", columns="system", values="epoch_s")
+slowdown = slowdown.div(slowdown["Cache s=100"], axis=0)
+fig9c_note = ("our baselines are the HET-kernel PS (ASP) and Hybrid without cache, standing in "
+              "for the paper's TF PS and TF Parallax without TensorFlow's own overheads; "
+              f"{time_summary['workers']} workers (the paper's Fig. 9c: 32)")
+for ours, theirs in (("PS (ASP), no cache", "TF PS"), ("Hybrid, no cache", "TF Parallax")):
+    paper9c = PAPER_FIG9C[theirs]
+    series = slowdown[ours] if ours in slowdown else pd.Series(dtype=float)
+    common_d = [d for d in series.index if d in paper9c]
+    d_at = max(common_d) if common_d else None
+    section.claim(Claim(
+        paper="HET", claim=f"{ours} is slower per epoch than Cache s=100 as the embedding width "
+                           "grows (WDL, Fig. 9c)",
+        paper_value=f"{theirs}: {paper9c[128]:g}x at D = 128 ... {paper9c[4096]:g}x at "
+                    "D = 4096 [P]",
+        measured=", ".join(f"D = {d}: {r:.2f}x" for d, r in series.items()) or "-",
+        setting=fig9_setting,
+        verdict=(verdict.factor(series[d_at], paper9c[d_at]) if d_at else
+                 verdict.not_comparable("no embedding width in common with the paper's "
+                                        "128..4096")),
+        note=f"compared at D = {d_at} (paper {paper9c[d_at]:g}x); " + fig9c_note if d_at
+        else fig9c_note, key="het.fig9c_dim"))
 
 # %%
 section.save()

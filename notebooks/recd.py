@@ -37,6 +37,7 @@ import seaborn as sns
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from workbench.config import load
+from workbench.report import verdict
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Claim, Section
 
@@ -236,6 +237,9 @@ def per_dataset(frame: pd.DataFrame, column: str, fmt: str = "{:.2f}x") -> str:
     return "; ".join(f"{r['dataset']} {fmt.format(r[column])}" for _, r in frame.iterrows())
 
 
+# wall-clock throughputs (best of the repeats) move by a few percent from run to run: a speedup
+# within 5% of 1x is a tie; the byte counts of the storage claim are exact
+WALL_CLOCK_TIE = 0.05
 clustered_train = train_speed[train_speed["layout"] == "clustered"]
 best_train = clustered_train.loc[clustered_train["IKJT / KJT"].idxmax()]
 factors = at_window[(at_window["layout"] == "clustered")
@@ -248,9 +252,10 @@ section.claim(Claim(
     setting=(f"clustered partitions, batch {exp.train_batch_size}, user-group dedup factor "
              + ", ".join(f"{n} {f:.1f}" for n, f in factors.items())
              + f"; DLRM + self-attention history tower, D = {exp.embedding_dim}"),
-    holds=bool(best_train["IKJT / KJT"] > 1),
+    verdict=verdict.factor(best_train["IKJT / KJT"], 2.49, tie_tolerance=WALL_CLOCK_TIE),
     note="our formalisation; the gain follows the dedup factor and the share of compute in the "
-         "deduplicated group (the history tower here)"))
+         "deduplicated group (the history tower here); the best dataset, as the paper's 'up to'",
+    key="recd.train"))
 largest = pre_speed[(pre_speed["layout"] == "clustered")]
 largest = largest[largest["batch_size"] == largest.groupby("dataset")["batch_size"]
                   .transform("max")]
@@ -261,9 +266,9 @@ section.claim(Claim(
     measured=f"up to {best_pre['IKJT / KJT']:.2f}x ({per_dataset(largest, 'IKJT / KJT')})",
     setting=(f"clustered partitions, reader batch {int(best_pre['batch_size']):,} (largest "
              f"measured); {transforms_text}"),
-    holds=bool(best_pre["IKJT / KJT"] > 1),
+    verdict=verdict.factor(best_pre["IKJT / KJT"], 1.79, tie_tolerance=WALL_CLOCK_TIE),
     note="our formalisation; at small reader batches per-key overheads dominate and the IKJT "
-         "path is slower (see the preprocessing table)"))
+         "path is slower (see the preprocessing table)", key="recd.preprocess"))
 store = ratio[ratio["window"] == exp.window]
 best_store = store.loc[store["storage_ratio"].idxmax()]
 section.claim(Claim(
@@ -272,9 +277,9 @@ section.claim(Claim(
     measured=f"up to {best_store['storage_ratio']:.2f}x ({per_dataset(store, 'storage_ratio')})",
     setting=f"zstd Parquet, window {exp.window:,} rows, history {exp.history}; "
             + "; ".join(dataset_setting(n) for n in datasets),
-    holds=bool(best_store["storage_ratio"] > 1),
+    verdict=verdict.factor(best_store["storage_ratio"], 3.71),
     note="our formalisation; the saving grows with the share of bytes in request-level "
-         "features (see the storage figure's column classes)"))
+         "features (see the storage figure's column classes)", key="recd.storage"))
 
 # %%
 section.save()

@@ -55,6 +55,7 @@ def ci_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
             run([stage, "--params", str(params), "--dataset", name])
     for name in cfg.experiments.het_cache.datasets:
         run(["het-cache", "--params", str(params), "--dataset", name])
+    run(["calibrate", "--params", str(params)])
     run(["het-train", "--params", str(params)])
     run(["het-time", "--params", str(params)])
     run(["esd", "--params", str(params)])

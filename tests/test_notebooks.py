@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from workbench.config import load
-from workbench.report.sections import SECTION_FILE
+from workbench.report import verdict
+from workbench.report.sections import CLAIM_COLUMNS, SECTION_FILE
 from workbench.stages import run
 from workbench.utils.paths import NOTEBOOK_DIR
 
@@ -43,7 +45,12 @@ def test_datasets_notebook_reports_the_het_skew_claim(ci_pipeline: Path) -> None
     stats = json.loads((cfg.paths.resolve("results") / "dataset_stats" / "synthetic"
                         / "stats.json").read_text())
     assert claims["synthetic"]["measured"] == f"{stats['claim_share']:.1%}"
-    assert claims["synthetic"]["holds"] == (stats["claim_share"] >= 0.9)
+    skew = cfg.experiments.dataset_stats
+    expected = verdict.percent(stats["claim_share"], skew.skew_claim_share,
+                               baseline=skew.skew_claim_fraction)
+    assert (claims["synthetic"]["state"], claims["synthetic"]["rule"]) == (expected.state,
+                                                                           expected.rule)
+    assert claims["synthetic"]["key"] == "het.fig3_skew"
 
 
 def test_report_gathers_sections(ci_pipeline: Path) -> None:
@@ -52,6 +59,10 @@ def test_report_gathers_sections(ci_pipeline: Path) -> None:
     run(["report", "--params", str(ci_pipeline)])
     reports = load(params=ci_pipeline).paths.resolve("reports")
     text = (reports / "README.md").read_text()
-    assert "## Claims" in text and "| HET" in text and "## Provenance" in text
-    assert "![HET Fig. 3" in text
-    assert (reports / "claims.csv").read_text().startswith("paper,claim,paper_value")
+    assert "## Verdicts" in text and "## Claims" in text and "| HET" in text
+    assert "## Provenance" in text and "![HET Fig. 3" in text
+    claims = pd.read_csv(reports / "claims.csv")
+    assert list(claims.columns) == CLAIM_COLUMNS
+    assert set(claims["state"]) <= set(verdict.STATES)
+    assert (claims["paper"].isin(["Hotline", "FlexShard"])
+            == (claims["state"] == "not built")).all()

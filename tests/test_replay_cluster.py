@@ -84,7 +84,8 @@ def test_summary_definitions() -> None:
 
 
 def test_time_model_and_records() -> None:
-    cfg = ClusterConfig(workers=2, bandwidth_gbps=[1.0, 0.1], latency_ms=[1.0, 2.0])
+    cfg = ClusterConfig(workers=2, bandwidth_gbps=[1.0, 0.1], latency_ms=[1.0, 2.0],
+                        overlap="none")
     cl = EdgeCluster(cfg, CacheConfig(policy="none"), table_rows=10, dim=4)
     cl.read(0, np.array([1, 2, 2]))
     cl.write(0, np.array([1, 2, 2]), 0.5)

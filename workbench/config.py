@@ -65,6 +65,9 @@ class ProfileConfig:
         recd_window: rows per partition (clustering window) of the RecD experiments.
         recd_batches: batches of each RecD training run.
         recd_preprocess_rows: rows of each RecD preprocessing-throughput run.
+        het_dim_sweep: embedding widths of HET Fig. 9c (each one is calibrated).
+        calibrate_batch_sizes: per-worker batch sizes of the compute calibration.
+        calibrate_repeats: timed repeats per calibration point.
         progress: show tqdm progress bars.
     """
 
@@ -86,6 +89,9 @@ class ProfileConfig:
     recd_window: int = field(default=16384, metadata=in_range(1, None))
     recd_batches: int = field(default=40, metadata=in_range(1, None))
     recd_preprocess_rows: int = field(default=65536, metadata=in_range(1, None))
+    het_dim_sweep: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096])
+    calibrate_batch_sizes: list[int] = field(default_factory=lambda: [32, 64, 128, 256])
+    calibrate_repeats: int = field(default=5, metadata=in_range(1, 1000))
     progress: bool = True
 
 

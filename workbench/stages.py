@@ -14,6 +14,8 @@ Stages::
     dataset-stats  statistics and access skew (HET Fig. 3)             -> results/dataset_stats/<ds>
     het-cache      HET cache replay: miss rates, rows moved, sweeps      -> results/het_cache/<ds>
     het-train      HET training through the cluster (Fig. 6, Tables 1-2) -> results/het_train/<ds>
+    calibrate      this machine's compute per model and software cost per width (the clock);
+                   frozen in dvc.yaml, rerun explicitly (make calibrate) -> results/calibration
     het-time       HET time model (Fig. 2, 7, 9)                          -> results/het_time/<ds>
     esd            ESD dispatchers: cost sweeps, decision time, training  -> results/esd/<ds>
     dedup          RecD partitions (shuffled / session-clustered), storage and dedup factors
@@ -46,8 +48,8 @@ from workbench.utils.validation import ConfigError
 
 log = logging.getLogger("workbench.stages")
 
-STAGES = ("download", "preprocess", "prepare", "dataset-stats", "het-cache", "het-train",
-          "het-time", "esd", "dedup", "recd", "notebook", "report")
+STAGES = ("download", "preprocess", "prepare", "dataset-stats", "het-cache", "calibrate",
+          "het-train", "het-time", "esd", "dedup", "recd", "notebook", "report")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -97,6 +99,36 @@ def _het_cache(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
     return out
 
 
+def _calibration(cfg: WorkbenchConfig) -> Path:
+    return cfg.paths.resolve("results") / "calibration"
+
+
+def _calibrate(cfg: WorkbenchConfig, ds: DatasetConfig | None) -> Path:
+    """Calibrate every model the timed experiments run, on their datasets (or on ``ds`` when
+    the command line picked one)."""
+    from workbench.data.schema import DatasetMeta
+    from workbench.experiments import calibrate
+
+    exps = cfg.experiments
+    names = {"train": exps.het_train.dataset, "time": exps.het_time.dataset,
+             "esd": exps.esd.dataset}
+    if ds is not None:
+        names = {k: ds.name for k in names}
+    shapes_of = {}
+    for name in set(names.values()):
+        meta = DatasetMeta.read(_processed(cfg, name))
+        shapes_of[name] = (len(meta.dense), len(meta.categorical))
+    shapes, dims = calibrate.required(
+        cfg.models, shapes_of, train_dataset=names["train"], train_model=exps.het_train.model,
+        time_dataset=names["time"], time_models=exps.het_time.models,
+        fig2_dim=exps.het_time.fig2_dim, dim_sweep=exps.het_time.dim_sweep,
+        esd_dataset=names["esd"], esd_model=exps.esd.train_model)
+    out = _calibration(cfg)
+    calibrate.run(out, exps.calibrate, shapes=shapes, wire_dims=dims, seed=cfg.seed,
+                  progress=cfg.profile.progress)
+    return out
+
+
 def _het_train(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
     from workbench.experiments import het_train
 
@@ -104,7 +136,8 @@ def _het_train(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
     out = _results(cfg, "het_train", ds.name)
     het_train.run(_processed(cfg, ds.name), out, exp, dataset=ds,
                   model=cfg.models[exp.model], cluster=cfg.cluster, cache=cfg.cache,
-                  dispatcher=cfg.dispatch.name, seed=cfg.seed, progress=cfg.profile.progress)
+                  dispatcher=cfg.dispatch.name, seed=cfg.seed,
+                  calibration=_calibration(cfg), progress=cfg.profile.progress)
     return out
 
 
@@ -117,7 +150,7 @@ def _het_time(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
                  per_worker=cfg.experiments.het_cache.batch_size, models=cfg.models,
                  base_model=cfg.experiments.het_train.model, cluster=cfg.cluster,
                  cache=cfg.cache, dispatcher=cfg.dispatch.name, seed=cfg.seed,
-                 progress=cfg.profile.progress)
+                 calibration=_calibration(cfg), progress=cfg.profile.progress)
     return out
 
 
@@ -127,8 +160,8 @@ def _esd(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
     exp = cfg.experiments.esd
     out = _results(cfg, "esd", ds.name)
     esd.run(_processed(cfg, ds.name), out, exp, train=cfg.experiments.het_train,
-            dataset=ds, model=cfg.models[exp.train_model],
-            gflops=cfg.cluster.gflops, seed=cfg.seed, progress=cfg.profile.progress)
+            dataset=ds, model=cfg.models[exp.train_model], cluster=cfg.cluster,
+            calibration=_calibration(cfg), seed=cfg.seed, progress=cfg.profile.progress)
     return out
 
 
@@ -171,6 +204,12 @@ def _notebook(cfg: WorkbenchConfig, name: str | None, params: Path | None) -> Pa
 SINGLE_DATASET = {"het-train": "het_train", "het-time": "het_time", "esd": "esd"}
 
 
+def _picked(args: argparse.Namespace) -> bool:
+    """Whether the command line picked a dataset (``--dataset`` or a ``dataset=`` override)."""
+    return args.dataset is not None or any(
+        o.split("=", 1)[0].lstrip("+~") == "dataset" for o in args.overrides)
+
+
 def _stage_dataset(cfg: WorkbenchConfig, args: argparse.Namespace) -> DatasetConfig:
     """The dataset a stage runs on.
 
@@ -179,8 +218,7 @@ def _stage_dataset(cfg: WorkbenchConfig, args: argparse.Namespace) -> DatasetCon
     Without either, ``het-train``, ``het-time`` and ``esd`` run on their experiment's
     ``dataset`` and the other stages on the ``dataset`` group's default.
     """
-    picked = any(o.split("=", 1)[0].lstrip("+~") == "dataset" for o in args.overrides)
-    if args.dataset is None and not picked and args.stage in SINGLE_DATASET:
+    if not _picked(args) and args.stage in SINGLE_DATASET:
         return cfg.dataset_named(getattr(cfg.experiments, SINGLE_DATASET[args.stage]).dataset)
     return cfg.dataset_named(args.dataset)
 
@@ -199,7 +237,8 @@ def run(argv: list[str] | None = None) -> Path:
         ds = _stage_dataset(cfg, args)
     except ConfigError as err:
         parser.exit(2, f"ConfigError: {err}\n")
-    setup(cfg.log_level, role=f"{args.stage}{'@' + ds.name if args.stage not in ('notebook', 'report') else ''}")
+    global_stage = args.stage in ("notebook", "report", "calibrate")
+    setup(cfg.log_level, role=f"{args.stage}{'' if global_stage else '@' + ds.name}")
     if not cfg.profile.progress:
         import os
 
@@ -218,6 +257,8 @@ def run(argv: list[str] | None = None) -> Path:
                    "recd": _recd, "het-train": _het_train, "het-time": _het_time, "esd": _esd}
     if args.stage in experiments:
         return experiments[args.stage](cfg, ds)
+    if args.stage == "calibrate":
+        return _calibrate(cfg, ds if _picked(args) else None)
     if args.stage == "notebook":
         return _notebook(cfg, args.name, args.params)
     from workbench.report import sections as report

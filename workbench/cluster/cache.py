@@ -23,6 +23,9 @@ Write of keys K with one gradient row per occurrence, write bound s_w:
     push every cached line of U with updates > s_w, the queued dirty evictees, and the uncached
         keys; the server does value += grad, ver += updates; a pushed line gets
         version += updates, grad = 0, updates = 0.
+Clock unit (``CacheSpec.clock``): ``update`` (above: a tick per gradient row, Hetu's code) or
+``iteration`` (a tick per write call that updates the row, whatever its occurrences: the HET
+paper's per-embedding clock, section 3.1, in which s = 100 means 100 of this worker's iterations).
 Policies: LRU (recency list); LFU (frequency buckets, recency order inside a bucket, evict the
 oldest line of the lowest bucket); LFUOpt (HET's light LFU: a line reaching 10 uses becomes
 permanent; when every line is permanent a new key is not cached); none (capacity 0: pull and push
@@ -324,7 +327,7 @@ def _push_row(srv_val, srv_ver, key, src, row, updates):
 
 @nb.njit(cache=True)
 def _write(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counters,
-           srv_val, srv_ver, scratch, keys, grads, const_grad, write_bound):
+           srv_val, srv_ver, scratch, keys, grads, const_grad, write_bound, per_occurrence):
     uniq, inv = _unique(keys, scratch)
     m = uniq.shape[0]
     dim = vecs.shape[2]
@@ -335,23 +338,29 @@ def _write(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counte
         if s >= 0:
             _touch(lines, buckets, free_b, meta, s)
     direct = np.zeros((m, dim), np.float32)
-    direct_n = np.zeros(m, np.int64)
+    occurrences = np.zeros(m, np.int64)
     per_row = grads.shape[0] > 0
     for i in range(keys.shape[0]):
         j = inv[i]
         s = slots[j]
+        occurrences[j] += 1
         if s >= 0:
             for d in range(dim):
                 g = grads[i, d] if per_row else const_grad
                 vecs[0, s, d] += g
                 vecs[1, s, d] += g
-            if lines[s, _UPD] == 0:
-                meta[_DIRTY] += 1
-            lines[s, _UPD] += 1
         else:
             for d in range(dim):
                 direct[j, d] += grads[i, d] if per_row else const_grad
-            direct_n[j] += 1
+    # clock ticks: one per gradient row (Hetu's code), or one per write call, i.e. per
+    # iteration in which this worker updates the row (the paper's c_c, section 3.1)
+    direct_n = occurrences if per_occurrence else np.ones(m, np.int64)
+    for j in range(m):
+        s = slots[j]
+        if s >= 0:
+            if lines[s, _UPD] == 0:
+                meta[_DIRTY] += 1
+            lines[s, _UPD] += direct_n[j]
     pushed = 0
     grad_rows = vecs[1]
     for j in range(m):
@@ -408,6 +417,12 @@ def _flush(lines, vecs, queue_i, queue_g, meta, counters, srv_val, srv_ver):
 # Python-facing objects
 # ------------------------------------------------------------------------------------------
 
+#: What one tick of a row's clock (its ``updates`` / ``ver``) counts: ``update`` = one gradient
+#: row (per occurrence of the key in the batch; Hetu v1.0's code), ``iteration`` = one write call
+#: that updates the row (per iteration, as the HET paper's clock ``c_c`` in section 3.1).
+CLOCKS = ("update", "iteration")
+
+
 class ParameterServer:
     """The global embedding table: one value row and one version counter per key.
 
@@ -442,8 +457,11 @@ class CacheSpec:
     capacity: int
     read_bound: int
     write_bound: int
+    clock: str = "update"
 
     def __post_init__(self) -> None:
+        if self.clock not in CLOCKS:
+            raise ValueError(f"cache clock {self.clock!r}: must be one of {CLOCKS}")
         if self.policy not in POLICIES:
             raise ValueError(f"cache policy {self.policy!r}: must be one of {sorted(POLICIES)}")
         if self.capacity < 0 or self.read_bound < 0 or self.write_bound < 0:
@@ -520,13 +538,14 @@ class WorkerCache:
         keys = np.ascontiguousarray(keys, dtype=np.int64)
         if np.isscalar(grads):
             _write(*self._state(), keys, self._no_grads, np.float32(grads),
-                   self.spec.write_bound)
+                   self.spec.write_bound, self.spec.clock == "update")
         else:
             grads = np.ascontiguousarray(grads, dtype=np.float32)
             if grads.shape != (len(keys), self.server.dim):
                 raise ValueError(f"grads has shape {grads.shape}; expected "
                                  f"({len(keys)}, {self.server.dim})")
-            _write(*self._state(), keys, grads, np.float32(0.0), self.spec.write_bound)
+            _write(*self._state(), keys, grads, np.float32(0.0), self.spec.write_bound,
+                   self.spec.clock == "update")
 
     def flush(self) -> None:
         """Push every dirty line and the eviction queue (end of training)."""

@@ -27,8 +27,21 @@ class ClusterConfig:
             side is shared by all workers, so an iteration's PS traffic takes at least
             total bytes / (ps_shards x ps_bandwidth).
         sync: ``bsp`` (all pushes of step t before reads of t+1) or ``asp``.
-        gflops: effective GFLOP/s of a speed-1.0 worker on the model's dense compute; the
-            emulated compute time of a batch is its modelled FLOPs / (gflops x speed).
+        compute: ``calibrated``: a worker's compute time is the model's forward + backward +
+            optimizer time measured on this machine by the ``calibrate`` stage
+            (``results/calibration/``), divided by ``speed``; ``flops``: the model's training
+            FLOPs / (``gflops`` x ``speed``) (a what-if knob; no stage measures ``gflops``).
+        gflops: effective GFLOP/s of a speed-1.0 worker under ``compute = flops``.
+        overlap: ``none`` (read, compute, write in turn) or ``prefetch`` (HET: communication
+            of one iteration hidden behind the previous one's compute; push and pull fused
+            into one message). Changes time only, never the protocol's order.
+        software: ``calibrated`` (per-message and per-row CPU costs measured on this machine
+            by the ``calibrate`` stage), ``explicit`` (the four ``*_us`` values below) or
+            ``off`` (no software cost: the plain ``L + bytes / B`` clock).
+        client_message_us: client microseconds per message (``software = explicit``).
+        client_row_us: client microseconds per row handled (``software = explicit``).
+        server_message_us: server microseconds per message (``software = explicit``).
+        server_row_us: server microseconds per row handled (``software = explicit``).
     """
 
     name: str = "homogeneous_1g"
@@ -39,7 +52,14 @@ class ClusterConfig:
     ps_shards: int = field(default=1, metadata=in_range(1, 4096))
     ps_bandwidth_gbps: float = field(default=1.0, metadata=in_range(0.0, None, lo_open=True))
     sync: Literal["bsp", "asp"] = "bsp"
-    gflops: float = field(default=1000.0, metadata=in_range(0.0, None, lo_open=True))
+    compute: Literal["calibrated", "flops"] = "calibrated"
+    gflops: float = field(default=20.0, metadata=in_range(0.0, None, lo_open=True))
+    overlap: Literal["none", "prefetch"] = "prefetch"
+    software: Literal["calibrated", "explicit", "off"] = "calibrated"
+    client_message_us: float = field(default=0.0, metadata=in_range(0.0, None))
+    client_row_us: float = field(default=0.0, metadata=in_range(0.0, None))
+    server_message_us: float = field(default=0.0, metadata=in_range(0.0, None))
+    server_row_us: float = field(default=0.0, metadata=in_range(0.0, None))
 
     def __post_init__(self) -> None:
         for key, lo_open in (("bandwidth_gbps", True), ("latency_ms", False), ("speed", True)):
@@ -68,6 +88,9 @@ class CacheConfig:
         rows: absolute capacity in rows (overrides ``ratio`` when set).
         read_bound: staleness bound s for reads (pull iff server_ver - version > s).
         write_bound: push a line once it holds more than this many unpushed updates.
+        clock: the unit of the bounds: ``update`` (one tick per gradient row, Hetu v1.0's code)
+            or ``iteration`` (one tick per iteration in which the worker updates the row: the
+            HET paper's clock, section 3.1).
     """
 
     policy: Literal["lru", "lfu", "lfuopt", "none"] = "lru"
@@ -75,3 +98,4 @@ class CacheConfig:
     rows: int | None = field(default=None, metadata=in_range(1, None))
     read_bound: int = field(default=100, metadata=in_range(0, None))
     write_bound: int = field(default=100, metadata=in_range(0, None))
+    clock: Literal["update", "iteration"] = "update"

@@ -25,7 +25,7 @@ import pandas as pd
 
 from workbench.cluster.cache import COUNTERS, CacheSpec, ParameterServer, WorkerCache
 from workbench.cluster.config import CacheConfig, ClusterConfig
-from workbench.cluster.time_model import BYTES_PER_FLOAT, Links, time_model
+from workbench.cluster.time_model import BYTES_PER_FLOAT, Links, SoftwareCost, time_model
 
 
 def cache_capacity(cache: CacheConfig, table_rows: int) -> int:
@@ -44,6 +44,8 @@ class EdgeCluster:
         table_rows: rows of the (concatenated) embedding table.
         dim: embedding width D.
         init_values: initial table ``[table_rows, dim]`` (default: zeros).
+        software: the resolved per-message / per-row software cost of the clock (None: none;
+            ``workbench.experiments.calibrate.clock_costs`` resolves the config's).
 
     Example::
 
@@ -54,8 +56,9 @@ class EdgeCluster:
     """
 
     def __init__(self, cluster: ClusterConfig, cache: CacheConfig, table_rows: int, dim: int,
-                 init_values: np.ndarray | None = None) -> None:
-        self.links = Links.from_config(cluster)
+                 init_values: np.ndarray | None = None,
+                 software: SoftwareCost | None = None) -> None:
+        self.links = Links.from_config(cluster, software)
         self.workers = cluster.workers
         self.dim = dim
         values = np.zeros((table_rows, dim), np.float32) if init_values is None else init_values
@@ -64,7 +67,7 @@ class EdgeCluster:
                              f"({table_rows}, {dim})")
         self.server = ParameterServer(values)
         self.spec = CacheSpec(cache.policy, cache_capacity(cache, table_rows), cache.read_bound,
-                              cache.write_bound)
+                              cache.write_bound, cache.clock)
         self.caches = [WorkerCache(self.spec, self.server) for _ in range(self.workers)]
         self._last = self.counters()
         self._deltas: list[np.ndarray] = []
@@ -112,7 +115,7 @@ class EdgeCluster:
         record = {k: v[0] for k, v in time_model(
             delta[None], self.links, self.dim, compute_s, dense_bytes, dense_sync,
             sparse_sync).items()}
-        self.clock_s += record["compute_s"] + record["comm_s"] + record["dense_s"]
+        self.clock_s += record["iter_s"] + record["dense_s"]
         self._deltas.append(delta)
         self.records.append(record)
         return record

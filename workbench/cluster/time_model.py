@@ -1,21 +1,54 @@
-"""The emulated cluster's clock: links, and bytes and seconds of iterations from their counters.
+"""The emulated cluster's clock: links, software costs, compute and overlap.
 
-DESIGN.md §3. A transfer over worker j's link costs ``L_j + bytes / B_j``. Per
-iteration, worker j makes one read transfer (its unique keys with their versions go up, 8 + 8
-bytes each; the pulled rows come down, ``D x 4`` bytes each) and, when it pushes anything, one
-write transfer (``D x 4`` bytes plus 8 + 8 bytes of key and update count per pushed row). The
-parameter servers' own links (``ps_shards x ps_bandwidth``) are shared by every worker, so no
-worker's PS traffic finishes before the servers have moved the whole iteration's PS bytes::
+DESIGN.md §3, extended with the three things a linear ``L + bytes/B`` clock misses (issue 12).
 
-    link_j      = (L_j + (16 u_j + D4 pulled_j) / B_j) + [pushed_j > 0] (L_j + (D4 + 16) pushed_j / B_j)
-    comm_j      = max(link_j, sum_k PS bytes_k / PS bandwidth)
-    BSP step    = max_j (compute_j + comm_j) + allreduce,  allreduce = 2 (W-1)/W x dense_bytes / min_j B_j
-    ASP         = each worker advances its own clock by compute_j + comm_j (+ its dense push/pull)
+**Messages and bytes.** Per iteration, worker j makes one read transfer (its ``u_j`` unique keys
+with their versions go up, 8 + 8 bytes each; the ``pulled_j`` rows come down, ``D x 4`` bytes
+each) and, when it pushes anything, one write transfer (``D x 4`` bytes plus 8 + 8 bytes of key
+and update count per pushed row). With ``overlap = prefetch`` the push of iteration t and the
+read of iteration t + 1 travel as ONE fused message (HET's client), so one latency instead of
+two.
 
-Counters per worker per iteration (the differences of :data:`workbench.cluster.cache.COUNTERS` across the
-iteration) give miss pulls, stale pulls, pushes at the write bound, dirty-eviction pushes, direct
-pushes of uncached keys, metadata bytes, embedding bytes and seconds; every figure is computed
-from these records.
+**Software cost.** Every message costs ``c_msg`` seconds on the client and ``s_msg`` on the
+server, every row handled (a key sent, a row received or pushed) ``c_row`` and ``s_row``
+(serialisation, hash look-ups); defaults are measured on this machine
+(:mod:`workbench.cluster.software_cost`, the ``calibrate`` stage). The parameter servers are
+shared by every worker: ``ps_shards`` of them move the iteration's bytes over their own links and
+process every message, so no worker's PS traffic finishes before the servers have::
+
+    bytes_j   = 16 u_j + D4 pulled_j + (D4 + 16) pushed_j
+    msgs_j    = [u_j > 0] + [pushed_j > 0]            (none)   |   1  (prefetch: fused)
+    rows_j    = u_j + pulled_j + pushed_j
+    link_j    = msgs_j L_j + bytes_j / B_j + msgs_j c_msg + rows_j c_row
+    server    = sum_k bytes_k / PS bandwidth + (s_msg sum_k msgs_k + s_row sum_k rows_k) / shards
+    comm_j    = max(link_j, server)
+
+**Compute** ``compute_j = (a + b x samples_j) / speed_j``: ``a`` (per batch) and ``b`` (per
+sample) are the calibrated forward + backward + optimizer time of the model on this machine
+(``calibrate`` stage), or, with ``cluster.compute = flops``, ``b = 3 x forward FLOPs /
+(gflops x 1e9)`` and ``a = 0`` (:class:`ComputeCost`).
+
+**Overlap.** ``none``: a worker reads, computes, then writes: ``iter_j = compute_j + comm_j``.
+``prefetch`` (HET: asynchronous requests, the next batch's keys prefetched, push and pull fused):
+the communication of one iteration runs while the previous one computes, so in the steady state
+``iter_j = max(compute_j, comm_j)``. The protocol's order of reads and writes is the same under
+both (every push of step t lands before any read of step t + 1 in the emulator), so training
+results do not move, only time::
+
+    none:      |--read--|====compute====|--write--|--read--|====compute====|--write--|
+    prefetch:  |====compute t====|====compute t+1====|        (compute-bound: comm hidden)
+               |--push t-1 + read t+1--|
+    BSP step = max_j iter_j + allreduce,  allreduce = 2 (W-1)/W x dense_bytes / min_j B_j
+    ASP      = each worker advances its own clock by iter_j (+ its dense push/pull)
+
+The dense AllReduce is never overlapped (it needs the whole backward pass), and the AllGather of
+the ``allreduce`` system (replicated embeddings) neither: every worker needs every update before
+its next forward pass.
+
+Counters per worker per iteration (the differences of :data:`workbench.cluster.cache.COUNTERS`
+across the iteration) give miss pulls, stale pulls, pushes at the write bound, dirty-eviction
+pushes, direct pushes of uncached keys, metadata bytes, embedding bytes and seconds; every
+figure is computed from these records.
 """
 
 from __future__ import annotations
@@ -33,31 +66,132 @@ KEY_META_BYTES = 16  # 8-byte key + 8-byte version (read) or update count (push)
 
 
 @dataclass(frozen=True)
+class SoftwareCost:
+    """Per-message and per-row CPU seconds of a parameter-server exchange (serialisation, hash
+    look-ups), on the client and on the server.
+
+    Attributes:
+        client_message_s: client seconds per message sent.
+        client_row_s: client seconds per row handled (key sent, row received or pushed).
+        server_message_s: server seconds per message served.
+        server_row_s: server seconds per row handled.
+        source: where the numbers come from (shown next to every timed setting).
+    """
+
+    client_message_s: float = 0.0
+    client_row_s: float = 0.0
+    server_message_s: float = 0.0
+    server_row_s: float = 0.0
+    source: str = "none"
+
+    def __post_init__(self) -> None:
+        for name in ("client_message_s", "client_row_s", "server_message_s", "server_row_s"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"software cost {name} = {value}: must be finite and >= 0")
+
+    def describe(self) -> str:
+        """``client 12 us/msg + 0.1 us/row, server ...`` with the source."""
+        return (f"software cost client {1e6 * self.client_message_s:.3g} us/msg + "
+                f"{1e6 * self.client_row_s:.3g} us/row, server "
+                f"{1e6 * self.server_message_s:.3g} us/msg + {1e6 * self.server_row_s:.3g} "
+                f"us/row ({self.source})")
+
+
+@dataclass(frozen=True)
+class ComputeCost:
+    """Seconds of one worker's forward + backward + optimizer step on ``n`` samples:
+    ``(per_batch_s + per_sample_s x n) / speed``.
+
+    Attributes:
+        per_batch_s: fixed seconds per step (kernel launches, optimizer over dense params).
+        per_sample_s: seconds per sample.
+        source: how the numbers were obtained (calibration or FLOP model), shown in reports.
+    """
+
+    per_batch_s: float
+    per_sample_s: float
+    source: str
+
+    def __post_init__(self) -> None:
+        for name in ("per_batch_s", "per_sample_s"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"compute cost {name} = {value}: must be finite and >= 0")
+
+    @classmethod
+    def from_flops(cls, train_flops_per_sample: float, gflops: float) -> "ComputeCost":
+        """The FLOP model: ``train FLOPs per sample / (gflops x 1e9)`` per sample, no fixed
+        part."""
+        return cls(0.0, train_flops_per_sample / (gflops * 1e9),
+                   f"FLOP-modelled at {gflops:g} GFLOP/s")
+
+    def seconds(self, samples: np.ndarray | float, speed: np.ndarray | float = 1.0) -> np.ndarray:
+        """Compute seconds of ``samples`` per worker at relative ``speed``."""
+        samples = np.asarray(samples, dtype=np.float64)
+        return np.where(samples > 0, self.per_batch_s + self.per_sample_s * samples, 0.0) \
+            / np.asarray(speed, dtype=np.float64)
+
+    def describe(self) -> str:
+        """``0.21 ms/sample + 1.3 ms/step (source)``."""
+        return (f"compute {1e3 * self.per_sample_s:.3g} ms/sample + "
+                f"{1e3 * self.per_batch_s:.3g} ms/step ({self.source})")
+
+
+OVERLAPS = ("none", "prefetch")
+
+
+@dataclass(frozen=True)
 class Links:
-    """Per-worker link and compute parameters in SI units."""
+    """Per-worker link and compute parameters in SI units, the servers' software cost and the
+    overlap of communication with computation."""
 
     bandwidth_Bps: np.ndarray
     latency_s: np.ndarray
     speed: np.ndarray
     ps_Bps: float = math.inf
+    ps_shards: int = 1
+    software: SoftwareCost = SoftwareCost()
+    overlap: str = "none"
+
+    def __post_init__(self) -> None:
+        if self.overlap not in OVERLAPS:
+            raise ValueError(f"overlap {self.overlap!r}: must be one of {OVERLAPS}")
 
     @classmethod
-    def from_config(cls, cfg: ClusterConfig) -> "Links":
+    def from_config(cls, cfg: ClusterConfig, software: SoftwareCost | None = None) -> "Links":
         """Expand the config's per-worker lists (Gb/s, ms) to arrays (bytes/s, s); ``ps_Bps``
-        is the servers' aggregate bandwidth (shards x per-shard bandwidth)."""
+        is the servers' aggregate bandwidth (shards x per-shard bandwidth).
+
+        Args:
+            cfg: the cluster.
+            software: the resolved software cost (see ``workbench.experiments.calibrate``);
+                None: no software cost (counter-only replays).
+        """
         return cls(bandwidth_Bps=np.array(cfg.per_worker("bandwidth_gbps")) * 1e9 / 8,
                    latency_s=np.array(cfg.per_worker("latency_ms")) * 1e-3,
                    speed=np.array(cfg.per_worker("speed"), dtype=np.float64),
-                   ps_Bps=cfg.ps_shards * cfg.ps_bandwidth_gbps * 1e9 / 8)
+                   ps_Bps=cfg.ps_shards * cfg.ps_bandwidth_gbps * 1e9 / 8,
+                   ps_shards=cfg.ps_shards,
+                   software=software if software is not None else SoftwareCost(),
+                   overlap=cfg.overlap)
 
-    def server_seconds(self, total_bytes: np.ndarray) -> np.ndarray:
-        """Time the parameter servers need to move ``total_bytes`` (their shared links)."""
-        return np.asarray(total_bytes, dtype=np.float64) / self.ps_Bps
+    def server_seconds(self, total_bytes: np.ndarray, messages: np.ndarray | float = 0.0,
+                       rows: np.ndarray | float = 0.0) -> np.ndarray:
+        """Time the parameter servers need to move ``total_bytes`` (their shared links) and
+        to process ``messages`` and ``rows`` (spread over the shards)."""
+        sw = self.software
+        return (np.asarray(total_bytes, dtype=np.float64) / self.ps_Bps
+                + (sw.server_message_s * np.asarray(messages, dtype=np.float64)
+                   + sw.server_row_s * np.asarray(rows, dtype=np.float64)) / self.ps_shards)
 
-    def transfer_seconds(self, nbytes: np.ndarray, active: np.ndarray | None = None) -> np.ndarray:
-        """``L_j + bytes_j / B_j`` per worker (0 where ``active`` is False)."""
-        seconds = self.latency_s + np.asarray(nbytes, dtype=np.float64) / self.bandwidth_Bps
-        return seconds if active is None else np.where(active, seconds, 0.0)
+    def transfer_seconds(self, nbytes: np.ndarray, messages: np.ndarray | float = 1.0,
+                         rows: np.ndarray | float = 0.0) -> np.ndarray:
+        """``messages x (L_j + c_msg) + bytes_j / B_j + rows x c_row`` per worker."""
+        messages = np.asarray(messages, dtype=np.float64)
+        return (messages * (self.latency_s + self.software.client_message_s)
+                + np.asarray(nbytes, dtype=np.float64) / self.bandwidth_Bps
+                + self.software.client_row_s * np.asarray(rows, dtype=np.float64))
 
     def allreduce_seconds(self, dense_bytes: float) -> float:
         """Ring AllReduce of ``dense_bytes`` over all workers (bounded by the slowest link)."""
@@ -74,7 +208,7 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
 
     Args:
         counters: counter deltas ``[iterations, workers, len(COUNTERS)]``.
-        links: the workers' links.
+        links: the workers' links, software cost and overlap.
         dim: embedding width D (bytes scale with it; the counters do not depend on it).
         compute_s: compute seconds, broadcastable to ``[iterations, workers]``.
         dense_bytes: dense parameter bytes synchronised per iteration.
@@ -83,10 +217,12 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
 
     Returns:
         Arrays ``[iterations, workers]``: ``pulled_rows``, ``pushed_rows``,
-        ``embedding_bytes``, ``meta_bytes``, ``dense_bytes``, ``comm_s`` (PS traffic: the
-        embedding rows, and the dense push/pull under ``dense_sync="ps"``), ``compute_s``,
+        ``embedding_bytes``, ``meta_bytes``, ``dense_bytes``, ``messages``, ``comm_s`` (PS
+        traffic incl. software cost: the embedding rows, and the dense push/pull under
+        ``dense_sync="ps"``; overlapped or not), ``compute_s``, ``iter_s`` (the worker's
+        iteration without the AllReduce: compute + comm, or their max under prefetch),
         ``dense_s`` (the AllReduce) and ``step_s`` (the BSP iteration time: the slowest
-        worker's compute + communication, plus the AllReduce).
+        worker's ``iter_s`` plus the AllReduce).
     """
     col = {name: counters[..., i] for i, name in enumerate(COUNTERS)}
     shape = col["reads"].shape
@@ -99,46 +235,61 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
     if dense_sync not in ("allreduce", "ps"):
         raise ValueError(f"dense_sync {dense_sync!r}: must be 'allreduce' or 'ps'")
     dense_ps = dense_sync == "ps"
+    fused = links.overlap == "prefetch"
     if sparse_sync == "ps":
         read_bytes = KEY_META_BYTES * unique + row_bytes * pulled
         push_bytes = (row_bytes + KEY_META_BYTES) * pushed
-        link = (links.transfer_seconds(read_bytes, unique > 0)
-                + links.transfer_seconds(push_bytes, pushed > 0))
-        ps_bytes = (read_bytes + push_bytes).sum(-1, keepdims=True)
-        if dense_ps:  # dense push + pull over the same links and servers
-            link = link + links.transfer_seconds(np.full(workers, 2.0 * dense_bytes),
-                                                 np.full(workers, dense_bytes > 0))
-            ps_bytes = ps_bytes + workers * 2.0 * dense_bytes
-        active = (unique > 0) | (pushed > 0) | (dense_ps and dense_bytes > 0)
-        comm = np.where(active, np.maximum(link, links.server_seconds(ps_bytes)), 0.0)
+        nbytes = read_bytes + push_bytes
+        rows = unique + pulled + pushed
+        if dense_ps:  # dense push + pull over the same links and servers (one row each way)
+            nbytes = nbytes + 2.0 * dense_bytes * (dense_bytes > 0)
+            rows = rows + 2 * (dense_bytes > 0)
+        if fused:
+            messages = ((unique > 0) | (pushed > 0) | (dense_ps and dense_bytes > 0)
+                        ).astype(np.float64)
+        else:
+            messages = ((unique > 0).astype(np.float64) + (pushed > 0)
+                        + 2.0 * (dense_ps and dense_bytes > 0))
+        link = links.transfer_seconds(nbytes, messages, rows)
+        server = links.server_seconds(nbytes.sum(-1, keepdims=True),
+                                      messages.sum(-1, keepdims=True),
+                                      rows.sum(-1, keepdims=True))
+        comm = np.where(messages > 0, np.maximum(link, server), 0.0)
         embedding = row_bytes * (pulled + pushed)
         meta = KEY_META_BYTES * (unique + pushed)
     elif sparse_sync == "allgather" and not dense_ps:
         # Every worker receives every other worker's updated rows (ring all-gather): rows
-        # plus an 8-byte key each; W-1 hops, each paying the worst latency.
+        # plus an 8-byte key each; W-1 hops, each paying the worst latency and one message.
         keys = col["unique_written"].sum(-1, keepdims=True) * (workers - 1) / workers
         seconds = keys * (row_bytes + KEY_META_BYTES // 2) / float(links.bandwidth_Bps.min())
-        seconds = seconds + (workers - 1) * float(links.latency_s.max())
+        seconds = seconds + (workers - 1) * (float(links.latency_s.max())
+                                             + links.software.client_message_s)
+        seconds = seconds + keys * links.software.client_row_s
         comm = np.broadcast_to(seconds, shape).astype(np.float64)
         embedding = np.broadcast_to(keys * row_bytes, shape)
         meta = np.broadcast_to(keys * (KEY_META_BYTES // 2), shape)
+        messages = np.full(shape, float(workers - 1))
         pulled = np.zeros(shape, np.int64)
         pushed = np.zeros(shape, np.int64)
+        fused = False  # the AllGather cannot be prefetched: see the module docstring
     else:
         raise ValueError(f"sparse_sync {sparse_sync!r} with dense_sync {dense_sync!r}: "
                          "supported are ps with ps or allreduce, and allgather with allreduce")
     compute = np.broadcast_to(np.asarray(compute_s, dtype=np.float64), shape)
+    iteration = np.maximum(compute, comm) if fused else compute + comm
     if dense_ps:  # already inside comm
         dense = np.zeros(shape)
         wire = np.full(shape, 2.0 * dense_bytes)
-        step = (compute + comm).max(-1, keepdims=True)
+        step = iteration.max(-1, keepdims=True)
     else:
         dense = np.full(shape, links.allreduce_seconds(dense_bytes))
         wire = np.full(shape, 2 * (workers - 1) / workers * dense_bytes)
-        step = (compute + comm).max(-1, keepdims=True) + dense[..., :1]
+        step = iteration.max(-1, keepdims=True) + dense[..., :1]
     return {"pulled_rows": pulled, "pushed_rows": pushed,
             "embedding_bytes": np.asarray(embedding, dtype=np.float64),
             "meta_bytes": np.asarray(meta, dtype=np.float64), "dense_bytes": wire,
+            "messages": np.asarray(messages, dtype=np.float64),
             "comm_s": np.asarray(comm, dtype=np.float64), "compute_s": compute.copy(),
+            "iter_s": np.asarray(iteration, dtype=np.float64),
             "dense_s": np.asarray(dense, dtype=np.float64),
             "step_s": np.broadcast_to(step, shape).copy()}

@@ -10,6 +10,7 @@ schema                    stage module                                mounted at
 ``EsdConfig``             :mod:`workbench.experiments.esd`            ``experiments.esd``
 ``RecdConfig``            :mod:`workbench.experiments.dedup`,         ``experiments.recd``
                           :mod:`workbench.experiments.recd`
+``CalibrationConfig``     :mod:`workbench.experiments.calibrate`      ``experiments.calibrate``
 ========================  ==========================================  ==========================
 
 The schemas sit in this light module, not in the stage modules, so that composing and validating
@@ -114,7 +115,10 @@ class HetTrainConfig:
             AllReduce for dense, no cache), ``allreduce`` (sparse via AllGather), and
             ``cache`` with every bound of ``cache_bounds``.
         cache_bounds: staleness bounds of the cache systems (HET: 10 and 100).
-        staleness: Table 2's bounds in HET's units (-1 = infinity), scaled to this run's length.
+        staleness: Table 2's bounds as published (-1 = infinity).
+        staleness_units: how Table 2 applies them: ``paper`` (HET's per-embedding clock, a
+            tick per iteration that updates the row, bound as published) and/or ``scaled``
+            (Hetu's per-gradient-row clock, bound scaled to this run's length).
         het_iterations: iterations of one HET epoch (45.84M samples / 1,024), the unit of the
             staleness scaling: s_here = ceil(s x iterations_here / het_iterations).
         epochs: passes over the train split.
@@ -131,6 +135,8 @@ class HetTrainConfig:
     cache_bounds: list[int] = field(default_factory=lambda: [10, 100],
                                     metadata=nonempty(in_range(0, None)))
     staleness: list[int] = field(default_factory=lambda: [0, 100, 10_000, -1], metadata=nonempty())
+    staleness_units: list[str] = field(default_factory=lambda: ["paper", "scaled"],
+                                       metadata=nonempty())
     het_iterations: int = field(default=44_766, metadata=in_range(1, None))
     epochs: int = field(default=1, metadata=in_range(1, 1000))
     eval_every: int = field(default=25, metadata=in_range(1, None))
@@ -142,6 +148,8 @@ class HetTrainConfig:
         check_each("systems", self.systems, lambda s: s in ("ps", "hybrid", "allreduce", "cache"),
                    "one of 'ps', 'hybrid', 'allreduce', 'cache'")
         check_each("staleness", self.staleness, lambda b: b >= -1, ">= 0, or -1 for infinity")
+        check_each("staleness_units", self.staleness_units, lambda u: u in ("paper", "scaled"),
+                   "one of 'paper', 'scaled'")
 
 
 @dataclass(frozen=True)
@@ -357,6 +365,34 @@ class RecdConfig:
 
 
 @dataclass(frozen=True)
+class CalibrationConfig:
+    """The machine calibration the emulated clock reads (the ``calibrate`` stage).
+
+    Attributes:
+        batch_sizes: per-worker batch sizes each model step is timed at (the fit of
+            ``seconds = per_batch + per_sample x samples`` needs at least two).
+        repeats: timed steps per batch size (the median is kept) and software-cost repeats.
+        warmup: untimed steps before the timed ones.
+        threads: torch threads of the timed steps (the trainer's workers use one).
+        software_sizes: message sizes (rows) of the software-cost fit.
+    """
+
+    batch_sizes: list[int] = field(default_factory=lambda: [32, 64, 128, 256],
+                                   metadata=nonempty(in_range(1, 1_000_000)))
+    repeats: int = field(default=5, metadata=in_range(1, 1000))
+    warmup: int = field(default=2, metadata=in_range(0, 1000))
+    threads: int = field(default=1, metadata=in_range(1, 1024))
+    software_sizes: list[int] = field(default_factory=lambda: [1, 8, 64, 512, 4096],
+                                      metadata=nonempty(in_range(1, 1_000_000)))
+
+    def __post_init__(self) -> None:
+        for key in ("batch_sizes", "software_sizes"):
+            if len(set(getattr(self, key))) < 2:
+                raise ConfigError(f"{key} = {getattr(self, key)}: the linear fit needs at "
+                                  "least two different sizes")
+
+
+@dataclass(frozen=True)
 class ExperimentsConfig:
     """Settings of every experiment the pipeline runs."""
 
@@ -366,3 +402,4 @@ class ExperimentsConfig:
     het_time: HetTimeConfig = field(default_factory=HetTimeConfig)
     esd: EsdConfig = field(default_factory=EsdConfig)
     recd: RecdConfig = field(default_factory=RecdConfig)
+    calibrate: CalibrationConfig = field(default_factory=CalibrationConfig)

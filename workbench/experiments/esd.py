@@ -78,8 +78,8 @@ def one_run(keys: np.ndarray, rows: int, exp: EsdConfig, dispatcher: str, worker
 
 
 def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
-        dataset: DatasetConfig, model: ModelConfig, gflops: float, seed: int,
-        progress: bool = False) -> None:
+        dataset: DatasetConfig, model: ModelConfig, cluster: ClusterConfig, calibration: Path,
+        seed: int, progress: bool = False) -> None:
     """The ``esd`` stage: sweeps, decision times, end-to-end training; writes ``out`` whole.
 
     Args:
@@ -90,7 +90,9 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
         dataset: the dataset (its ``target_auc``).
         model: the model trained end to end (``models.<exp.train_model>``); its embedding
             width sets the bytes of a row on the wire.
-        gflops: the workers' modelled compute speed (``cluster.gflops``).
+        cluster: the clock's settings (``compute``, ``software``, ``overlap``, ``gflops``) of the
+            end-to-end training; the links are ESD's own (:func:`edge_cluster_config`).
+        calibration: ``results/calibration`` (the clock's compute and software costs).
         seed: seeds the dispatchers and the model.
         progress: show progress bars.
     """
@@ -136,7 +138,8 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
     bar.close()
     cost = pd.DataFrame(rows_out)
     train_frame, train_summary = train_end_to_end(processed, meta, exp, train, model,
-                                                  dataset.target_auc, gflops, seed, progress)
+                                                  dataset.target_auc, cluster, calibration,
+                                                  seed, progress)
     summary = {"dataset": meta.name, "table_rows": rows, "samples": int(len(keys)),
                "wire_dim": wire_dim, **dataclasses.asdict(exp), "train": train_summary,
                "skipped": skipped,
@@ -151,23 +154,31 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
 
 
 def train_end_to_end(processed: Path, meta: DatasetMeta, exp: EsdConfig,
-                     train_exp: HetTrainConfig, model: ModelConfig, target: float, gflops: float,
-                     seed: int, progress: bool) -> tuple[pd.DataFrame, dict[str, Any]]:
+                     train_exp: HetTrainConfig, model: ModelConfig, target: float,
+                     cluster: ClusterConfig, calibration: Path, seed: int,
+                     progress: bool) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Train ``model`` through the base edge cluster with each train dispatcher."""
-    from workbench.experiments.het_train import load_split
+    from workbench.experiments.calibrate import ModelShape, clock_costs
+    from workbench.experiments.het_train import clock_summary, load_split
     from workbench.training.trainer import SystemSpec, Trainer, time_to_target
 
     model_cfg = dataclasses.replace(model, batch_size=exp.workers * exp.per_worker)
     train = load_split(processed, meta, "train", train_exp.max_train_samples)
     test = load_split(processed, meta, "test", train_exp.max_test_samples)
     cluster_cfg = dataclasses.replace(
-        edge_cluster_config(exp, exp.workers, exp.bandwidth_spread), gflops=gflops)
+        edge_cluster_config(exp, exp.workers, exp.bandwidth_spread), compute=cluster.compute,
+        gflops=cluster.gflops, overlap=cluster.overlap, software=cluster.software,
+        client_message_us=cluster.client_message_us, client_row_us=cluster.client_row_us,
+        server_message_us=cluster.server_message_us, server_row_us=cluster.server_row_us)
+    compute, software = clock_costs(cluster_cfg, calibration, ModelShape(
+        exp.train_model, model, len(meta.dense), len(meta.categorical)))
     cache = CacheConfig(policy="lru", ratio=exp.cache_ratio)
-    frames, summary = [], {"target_auc": target, "runs": []}
+    frames, summary = [], {"target_auc": target, "runs": [],
+                           "clock": clock_summary(cluster_cfg, compute, software)}
     for name in exp.train_dispatchers:
         trainer = Trainer(model_cfg, len(meta.dense), len(meta.categorical), table_rows(meta),
                           SystemSpec(f"Cache s={exp.bound}", "cache", exp.bound), cluster_cfg,
-                          cache, seed=seed,
+                          cache, seed=seed, compute=compute, software=software,
                           dispatcher_factory=lambda cl, caps, n=name: make_dispatcher(
                               n, cl, caps, mode=exp.exact_mode, time_limit_s=exp.time_limit_s,
                               budget_s=exp.hybrid_budget_s, small_instance=exp.small_instance,

@@ -1,12 +1,17 @@
-"""HET time figures from replayed traffic and the FLOP-modelled compute (time model only).
+"""HET time figures from replayed traffic and the calibrated clock (time model only).
 
 The bytes a system moves depend on the key trace, the cache and the bounds, not on the model or
 the link speed; so each system's trace is replayed once through the cluster with per-iteration
 records, and :func:`workbench.cluster.time_model` turns the recorded counters into seconds for
-any model (dense bytes, FLOPs), bandwidth and embedding width:
+any model (dense bytes, calibrated compute), bandwidth and embedding width. The clock has what
+makes 10 Gb/s more than a rescaled 1 Gb/s: a per-message and per-row software cost measured on
+this machine and link latencies (neither shrinks with bandwidth), and, under
+``cluster.overlap = prefetch``, communication hidden behind compute (so once a system's
+communication is shorter than its compute, faster links stop paying):
 
 * **Fig. 2**: share of epoch time spent communicating, one worker with embeddings on a remote
-  PS (no cache, dense on the PS), D = ``fig2_dim``, per model, 1 Gb/s;
+  PS (no cache, dense on the PS), D = ``fig2_dim``, per model, 1 Gb/s, no overlap (HET
+  measured TensorFlow's PS, which fetches a batch's embeddings before computing it);
 * **Fig. 7**: per-epoch time split into compute and communication for PS, Hybrid, AllReduce,
   Cache s=10 and s=100, per model, at each bandwidth; with the communication-time speedup of
   Cache s=100 over each system;
@@ -14,8 +19,13 @@ any model (dense bytes, FLOPs), bandwidth and embedding width:
 * **Fig. 9c**: per-epoch time against the embedding width D = 128..4096 (a table of
   rows x 4096 floats does not fit a laptop, so this panel is the time model only).
 
+Every row has ``epoch_s`` (the emulated epoch), ``compute_s`` (the slowest worker's compute,
+summed), ``comm_s`` (= epoch - compute: the communication NOT hidden, what a stacked bar shows)
+and ``comm_total_s`` (the slowest worker's communication plus the AllReduce, hidden or not:
+what "communication time" means in the speedup labels).
+
 Outputs (``results/het_time/<dataset>/``): ``fig2.csv``, ``fig7.csv``, ``fig9_workers.csv``,
-``fig9_dim.csv``, ``summary.json``.
+``fig9_dim.csv``, ``summary.json`` (with the clock's calibrated costs per model and width).
 """
 
 from __future__ import annotations
@@ -31,15 +41,17 @@ import pandas as pd
 from workbench.cluster.cache import COUNTERS
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.edge_cluster import EdgeCluster, replay
-from workbench.cluster.time_model import Links, time_model
+from workbench.cluster.time_model import ComputeCost, Links, SoftwareCost, time_model
 from workbench.data.keys import sample_keys, table_rows
 from workbench.data.preprocess import read_split
 from workbench.data.schema import DatasetMeta
 from workbench.dispatch.base import build_trace
+from workbench.experiments.calibrate import ModelShape, clock_costs
 from workbench.experiments.config import HetTimeConfig
+from workbench.experiments.het_train import clock_summary
 from workbench.experiments.sizing import fitting, require_global_batch
 from workbench.models.config import ModelConfig
-from workbench.models.ctr import build_model, dense_parameter_count, flops_per_sample
+from workbench.models.ctr import build_model, dense_parameter_count
 
 log = logging.getLogger(__name__)
 #: HET's systems: (label, cache bound or None for no cache, dense sync, sparse sync).
@@ -60,17 +72,20 @@ def replay_counters(keys: np.ndarray, rows: int, workers: int, per_worker: int,
     return hist[list(COUNTERS)].to_numpy().reshape(trace.shape[0], workers, len(COUNTERS))
 
 
-def epoch_time(counters: np.ndarray, cluster: ClusterConfig, dim: int, flops: float,
-               per_worker: int, dense_bytes: float, dense_sync: str,
+def epoch_time(counters: np.ndarray, cluster: ClusterConfig, dim: int, compute: ComputeCost,
+               software: SoftwareCost, per_worker: int, dense_bytes: float, dense_sync: str,
                sparse_sync: str) -> dict[str, float]:
-    """Per-epoch seconds (total, compute, communication) of a replayed epoch."""
-    links = Links.from_config(cluster)
-    compute = flops * per_worker / (cluster.gflops * 1e9 * links.speed)
-    t = time_model(counters, links, dim, compute, dense_bytes, dense_sync, sparse_sync)
+    """Per-epoch seconds of a replayed epoch: ``epoch_s``, ``compute_s``, ``comm_s`` (not
+    hidden) and ``comm_total_s`` (hidden or not); see the module docstring."""
+    links = Links.from_config(cluster, software)
+    t = time_model(counters, links, dim, compute.seconds(per_worker, links.speed), dense_bytes,
+                   dense_sync, sparse_sync)
     step = t["step_s"][:, 0]
     slowest_compute = t["compute_s"].max(axis=1)
+    comm_total = t["comm_s"].max(axis=1) + t["dense_s"][:, 0]
     return {"epoch_s": float(step.sum()), "compute_s": float(slowest_compute.sum()),
-            "comm_s": float((step - slowest_compute).sum())}
+            "comm_s": float((step - slowest_compute).sum()),
+            "comm_total_s": float(comm_total.sum())}
 
 
 def _cluster(cfg: ClusterConfig, workers: int | None = None, bandwidth: float | None = None,
@@ -93,7 +108,8 @@ def _cluster(cfg: ClusterConfig, workers: int | None = None, bandwidth: float | 
 
 def run(processed: Path, out: Path, exp: HetTimeConfig, *, per_worker: int,
         models: dict[str, ModelConfig], base_model: str, cluster: ClusterConfig,
-        cache: CacheConfig, dispatcher: str, seed: int, progress: bool = False) -> None:
+        cache: CacheConfig, dispatcher: str, seed: int, calibration: Path,
+        progress: bool = False) -> None:
     """The ``het_time`` stage: replays + time model; writes ``out`` whole.
 
     Args:
@@ -107,6 +123,7 @@ def run(processed: Path, out: Path, exp: HetTimeConfig, *, per_worker: int,
         cache: the cache policy and size of the cache systems (their bound is the system's).
         dispatcher: the baseline dispatch of every global batch.
         seed: seeds the dispatcher.
+        calibration: ``results/calibration`` (the clock's compute and software costs).
         progress: show progress bars.
     """
     from tqdm.auto import tqdm
@@ -124,20 +141,26 @@ def run(processed: Path, out: Path, exp: HetTimeConfig, *, per_worker: int,
                            lambda w: len(keys) >= w * per_worker, skipped)
     n_dense, n_sparse = len(meta.dense), len(meta.categorical)
 
-    def model_cost(name: str, dim: int | None = None) -> tuple[float, float]:
+    clocks: dict[str, dict[str, Any]] = {}
+
+    def model_cost(name: str, dim: int | None = None,
+                   on: ClusterConfig = cluster) -> tuple[ComputeCost, SoftwareCost, float]:
+        """The clock's compute and software costs of model ``name`` at width ``dim``, and its
+        dense bytes."""
         mcfg = models[name] if dim is None else dataclasses.replace(models[name],
                                                                     embedding_dim=dim)
-        model = build_model(mcfg, n_dense, n_sparse)
-        return (3.0 * flops_per_sample(model, n_dense, n_sparse, mcfg.embedding_dim),
-                4.0 * dense_parameter_count(model))
+        compute, software = clock_costs(on, calibration, ModelShape(name, mcfg, n_dense,
+                                                                    n_sparse))
+        clocks[f"{name}/D{mcfg.embedding_dim}"] = clock_summary(on, compute, software)
+        return compute, software, 4.0 * dense_parameter_count(build_model(mcfg, n_dense,
+                                                                          n_sparse))
 
     replays: dict[tuple[Any, int], np.ndarray] = {}
 
     def counters(bound: int | None, workers: int) -> np.ndarray:
         if (bound, workers) not in replays:
             system_cache = (CacheConfig(policy="none") if bound is None else
-                            CacheConfig(policy=cache.policy, ratio=cache.ratio,
-                                        read_bound=bound, write_bound=bound))
+                            dataclasses.replace(cache, read_bound=bound, write_bound=bound))
             replays[(bound, workers)] = replay_counters(keys, rows, workers, per_worker,
                                                         system_cache, dispatcher, seed)
         return replays[(bound, workers)]
@@ -146,39 +169,42 @@ def run(processed: Path, out: Path, exp: HetTimeConfig, *, per_worker: int,
     jobs = len(exp.models) * (len(exp.bandwidths_gbps) * len(SYSTEMS) + 1) + \
         len(worker_sweep) * 3 + len(exp.dim_sweep) * 3
     bar = tqdm(total=jobs, disable=not progress, desc="het_time", unit="point")
+    fig2_cluster = dataclasses.replace(_cluster(cluster, workers=1, bandwidth=1.0),
+                                       overlap="none")
     for model in exp.models:
-        flops, dense_bytes = model_cost(model)
+        compute, software, dense_bytes = model_cost(model)
         dim = models[model].embedding_dim
         for bw in exp.bandwidths_gbps:
             for label, bound, dense_sync, sparse_sync in SYSTEMS:
                 t = epoch_time(counters(bound, cluster.workers),
-                               _cluster(cluster, bandwidth=bw), dim, flops, per_worker,
-                               dense_bytes, dense_sync, sparse_sync)
+                               _cluster(cluster, bandwidth=bw), dim, compute, software,
+                               per_worker, dense_bytes, dense_sync, sparse_sync)
                 fig7.append({"model": model, "bandwidth_gbps": bw, "system": label, **t})
                 bar.update()
-        f2_flops, f2_dense = model_cost(model, exp.fig2_dim)
-        t = epoch_time(counters(None, 1), _cluster(cluster, workers=1, bandwidth=1.0),
-                       exp.fig2_dim, f2_flops, per_worker, f2_dense, "ps", "ps")
+        f2_compute, f2_software, f2_dense = model_cost(model, exp.fig2_dim, fig2_cluster)
+        t = epoch_time(counters(None, 1), fig2_cluster, exp.fig2_dim, f2_compute, f2_software,
+                       per_worker, f2_dense, "ps", "ps")
         fig2.append({"model": model, "dim": exp.fig2_dim, **t,
                      "comm_share": t["comm_s"] / t["epoch_s"]})
         bar.update()
-    flops, dense_bytes = model_cost(base_model)
+    compute, software, dense_bytes = model_cost(base_model)
     dim = models[base_model].embedding_dim
     for workers in worker_sweep:
         for label, bound, dense_sync, sparse_sync in (SYSTEMS[0], SYSTEMS[1], SYSTEMS[4]):
             t = epoch_time(counters(bound, workers),
                            _cluster(cluster, workers=workers, ps_shards=exp.fig9_ps_shards),
-                           dim, flops, per_worker, dense_bytes, dense_sync, sparse_sync)
+                           dim, compute, software, per_worker, dense_bytes, dense_sync,
+                           sparse_sync)
             samples = counters(bound, workers).shape[0] * workers * per_worker
             fig9w.append({"model": base_model, "workers": workers, "system": label, **t,
                           "samples": samples, "samples_per_s": samples / t["epoch_s"]})
             bar.update()
     for d in exp.dim_sweep:
-        d_flops, d_dense = model_cost(base_model, d)
+        d_compute, d_software, d_dense = model_cost(base_model, d)
         for label, bound, dense_sync, sparse_sync in (SYSTEMS[0], SYSTEMS[1], SYSTEMS[4]):
             t = epoch_time(counters(bound, cluster.workers),
-                           _cluster(cluster, ps_shards=exp.fig9_ps_shards), d, d_flops,
-                           per_worker, d_dense, dense_sync, sparse_sync)
+                           _cluster(cluster, ps_shards=exp.fig9_ps_shards), d, d_compute,
+                           d_software, per_worker, d_dense, dense_sync, sparse_sync)
             fig9d.append({"model": base_model, "dim": d, "system": label, **t})
             bar.update()
     bar.close()
@@ -187,11 +213,11 @@ def run(processed: Path, out: Path, exp: HetTimeConfig, *, per_worker: int,
     fig9w["speedup"] = fig9w["samples_per_s"] / fig9w["system"].map(one)
     summary = {"dataset": meta.name, "samples": int(len(keys)), "table_rows": rows,
                "per_worker_batch": per_worker, "workers": cluster.workers,
-               "cluster": cluster.name, "gflops": cluster.gflops,
+               "cluster": cluster.name, "overlap": cluster.overlap,
                "cache_policy": cache.policy, "cache_ratio": cache.ratio,
+               "cache_clock": cache.clock, "fig2_overlap": "none",
                "fig9_model": base_model, "fig9_ps_shards": exp.fig9_ps_shards,
-               "skipped": skipped,
-               "compute_model": "FLOP-modelled: 3 x forward FLOPs x samples / (gflops x speed)"}
+               "skipped": skipped, "clock": clocks}
     with atomic_dir(out) as tmp:
         for name, table in (("fig2", pd.DataFrame(fig2)), ("fig7", pd.DataFrame(fig7)),
                             ("fig9_workers", fig9w), ("fig9_dim", pd.DataFrame(fig9d))):

@@ -3,13 +3,24 @@
 * **Fig. 6 / Table 1**: the test AUC of the model against emulated time for HET's systems (PS
   ASP, Hybrid, AllReduce, Cache s=10, Cache s=100) and a single-process reference, and the time
   each needs to reach the dataset's target AUC.
-* **Table 2**: final test AUC for staleness bounds s in {0, 100, 10k, inf}. HET's bounds are
-  counts of updates over runs of tens of thousands of iterations; this run is shorter, so each
-  bound is scaled by the run length: ``s_here = ceil(s x iterations_here / het_iterations)``
-  (infinite stays infinite).
+* **Table 2**: final test AUC for staleness bounds s in {0, 100, 10k, inf}, in one or both units
+  (``staleness_units``):
+
+  - ``paper``: HET's own unit, the per-embedding clock of section 3.1 (a tick per iteration in
+    which the worker updates the row; :data:`workbench.cluster.cache.CLOCKS` ``iteration``),
+    the bound as published: s = 100 means the same thing as in the paper, though this run is
+    far shorter than HET's 44,766-iteration epoch, so s = 10k never triggers a sync here;
+  - ``scaled``: Hetu's code unit (a tick per gradient row, ``update``) with the bound scaled by
+    the run length, ``s_here = ceil(s x iterations_here / het_iterations)`` (infinite stays
+    infinite), so each bound is the same fraction of the run as in HET's.
+
+Time comes from the cluster's clock: the calibrated compute cost of the model on this machine
+(or the FLOP model), the measured software cost, and the configured overlap
+(:mod:`workbench.cluster.time_model`). Time to target is interpolated between evaluations
+(:func:`~workbench.training.trainer.time_to_target`).
 
 Outputs (``results/het_train/<dataset>/``): ``metrics.csv`` (one row per evaluation per run),
-``summary.json`` (time to target, final AUC, the scaled bounds, the compute model).
+``summary.json`` (time to target, final AUC, the bounds and their unit, the clock's costs).
 """
 
 from __future__ import annotations
@@ -23,10 +34,12 @@ import numpy as np
 import pandas as pd
 
 from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.time_model import ComputeCost, SoftwareCost
 from workbench.data.config import DatasetConfig
 from workbench.data.keys import sample_keys, table_rows
 from workbench.data.preprocess import read_split
 from workbench.data.schema import LABEL, DatasetMeta
+from workbench.experiments.calibrate import ModelShape, clock_costs
 from workbench.experiments.config import HetTrainConfig
 from workbench.experiments.sizing import largest_fit, require_samples
 from workbench.models.config import ModelConfig
@@ -59,6 +72,18 @@ def systems(cfg: HetTrainConfig) -> list[SystemSpec]:
     return out
 
 
+def clock_summary(cluster: ClusterConfig, compute: ComputeCost,
+                  software: SoftwareCost) -> dict[str, Any]:
+    """The clock a timed experiment ran on, as its summary records it (and reports print)."""
+    return {"overlap": cluster.overlap, "compute": cluster.compute,
+            "per_sample_s": compute.per_sample_s, "per_batch_s": compute.per_batch_s,
+            "compute_source": compute.source, "software": cluster.software,
+            "client_message_s": software.client_message_s, "client_row_s": software.client_row_s,
+            "server_message_s": software.server_message_s, "server_row_s": software.server_row_s,
+            "software_source": software.source,
+            "describe": f"{compute.describe()}; {software.describe()}; overlap {cluster.overlap}"}
+
+
 def scaled_bound(s: int, iterations: int, het_iterations: int) -> int:
     """HET's bound ``s`` scaled to a run of ``iterations`` (-1 = infinity)."""
     if s < 0:
@@ -66,9 +91,25 @@ def scaled_bound(s: int, iterations: int, het_iterations: int) -> int:
     return int(math.ceil(s * iterations / het_iterations))
 
 
+def staleness_systems(exp: HetTrainConfig, iterations: int) -> list[tuple[SystemSpec, dict]]:
+    """Table 2's systems: every bound of ``exp.staleness`` in every unit of
+    ``exp.staleness_units`` (see the module docstring)."""
+    out = []
+    for unit in exp.staleness_units:
+        for s in exp.staleness:
+            name = "inf" if s < 0 else f"{s:,}"
+            if unit == "paper":
+                bound, clock = (INFINITE if s < 0 else s), "iteration"
+            else:
+                bound, clock = scaled_bound(s, iterations, exp.het_iterations), "update"
+            out.append((SystemSpec(f"s={name} ({unit})", "cache", bound, clock),
+                        {"het_bound": s, "bound": bound, "unit": unit, "clock": clock}))
+    return out
+
+
 def run(processed: Path, out: Path, exp: HetTrainConfig, *, dataset: DatasetConfig,
         model: ModelConfig, cluster: ClusterConfig, cache: CacheConfig, dispatcher: str,
-        seed: int, progress: bool = False) -> None:
+        seed: int, calibration: Path, progress: bool = False) -> None:
     """The ``het_train`` stage: every system and every Table 2 bound; writes ``out`` whole.
 
     Args:
@@ -81,6 +122,7 @@ def run(processed: Path, out: Path, exp: HetTrainConfig, *, dataset: DatasetConf
         cache: every worker's cache (the systems set its bound).
         dispatcher: the baseline dispatch of every global batch.
         seed: seeds the model and the dispatcher.
+        calibration: ``results/calibration`` (the clock's compute and software costs).
         progress: show progress bars.
     """
     from workbench.utils.io import atomic_dir, write_json
@@ -93,24 +135,29 @@ def run(processed: Path, out: Path, exp: HetTrainConfig, *, dataset: DatasetConf
                     f"{largest_fit(len(train), 1, cluster.workers)} (a multiple of "
                     f"cluster.workers = {cluster.workers})")
     test = load_split(processed, meta, "test", exp.max_test_samples)
+    compute, software = clock_costs(cluster, calibration, ModelShape(
+        exp.model, model, len(meta.dense), len(meta.categorical)))
     iterations = exp.epochs * (len(train) // model.batch_size)
 
     def trainer(system: SystemSpec) -> Trainer:
         return Trainer(model, len(meta.dense), len(meta.categorical), table_rows(meta),
                        system, cluster, cache, seed=seed,
-                       dispatcher=dispatcher, asp_staleness=exp.asp_staleness)
+                       dispatcher=dispatcher, asp_staleness=exp.asp_staleness,
+                       compute=compute, software=software)
 
     runs: list[tuple[str, SystemSpec, dict[str, Any]]] = [
-        ("systems", s, {}) for s in systems(exp)]
-    for s in exp.staleness:
-        bound = scaled_bound(s, iterations, exp.het_iterations)
-        runs.append(("staleness", SystemSpec(f"s={'inf' if s < 0 else s}", "cache", bound),
-                     {"het_bound": s, "bound": bound}))
+        ("systems", s, {"clock": cache.clock}) for s in systems(exp)]
+    runs += [("staleness", system, extra) for system, extra in staleness_systems(exp, iterations)]
     frames, summary_runs = [], []
+    done: dict[tuple, pd.DataFrame] = {}
     for group, system, extra in runs:
-        tr = trainer(system)
-        metrics = tr.fit(train, test, epochs=exp.epochs, eval_every=exp.eval_every,
-                         progress=progress)
+        # a bound of 0 or infinity means the same in either clock unit: train it once
+        same = (system.kind, system.bound,
+                system.clock if 0 < system.bound < INFINITE else None)
+        if same not in done:
+            done[same] = trainer(system).fit(train, test, epochs=exp.epochs,
+                                             eval_every=exp.eval_every, progress=progress)
+        metrics = done[same].copy()
         metrics.insert(0, "system", system.label)
         metrics.insert(0, "group", group)
         frames.append(metrics)
@@ -119,6 +166,7 @@ def run(processed: Path, out: Path, exp: HetTrainConfig, *, dataset: DatasetConf
             "group": group, "system": system.label, "kind": system.kind,
             "bound": system.bound, **extra,
             "time_to_target_s": time_to_target(metrics, dataset.target_auc),
+            "iterations_to_target": time_to_target(metrics, dataset.target_auc, "iteration"),
             "final_auc": float(final["test_auc"]), "final_logloss": float(final["test_logloss"]),
             "time_s": float(final["time_s"]), "compute_s": float(final["compute_s"]),
             "comm_s": float(final["comm_s"]), "bytes": float(final["bytes"])})
@@ -130,11 +178,11 @@ def run(processed: Path, out: Path, exp: HetTrainConfig, *, dataset: DatasetConf
         "train_samples": len(train), "test_samples": len(test), "iterations": iterations,
         "batch_size": model.batch_size, "workers": cluster.workers,
         "cluster": cluster.name, "cache_policy": cache.policy,
-        "cache_ratio": cache.ratio, "gflops": cluster.gflops,
+        "cache_ratio": cache.ratio, "cache_clock": cache.clock,
+        "eval_every": exp.eval_every, "epochs": exp.epochs,
         "flops_per_sample_train": example.flops, "dense_parameters": example.dense_bytes // 4,
         "embedding_dim": model.embedding_dim, "het_iterations": exp.het_iterations,
-        "compute_model": "FLOP-modelled: 3 x forward FLOPs x samples / (gflops x speed)",
-        "runs": summary_runs}
+        "clock": clock_summary(cluster, compute, software), "runs": summary_runs}
     with atomic_dir(out) as tmp:
         pd.concat(frames, ignore_index=True).to_csv(tmp / "metrics.csv", index=False,
                                                     float_format="%.6g")

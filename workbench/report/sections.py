@@ -5,13 +5,20 @@ every section into ``reports/README.md``::
 
     notebooks/<nb>.py --papermill--> reports/<nb>/section.json   (figures, tables, claims)
                                      reports/<nb>/*.png, *.csv
-    reports/*/section.json --report--> reports/README.md  (claims table, sections, provenance)
-                                       reports/claims.csv
+    reports/*/section.json --report--> reports/README.md  (verdict counts, rules, claims table,
+                                       reports/claims.csv  sections, provenance)
 
 A claim row is: paper, claim, paper value (with [P] full text / [A] abstract), measured value,
-the exact setting it was measured in, and whether the paper's direction holds. Where the
-workbench's model of a mechanism is ours (the paper's method section is unavailable), the
-section says so next to the result.
+the exact setting it was measured in, its verdict state and the rule that decided it
+(:mod:`workbench.report.verdict`), and a note. Rows carry the key of the headline claim they
+measure (:mod:`workbench.report.catalogue`); the report adds a ``not built`` row for every
+claim of a paper not built, and fails when a built claim of a gathered section has no row.
+Where the workbench's model of a mechanism is ours (the paper's method section is unavailable),
+the section says so next to the result.
+
+Provenance: the README names the commit it was built from and, when tracked sources differ
+from that commit (anything outside the generated :data:`GENERATED` paths), opens with a warning
+listing them.
 """
 
 from __future__ import annotations
@@ -19,25 +26,34 @@ from __future__ import annotations
 import json
 import platform
 import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import InitVar, asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from workbench.report.catalogue import CATALOGUE
 from workbench.report.plotting import save_figure
+from workbench.report.verdict import DEFINITIONS, STATES, Verdict, not_built
 from workbench.utils.io import write_json, write_text
 
 SECTION_FILE = "section.json"
-CLAIM_COLUMNS = ["paper", "claim", "paper_value", "measured", "setting", "holds", "note"]
+CLAIM_COLUMNS = ["paper", "claim", "paper_value", "measured", "setting", "state", "rule", "note"]
+GENERATED = ("results/", "reports/", "data/", "dvc.lock", "params.yaml")  # not "sources"
 PROVENANCE_PACKAGES = ["torch", "numpy", "pandas", "pyarrow", "scipy", "numba", "hydra-core",
                        "dvc", "papermill", "jupytext", "matplotlib", "seaborn"]
+
+
+class CatalogueError(ValueError):
+    """Claim rows and the catalogue of headline claims disagree."""
 
 
 @dataclass
 class Claim:
     """One row of the claims table.
+
+    Give either ``verdict`` (from :mod:`workbench.report.verdict`) or ``state`` and ``rule``.
 
     Attributes:
         paper: short paper name (HET, ESD, RecD, Hotline, FlexShard).
@@ -45,8 +61,14 @@ class Claim:
         paper_value: the paper's number with its source tag, e.g. ``"90% [P]"``.
         measured: what this run measured, formatted.
         setting: the exact setting of the measurement (dataset, sizes, knobs).
-        holds: whether the paper's direction holds in this run (None: not applicable).
+        verdict: sets ``state`` and ``rule`` (not stored itself).
         note: caveats (sample size, our formalisation, ...).
+        key: the catalogue id of the headline claim this row measures (empty: none).
+        state: one of :data:`workbench.report.verdict.STATES`.
+        rule: the rule that decided the state, with the numbers.
+
+    Raises:
+        ValueError: no verdict and no valid state.
     """
 
     paper: str
@@ -54,8 +76,18 @@ class Claim:
     paper_value: str
     measured: str
     setting: str
-    holds: bool | None
+    verdict: InitVar[Verdict | None] = None
     note: str = ""
+    key: str = ""
+    state: str = ""
+    rule: str = ""
+
+    def __post_init__(self, verdict: Verdict | None) -> None:
+        if verdict is not None:
+            self.state, self.rule = verdict.state, verdict.rule
+        if self.state not in STATES:
+            raise ValueError(f"claim {self.claim!r}: state {self.state!r} is not one of {STATES} "
+                             "(pass verdict=...)")
 
 
 @dataclass
@@ -122,35 +154,62 @@ def _markdown(frame: pd.DataFrame, floatfmt: str = ".4g") -> str:
     return escaped.to_markdown(index=False, floatfmt=floatfmt)
 
 
-def _holds_text(holds: bool | None) -> str:
-    return {True: "yes", False: "no", None: "n/a"}[holds]
-
-
-def _git(*args: str, cwd: Path) -> str:
+def _git(*args: str, cwd: Path) -> str | None:
     try:
         return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        return None
+
+
+def _generated(path: str) -> bool:
+    return any(path == g or (g.endswith("/") and path.startswith(g)) for g in GENERATED)
+
+
+def dirty_sources(repo: Path) -> list[str] | None:
+    """Files outside :data:`GENERATED` that differ from HEAD (staged or not), and new files git
+    does not ignore (a module not yet committed changes what ran just as an edit does).
+
+    Returns:
+        The paths, sorted (empty: clean), or None when git cannot tell (no git, no commit).
+    """
+    changed = _git("diff", "--name-only", "-z", "HEAD", "--", cwd=repo)
+    if changed is None:
+        return None
+    new = _git("ls-files", "--others", "--exclude-standard", "-z", cwd=repo) or ""
+    paths = set(changed.split("\0")) | set(new.split("\0"))
+    return sorted(p for p in paths if p and not _generated(p))
 
 
 def provenance(repo: Path, params: Path) -> dict[str, Any]:
-    """Git commit, dirty flag, Python and package versions, and the resolved config text."""
+    """Git commit, modified sources, Python and package versions, and the resolved config."""
     versions = {}
     for pkg in PROVENANCE_PACKAGES:
         try:
             versions[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             versions[pkg] = "not installed"
-    status = _git("status", "--porcelain", "--untracked-files=no", cwd=repo)
-    return {"commit": _git("rev-parse", "HEAD", cwd=repo),
-            "dirty": bool(status) if status != "unknown" else None,
+    dirty = dirty_sources(repo)
+    return {"commit": _git("rev-parse", "HEAD", cwd=repo) or "unknown",
+            "dirty": bool(dirty) if dirty is not None else None, "dirty_files": dirty or [],
             "python": platform.python_version(), "packages": versions,
             "config": params.read_text() if params.exists() else "(params file not found)"}
 
 
-def build(reports: Path, sections: list[str], params: Path, repo: Path) -> str:
-    """Assemble ``reports/README.md`` text from the sections' ``section.json`` files."""
+def collect(reports: Path, sections: list[str]) -> tuple[list[dict[str, Any]],
+                                                          list[dict[str, Any]]]:
+    """Load the sections and their claim rows, plus a ``not built`` row per catalogue claim.
+
+    Returns:
+        ``(sections, claims)``: the loaded ``section.json`` contents, and every claim row
+        (the sections' rows in order, then the catalogue's not-built claims).
+
+    Raises:
+        FileNotFoundError: a section's notebook stage has not run.
+        ValueError: a section's claims predate verdict states.
+        CatalogueError: a row's key is not in the catalogue, or a built catalogue claim of a
+            gathered section has no row.
+    """
     loaded = []
     for name in sections:
         path = reports / name / SECTION_FILE
@@ -158,42 +217,101 @@ def build(reports: Path, sections: list[str], params: Path, repo: Path) -> str:
             raise FileNotFoundError(f"{path} not found: the notebook stage for {name!r} has not "
                                     "run (dvc repro runs it)")
         loaded.append(json.loads(path.read_text()))
+    stale = [s["name"] for s in loaded if any("state" not in c for c in s["claims"])]
+    if stale:
+        raise ValueError(f"the claims of {', '.join(stale)} carry no verdict state (written "
+                         "before verdicts existed): rerun their notebook stage")
     claims = [c for s in loaded for c in s["claims"]]
-    lines = ["# Reproduction report", "",
-             "Generated by the `report` stage of `dvc repro` from the run outputs; do not edit. "
-             "Each figure and table is produced by the notebook named in its section, from the "
-             "metrics files of the experiment stages.", "",
+    known = {c.key for c in CATALOGUE}
+    unknown = sorted({f"{c.get('key')!r} ({s['name']})" for s in loaded for c in s["claims"]
+                      if c.get("key") and c["key"] not in known})
+    if unknown:
+        raise CatalogueError(f"claim keys not in workbench/report/catalogue.py: "
+                             f"{', '.join(unknown)}")
+    keys = {c.get("key") for c in claims}
+    absent = [f"{c.key} ({c.paper}: {c.claim}; expected from notebooks/{c.section}.py)"
+              for c in CATALOGUE if c.built and c.section in sections and c.key not in keys]
+    if absent:
+        raise CatalogueError("built headline claims with no claim row: " + "; ".join(absent)
+                             + ". Each notebook must add a Claim(key=...) for every catalogue "
+                             "claim it covers, as 'not comparable' with the reason when its "
+                             "setting cannot measure it.")
+    for c in CATALOGUE:
+        if not c.built:
+            claims.append(asdict(Claim(c.paper, c.claim, c.paper_value, "-", "-",
+                                       verdict=not_built(c.missing), key=c.key)))
+    return loaded, claims
+
+
+def _verdict_lines(claims: list[dict[str, Any]]) -> list[str]:
+    """The per-state count table and the rule definitions."""
+    counts = pd.Series([c["state"] for c in claims], dtype=object).value_counts()
+    table = pd.DataFrame({"state": [*STATES, "total"],
+                          "claim rows": [int(counts.get(s, 0)) for s in STATES] + [len(claims)]})
+    lines = ["## Verdicts", "", table.to_markdown(index=False), "",
+             "Rules (`workbench/report/verdict.py`; each row's *rule* column gives its numbers):",
+             ""]
+    lines += [f"- **{state}**: {text}." for state, text in DEFINITIONS]
+    return lines + [""]
+
+
+def _warning(prov: dict[str, Any]) -> list[str]:
+    if prov["dirty"] is None:
+        return ["> **WARNING: the git state could not be read; this report's sources are "
+                "unknown.**", ""]
+    if not prov["dirty"]:
+        return []
+    return ["> **WARNING: built from a working tree with uncommitted source changes.** The "
+            f"numbers may not match commit `{prov['commit']}`. Modified sources:", ">",
+            *[f"> - `{p}`" for p in prov["dirty_files"]], ""]
+
+
+def build(reports: Path, sections: list[str], params: Path, repo: Path) -> str:
+    """Assemble ``reports/README.md`` text from the sections' ``section.json`` files.
+
+    Raises:
+        FileNotFoundError: a section's notebook stage has not run.
+        CatalogueError: see :func:`collect`.
+    """
+    loaded, claims = collect(reports, sections)
+    prov = provenance(repo, params)
+    lines = ["# Reproduction report", "", *_warning(prov),
+             f"Built from commit `{prov['commit']}` by the `report` stage of `dvc repro`, from "
+             "the run outputs; do not edit. Each figure and table is produced by the notebook "
+             "named in its section, from the metrics files of the experiment stages.", "",
+             *_verdict_lines(claims),
              "## Claims", "",
-             "Paper values: [P] from the paper's full text, [A] from its abstract. *Holds* says "
-             "whether the paper's direction holds in this run, in the setting given.", ""]
+             "Paper values: [P] from the paper's full text, [A] from its abstract. *State* is "
+             "the verdict in the setting given; *rule* says how it was decided.", ""]
     if claims:
-        table = pd.DataFrame(claims, columns=CLAIM_COLUMNS)
-        table["holds"] = table["holds"].map(_holds_text)
-        lines.append(_markdown(table))
+        lines.append(_markdown(pd.DataFrame(claims, columns=CLAIM_COLUMNS)))
     else:
         lines.append("(no claims yet)")
     lines.append("")
     for sec in loaded:
-        lines += [f"## {sec['title']}", "", f"Notebook: `notebooks/{sec['name']}.py` "
-                  f"(executed copy: `reports/notebooks/{sec['name']}.ipynb`).", ""]
+        name = sec["name"]
+        lines += [f"## {sec['title']}", "",
+                  f"Notebook: [`notebooks/{name}.py`](../notebooks/{name}.py) (executed copy: "
+                  f"[`reports/notebooks/{name}.ipynb`](notebooks/{name}.ipynb)).", ""]
         if sec["intro"]:
             lines += [sec["intro"], ""]
         for item in sec["items"]:
             if item["kind"] == "figure":
                 lines += [f"**{item['caption']}**", "",
-                          f"![{item['caption']}]({sec['name']}/{item['file']})", "",
+                          f"![{item['caption']}]({name}/{item['file']})", "",
                           f"*Setting:* {item['setting']}", ""]
             elif item["kind"] == "table":
-                lines += [f"**{item['caption']}** ([CSV]({sec['name']}/{item['file']}))", "",
+                lines += [f"**{item['caption']}** ([CSV]({name}/{item['file']}))", "",
                           item["markdown"], ""]
                 if item["setting"]:
                     lines += [f"*Setting:* {item['setting']}", ""]
             else:
                 lines += [item["text"], ""]
-    prov = provenance(repo, params)
     lines += ["## Provenance", "",
-              f"- git commit: `{prov['commit']}`" + (" (working tree had uncommitted changes)"
-                                                      if prov["dirty"] else ""),
+              f"- git commit: `{prov['commit']}`" + (
+                  " (working tree had uncommitted source changes: "
+                  + ", ".join(f"`{p}`" for p in prov["dirty_files"]) + ")"
+                  if prov["dirty"] else ""),
               f"- Python {prov['python']}; " + ", ".join(f"{k} {v}"
                                                       for k, v in prov["packages"].items()),
               "", "<details><summary>Resolved configuration (params.yaml)</summary>", "",
@@ -209,9 +327,9 @@ def main(argv: list[str] | None = None) -> None:
     cfg, args = stage_arguments(main.__doc__ or "", argv)
     reports = cfg.paths.resolve("reports")
     params = args.params or (REPO_ROOT / "params.yaml")
-    text = build(reports, list(cfg.pipeline.notebooks), Path(params), REPO_ROOT)
-    claims = [c for name in cfg.pipeline.notebooks
-              for c in json.loads((reports / name / SECTION_FILE).read_text())["claims"]]
+    sections = list(cfg.pipeline.notebooks)
+    text = build(reports, sections, Path(params), REPO_ROOT)
+    _, claims = collect(reports, sections)
     write_text(reports / "claims.csv",
                pd.DataFrame(claims, columns=CLAIM_COLUMNS).to_csv(index=False))
     write_text(reports / "README.md", text)

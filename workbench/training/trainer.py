@@ -8,12 +8,13 @@ One iteration over a global batch of ``W x b`` samples::
     dense parameters: one optimizer step on the batch gradient (= AllReduce of the workers'
         gradients, BSP), or a gradient computed on parameters ``tau`` iterations old (ASP)
     for each worker w:  cache_w.write(keys, -lr_sparse x per-sample embedding gradients)
-    clock: the cluster's time model on this iteration's counters + FLOP-modelled compute
+    clock: the cluster's time model on this iteration's counters + the compute cost
 
 Embedding rows get plain SGD on the per-sample loss (the mean-loss gradient times the batch
-size), as HET's cache path does; the dense optimizer is configurable. Compute time is modelled,
-not measured (so metrics are deterministic): ``3 x forward FLOPs per sample x samples /
-(gflops x speed_j)`` for worker j.
+size), as HET's cache path does; the dense optimizer is configurable. Compute time comes from a
+:class:`~workbench.cluster.time_model.ComputeCost` (the committed calibration of this machine,
+or the FLOP model), never from the wall clock of this run, so metrics are deterministic:
+``(per_batch + per_sample x b) / speed_j`` for worker j with b samples.
 
 Systems (HET's, section 5):
 
@@ -31,6 +32,7 @@ system        embeddings              dense parameters    synchronisation
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import math
 from collections import deque
@@ -44,6 +46,7 @@ from tqdm.auto import tqdm
 
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.edge_cluster import EdgeCluster
+from workbench.cluster.time_model import ComputeCost, SoftwareCost
 from workbench.dispatch.base import assign
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, dense_parameter_count, flops_per_sample
@@ -60,11 +63,14 @@ class SystemSpec:
         label: name shown in figures (e.g. ``"Cache s=100"``).
         kind: one of :data:`KINDS`.
         bound: staleness bound of a ``cache`` system (read and write).
+        clock: the bound's unit (``update`` / ``iteration``, see
+            :data:`workbench.cluster.cache.CLOCKS`); None: the cache config's.
     """
 
     label: str
     kind: str
     bound: int = 0
+    clock: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -147,6 +153,16 @@ class ClusterStore:
         return self.cluster.snapshot()
 
 
+def dense_optimizer(cfg: ModelConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
+    """The configured optimizer (``cfg.optimizer`` at ``cfg.lr_dense``) of ``model``'s
+    parameters."""
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=cfg.lr_dense)
+    if cfg.optimizer == "adagrad":
+        return torch.optim.Adagrad(model.parameters(), lr=cfg.lr_dense)
+    return torch.optim.Adam(model.parameters(), lr=cfg.lr_dense)
+
+
 def auc_score(labels: np.ndarray, scores: np.ndarray) -> float:
     """ROC AUC by the rank-sum (Mann-Whitney) formula, ties averaged; NaN with one class."""
     labels = np.asarray(labels) > 0.5
@@ -184,13 +200,17 @@ class Trainer:
         threads: torch intra-op threads. One by default: the emulated clock does not depend on
             wall time, one thread keeps results bit-reproducible, and on a 2-core machine
             torch's OpenMP threads contend badly with the numba cache kernels.
+        compute: the workers' compute cost (``workbench.experiments.calibrate.clock_costs``
+            resolves the configured one); None: the FLOP model at ``cluster_cfg.gflops``.
+        software: the per-message / per-row software cost of the clock; None: none.
     """
 
     def __init__(self, model_cfg: ModelConfig, n_dense: int, n_sparse: int, table_rows: int,
                  system: SystemSpec, cluster_cfg: ClusterConfig, cache_cfg: CacheConfig,
                  seed: int = 0, dispatcher: str = "contiguous",
                  asp_staleness: int | None = None, threads: int = 1,
-                 dispatcher_factory=None) -> None:
+                 dispatcher_factory=None, compute: ComputeCost | None = None,
+                 software: SoftwareCost | None = None) -> None:
         torch.set_num_threads(threads)
         self.cfg = model_cfg
         self.system = system
@@ -204,7 +224,7 @@ class Trainer:
         self.rng = np.random.default_rng(seed)
         torch.manual_seed(seed)
         self.model = build_model(model_cfg, n_dense, n_sparse)
-        self.optimizer = self._optimizer(self.model)
+        self.optimizer = dense_optimizer(model_cfg, self.model)
         init = np.random.default_rng(seed + 1).uniform(
             -model_cfg.init_scale, model_cfg.init_scale, size=(table_rows, self.dim)
         ).astype(np.float32)
@@ -212,11 +232,11 @@ class Trainer:
             self.store: EmbeddingStore = LocalStore(init)
             self.cluster = None
         else:
-            cache = (CacheConfig(policy=cache_cfg.policy, ratio=cache_cfg.ratio,
-                                 rows=cache_cfg.rows, read_bound=system.bound,
-                                 write_bound=system.bound)
+            cache = (dataclasses.replace(cache_cfg, read_bound=system.bound,
+                                         write_bound=system.bound,
+                                         clock=system.clock or cache_cfg.clock)
                      if system.kind == "cache" else CacheConfig(policy="none"))
-            self.cluster = EdgeCluster(cluster_cfg, cache, table_rows, self.dim, init)
+            self.cluster = EdgeCluster(cluster_cfg, cache, table_rows, self.dim, init, software)
             self.store = ClusterStore(self.cluster)
         self.decider = None
         if dispatcher_factory is not None:
@@ -226,7 +246,8 @@ class Trainer:
                 self.cluster, np.full(self.workers, self.per_worker, dtype=np.int64))
         self.speed = np.array(cluster_cfg.per_worker("speed"))[: self.workers]
         self.flops = 3 * flops_per_sample(self.model, n_dense, n_sparse, self.dim)
-        self.gflops = cluster_cfg.gflops
+        self.compute = (compute if compute is not None
+                        else ComputeCost.from_flops(self.flops, cluster_cfg.gflops))
         self.dense_bytes = 4 * dense_parameter_count(self.model)
         self.tau = (self.workers - 1 if asp_staleness is None else asp_staleness) \
             if system.kind == "ps" else 0
@@ -236,14 +257,6 @@ class Trainer:
         self.compute_s = 0.0
         self.bytes = 0.0
         self.iterations = 0
-
-    def _optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
-        lr = self.cfg.lr_dense
-        if self.cfg.optimizer == "sgd":
-            return torch.optim.SGD(model.parameters(), lr=lr)
-        if self.cfg.optimizer == "adagrad":
-            return torch.optim.Adagrad(model.parameters(), lr=lr)
-        return torch.optim.Adam(model.parameters(), lr=lr)
 
     def _owner(self, keys: np.ndarray) -> np.ndarray:
         if self.decider is not None:
@@ -296,7 +309,7 @@ class Trainer:
         self.optimizer.step()
 
     def _clock(self) -> None:
-        compute = self.flops * self.per_worker / (self.gflops * 1e9 * self.speed)
+        compute = self.compute.seconds(self.per_worker, self.speed)
         if self.cluster is None:
             self.elapsed_s += float(compute[0])
             self.compute_s += float(compute[0])
@@ -360,7 +373,29 @@ class Trainer:
         return pd.DataFrame(rows)
 
 
-def time_to_target(metrics: pd.DataFrame, target: float) -> float:
-    """Emulated seconds until test AUC first reaches ``target`` (NaN if never)."""
-    hit = metrics[metrics["test_auc"] >= target]
-    return float(hit["time_s"].iloc[0]) if len(hit) else math.nan
+def time_to_target(metrics: pd.DataFrame, target: float, column: str = "time_s") -> float:
+    """Emulated seconds until test AUC reaches ``target``, interpolated between evaluations.
+
+    AUC is only known at evaluations; between the last evaluation below the target and the
+    first at or above it, AUC is taken as linear in time (the training start counts as an
+    evaluation at time 0 with AUC 0.5), so systems whose iterations take different times get
+    different times to target even when they cross it at the same evaluation.
+
+    Args:
+        metrics: :meth:`Trainer.fit`'s evaluations, in order.
+        target: the AUC to reach.
+        column: the time column (``time_s``; ``iteration`` gives iterations to target).
+
+    Returns:
+        The interpolated time, or NaN if the target is never reached.
+    """
+    auc = np.concatenate([[0.5], metrics["test_auc"].to_numpy(np.float64)])
+    when = np.concatenate([[0.0], metrics[column].to_numpy(np.float64)])
+    hit = np.flatnonzero(auc >= target)
+    if not len(hit):
+        return math.nan
+    i = int(hit[0])
+    if i == 0:
+        return 0.0
+    frac = (target - auc[i - 1]) / (auc[i] - auc[i - 1])
+    return float(when[i - 1] + frac * (when[i] - when[i - 1]))

@@ -1,0 +1,210 @@
+"""The emulated clock: overlap, software cost, calibrated compute, time to target, clock units."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from test_train import MODEL, _data
+
+from workbench.cluster.cache import C_INDEX, COUNTERS, CacheSpec, ParameterServer, WorkerCache
+from workbench.cluster.calibration import Calibration, compute_key
+from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.time_model import ComputeCost, Links, SoftwareCost, time_model
+from workbench.experiments import calibrate
+from workbench.models.config import ModelConfig
+from workbench.training.trainer import SystemSpec, Trainer, time_to_target
+from workbench.utils.validation import ConfigError
+
+SOFTWARE = SoftwareCost(client_message_s=50e-6, client_row_s=0.1e-6, server_message_s=40e-6,
+                        server_row_s=0.2e-6, source="test")
+
+
+def _counters(workers: int = 4, unique: int = 500, pulled: int = 300,
+              pushed: int = 200, iterations: int = 1) -> np.ndarray:
+    counters = np.zeros((iterations, workers, len(COUNTERS)), dtype=np.int64)
+    counters[..., C_INDEX["unique_read"]] = unique
+    counters[..., C_INDEX["miss_pulls"]] = pulled
+    counters[..., C_INDEX["bound_pushes"]] = pushed
+    return counters
+
+
+def _links(overlap: str = "none", bandwidth: float = 1.0, software: SoftwareCost = SOFTWARE,
+           workers: int = 4, shards: int = 2) -> Links:
+    cfg = ClusterConfig(workers=workers, bandwidth_gbps=[bandwidth], latency_ms=[0.1],
+                        ps_shards=shards, ps_bandwidth_gbps=bandwidth, overlap=overlap)
+    return Links.from_config(cfg, software)
+
+
+def test_software_cost_per_message_and_row_by_hand() -> None:
+    """Two messages (read, push) per worker, each paying latency + client cost; rows pay."""
+    dim, workers = 16, 4
+    t = time_model(_counters(workers), _links(shards=workers * 100), dim)
+    nbytes = 16 * 500 + 64 * 300 + (64 + 16) * 200
+    rows = 500 + 300 + 200
+    link = 2 * (1e-4 + 50e-6) + nbytes / 125e6 + rows * 0.1e-6
+    server = workers * nbytes / (workers * 100 * 125e6) + (
+        workers * 2 * 40e-6 + workers * rows * 0.2e-6) / (workers * 100)
+    assert t["messages"][0, 0] == 2
+    assert t["comm_s"][0, 0] == pytest.approx(max(link, server))
+    # the servers' software cost is shared by all workers: with one shard it dominates
+    one = time_model(_counters(workers), _links(shards=1, bandwidth=100.0), dim)
+    server_one = workers * nbytes / 12.5e9 + workers * (2 * 40e-6 + rows * 0.2e-6)
+    assert one["comm_s"][0, 0] == pytest.approx(server_one)
+
+
+def test_prefetch_fuses_messages_and_hides_communication() -> None:
+    dim = 16
+    counters = _counters()
+    none = time_model(counters, _links("none"), dim, compute_s=0.5)
+    pre = time_model(counters, _links("prefetch"), dim, compute_s=0.5)
+    assert none["messages"][0, 0] == 2 and pre["messages"][0, 0] == 1
+    assert pre["comm_s"][0, 0] < none["comm_s"][0, 0]  # one latency and message cost fewer
+    assert none["step_s"][0, 0] == pytest.approx(0.5 + none["comm_s"][0, 0])
+    assert pre["step_s"][0, 0] == pytest.approx(0.5)  # compute-bound: comm fully hidden
+    short = time_model(counters, _links("prefetch"), dim, compute_s=1e-6)
+    assert short["step_s"][0, 0] == pytest.approx(short["comm_s"][0, 0])  # comm-bound
+
+
+def test_bandwidth_changes_the_communication_share_not_just_its_scale() -> None:
+    """Latency and software cost do not shrink with bandwidth: 10 Gb/s is not 1 Gb/s / 10."""
+    counters = _counters(iterations=3)
+    shares, comm = {}, {}
+    for bw in (1.0, 10.0):
+        t = time_model(counters, _links("prefetch", bw), 16, compute_s=3e-4)
+        comm[bw] = float(t["comm_s"].sum())
+        shares[bw] = 1 - 3 * 3e-4 / float(t["step_s"][:, 0].sum())
+    assert shares[1.0] != pytest.approx(shares[10.0], abs=0.05)
+    assert comm[10.0] > 1.5 * comm[1.0] / 10  # not a rescaled copy
+
+
+def test_compute_cost() -> None:
+    cost = ComputeCost(1e-3, 2e-5, "test")
+    np.testing.assert_allclose(cost.seconds(100, np.array([1.0, 0.5])), [3e-3, 6e-3])
+    assert cost.seconds(0) == 0.0
+    assert ComputeCost.from_flops(2e9, 20.0).per_sample_s == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="per_sample_s"):
+        ComputeCost(0.0, -1.0, "bad")
+    with pytest.raises(ValueError, match="client_row_s"):
+        SoftwareCost(client_row_s=math.nan)
+    assert "ms/sample" in cost.describe() and "us/msg" in SOFTWARE.describe()
+
+
+def _tiny_trainer(overlap: str, software: SoftwareCost | None) -> Trainer:
+    _, _, rows = _data(512)
+    cluster = ClusterConfig(workers=4, overlap=overlap, bandwidth_gbps=[1.0])
+    return Trainer(MODEL, 13, 26, rows, SystemSpec("Cache s=10", "cache", 10), cluster,
+                   CacheConfig(policy="lru", ratio=0.05), seed=3,
+                   compute=ComputeCost(1e-3, 1e-4, "test"), software=software)
+
+
+def test_prefetch_trains_identical_parameters_in_less_emulated_time() -> None:
+    train, test, _ = _data(512)
+    runs = {o: _tiny_trainer(o, SOFTWARE) for o in ("none", "prefetch")}
+    metrics = {o: t.fit(train, test, eval_every=3) for o, t in runs.items()}
+    for p, q in zip(runs["none"].model.parameters(), runs["prefetch"].model.parameters()):
+        torch.testing.assert_close(p, q, rtol=0, atol=0)
+    np.testing.assert_array_equal(runs["none"].store.table(), runs["prefetch"].store.table())
+    pd.testing.assert_series_equal(metrics["none"]["test_auc"], metrics["prefetch"]["test_auc"])
+    assert runs["prefetch"].elapsed_s < runs["none"].elapsed_s
+    assert runs["prefetch"].compute_s == runs["none"].compute_s
+
+
+def test_time_to_target_interpolates_between_evaluations() -> None:
+    metrics = pd.DataFrame({"test_auc": [0.6, 0.7, 0.8], "time_s": [10.0, 20.0, 30.0],
+                            "iteration": [5, 10, 15]})
+    assert time_to_target(metrics, 0.75) == pytest.approx(25.0)
+    assert time_to_target(metrics, 0.7) == pytest.approx(20.0)
+    assert time_to_target(metrics, 0.55) == pytest.approx(5.0)  # from (0 s, AUC 0.5)
+    assert time_to_target(metrics, 0.75, "iteration") == pytest.approx(12.5)
+    assert math.isnan(time_to_target(metrics, 0.9))
+    # a slower system crossing at the same evaluation gets a later time
+    slow = metrics.assign(time_s=metrics["time_s"] * 2)
+    assert time_to_target(slow, 0.75) == pytest.approx(2 * time_to_target(metrics, 0.75))
+
+
+@pytest.mark.parametrize("clock, expected", [("update", 3), ("iteration", 1)])
+def test_clock_unit_counts_occurrences_or_iterations(clock: str, expected: int) -> None:
+    server = ParameterServer(np.zeros((10, 2), np.float32))
+    cache = WorkerCache(CacheSpec("lru", 4, read_bound=100, write_bound=100, clock=clock),
+                        server)
+    keys = np.array([3, 3, 3, 5])
+    cache.read(keys)
+    cache.write(keys, 0.5)
+    assert cache.line(3)["updates"] == expected and cache.line(5)["updates"] == 1
+    cache.flush()
+    assert server.versions[3] == expected
+    np.testing.assert_allclose(server.values[3], [1.5, 1.5])  # the values never change
+    with pytest.raises(ValueError, match="clock"):
+        CacheSpec("lru", 4, 1, 1, clock="hour")
+
+
+def _shape(dim: int = 8) -> calibrate.ModelShape:
+    return calibrate.ModelShape("wdl", dataclasses.replace(MODEL, embedding_dim=dim), 13, 26)
+
+
+def test_calibrate_writes_a_file_the_clock_reads(tmp_path: Path) -> None:
+    from workbench.experiments.config import CalibrationConfig
+
+    exp = CalibrationConfig(batch_sizes=[4, 8], repeats=1, warmup=0, software_sizes=[1, 8])
+    out = tmp_path / "calibration"
+    written = calibrate.run(out, exp, shapes=[_shape(), _shape()], wire_dims=[8], seed=0)
+    loaded = Calibration.load(out)
+    assert loaded.to_dict() == json.loads((out / "calibration.json").read_text())
+    assert list(loaded.compute) == [compute_key("wdl", 8, 13, 26)] == list(written.compute)
+    cluster = ClusterConfig()
+    compute, software = calibrate.clock_costs(cluster, out, _shape())
+    assert compute.per_sample_s >= 0 and compute.per_batch_s >= 0
+    assert "calibrated" in compute.source and software.client_message_s >= 0
+    # explicit and off software, FLOP compute: no calibration needed
+    other = dataclasses.replace(cluster, compute="flops", software="explicit",
+                                client_message_us=7.0)
+    compute, software = calibrate.clock_costs(other, tmp_path / "missing", _shape())
+    assert "FLOP" in compute.source and software.client_message_s == pytest.approx(7e-6)
+    off = dataclasses.replace(other, software="off")
+    assert calibrate.clock_costs(off, tmp_path / "missing", _shape())[1] == SoftwareCost(
+        source="off")
+
+
+def test_calibration_errors_name_the_stage(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="calibrate"):
+        calibrate.clock_costs(ClusterConfig(), tmp_path, _shape())
+    entry = {"fingerprint": calibrate.fingerprint(_shape().model), "per_batch_s": 1e-3,
+             "per_sample_s": 1e-5}
+    cal = Calibration(tmp_path, compute={_shape().key: entry},
+                      software={"D8": dict(client_message_s=1e-5, client_row_s=0.0,
+                                           server_message_s=1e-5, server_row_s=0.0)})
+    assert cal.compute_cost(_shape().key, entry["fingerprint"]).per_batch_s == 1e-3
+    changed = dataclasses.replace(_shape().model, deep_mlp=[32])
+    with pytest.raises(ConfigError, match="different model configuration"):
+        cal.compute_cost(_shape().key, calibrate.fingerprint(changed))
+    # learning rates and the batch do not change a step's compute
+    same = dataclasses.replace(_shape().model, lr_dense=0.5, batch_size=7)
+    assert calibrate.fingerprint(same) == entry["fingerprint"]
+    with pytest.raises(ConfigError, match="no compute timing"):
+        cal.compute_cost("dcn/D8/dense13/sparse26", entry["fingerprint"])
+    with pytest.raises(ConfigError, match="no software cost for D = 16"):
+        cal.software_cost(16)
+    (tmp_path / "calibration.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="not a calibration file"):
+        Calibration.load(tmp_path)
+
+
+def test_required_covers_every_timed_model() -> None:
+    models = {"wdl": MODEL, "dcn": dataclasses.replace(MODEL, name="dcn")}
+    shapes, dims = calibrate.required(
+        models, {"a": (13, 26), "b": (5, 3)}, train_dataset="a", train_model="wdl",
+        time_dataset="a", time_models=["wdl", "dcn"], fig2_dim=32, dim_sweep=[8, 64],
+        esd_dataset="b", esd_model="wdl")
+    keys = sorted(s.key for s in shapes)
+    assert keys == sorted(["wdl/D8/dense13/sparse26", "wdl/D8/dense5/sparse3",
+                           "wdl/D32/dense13/sparse26", "dcn/D8/dense13/sparse26",
+                           "dcn/D32/dense13/sparse26", "wdl/D64/dense13/sparse26"])
+    assert dims == [8, 32, 64]
+    assert isinstance(models["wdl"], ModelConfig)

@@ -1,0 +1,122 @@
+"""The committed machine calibration the clock reads: compute per model, software cost per width.
+
+The ``calibrate`` stage (:mod:`workbench.experiments.calibrate`) measures, on this machine,
+
+* each configured model's forward + backward + optimizer time at several per-worker batch sizes
+  and fits ``seconds = per_batch + per_sample x samples`` (least squares);
+* the per-message and per-row CPU cost of a parameter-server exchange at each embedding width
+  the experiments use (:mod:`workbench.cluster.software_cost`);
+
+and writes them to ``results/calibration/calibration.json``::
+
+    {"machine": {...}, "settings": {...},
+     "compute":  {"wdl/D128/dense13/sparse26": {"fingerprint": "...", "per_batch_s": ...,
+                                               "per_sample_s": ..., "batch_sizes": [...],
+                                               "seconds": [...]}, ...},
+     "software": {"D128": {"client_message_s": ..., "client_row_s": ..., ...}, ...}}
+
+The pipeline reads the committed file, so every stage is deterministic; recalibrating is the
+explicit ``calibrate`` stage (``make calibrate``). A model whose configuration changed since the
+calibration (its fingerprint differs) or a width that was never measured is an error naming the
+command that fixes it, never a silent fallback.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.cluster.time_model import ComputeCost, SoftwareCost
+from workbench.utils.validation import ConfigError
+
+CALIBRATION_FILE = "calibration.json"
+RECALIBRATE = "python -m workbench.stages calibrate --params params.yaml (or make calibrate)"
+
+
+def compute_key(model: str, dim: int, n_dense: int, n_sparse: int) -> str:
+    """The calibration key of a model at a width on a dataset shape."""
+    return f"{model}/D{dim}/dense{n_dense}/sparse{n_sparse}"
+
+
+def software_key(dim: int) -> str:
+    """The calibration key of the software cost at embedding width ``dim``."""
+    return f"D{dim}"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A loaded calibration file.
+
+    Attributes:
+        path: where it was read from (named in errors).
+        machine: CPU, threads and library versions it was measured with.
+        settings: batch sizes, repeats, threads of the measurement.
+        compute: model timings by :func:`compute_key`.
+        software: software costs by :func:`software_key`.
+    """
+
+    path: Path
+    machine: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    compute: dict[str, dict[str, Any]] = field(default_factory=dict)
+    software: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, directory: Path) -> "Calibration":
+        """Read ``directory/calibration.json``.
+
+        Raises:
+            ConfigError: the file is missing or unreadable (names the command that writes it).
+        """
+        path = Path(directory) / CALIBRATION_FILE
+        if not path.exists():
+            raise ConfigError(f"{path} not found: the clock needs this machine's calibration "
+                              f"(cluster.compute / cluster.software = calibrated); run "
+                              f"{RECALIBRATE}, or set cluster.compute=flops and "
+                              "cluster.software=off")
+        try:
+            data = json.loads(path.read_text())
+            return cls(path=path, machine=data["machine"], settings=data["settings"],
+                       compute=data["compute"], software=data["software"])
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise ConfigError(f"{path}: not a calibration file ({err}); rerun "
+                              f"{RECALIBRATE}") from None
+
+    def compute_cost(self, key: str, fingerprint: str) -> ComputeCost:
+        """The calibrated compute cost of ``key`` measured with a model of ``fingerprint``.
+
+        Raises:
+            ConfigError: never measured, or measured with a different model configuration.
+        """
+        entry = self.compute.get(key)
+        if entry is None:
+            raise ConfigError(f"{self.path} has no compute timing for {key} (measured: "
+                              f"{sorted(self.compute)}); run {RECALIBRATE}")
+        if entry["fingerprint"] != fingerprint:
+            raise ConfigError(f"{self.path}: {key} was measured with a different model "
+                              f"configuration (fingerprint {entry['fingerprint']} != "
+                              f"{fingerprint}); run {RECALIBRATE}")
+        return ComputeCost(float(entry["per_batch_s"]), float(entry["per_sample_s"]),
+                           f"calibrated on {self.machine.get('cpu', 'this machine')}, "
+                           f"{self.settings.get('threads', 1)} thread(s)")
+
+    def software_cost(self, dim: int) -> SoftwareCost:
+        """The measured software cost at embedding width ``dim``.
+
+        Raises:
+            ConfigError: the width was never measured.
+        """
+        entry = self.software.get(software_key(dim))
+        if entry is None:
+            raise ConfigError(f"{self.path} has no software cost for D = {dim} (measured: "
+                              f"{sorted(self.software)}); run {RECALIBRATE}")
+        return SoftwareCost(float(entry["client_message_s"]), float(entry["client_row_s"]),
+                            float(entry["server_message_s"]), float(entry["server_row_s"]),
+                            source=f"measured at D = {dim}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file's content."""
+        return {"machine": self.machine, "settings": self.settings, "compute": self.compute,
+                "software": self.software}

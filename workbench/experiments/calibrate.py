@@ -1,0 +1,242 @@
+"""The ``calibrate`` stage: this machine's compute and software costs, for the emulated clock.
+
+The clock (:mod:`workbench.cluster.time_model`) charges a worker ``(a + b x samples) / speed``
+seconds of compute per iteration and a per-message / per-row software cost on client and server.
+This stage measures both for exactly what the experiments run, and writes
+``results/calibration/calibration.json`` (:mod:`workbench.cluster.calibration`)::
+
+    for each (model, embedding width D, dataset shape) an experiment trains or times:
+        build the model (torch, ``calibration.threads`` threads), and for each batch size n:
+            time forward + BCE loss + backward (dense and embedding-input gradients) +
+            optimizer step, ``repeats`` times after ``warmup`` steps; keep the median
+        fit seconds = a + b x n by least squares      -> compute[<model>/D<d>/dense<i>/sparse<j>]
+    for each width D the experiments put on the wire:
+        software_cost.measure(D)                      -> software[D<d>]
+
+It is a DVC stage that ``dvc repro`` never re-executes (``frozen: true``): the pipeline reads the
+committed calibration so results are byte-identical from run to run, and recalibrating is an
+explicit step (``make calibrate``), after which the downstream stages rerun. The model entries
+carry a fingerprint of the model's configuration: changing ``models.wdl`` without recalibrating
+is an error that names this stage.
+
+:func:`clock_costs` is how every timed experiment turns ``cluster.compute`` and
+``cluster.software`` into the clock's :class:`~workbench.cluster.time_model.ComputeCost` and
+:class:`~workbench.cluster.time_model.SoftwareCost`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from workbench.cluster.calibration import Calibration, compute_key, software_key
+from workbench.cluster.config import ClusterConfig
+from workbench.cluster.software_cost import fit_linear, measure
+from workbench.cluster.time_model import ComputeCost, SoftwareCost
+from workbench.experiments.config import CalibrationConfig
+from workbench.models.config import ModelConfig
+from workbench.models.ctr import build_model, flops_per_sample
+from workbench.training.trainer import dense_optimizer
+
+log = logging.getLogger(__name__)
+#: ModelConfig fields that do not change the compute of one step.
+NOT_COMPUTE = ("lr_dense", "lr_sparse", "batch_size", "init_scale")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelShape:
+    """One model to calibrate: its config name, config, and the dataset shape it runs on."""
+
+    name: str
+    model: ModelConfig
+    n_dense: int
+    n_sparse: int
+
+    @property
+    def key(self) -> str:
+        """Its :func:`~workbench.cluster.calibration.compute_key`."""
+        return compute_key(self.name, self.model.embedding_dim, self.n_dense, self.n_sparse)
+
+
+def fingerprint(model: ModelConfig) -> str:
+    """A short hash of the fields of ``model`` that set its compute (not the learning rates
+    or the batch size)."""
+    fields = {k: v for k, v in dataclasses.asdict(model).items() if k not in NOT_COMPUTE}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def time_model_step(shape: ModelShape, batch_sizes: list[int], repeats: int, warmup: int,
+                    seed: int) -> dict[str, Any]:
+    """Median seconds of one training step of ``shape`` per batch size, and the linear fit.
+
+    Returns:
+        ``fingerprint``, ``batch_sizes``, ``seconds`` (medians), ``per_batch_s`` and
+        ``per_sample_s`` (the fit), and ``flops_per_sample`` (3 x forward, for comparison).
+    """
+    torch.manual_seed(seed)
+    model = build_model(shape.model, shape.n_dense, shape.n_sparse)
+    optimizer = dense_optimizer(shape.model, model)
+    gen = torch.Generator().manual_seed(seed)
+    dim = shape.model.embedding_dim
+    medians = []
+    for n in batch_sizes:
+        dense = torch.rand(n, shape.n_dense, generator=gen)
+        emb = (torch.rand(n, shape.n_sparse, dim, generator=gen) - 0.5) * 0.1
+        labels = (torch.rand(n, generator=gen) < 0.25).float()
+        times = []
+        for i in range(warmup + repeats):
+            start = time.perf_counter()
+            emb_t = emb.clone().requires_grad_(True)
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(model(dense, emb_t),
+                                                                        labels)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            if i >= warmup:
+                times.append(time.perf_counter() - start)
+        medians.append(float(np.median(times)))
+    per_batch, per_sample = fit_linear(np.array(batch_sizes, dtype=np.float64),
+                                       np.array(medians))
+    return {"fingerprint": fingerprint(shape.model), "batch_sizes": list(batch_sizes),
+            "seconds": medians, "per_batch_s": float(per_batch),
+            "per_sample_s": float(per_sample),
+            "flops_per_sample": 3 * flops_per_sample(model, shape.n_dense, shape.n_sparse, dim)}
+
+
+def machine() -> dict[str, Any]:
+    """What the calibration was measured on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "torch": torch.__version__, "numpy": np.__version__}
+
+
+def run(out: Path, exp: CalibrationConfig, *, shapes: list[ModelShape], wire_dims: list[int],
+        seed: int, progress: bool = False) -> Calibration:
+    """The ``calibrate`` stage: measure and write ``out/calibration.json`` (atomically).
+
+    Args:
+        out: ``results/calibration`` (replaced whole).
+        exp: batch sizes, repeats and threads of the measurement.
+        shapes: the models and dataset shapes the experiments run (see :func:`required`).
+        wire_dims: the embedding widths whose software cost is measured.
+        seed: seeds the random inputs.
+        progress: show a progress bar.
+    """
+    from tqdm.auto import tqdm
+
+    from workbench.utils.io import atomic_dir, write_json
+
+    if not shapes:
+        raise ValueError("nothing to calibrate: no model is configured for a timed experiment")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(exp.threads)
+    compute: dict[str, dict[str, Any]] = {}
+    software: dict[str, dict[str, Any]] = {}
+    try:
+        bar = tqdm(total=len(shapes) + len(wire_dims), disable=not progress, desc="calibrate")
+        for shape in sorted({s.key: s for s in shapes}.values(), key=lambda s: s.key):
+            compute[shape.key] = time_model_step(shape, list(exp.batch_sizes), exp.repeats,
+                                                 exp.warmup, seed)
+            log.info("%s: %.3g ms/sample + %.3g ms/step", shape.key,
+                     1e3 * compute[shape.key]["per_sample_s"],
+                     1e3 * compute[shape.key]["per_batch_s"])
+            bar.update()
+        for dim in sorted(set(wire_dims)):
+            costs = measure(dim, sizes=tuple(exp.software_sizes), repeats=exp.repeats,
+                            seed=seed)
+            software[software_key(dim)] = costs.to_dict()
+            log.info("software cost at D = %d: %s", dim,
+                     SoftwareCost(costs.client_message_s, costs.client_row_s,
+                                  costs.server_message_s, costs.server_row_s).describe())
+            bar.update()
+        bar.close()
+    finally:
+        torch.set_num_threads(threads)
+    settings = {"threads": exp.threads, "batch_sizes": list(exp.batch_sizes),
+                "repeats": exp.repeats, "warmup": exp.warmup,
+                "software_sizes": list(exp.software_sizes)}
+    calibration = Calibration(path=out / "calibration.json", machine=machine(),
+                              settings=settings, compute=compute, software=software)
+    with atomic_dir(out) as tmp:
+        write_json(tmp / "calibration.json", calibration.to_dict())
+    return calibration
+
+
+def clock_costs(cluster: ClusterConfig, calibration_dir: Path, shape: ModelShape,
+                wire_dim: int | None = None) -> tuple[ComputeCost, SoftwareCost]:
+    """The clock's compute and software costs for ``shape`` under ``cluster``'s settings.
+
+    Args:
+        cluster: its ``compute`` (``calibrated`` / ``flops``) and ``software`` (``calibrated``
+            / ``explicit`` / ``off``) choose the source.
+        calibration_dir: ``results/calibration`` (read only when something is calibrated).
+        shape: the model and dataset shape timed.
+        wire_dim: the width of a row on the wire (default: the model's embedding width).
+
+    Raises:
+        ConfigError: a calibrated value is missing or stale (names the stage to run).
+    """
+    dim = shape.model.embedding_dim if wire_dim is None else wire_dim
+    needs = cluster.compute == "calibrated" or cluster.software == "calibrated"
+    calibration = Calibration.load(calibration_dir) if needs else None
+    if cluster.compute == "calibrated":
+        compute = calibration.compute_cost(shape.key, fingerprint(shape.model))
+    else:
+        model = build_model(shape.model, shape.n_dense, shape.n_sparse)
+        compute = ComputeCost.from_flops(
+            3 * flops_per_sample(model, shape.n_dense, shape.n_sparse,
+                                 shape.model.embedding_dim), cluster.gflops)
+    if cluster.software == "calibrated":
+        software = calibration.software_cost(dim)
+    elif cluster.software == "explicit":
+        software = SoftwareCost(1e-6 * cluster.client_message_us, 1e-6 * cluster.client_row_us,
+                                1e-6 * cluster.server_message_us, 1e-6 * cluster.server_row_us,
+                                source="cluster.*_us")
+    else:
+        software = SoftwareCost(source="off")
+    return compute, software
+
+
+def required(models: dict[str, ModelConfig], shapes_of: dict[str, tuple[int, int]], *,
+             train_dataset: str, train_model: str, time_dataset: str, time_models: list[str],
+             fig2_dim: int, dim_sweep: list[int], esd_dataset: str,
+             esd_model: str) -> tuple[list[ModelShape], list[int]]:
+    """What the timed experiments need calibrated: model shapes and wire widths.
+
+    Args:
+        models: every configured model by name.
+        shapes_of: ``(n_dense, n_sparse)`` of each dataset named below.
+        train_dataset, train_model: ``het_train`` (Fig. 6, Tables 1-2).
+        time_dataset, time_models, fig2_dim, dim_sweep: ``het_time`` (Fig. 2 at ``fig2_dim``,
+            Fig. 7 at each model's width, Fig. 9c: ``train_model`` at every width of
+            ``dim_sweep``).
+        esd_dataset, esd_model: ``esd``'s end-to-end training.
+    """
+    def shape(name: str, dataset: str, dim: int | None = None) -> ModelShape:
+        model = models[name] if dim is None else dataclasses.replace(models[name],
+                                                                     embedding_dim=dim)
+        return ModelShape(name, model, *shapes_of[dataset])
+
+    shapes = [shape(train_model, train_dataset), shape(esd_model, esd_dataset)]
+    for name in time_models:
+        shapes += [shape(name, time_dataset), shape(name, time_dataset, fig2_dim)]
+    shapes += [shape(train_model, time_dataset, d) for d in dim_sweep]
+    unique = {s.key: s for s in shapes}
+    return list(unique.values()), sorted({s.model.embedding_dim for s in unique.values()})
