@@ -236,7 +236,8 @@ for unit, unit_note in (
                     paper_value=" / ".join(f"{100 * v:.2f}" for v in paper_t2.values())
                     + " for s = 0 / 100 / 10k / inf [P]", setting=setting(),
                     note=unit_note + "; the rule compares the drop from the smallest to the "
-                                     "largest bound", key="het.table2_staleness")
+                                     "largest bound, and every intermediate drop (the shape: "
+                                     "sharp only when unbounded)", key="het.table2_staleness")
     if len(t2) >= 2:
         section.claim(Claim(
             **t2_claim, measured=" / ".join(f"{100 * v:.2f}" for v in aucs.to_numpy()),

@@ -211,6 +211,12 @@ def test_decline_states() -> None:
     bumpy = v.decline([0.78, 0.785, 0.779, 0.75], PAPER_T2, labels=LABELS)
     assert bumpy.state == DIRECTION_ONLY and "rises by more than 0.1 points at s=100" in bumpy.rule
     assert v.decline([0.78, 0.7805, 0.78, 0.75], PAPER_T2).state == REPRODUCED  # within slack
+    # the shape counts: a sharp drop already at s=100 is not "sharply only when unbounded"
+    early = v.decline([0.7903, 0.7559, 0.7311, 0.7311], PAPER_T2, labels=LABELS)
+    assert early.state == DIRECTION_ONLY
+    assert "the drop to s=100 is 3.44 points against the paper's 0.02" in early.rule
+    assert v.decline([0.7903, 0.7559, 0.7311, 0.7311], PAPER_T2,
+                     shape_points=6.0).state == REPRODUCED
     assert v.decline([0.78, 0.78, 0.78, 0.778], PAPER_T2).state == TIE
     assert v.decline([0.78, 0.78, 0.78, 0.79], PAPER_T2).state == CONTRADICTED
     # the band edges: a drop of exactly half and exactly twice the paper's

@@ -364,7 +364,7 @@ def close(a: float | Sequence[float], b: float | Sequence[float], *, tolerance: 
 
 def decline(measured: Sequence[float], paper: Sequence[float], *, slack: float = 0.1,
             tie_tolerance: float = 0.5, band: tuple[float, float] = FACTOR_BAND,
-            labels: Sequence[str] | None = None,
+            shape_points: float = 1.0, labels: Sequence[str] | None = None,
             missing: str = "no finite measured values") -> Verdict:
     """A series (fractions, e.g. AUC) that falls from its first to its last point.
 
@@ -374,6 +374,9 @@ def decline(measured: Sequence[float], paper: Sequence[float], *, slack: float =
         slack: a rise between neighbours of at most this many points is not a rise.
         tie_tolerance: a total drop within this many points is no effect.
         band: measured drop / paper drop bounds for ``reproduced``.
+        shape_points: ``reproduced`` also needs the drop from the first point to every
+            intermediate point within this many points of the paper's drop there (the shape,
+            e.g. "sharply only when unbounded"), not only the end-to-end drop.
         labels: names of the points (default 1, 2, ...), used for the first, last and rises.
         missing: why missing measurements are missing.
 
@@ -402,10 +405,16 @@ def decline(measured: Sequence[float], paper: Sequence[float], *, slack: float =
         return Verdict(CONTRADICTED, f"contradicted: the series rises {-drop:.3g} points {span}; "
                                      f"{paper_text}")
     rises = [labels[i + 1] for i, d in enumerate(100 * np.diff(mv)) if d > slack]
+    off = [(labels[i], 100 * (mv[0] - mv[i]), 100 * (pv[0] - pv[i])) for i in range(1, mv.size - 1)
+           if abs(100 * ((mv[0] - mv[i]) - (pv[0] - pv[i]))) > shape_points + _EPS]
     ratio = drop / pdrop
-    state = REPRODUCED if _in_band(ratio, band) and not rises else DIRECTION_ONLY
+    state = REPRODUCED if _in_band(ratio, band) and not rises and not off else DIRECTION_ONLY
     rise_text = (f"; rises by more than {slack:g} points at {', '.join(rises)}" if rises
                  else f"; never rises by more than {slack:g} points")
+    shape_text = ("; the drop to " + ", ".join(f"{lab} is {d:.3g} points against the paper's "
+                                                f"{p:.3g}" for lab, d, p in off)
+                  + f" (more than {shape_points:g} point(s) apart)" if off else
+                  f"; every intermediate drop within {shape_points:g} point(s) of the paper's")
     return Verdict(state, f"{state}: drops {drop:.3g} points {span}, {_ratio(ratio, band)} of "
-                          f"{paper_text}{rise_text}; band {_x(band[0])}-{_x(band[1])} of the "
-                          "paper's drop")
+                          f"{paper_text}{rise_text}{shape_text}; band {_x(band[0])}-"
+                          f"{_x(band[1])} of the paper's drop")
