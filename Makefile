@@ -39,9 +39,11 @@ repro: params
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro
 
 # Re-measure this machine's compute and software costs (results/calibration, a frozen DVC stage
-# that `dvc repro` never reruns by itself), record them in dvc.lock; the next `make repro` reruns
+# that `dvc repro` never reruns by itself; it reads the preprocessed datasets' shapes, so their
+# preprocess stages run first), record them in dvc.lock; the next `make repro` reruns
 # every timed stage on the new calibration.
 calibrate: params
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro --glob 'preprocess@*'
 	$(PY) -m workbench.stages calibrate --params params.yaml
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc commit -f calibrate
 

@@ -167,6 +167,11 @@ def test_calibrate_writes_a_file_the_clock_reads(tmp_path: Path) -> None:
                                 client_message_us=7.0)
     compute, software = calibrate.clock_costs(other, tmp_path / "missing", _shape())
     assert "FLOP" in compute.source and software.client_message_s == pytest.approx(7e-6)
+    # calibrating one more shape keeps the others (merge); without merge the file is replaced
+    calibrate.run(out, exp, shapes=[_shape(16)], wire_dims=[16], seed=0, merge=True)
+    assert set(Calibration.load(out).compute) == {_shape().key, _shape(16).key}
+    calibrate.run(out, exp, shapes=[_shape(16)], wire_dims=[16], seed=0)
+    assert set(Calibration.load(out).compute) == {_shape(16).key}
     off = dataclasses.replace(other, software="off")
     assert calibrate.clock_costs(off, tmp_path / "missing", _shape())[1] == SoftwareCost(
         source="off")

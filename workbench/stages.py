@@ -104,8 +104,8 @@ def _calibration(cfg: WorkbenchConfig) -> Path:
 
 
 def _calibrate(cfg: WorkbenchConfig, ds: DatasetConfig | None) -> Path:
-    """Calibrate every model the timed experiments run, on their datasets (or on ``ds`` when
-    the command line picked one)."""
+    """Calibrate every model the timed experiments run, on their datasets; or on ``ds`` when
+    the command line picked one, merged into the existing calibration."""
     from workbench.data.schema import DatasetMeta
     from workbench.experiments import calibrate
 
@@ -125,7 +125,7 @@ def _calibrate(cfg: WorkbenchConfig, ds: DatasetConfig | None) -> Path:
         esd_dataset=names["esd"], esd_model=exps.esd.train_model)
     out = _calibration(cfg)
     calibrate.run(out, exps.calibrate, shapes=shapes, wire_dims=dims, seed=cfg.seed,
-                  progress=cfg.profile.progress)
+                  merge=ds is not None, progress=cfg.profile.progress)
     return out
 
 

@@ -93,7 +93,8 @@ class Calibration:
         entry = self.compute.get(key)
         if entry is None:
             raise ConfigError(f"{self.path} has no compute timing for {key} (measured: "
-                              f"{sorted(self.compute)}); run {RECALIBRATE}")
+                              f"{sorted(self.compute)}); run {RECALIBRATE}, with the same "
+                              "--dataset or dataset= as this stage when it runs on your data")
         if entry["fingerprint"] != fingerprint:
             raise ConfigError(f"{self.path}: {key} was measured with a different model "
                               f"configuration (fingerprint {entry['fingerprint']} != "

@@ -128,7 +128,7 @@ def machine() -> dict[str, Any]:
 
 
 def run(out: Path, exp: CalibrationConfig, *, shapes: list[ModelShape], wire_dims: list[int],
-        seed: int, progress: bool = False) -> Calibration:
+        seed: int, merge: bool = False, progress: bool = False) -> Calibration:
     """The ``calibrate`` stage: measure and write ``out/calibration.json`` (atomically).
 
     Args:
@@ -137,6 +137,9 @@ def run(out: Path, exp: CalibrationConfig, *, shapes: list[ModelShape], wire_dim
         shapes: the models and dataset shapes the experiments run (see :func:`required`).
         wire_dims: the embedding widths whose software cost is measured.
         seed: seeds the random inputs.
+        merge: keep the entries of an existing calibration that this run does not measure
+            (calibrating one more dataset's shape must not drop the pipeline's); without it
+            the file is replaced whole.
         progress: show a progress bar.
     """
     from tqdm.auto import tqdm
@@ -172,8 +175,13 @@ def run(out: Path, exp: CalibrationConfig, *, shapes: list[ModelShape], wire_dim
     settings = {"threads": exp.threads, "batch_sizes": list(exp.batch_sizes),
                 "repeats": exp.repeats, "warmup": exp.warmup,
                 "software_sizes": list(exp.software_sizes)}
+    if merge and (out / "calibration.json").exists():
+        old = Calibration.load(out)
+        compute = {**old.compute, **compute}
+        software = {**old.software, **software}
     calibration = Calibration(path=out / "calibration.json", machine=machine(),
-                              settings=settings, compute=compute, software=software)
+                              settings=settings, compute=dict(sorted(compute.items())),
+                              software=dict(sorted(software.items())))
     with atomic_dir(out) as tmp:
         write_json(tmp / "calibration.json", calibration.to_dict())
     return calibration
