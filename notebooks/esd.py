@@ -53,13 +53,21 @@ section = Section(
            "(miss pull), holds staler than the bound (update pull), the expected dirty "
            "evictions the misses cause, and the pushes other workers must make for keys dirty "
            "there, each weighted by seconds per row on that worker's link. `esd_exact` solves "
-           f"the {exp.exact_mode} problem exactly; `esd_heuristic` is greedy on marginal "
-           "(deduplicated) costs; `hybriddis` runs the exact solver when the batch is small or "
-           "its predicted time fits the budget, else the heuristic. Baselines: `random`, "
-           "`contiguous`, and Herald's LAIA on its own LRU snapshots. Every dispatcher drives "
-           f"the same HET caches (LRU, bound {exp.bound}). *Transmission cost* = seconds of "
-           "row transfers over each worker's own link, summed over workers, per batch (first "
-           f"{exp.warmup} batches left out)."))
+           f"the {exp.exact_mode} problem exactly; `esd_heuristic` orders samples by regret "
+           "(the gap between their cheapest and second-cheapest worker), places each greedily on "
+           "its marginal deduplicated cost, then swaps pairs of samples between workers while "
+           f"that lowers the cost ({exp.heuristic_rounds} round(s)); `esd_greedy` is the plain "
+           "greedy in batch order, kept to show how a cost-blind order fails; `hybriddis` runs "
+           "the heuristic and, when the batch is small or the exact solver's predicted time "
+           "fits the budget, the exact solver too, and keeps the cheaper plan. Baselines: "
+           "`random`, `contiguous`, and Herald's LAIA on its own LRU snapshots. Every "
+           f"dispatcher drives the same HET caches (LRU, bound {exp.bound}). Each run first "
+           "warms its caches with its own dispatcher until every cache is full and the hit "
+           f"rate of two {exp.warmup_window}-batch windows differs by at most "
+           f"{exp.warmup_tolerance:g} (at most {exp.warmup_max} batches), then measures "
+           f"{exp.batches} batches. *Transmission cost* = seconds of row transfers over each "
+           "worker's own link, summed over workers, per batch; *makespan* = the slowest "
+           "worker's communication seconds per batch (the BSP view)."))
 
 
 def base_setting() -> str:
@@ -96,30 +104,87 @@ pivot = cost[cost["sweep"] != "base"].pivot_table(
 section.table(pivot, "cost_sweeps", "Transmission cost (s per batch) per setting and dispatcher",
               floatfmt=".4g")
 
+# %% [markdown]
+# ## Steady state and the base setting
+#
+# Costs are measured once the caches are full and their hit rate is stable; a point that did
+# not get there within the warm-up cap is flagged (its costs still include cold-cache misses).
+
+# %%
+warm = cost.pivot_table(index=["sweep", "workers", "cache_ratio", "spread", "per_worker"],
+                        columns="dispatcher", values="warmup_batches").reset_index()
+section.table(warm, "warmup", "Warm-up batches until steady state per setting and dispatcher",
+              floatfmt=".4g")
+unsteady = cost[~cost["steady"].astype(bool)]
+if len(unsteady):
+    section.note("**Not at steady state** within the warm-up cap (" + str(exp.warmup_max)
+                 + " batches): " + "; ".join(
+                     f"{r.dispatcher} at {r.sweep} (W={r.workers}, cache {r.cache_ratio:g}, "
+                     f"spread {r.spread:g}, b={r.per_worker})"
+                     for r in unsteady.drop_duplicates(["dispatcher", "sweep", "workers",
+                                                        "cache_ratio", "spread",
+                                                        "per_worker"]).itertuples()))
+else:
+    section.note("Every point reached steady state before it was measured.")
+base_cost = cost[cost["sweep"] == "base"].set_index("dispatcher")
+base_table = base_cost[["transfer_s_per_batch", "makespan_s_per_batch", "rows_per_batch",
+                   "warmup_batches", "warm_hit_rate", "methods"]].reset_index()
+section.table(base_table, "base_setting", "Base setting at steady state: cost, makespan and "
+              "rows per batch per dispatcher", setting=base_setting(), floatfmt=".5g")
+# the heuristic against the baselines wherever exact beats them, and its gap to exact
+points = cost.pivot_table(index=["sweep", "workers", "cache_ratio", "spread", "per_worker"],
+                          columns="dispatcher", values="transfer_s_per_batch")
+quality = []
+for idx, row in points.iterrows():
+    for b in [d for d in ("random", "contiguous", "laia") if d in row]:
+        if "esd_exact" in row and "esd_heuristic" in row and row["esd_exact"] < row[b]:
+            quality.append({"point": " / ".join(map(str, idx)), "baseline": b,
+                            "heuristic beats it": bool(row["esd_heuristic"] < row[b]),
+                            "heuristic gap to exact": row["esd_heuristic"] / row["esd_exact"]
+                            - 1})
+quality = pd.DataFrame(quality)
+if len(quality):
+    section.table(quality, "heuristic_quality",
+                  "esd_heuristic at every point where esd_exact beats a baseline: does the "
+                  "heuristic beat it too, and its cost gap to exact", floatfmt=".3g")
+base_table
+
 # %%
 esd = "hybriddis" if "hybriddis" in exp.dispatchers else "esd_exact"
 baselines = [d for d in ("random", "contiguous", "laia") if d in exp.dispatchers]
 reductions = []
 for _, row in pivot.iterrows():
-    for base in baselines:
-        reductions.append({"baseline": base, "reduction": 1 - row[esd] / row[base],
+    for base_name in baselines:
+        reductions.append({"baseline": base_name, "reduction": 1 - row[esd] / row[base_name],
                            "setting": f"{row['sweep']}: W={row['workers']}, cache "
                                       f"{row['cache_ratio']:g}, spread {row['spread']:g}, "
                                       f"b={row['per_worker']}"})
 reductions = pd.DataFrame(reductions)
-best = reductions.loc[reductions["reduction"].idxmax()]
 section.table(reductions.groupby("baseline")["reduction"].agg(["min", "mean", "max"])
               .reset_index(), "cost_reduction",
               f"Cost reduction of {esd} against each baseline over all sweep settings",
               floatfmt=".3f")
-section.claim(Claim(
-    paper="ESD", claim=f"lower embedding transmission cost than baselines ({esd})",
-    paper_value="up to 36.76% [A]", measured=f"up to {best['reduction']:.1%} vs {best['baseline']}",
-    setting=best["setting"] + f"; base: {base_setting()}",
-    verdict=verdict.percent(best["reduction"], 0.3676),
-    note="our formalisation of ESD; the largest reduction over every sweep setting and baseline "
-         "(random, contiguous and Herald's LAIA on the same HET caches), as the paper's 'up to'",
-    key="esd.cost"))
+for base_name, why in (("laia", "the strongest baseline (Herald's LAIA)"),
+                       ("random", "random dispatch")):
+    part = reductions[reductions["baseline"] == base_name]
+    if part.empty:
+        continue
+    best = part.loc[part["reduction"].idxmax()]
+    section.claim(Claim(
+        paper="ESD", claim=f"lower embedding transmission cost than {why} ({esd})",
+        paper_value="up to 36.76% [A]", measured=f"up to {best['reduction']:.1%} vs {base_name}",
+        setting=best["setting"] + f"; base: {base_setting()}; steady-state caches",
+        verdict=verdict.percent(best["reduction"], 0.3676),
+        note="our formalisation of ESD; the largest reduction over every sweep setting, as the "
+             "paper's 'up to' (the paper does not say against which baseline)", key="esd.cost"))
+trend = reductions[reductions["baseline"] == (baselines[-1] if baselines else "random")]
+section.note("**What makes ESD's gain grow or vanish** (reduction of " + esd + " against "
+             + (baselines[-1] if baselines else "random") + " per sweep point): "
+             + "; ".join(f"{r.setting}: {r.reduction:.1%}" for r in trend.itertuples())
+             + ". The gain comes from sending each sample where its rows already are and the "
+               "link is fast: it grows with the spread of link speeds (a 1x spread leaves only "
+               "the cache term) and shrinks as caches grow (fewer misses to place) or as the "
+               "batch per worker grows (each worker must take more of everything).")
 
 # %% [markdown]
 # ## Decision time against cost quality (base setting)
@@ -139,6 +204,52 @@ section.figure(fig, "decision_vs_cost", "Decision time against cost quality",
                        "part of the emulated clock: HybridDis overlaps it with compute)")
 section.table(dec, "decision_vs_cost", "Decision time and cost per dispatcher", floatfmt=".4g")
 dec
+
+# %% [markdown]
+# ## HybridDis per batch: which solver ran, its time, the cost it gained
+#
+# The budget is the time a decision can hide behind: one iteration's compute of the train model
+# on the calibrated clock (times `hybrid_budget_fraction`). The exact solver runs when the batch
+# is small or its predicted time fits; the part of its time beyond the budget is charged to the
+# emulated clock.
+
+# %%
+hyb = decision[decision["dispatcher"] == "hybriddis"].copy()
+if len(hyb):
+    heur = decision[decision["dispatcher"] == "esd_heuristic"].set_index("batch")["transfer_s"]
+    hyb["solver"] = hyb["method"].str.split(">").str[0].str.split(":").str[0]
+    fig, ax = plt.subplots(figsize=(6, 3))
+    sns.scatterplot(data=hyb, x="batch", y=1e3 * hyb["decision_s"], hue="solver", ax=ax, s=20)
+    ax.axhline(1e3 * float(base_cost.loc["hybriddis", "budget_s"]), color="grey", ls="--", lw=0.8,
+               label="budget")
+    ax.set(ylabel="decision time (ms, wall)", xlabel="measured batch")
+    ax.legend(fontsize=6)
+    section.figure(fig, "hybriddis_per_batch", "HybridDis per batch: the solver that ran and its "
+                   "wall time against the budget", setting=base_setting())
+    per_batch = hyb[["batch", "method", "decision_s", "charged_s", "transfer_s"]].copy()
+    if len(heur):
+        per_batch["cost gained vs esd_heuristic"] = 1 - per_batch["transfer_s"] / \
+            per_batch["batch"].map(heur)
+    section.table(per_batch, "hybriddis_per_batch", "HybridDis per batch (cost gained: the "
+                  "realised cost against esd_heuristic's on its own run, same batch index)",
+                  floatfmt=".4g")
+
+# %% [markdown]
+# ## Per-worker communication time per dispatcher (base setting)
+
+# %%
+comm_rows = []
+for disp_name, row in base_cost.iterrows():
+    for w, c in enumerate(map(float, str(row["worker_comm_s"]).split())):
+        comm_rows.append({"dispatcher": disp_name, "worker": w, "comm_s": c})
+comm_frame = pd.DataFrame(comm_rows)
+fig, ax = plt.subplots(figsize=(7, 3.2))
+sns.barplot(data=comm_frame, x="worker", y="comm_s", hue="dispatcher", ax=ax)
+ax.set(xlabel="worker (slowest link first)", ylabel="communication s / batch")
+ax.legend(fontsize=6, ncol=2)
+section.figure(fig, "worker_comm", "Per-worker communication time per batch: the BSP makespan "
+               "is the tallest bar of each dispatcher", setting=base_setting()
+               + f"; capacities: {exp.capacity}")
 
 # %% [markdown]
 # ## End to end: test AUC against emulated time
@@ -166,12 +277,14 @@ speedup_claim = dict(paper="ESD", claim=f"end-to-end training speedup ({esd}, ti
                                         "AUC)", paper_value="up to 1.74x [A]",
                      setting=train_setting + f"; target AUC {target}", key="esd.speedup")
 if len(others) and others[f"speedup of {esd}"].notna().any():
-    top = others.loc[others[f"speedup of {esd}"].idxmax()]
-    section.claim(Claim(
-        **speedup_claim, measured=f"up to {top[f'speedup of {esd}']:.2f}x vs {top['dispatcher']}",
-        verdict=verdict.factor(top[f"speedup of {esd}"], 1.74),
-        note="our formalisation of ESD; the largest speedup over the baselines, as the paper's "
-             "'up to'; emulated time, so run-to-run noise is nil"))
+    for _, top in others.iterrows():
+        section.claim(Claim(
+            **speedup_claim,
+            measured=f"{top[f'speedup of {esd}']:.2f}x vs {top['dispatcher']}",
+            verdict=verdict.factor(top[f"speedup of {esd}"], 1.74,
+                                   missing=f"{top['dispatcher']} never reached the target"),
+            note="our formalisation of ESD; one row per baseline trained end to end; emulated "
+                 "time on the calibrated clock, so run-to-run noise is nil"))
 else:
     section.note(f"The target AUC {target} was not reached in this run, so no time-to-target "
                  "speedup is reported.")

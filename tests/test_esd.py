@@ -144,3 +144,37 @@ def test_stage_outputs_on_ci_profile(ci_pipeline: Path) -> None:
     assert "ours" in summary["formalisation"]
     assert {r["dispatcher"] for r in summary["train"]["runs"]} == set(
         cfg.experiments.esd.train_dispatchers)
+
+
+def test_hybriddis_overrun_is_charged_to_the_clock() -> None:
+    """The exact solver's predicted time beyond the budget (the last iteration's compute) is
+    added to the emulated time, and only that."""
+    from workbench.cluster.config import CacheConfig, ClusterConfig
+    from workbench.cluster.time_model import ComputeCost
+    from workbench.dispatch.registry import make_dispatcher
+    from workbench.models.config import ModelConfig
+    from workbench.training.trainer import SystemSpec, Trainer
+
+    rng = np.random.default_rng(0)
+    from workbench.training.trainer import Split
+
+    n = 64 * 4
+    split = Split(rng.random((n, 3)).astype(np.float32), rng.integers(0, 200, (n, 4)),
+                  (rng.random(n) < 0.3).astype(np.float32))
+    model = ModelConfig(name="wdl", embedding_dim=4, deep_mlp=[8], batch_size=64)
+    compute = ComputeCost(1e-3, 0.0, "test")  # 1 ms per iteration
+    times = {}
+    for spv in (1e-9, 1e-3):  # predicted exact time: ~0 s or 256 x 1 ms per batch
+        tr = Trainer(model, 3, 4, 200, SystemSpec("c", "cache", 10),
+                     ClusterConfig(workers=4, bandwidth_gbps=[0.1, 1.0, 1.0, 1.0]),
+                     CacheConfig(policy="lru", rows=40), compute=compute,
+                     dispatcher_factory=lambda cl, caps, s=spv: make_dispatcher(
+                         "hybriddis", cl, caps, small_instance=10**9,
+                         seconds_per_variable=s, predictor="fixed"))
+        for t in range(4):
+            tr.step(split, t * 64)
+        times[spv] = (tr.elapsed_s, tr.decision_s)
+    assert times[1e-9][1] == 0.0
+    charged = 4 * (64 * 4 * 1e-3 - 1e-3)  # 4 batches x (predicted - budget)
+    assert times[1e-3][1] == pytest.approx(charged)
+    assert times[1e-3][0] == pytest.approx(times[1e-9][0] + charged)

@@ -60,6 +60,7 @@ class ProfileConfig:
         train_max_test: test samples of the training experiments (null = all).
         het_embedding_dim: embedding width of HET's models (WDL, DeepFM, DCN).
         esd_per_worker: samples per worker per batch of the ESD experiments.
+        esd_warmup_max: ESD warm-up cap in batches (steady state usually comes earlier).
         esd_batches: global batches per ESD run.
         recd_rows: rows of the synthetic sessions dataset of the RecD experiments.
         recd_window: rows per partition (clustering window) of the RecD experiments.
@@ -84,6 +85,7 @@ class ProfileConfig:
     train_max_test: int | None = field(default=None, metadata=in_range(1, None))
     het_embedding_dim: int = field(default=128, metadata=in_range(1, 65_536))
     esd_per_worker: int = field(default=64, metadata=in_range(1, None))
+    esd_warmup_max: int = field(default=400, metadata=in_range(0, None))
     esd_batches: int = field(default=40, metadata=in_range(1, None))
     recd_rows: int = field(default=200_000, metadata=in_range(10, None))
     recd_window: int = field(default=16384, metadata=in_range(1, None))

@@ -97,6 +97,9 @@ class Decision:
         predicted_cost: the cost model's value of the assignment (NaN for cost-blind
             dispatchers).
         sync_plan_sizes: LAIA's ``|cplan[w]|`` per worker (zeros for the others).
+        charged_s: decision seconds the emulated clock must add to the iteration: the part of
+            the decision that did not fit the budget it hides behind (0 for every dispatcher
+            but hybriddis' exact solves; see :mod:`workbench.dispatch.hybriddis`).
     """
 
     assignment: np.ndarray
@@ -104,6 +107,7 @@ class Decision:
     seconds: float
     predicted_cost: float = float("nan")
     sync_plan_sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    charged_s: float = 0.0
 
 
 class Dispatcher:
@@ -131,11 +135,11 @@ class Dispatcher:
 
 def run_dispatch(cluster: EdgeCluster, keys: np.ndarray, dispatcher: Dispatcher, batches: int,
                  update: float = -0.01, wire_dim: int | None = None,
-                 progress: bool = False) -> list[dict]:
+                 progress: bool = False, start: int = 0) -> list[dict]:
     """Dispatch and replay ``batches`` global batches of ``keys`` (``[samples, F]``).
 
-    Global batch t is samples ``[t N, (t + 1) N)`` with N = the capacities' sum, wrapping
-    around the trace. Each batch: the dispatcher decides on the current cache states; every
+    Global batch t (``start <= t < start + batches``) is samples ``[t N, (t + 1) N)`` with N =
+    the capacities' sum, wrapping around the trace. Each batch: the dispatcher decides on the current cache states; every
     worker reads its samples' keys through its cache; then every worker writes one constant
     update per key occurrence (BSP order); the cluster closes the iteration.
 
@@ -150,7 +154,8 @@ def run_dispatch(cluster: EdgeCluster, keys: np.ndarray, dispatcher: Dispatcher,
     dim = cluster.dim if wire_dim is None else wire_dim
     tau = dim * 4 / cluster.links.bandwidth_Bps
     out = []
-    for t in tqdm(range(batches), disable=not progress, desc=dispatcher.name, unit="batch"):
+    for t in tqdm(range(start, start + batches), disable=not progress, desc=dispatcher.name,
+                  unit="batch"):
         idx = (np.arange(t * n, (t + 1) * n)) % len(keys)
         batch = keys[idx]
         decision = dispatcher.decide(batch, t)
@@ -162,7 +167,8 @@ def run_dispatch(cluster: EdgeCluster, keys: np.ndarray, dispatcher: Dispatcher,
         rec = cluster.end_iteration()
         moved = rec["pulled_rows"] + rec["pushed_rows"]
         out.append({"samples": [idx[pos] for pos in owned], "method": decision.method,
-                    "decision_s": decision.seconds, "predicted_cost": decision.predicted_cost,
+                    "decision_s": decision.seconds, "charged_s": decision.charged_s,
+                    "predicted_cost": decision.predicted_cost,
                     "sync_plan_sizes": decision.sync_plan_sizes,
                     "pulled_rows": rec["pulled_rows"], "pushed_rows": rec["pushed_rows"],
                     "comm_s": rec["comm_s"], "transfer_s": moved * tau})

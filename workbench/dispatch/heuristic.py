@@ -1,10 +1,31 @@
-"""ESD's heuristic: greedy dispatch with marginal deduplicated costs (one numba kernel per batch).
+"""ESD's heuristics: greedy dispatch on marginal deduplicated costs, and its regret + swap form.
 
-Samples in a given order (default: batch order); each goes to the worker with room whose
-*marginal* dedup cost ``sum_{k in K_i, k not yet claimed on j} A_jk`` is the smallest (ties to
-the lowest worker index); its keys are then claimed on that worker, so a key shared by several
-samples of one worker is paid once (the models are in :mod:`workbench.dispatch.objective`).
-O(nnz x W) for the whole batch.
+**Greedy (``greedy_marginal``).** Samples in a given order (default: batch order); each goes to
+the worker with room whose *marginal* dedup cost ``sum_{k in K_i, k not yet claimed on j} A_jk``
+is the smallest (ties to the lowest worker index); its keys are then claimed on that worker, so a
+key shared by several samples of one worker is paid once (the models are in
+:mod:`workbench.dispatch.objective`). O(nnz x W) for the whole batch. In batch order it fails in
+a telling way: when costs scale with a worker's link time, the fastest worker is the cheapest for
+almost every sample, so it fills first with whatever samples come first, and the plan costs
+what random costs (kept as ``esd_greedy`` for that lesson).
+
+**Regret + swap (``regret_swap``, ESD's heuristic)**::
+
+    C[i, j] = sum_{k in K_i} A[j, k]                   additive cost (upper bound of the marginal)
+    regret_i = second smallest_j C[i, j] - smallest_j C[i, j]
+    order    = samples by decreasing regret            (Vogel: who loses most if not served first)
+    x        = greedy_marginal(order)                  capacity-feasible, deduplicated
+    repeat up to `rounds` times:                       local improvement under capacity
+        D[i, b] = sum_{k in K_i} A[b, k] [no sample on b uses k]
+                - sum_{k in K_i} A[x_i, k] [i is the only sample on x_i using k]
+        for every worker pair (a, b): samples on a sorted by D[., b], samples on b by D[., a];
+            pair them off in that order while the estimated swap gain is positive, and swap a
+            pair iff its exact delta (recomputed on the current claim counts) is < 0
+    stop when a round swaps nothing
+
+Every swap keeps each worker's count, so the plan stays feasible for any capacities; the
+deduplicated cost never rises (a swap is applied only when its exact delta is negative).
+O(rounds x (nnz x W + W^2 x N)).
 """
 
 from __future__ import annotations
@@ -14,7 +35,13 @@ import time
 import numba as nb
 import numpy as np
 
-from workbench.dispatch.objective import Solution, check_cap, check_keys
+from workbench.dispatch.objective import (
+    Solution,
+    _additive_kernel,
+    _dedup_kernel,
+    check_cap,
+    check_keys,
+)
 
 
 @nb.njit(cache=True)
@@ -85,3 +112,126 @@ def greedy_marginal(A, indptr, indices, cap, order=None) -> Solution:
     total = _greedy_kernel(A, indptr, indices, cap, order, x)
     return Solution(x, float(total), "greedy-marginal", False, time.perf_counter() - t0,
                     "heuristic")
+
+
+@nb.njit(cache=True)
+def _unique_rows(indptr, indices, n_keys):  # pragma: no cover - compiled
+    """The CSR with repeats inside a sample removed (claim counts need each key once)."""
+    stamp = np.zeros(n_keys, dtype=np.int64)
+    out_ptr = np.zeros(indptr.size, dtype=np.int64)
+    out = np.empty(indices.size, dtype=np.int64)
+    nnz = 0
+    for i in range(indptr.size - 1):
+        for p in range(indptr[i], indptr[i + 1]):
+            k = indices[p]
+            if stamp[k] != i + 1:
+                stamp[k] = i + 1
+                out[nnz] = k
+                nnz += 1
+        out_ptr[i + 1] = nnz
+    return out_ptr, out[:nnz]
+
+
+@nb.njit(cache=True)
+def _move_delta(A, indptr, indices, count, i, a, b):  # pragma: no cover - compiled
+    """Exact change of the dedup cost when sample i moves from worker a to worker b."""
+    d = 0.0
+    for p in range(indptr[i], indptr[i + 1]):
+        k = indices[p]
+        if count[b, k] == 0:
+            d += A[b, k]
+        if count[a, k] == 1:
+            d -= A[a, k]
+    return d
+
+
+@nb.njit(cache=True)
+def _apply_move(indptr, indices, count, x, i, a, b):  # pragma: no cover - compiled
+    for p in range(indptr[i], indptr[i + 1]):
+        k = indices[p]
+        count[a, k] -= 1
+        count[b, k] += 1
+    x[i] = b
+
+
+@nb.njit(cache=True)
+def _swap_improve(A, indptr, indices, x, rounds):  # pragma: no cover - compiled
+    """Pairwise swaps that lower the dedup cost (see the module docstring); returns
+    ``(swaps, rounds run)``."""
+    w, u = A.shape
+    n = indptr.size - 1
+    count = np.zeros((w, u), dtype=np.int32)
+    for i in range(n):
+        for p in range(indptr[i], indptr[i + 1]):
+            count[x[i], indices[p]] += 1
+    D = np.empty((n, w))
+    swaps = 0
+    done = 0
+    for _ in range(rounds):
+        done += 1
+        for i in range(n):
+            for b in range(w):
+                D[i, b] = 0.0 if b == x[i] else _move_delta(A, indptr, indices, count, i,
+                                                              x[i], b)
+        improved = False
+        for a in range(w):
+            for b in range(a + 1, w):
+                on_a = np.flatnonzero(x == a)
+                on_b = np.flatnonzero(x == b)
+                if on_a.size == 0 or on_b.size == 0:
+                    continue
+                ca = on_a[np.argsort(D[on_a, b])]  # best candidates a -> b first
+                cb = on_b[np.argsort(D[on_b, a])]
+                for t in range(min(ca.size, cb.size)):
+                    i, j = ca[t], cb[t]
+                    if D[i, b] + D[j, a] >= -1e-12:
+                        break  # the estimates only get worse down the lists
+                    if x[i] != a or x[j] != b:
+                        continue
+                    d1 = _move_delta(A, indptr, indices, count, i, a, b)
+                    _apply_move(indptr, indices, count, x, i, a, b)
+                    d2 = _move_delta(A, indptr, indices, count, j, b, a)
+                    if d1 + d2 < -1e-12:
+                        _apply_move(indptr, indices, count, x, j, b, a)
+                        swaps += 1
+                        improved = True
+                    else:
+                        _apply_move(indptr, indices, count, x, i, b, a)
+        if not improved:
+            break
+    return swaps, done
+
+
+def regret_swap(A, indptr, indices, cap, rounds: int = 20) -> Solution:
+    """ESD heuristic: regret-ordered marginal greedy, then pairwise swaps (module docstring).
+
+    Args:
+        A: ``float[W, U]`` per-(worker, key) cost, ``>= 0``.
+        indptr: ``int[N + 1]`` CSR row pointer.
+        indices: ``int[nnz]`` keys in ``0..U-1``.
+        cap: ``int[W]`` capacities summing to N.
+        rounds: at most this many rounds of swaps (0: the regret-ordered greedy alone).
+
+    Returns:
+        A :class:`Solution` with the dedup cost as ``objective``; ``status`` says how many swaps
+        were made in how many rounds.
+    """
+    t0 = time.perf_counter()
+    A, indptr, indices = check_keys(A, indptr, indices)
+    n = indptr.size - 1
+    cap = check_cap(cap, n, A.shape[0])
+    indptr, indices = _unique_rows(indptr, indices, A.shape[1])
+    C = np.zeros((n, A.shape[0]))
+    _additive_kernel(A, indptr, indices, C)
+    if A.shape[0] > 1:
+        part = np.partition(C, 1, axis=1)
+        regret = part[:, 1] - part[:, 0]
+    else:
+        regret = np.zeros(n)
+    order = np.argsort(-regret, kind="stable").astype(np.int64)
+    x = np.empty(n, dtype=np.int64)
+    _greedy_kernel(A, indptr, indices, cap, order, x)
+    swaps, done = _swap_improve(A, indptr, indices, x, rounds) if rounds > 0 and n else (0, 0)
+    total = float(_dedup_kernel(A, indptr, indices, x))
+    return Solution(x, total, "regret-swap", False, time.perf_counter() - t0,
+                    f"heuristic: {swaps} swap(s) in {done} round(s)")

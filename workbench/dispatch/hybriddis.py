@@ -4,16 +4,29 @@
 global batch the cost model (:mod:`workbench.dispatch.cost_model`) prices every (worker, key) on
 the real cache states; then
 
-* ``esd_heuristic``: greedy on the deduplicated cost with marginal costs
-  (:mod:`workbench.dispatch.heuristic`);
+* ``esd_heuristic``: regret-ordered greedy on marginal deduplicated costs plus pairwise swaps
+  (:func:`~workbench.dispatch.heuristic.regret_swap`); ``esd_greedy``: the plain greedy in batch
+  order (:func:`~workbench.dispatch.heuristic.greedy_marginal`), kept as a named variant because
+  it shows how a cost-blind order fails (the fastest worker fills first);
 * ``esd_exact``: the additive transportation optimum (``mode="additive"``) or the deduplicated
   ILP under a time limit (``mode="dedup"``) (:mod:`workbench.dispatch.exact`);
 * ``hybriddis``: per batch, the cheap heuristic always, plus the exact solver when the instance
-  is small or its predicted time fits the decision budget (predicted from the time per variable
-  of earlier solves); it keeps the plan with the lower deduplicated cost (so it is never worse
-  than the heuristic on the same state) and records which ran and how long it took::
+  is small or its predicted time fits the decision budget; it keeps the plan with the lower
+  deduplicated cost (so it is never worse than the heuristic on the same state) and records
+  which ran and how long it took.
 
-      keys --cost model--> A[W, U], CSR --+--> greedy_marginal ------------------+--> cheaper plan
+  *Budget*: the time the decision can hide behind, i.e. the previous iteration's compute on
+  the emulated clock (the trainer calls :meth:`EsdDispatcher.set_budget` every iteration; the
+  ESD sweeps set the calibrated compute of one iteration) times ``budget_fraction``.
+  *Predictor* of the exact solver's seconds for V = N x W variables: ``t(V) = a + b V``;
+  ``fixed`` keeps ``a = 0, b = seconds_per_variable`` (deterministic runs); ``online`` refits
+  ``(a, b)`` by least squares on the last 32 observed (V, wall seconds) solves, starting from the
+  fixed prior (adaptive; runs then depend on machine speed).
+  *Charge*: when the exact solver runs, ``max(0, t - budget)`` seconds go on the emulated clock
+  (``Decision.charged_s``), with ``t`` the predicted time under ``fixed`` and the measured wall
+  time under ``online``::
+
+      keys --cost model--> A[W, U], CSR --+--> regret_swap ----------------------+--> cheaper plan
                                           |                                      |
                                           +--> exact (if N x W small or the -----+
                                                predicted time <= budget)
@@ -28,7 +41,7 @@ import numpy as np
 from workbench.dispatch.base import Decision, Dispatcher
 from workbench.dispatch.cost_model import CostModel
 from workbench.dispatch.exact import solve_dedup_ilp, solve_transport
-from workbench.dispatch.heuristic import greedy_marginal
+from workbench.dispatch.heuristic import greedy_marginal, regret_swap
 from workbench.dispatch.objective import additive_matrix, dedup_cost
 
 
@@ -36,7 +49,7 @@ class EsdDispatcher(Dispatcher):
     """ESD on the cost model: ``esd_heuristic``, ``esd_exact`` or ``hybriddis``.
 
     Args:
-        name: which of the three.
+        name: ``esd_heuristic``, ``esd_greedy``, ``esd_exact`` or ``hybriddis``.
         workers: W.
         capacities: samples per worker.
         cost_model: reads the cluster's cache states and links.
@@ -51,13 +64,27 @@ class EsdDispatcher(Dispatcher):
             sample-worker variable (calibrated by ``benchmarks/dispatch_throughput.py``). Fixed,
             the switch is deterministic; None learns it from the measured solves instead
             (adaptive, but then runs depend on machine speed).
+        heuristic_rounds: swap rounds of the regret heuristic.
+        predictor: ``fixed`` or ``online`` (see the module docstring); None: ``online`` when
+            ``seconds_per_variable`` is None, else ``fixed``.
     """
 
     def __init__(self, name: str, workers: int, capacities: np.ndarray, cost_model: CostModel,
                  mode: str = "additive", time_limit_s: float = 1.0, budget_s: float = 0.05,
                  small_instance: int = 2048, seconds_per_variable: float | None = None,
-                 objective: str = "total") -> None:
+                 objective: str = "total", heuristic_rounds: int = 1,
+                 predictor: str | None = None) -> None:
         super().__init__(name, workers, capacities)
+        self.heuristic_rounds = heuristic_rounds
+        if predictor is None:
+            predictor = "online" if seconds_per_variable is None else "fixed"
+        if predictor not in ("fixed", "online"):
+            raise ValueError(f"hybriddis predictor {predictor!r}: must be 'fixed' or 'online'")
+        if predictor == "fixed" and seconds_per_variable is None:
+            raise ValueError("the fixed predictor needs seconds_per_variable")
+        self.predictor = predictor
+        self._observed: list[tuple[float, float]] = []
+        self._fit = (0.0, seconds_per_variable or 0.0)
         if mode not in ("additive", "dedup"):
             raise ValueError(f"esd mode {mode!r}: must be 'additive' or 'dedup'")
         if objective not in ("total", "makespan") or (objective == "makespan"
@@ -70,8 +97,27 @@ class EsdDispatcher(Dispatcher):
         self.time_limit_s = time_limit_s
         self.budget_s = budget_s
         self.small_instance = small_instance
-        self.learn = seconds_per_variable is None
-        self.seconds_per_variable = seconds_per_variable  # hybriddis' predictor
+
+    def set_budget(self, seconds: float) -> None:
+        """The time the next decision can hide behind (the previous iteration's compute)."""
+        self.budget_s = float(seconds)
+
+    def predict_seconds(self, variables: int) -> float:
+        """The exact solver's predicted seconds for ``variables`` = N x W."""
+        a, b = self._fit
+        return max(0.0, a + b * variables)
+
+    def _observe(self, variables: int, seconds: float) -> None:
+        if self.predictor != "online":
+            return
+        self._observed = (self._observed + [(float(variables), seconds)])[-32:]
+        v = np.array([o[0] for o in self._observed])
+        t = np.array([o[1] for o in self._observed])
+        if len(self._observed) >= 3 and np.ptp(v) > 0:
+            b, a = np.polyfit(v, t, 1)
+            self._fit = (max(float(a), 0.0), max(float(b), 0.0))
+        else:  # one size seen so far: a rate through the origin
+            self._fit = (0.0, float(t.sum() / v.sum()))
 
     def _exact(self, cost, indptr, indices):
         if self.mode == "additive":
@@ -83,27 +129,34 @@ class EsdDispatcher(Dispatcher):
         start = time.perf_counter()
         cost, indptr, indices = self.cost_model.batch(keys)
         variables = keys.shape[0] * self.workers
-        method = {"esd_heuristic": "heuristic", "esd_exact": "exact"}.get(self.name)
+        method = {"esd_heuristic": "heuristic", "esd_greedy": "greedy",
+                  "esd_exact": "exact"}.get(self.name)
+        predicted = self.predict_seconds(variables)
         if method is None:  # hybriddis
-            predicted = (None if self.seconds_per_variable is None
-                         else self.seconds_per_variable * variables)
-            method = ("exact" if variables <= self.small_instance or predicted is None
-                      or predicted <= self.budget_s else "heuristic")
+            method = ("exact" if variables <= self.small_instance or predicted <= self.budget_s
+                      else "heuristic")
         heuristic = None
+        charged = 0.0
+        if method == "greedy":
+            solution = greedy_marginal(cost, indptr, indices, self.capacities)
         if method == "heuristic" or self.name == "hybriddis":
-            heuristic = greedy_marginal(cost, indptr, indices, self.capacities)
+            heuristic = regret_swap(cost, indptr, indices, self.capacities,
+                                    self.heuristic_rounds)
             solution = heuristic
         if method == "exact":
             t0 = time.perf_counter()
             solution = self._exact(cost, indptr, indices)
-            rate = (time.perf_counter() - t0) / variables
-            if self.learn:
-                self.seconds_per_variable = rate if self.seconds_per_variable is None else \
-                    0.5 * self.seconds_per_variable + 0.5 * rate
+            wall = time.perf_counter() - t0
+            self._observe(variables, wall)
+            if self.name == "hybriddis":
+                spent = wall if self.predictor == "online" else predicted
+                charged = max(0.0, spent - self.budget_s)
+            method = f"exact:{solution.method}"  # which plan: the optimum or a fallback
             if heuristic is not None and (
                     dedup_cost(cost, indptr, indices, heuristic.assignment)
                     < dedup_cost(cost, indptr, indices, solution.assignment)):
-                solution, method = heuristic, "exact>heuristic"  # keep the cheaper plan
+                solution, method = heuristic, f"{method}>heuristic"  # keep the cheaper plan
         x = np.asarray(solution.assignment, dtype=np.int64)
         return Decision(x, method, time.perf_counter() - start,
-                        predicted_cost=float(dedup_cost(cost, indptr, indices, x)))
+                        predicted_cost=float(dedup_cost(cost, indptr, indices, x)),
+                        charged_s=charged)

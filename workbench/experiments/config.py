@@ -191,7 +191,11 @@ class EsdConfig:
         workers: edge workers of the base setting.
         per_worker: samples per worker per batch of the base setting.
         batches: global batches per run.
-        warmup: first batches left out of the averages (cold caches).
+        warmup_max: at most this many warm-up batches before measuring (a point that never
+            reaches steady state is flagged).
+        warmup_window: batches per hit-rate window of the steady-state test.
+        warmup_tolerance: steady state = every cache full and the hit rate of two consecutive
+            windows within this (absolute).
         cache_ratio: cache rows per worker as a fraction of the table.
         bound: staleness bound of the caches (read and write).
         max_bandwidth_gbps: the fastest worker's link.
@@ -201,7 +205,13 @@ class EsdConfig:
         objective: ``total`` (the paper's summed weighted cost) or ``makespan`` (the slowest
             worker's cost; additive mode only).
         time_limit_s: MILP time limit of the dedup solver.
-        hybrid_budget_s: hybriddis' decision budget per batch.
+        hybrid_budget_fraction: hybriddis' decision budget = this x the previous iteration's
+            compute on the clock (the time the decision hides behind).
+        hybrid_predictor: ``fixed`` (the exact solver takes ``exact_seconds_per_variable`` x
+            N x W seconds: deterministic) or ``online`` (fitted a + b V to observed solves).
+        heuristic_rounds: swap rounds of ``esd_heuristic`` (regret greedy + swaps).
+        capacity: samples per worker: ``equal`` shares, or ``proportional`` to each worker's
+            rate (speed and link; the global batch unchanged).
         small_instance: hybriddis runs the exact solver whenever N x W is at most this.
         exact_seconds_per_variable: hybriddis' predicted exact-solver seconds per
             sample-worker variable (null: learn it from measured solves, machine-dependent).
@@ -215,12 +225,14 @@ class EsdConfig:
 
     dataset: str = "synthetic"
     dispatchers: list[str] = field(default_factory=lambda: [
-        "random", "contiguous", "laia", "esd_heuristic", "esd_exact", "hybriddis"],
-        metadata=nonempty())
+        "random", "contiguous", "laia", "esd_greedy", "esd_heuristic", "esd_exact",
+        "hybriddis"], metadata=nonempty())
     workers: int = field(default=8, metadata=in_range(1, 1024))
     per_worker: int = field(default=64, metadata=in_range(1, None))
     batches: int = field(default=40, metadata=in_range(1, None))
-    warmup: int = field(default=5, metadata=in_range(0, None))
+    warmup_max: int = field(default=400, metadata=in_range(0, None))
+    warmup_window: int = field(default=5, metadata=in_range(1, None))
+    warmup_tolerance: float = field(default=0.01, metadata=in_range(0.0, 1.0))
     cache_ratio: float = field(default=0.05, metadata=in_range(0.0, 1.0, lo_open=True))
     bound: int = field(default=100, metadata=in_range(0, None))
     max_bandwidth_gbps: float = field(default=1.0, metadata=in_range(0.0, None, lo_open=True))
@@ -229,7 +241,10 @@ class EsdConfig:
     exact_mode: Literal["additive", "dedup"] = "additive"
     objective: Literal["total", "makespan"] = "total"
     time_limit_s: float = field(default=0.5, metadata=in_range(0.0, None, lo_open=True))
-    hybrid_budget_s: float = field(default=0.02, metadata=in_range(0.0, None))
+    hybrid_budget_fraction: float = field(default=1.0, metadata=in_range(0.0, None))
+    hybrid_predictor: Literal["fixed", "online"] = "fixed"
+    heuristic_rounds: int = field(default=1, metadata=in_range(0, 1000))
+    capacity: Literal["equal", "proportional"] = "equal"
     small_instance: int = field(default=2048, metadata=in_range(0, None))
     exact_seconds_per_variable: float | None = field(default=2.5e-6,
                                                      metadata=in_range(0.0, None, lo_open=True))
@@ -246,7 +261,8 @@ class EsdConfig:
     train_model: str = "wdl"
 
     def __post_init__(self) -> None:
-        allowed = ("contiguous", "random", "laia", "esd_heuristic", "esd_exact", "hybriddis")
+        allowed = ("contiguous", "random", "laia", "esd_heuristic", "esd_greedy", "esd_exact",
+                   "hybriddis")
         for key in ("dispatchers", "train_dispatchers"):
             check_each(key, getattr(self, key), lambda name: name in allowed, f"one of {allowed}")
         check_each("cache_sweep", self.cache_sweep, lambda r: 0 < r <= 1, "in (0, 1]")

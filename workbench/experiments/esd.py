@@ -7,8 +7,9 @@
   worker's own link, summed over workers: ``sum_j rows_j x D x 4 / B_j``), the BSP makespan
   (the slowest worker's communication seconds) and the rows moved, per dispatcher, for sweeps
   over the number of workers, the cache ratio, the bandwidth spread (fastest / slowest link,
-  log-spaced in between) and the samples per worker. Every run starts from empty caches and
-  leaves out the first ``warmup`` batches.
+  log-spaced in between) and the samples per worker. Every run first warms its caches with its
+  own dispatcher until they are full and the hit rate is stable (:func:`warm_up`; the warm-up
+  length and whether steady state was reached are in the table), then measures ``batches``.
 * ``decision.csv``: decision seconds per batch and cost per dispatcher at the base setting
   (quality vs decision time, and which solver hybriddis chose).
 * ``train.csv`` / ``train_summary.json``: the model trained end to end through the cluster with
@@ -27,6 +28,7 @@ import pandas as pd
 
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.edge_cluster import EdgeCluster
+from workbench.cluster.time_model import ComputeCost, SoftwareCost
 from workbench.data.config import DatasetConfig
 from workbench.data.keys import sample_keys, table_rows
 from workbench.data.preprocess import read_split
@@ -50,31 +52,103 @@ def edge_cluster_config(exp: EsdConfig, workers: int, spread: float) -> ClusterC
                          ps_bandwidth_gbps=exp.max_bandwidth_gbps * workers)
 
 
+def clock_cluster(exp: EsdConfig, cluster: ClusterConfig) -> ClusterConfig:
+    """ESD's base edge links (:func:`edge_cluster_config`) with the clock settings of
+    ``cluster`` (compute, software cost, overlap)."""
+    return dataclasses.replace(
+        edge_cluster_config(exp, exp.workers, exp.bandwidth_spread), compute=cluster.compute,
+        gflops=cluster.gflops, overlap=cluster.overlap, software=cluster.software,
+        client_message_us=cluster.client_message_us, client_row_us=cluster.client_row_us,
+        server_message_us=cluster.server_message_us, server_row_us=cluster.server_row_us)
+
+
+def worker_capacities(cluster: ClusterConfig, per_worker: int, mode: str) -> np.ndarray:
+    """Samples per worker of a global batch of ``W x per_worker``.
+
+    ``equal``: ``per_worker`` each. ``proportional``: shares proportional to a worker's rate
+    ``1 / (1 / speed_j + B_max / B_j)`` (compute and link both count; a worker half as fast in
+    both gets half the samples), rounded by largest remainder, at least one each, same total.
+    """
+    workers = cluster.workers
+    if mode == "equal":
+        return np.full(workers, per_worker, dtype=np.int64)
+    speed = np.array(cluster.per_worker("speed"), dtype=np.float64)
+    bw = np.array(cluster.per_worker("bandwidth_gbps"), dtype=np.float64)
+    rate = 1.0 / (1.0 / speed + bw.max() / bw)
+    total = workers * per_worker
+    share = 1 + rate / rate.sum() * (total - workers)
+    caps = np.floor(share).astype(np.int64)
+    left = total - caps.sum()
+    caps[np.argsort(-(share - caps), kind="stable")[:left]] += 1
+    return caps
+
+
+def warm_up(cluster: EdgeCluster, keys: np.ndarray, disp, exp: EsdConfig,
+            wire_dim: int) -> tuple[int, bool, float]:
+    """Dispatch with ``disp`` until every cache is full and its hit rate is stable.
+
+    Steady state: every worker's cache holds ``capacity`` lines, and the hit rate over the last
+    ``warmup_window`` batches (1 - miss pulls / unique keys read, all workers) differs from the
+    window before by at most ``warmup_tolerance``. At most ``warmup_max`` batches.
+
+    Returns:
+        ``(batches run, steady state reached, hit rate of the last window)``.
+    """
+    from workbench.cluster.cache import C_INDEX
+
+    window, done, last = exp.warmup_window, 0, None
+    hit = float("nan")
+    while done < exp.warmup_max:
+        before = cluster.counters()
+        run_dispatch(cluster, keys, disp, window, wire_dim=wire_dim, start=done)
+        done += window
+        delta = cluster.counters() - before
+        unique = delta[:, C_INDEX["unique_read"]].sum()
+        hit = 1.0 - delta[:, C_INDEX["miss_pulls"]].sum() / max(unique, 1)
+        full = all(c.size >= c.capacity for c in cluster.caches)
+        if full and last is not None and abs(hit - last) <= exp.warmup_tolerance:
+            return done, True, hit
+        last = hit
+    return done, False, hit
+
+
 def one_run(keys: np.ndarray, rows: int, exp: EsdConfig, dispatcher: str, workers: int,
             per_worker: int, cache_ratio: float, spread: float, wire_dim: int,
-            seed: int) -> tuple[dict[str, Any], list[dict]]:
-    """Dispatch ``exp.batches`` batches with one dispatcher; summarise after the warm-up."""
+            seed: int, compute: ComputeCost) -> tuple[dict[str, Any], list[dict]]:
+    """Warm the caches to steady state with one dispatcher, then measure ``exp.batches``.
+
+    HybridDis' budget is ``hybrid_budget_fraction`` x one iteration's compute of the train
+    model on the slowest-loaded worker (``compute``: the calibrated clock)."""
     cluster = EdgeCluster(edge_cluster_config(exp, workers, spread),
                           CacheConfig(policy="lru", ratio=cache_ratio, read_bound=exp.bound,
                                       write_bound=exp.bound), rows, VALUE_DIM)
-    caps = np.full(workers, per_worker, dtype=np.int64)
+    caps = worker_capacities(edge_cluster_config(exp, workers, spread), per_worker, exp.capacity)
     disp = make_dispatcher(dispatcher, cluster, caps, wire_dim=wire_dim, mode=exp.exact_mode,
-                           time_limit_s=exp.time_limit_s, budget_s=exp.hybrid_budget_s,
-                           small_instance=exp.small_instance,
+                           time_limit_s=exp.time_limit_s, small_instance=exp.small_instance,
                            seconds_per_variable=exp.exact_seconds_per_variable,
-                           objective=exp.objective, seed=seed)
-    records = run_dispatch(cluster, keys, disp, exp.batches, wire_dim=wire_dim)
-    kept = records[min(exp.warmup, len(records) - 1):]
+                           objective=exp.objective, heuristic_rounds=exp.heuristic_rounds,
+                           predictor=exp.hybrid_predictor, seed=seed)
+    budget = exp.hybrid_budget_fraction * float(compute.seconds(caps).max())
+    if hasattr(disp, "set_budget"):
+        disp.set_budget(budget)
+    warm, steady, hit = warm_up(cluster, keys, disp, exp, wire_dim)
+    kept = run_dispatch(cluster, keys, disp, exp.batches, wire_dim=wire_dim, start=warm)
     transfer = np.array([r["transfer_s"].sum() for r in kept])
     makespan = np.array([r["comm_s"].max() for r in kept])
     rows_moved = np.array([(r["pulled_rows"] + r["pushed_rows"]).sum() for r in kept])
-    methods = pd.Series([r["method"] for r in records]).value_counts().to_dict()
+    methods = pd.Series([r["method"] for r in kept]).value_counts().to_dict()
+    per_worker_comm = np.mean([r["comm_s"] for r in kept], axis=0)
     return {"dispatcher": dispatcher, "workers": workers, "per_worker": per_worker,
             "cache_ratio": cache_ratio, "spread": spread,
+            "capacities": " ".join(map(str, caps)),
+            "worker_comm_s": " ".join(f"{c:.6g}" for c in per_worker_comm),
+            "warmup_batches": warm, "steady": steady, "warm_hit_rate": hit,
+            "budget_s": budget,
+            "charged_s_per_batch": float(np.mean([r["charged_s"] for r in kept])),
             "transfer_s_per_batch": float(transfer.mean()),
             "makespan_s_per_batch": float(makespan.mean()),
             "rows_per_batch": float(rows_moved.mean()),
-            "methods": ";".join(f"{k}:{v}" for k, v in sorted(methods.items()))}, records
+            "methods": ";".join(f"{k}:{v}" for k, v in sorted(methods.items()))}, kept
 
 
 def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
@@ -119,6 +193,11 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
     points += [("cache_ratio", {**base, "cache_ratio": c}) for c in exp.cache_sweep]
     points += [("spread", {**base, "spread": s}) for s in exp.spread_sweep]
     points += [("per_worker", {**base, "per_worker": b}) for b in batch_sweep]
+    from workbench.experiments.calibrate import ModelShape, clock_costs
+
+    cluster_cfg = clock_cluster(exp, cluster)
+    compute, software = clock_costs(cluster_cfg, calibration, ModelShape(
+        exp.train_model, model, len(meta.dense), len(meta.categorical)))
     rows_out, decisions = [], []
     done: dict[tuple, dict[str, Any]] = {}
     bar = tqdm(total=len(points) * len(exp.dispatchers), disable=not progress, desc="esd")
@@ -127,10 +206,10 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
             key = (name, *point.values())
             if key not in done:
                 done[key], records = one_run(keys, rows, exp, name, seed=seed,
-                                             wire_dim=wire_dim, **point)
+                                             wire_dim=wire_dim, compute=compute, **point)
                 if sweep == "base":
                     decisions += [{"dispatcher": name, "batch": t, "method": r["method"],
-                                   "decision_s": r["decision_s"],
+                                   "decision_s": r["decision_s"], "charged_s": r["charged_s"],
                                    "transfer_s": float(r["transfer_s"].sum())}
                                   for t, r in enumerate(records)]
             rows_out.append({"sweep": sweep, **done[key]})
@@ -138,8 +217,8 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
     bar.close()
     cost = pd.DataFrame(rows_out)
     train_frame, train_summary = train_end_to_end(processed, meta, exp, train, model,
-                                                  dataset.target_auc, cluster, calibration,
-                                                  seed, progress)
+                                                  dataset.target_auc, cluster_cfg, compute,
+                                                  software, seed, progress)
     summary = {"dataset": meta.name, "table_rows": rows, "samples": int(len(keys)),
                "wire_dim": wire_dim, **dataclasses.asdict(exp), "train": train_summary,
                "skipped": skipped,
@@ -155,23 +234,16 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
 
 def train_end_to_end(processed: Path, meta: DatasetMeta, exp: EsdConfig,
                      train_exp: HetTrainConfig, model: ModelConfig, target: float,
-                     cluster: ClusterConfig, calibration: Path, seed: int,
-                     progress: bool) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Train ``model`` through the base edge cluster with each train dispatcher."""
-    from workbench.experiments.calibrate import ModelShape, clock_costs
+                     cluster_cfg: ClusterConfig, compute: ComputeCost, software: SoftwareCost,
+                     seed: int, progress: bool) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Train ``model`` through the base edge cluster (``cluster_cfg``, see
+    :func:`clock_cluster`) with each train dispatcher, on the clock's costs."""
     from workbench.experiments.het_train import clock_summary, load_split
     from workbench.training.trainer import SystemSpec, Trainer, time_to_target
 
     model_cfg = dataclasses.replace(model, batch_size=exp.workers * exp.per_worker)
     train = load_split(processed, meta, "train", train_exp.max_train_samples)
     test = load_split(processed, meta, "test", train_exp.max_test_samples)
-    cluster_cfg = dataclasses.replace(
-        edge_cluster_config(exp, exp.workers, exp.bandwidth_spread), compute=cluster.compute,
-        gflops=cluster.gflops, overlap=cluster.overlap, software=cluster.software,
-        client_message_us=cluster.client_message_us, client_row_us=cluster.client_row_us,
-        server_message_us=cluster.server_message_us, server_row_us=cluster.server_row_us)
-    compute, software = clock_costs(cluster_cfg, calibration, ModelShape(
-        exp.train_model, model, len(meta.dense), len(meta.categorical)))
     cache = CacheConfig(policy="lru", ratio=exp.cache_ratio)
     frames, summary = [], {"target_auc": target, "runs": [],
                            "clock": clock_summary(cluster_cfg, compute, software)}
@@ -179,11 +251,15 @@ def train_end_to_end(processed: Path, meta: DatasetMeta, exp: EsdConfig,
         trainer = Trainer(model_cfg, len(meta.dense), len(meta.categorical), table_rows(meta),
                           SystemSpec(f"Cache s={exp.bound}", "cache", exp.bound), cluster_cfg,
                           cache, seed=seed, compute=compute, software=software,
+                          capacities=worker_capacities(cluster_cfg, exp.per_worker,
+                                                       exp.capacity),
+                          budget_fraction=exp.hybrid_budget_fraction,
                           dispatcher_factory=lambda cl, caps, n=name: make_dispatcher(
                               n, cl, caps, mode=exp.exact_mode, time_limit_s=exp.time_limit_s,
-                              budget_s=exp.hybrid_budget_s, small_instance=exp.small_instance,
+                              small_instance=exp.small_instance,
                               seconds_per_variable=exp.exact_seconds_per_variable,
-                              objective=exp.objective, seed=seed))
+                              objective=exp.objective, heuristic_rounds=exp.heuristic_rounds,
+                              predictor=exp.hybrid_predictor, seed=seed))
         metrics = trainer.fit(train, test, epochs=train_exp.epochs,
                               eval_every=train_exp.eval_every, progress=progress)
         metrics.insert(0, "dispatcher", name)
@@ -191,5 +267,6 @@ def train_end_to_end(processed: Path, meta: DatasetMeta, exp: EsdConfig,
         summary["runs"].append({"dispatcher": name,
                                 "time_to_target_s": time_to_target(metrics, target),
                                 "final_auc": float(metrics["test_auc"].iloc[-1]),
-                                "time_s": float(metrics["time_s"].iloc[-1])})
+                                "time_s": float(metrics["time_s"].iloc[-1]),
+                                "decision_s": float(metrics["decision_s"].iloc[-1])})
     return pd.concat(frames, ignore_index=True), summary

@@ -203,6 +203,10 @@ class Trainer:
         compute: the workers' compute cost (``workbench.experiments.calibrate.clock_costs``
             resolves the configured one); None: the FLOP model at ``cluster_cfg.gflops``.
         software: the per-message / per-row software cost of the clock; None: none.
+        capacities: samples of each worker per global batch (``int[W]`` summing to the batch
+            size); None: an equal share each.
+        budget_fraction: a cost-aware dispatcher's decision budget = this x the previous
+            iteration's compute (its overrun is charged to the clock).
     """
 
     def __init__(self, model_cfg: ModelConfig, n_dense: int, n_sparse: int, table_rows: int,
@@ -210,7 +214,8 @@ class Trainer:
                  seed: int = 0, dispatcher: str = "contiguous",
                  asp_staleness: int | None = None, threads: int = 1,
                  dispatcher_factory=None, compute: ComputeCost | None = None,
-                 software: SoftwareCost | None = None) -> None:
+                 software: SoftwareCost | None = None,
+                 capacities: np.ndarray | None = None, budget_fraction: float = 1.0) -> None:
         torch.set_num_threads(threads)
         self.cfg = model_cfg
         self.system = system
@@ -219,6 +224,12 @@ class Trainer:
             raise ValueError(f"model.batch_size = {model_cfg.batch_size} is not divisible by "
                              f"cluster.workers = {self.workers}")
         self.per_worker = model_cfg.batch_size // self.workers
+        self.capacities = (np.full(self.workers, self.per_worker, dtype=np.int64)
+                           if capacities is None else np.asarray(capacities, dtype=np.int64))
+        if self.capacities.shape != (self.workers,) or self.capacities.min() < 0 \
+                or self.capacities.sum() != model_cfg.batch_size:
+            raise ValueError(f"capacities {self.capacities.tolist()}: need {self.workers} "
+                             f"values >= 0 summing to the batch size {model_cfg.batch_size}")
         self.dim = model_cfg.embedding_dim
         self.dispatcher = dispatcher
         self.rng = np.random.default_rng(seed)
@@ -242,8 +253,7 @@ class Trainer:
         if dispatcher_factory is not None:
             if self.cluster is None:
                 raise ValueError("a cost-aware dispatcher needs a cluster (not the plain system)")
-            self.decider = dispatcher_factory(
-                self.cluster, np.full(self.workers, self.per_worker, dtype=np.int64))
+            self.decider = dispatcher_factory(self.cluster, self.capacities)
         self.speed = np.array(cluster_cfg.per_worker("speed"))[: self.workers]
         self.flops = 3 * flops_per_sample(self.model, n_dense, n_sparse, self.dim)
         self.compute = (compute if compute is not None
@@ -255,13 +265,22 @@ class Trainer:
         self._snapshots: deque[dict[str, torch.Tensor]] = deque()
         self.elapsed_s = 0.0
         self.compute_s = 0.0
+        self.decision_s = 0.0  # decision time charged to the clock (beyond its budget)
+        self._charge_s = 0.0
+        self._budget_fraction = budget_fraction
+        # before the first iteration: one iteration's compute, as the budget of the first batch
+        self._last_compute_s = float(self.compute.seconds(self.capacities, self.speed).max())
         self.bytes = 0.0
         self.iterations = 0
 
     def _owner(self, keys: np.ndarray) -> np.ndarray:
         if self.decider is not None:
-            return self.decider.decide(keys, self.iterations).assignment
-        return assign(self.dispatcher, self.workers, self.per_worker, self.rng)
+            if hasattr(self.decider, "set_budget"):  # hides behind the last iteration's compute
+                self.decider.set_budget(self._budget_fraction * self._last_compute_s)
+            decision = self.decider.decide(keys, self.iterations)
+            self._charge_s = decision.charged_s
+            return decision.assignment
+        return assign(self.dispatcher, self.workers, self.capacities, self.rng)
 
     def step(self, split: Split, start: int) -> float:
         """One iteration on samples ``[start, start + batch)``; returns the batch's loss."""
@@ -309,7 +328,12 @@ class Trainer:
         self.optimizer.step()
 
     def _clock(self) -> None:
-        compute = self.compute.seconds(self.per_worker, self.speed)
+        compute = self.compute.seconds(self.capacities, self.speed)
+        self._last_compute_s = float(compute.max())
+        if self._charge_s:  # the decision overran its budget: the iteration waits for it
+            self.elapsed_s += self._charge_s
+            self.decision_s += self._charge_s
+            self._charge_s = 0.0
         if self.cluster is None:
             self.elapsed_s += float(compute[0])
             self.compute_s += float(compute[0])
@@ -344,7 +368,8 @@ class Trainer:
         Returns:
             One row per evaluation: ``iteration``, ``samples``, ``epoch``, ``train_logloss``
             (mean since the previous evaluation), ``test_auc``, ``test_logloss``,
-            ``time_s`` (emulated), ``compute_s``, ``comm_s`` (= time - compute), ``bytes``.
+            ``time_s`` (emulated), ``compute_s``, ``decision_s`` (dispatch time charged beyond
+            its budget), ``comm_s`` (= time - compute - decision), ``bytes``.
         """
         batch = self.cfg.batch_size
         steps = len(train) // batch
@@ -367,7 +392,9 @@ class Trainer:
                         "test_auc": auc_score(test.labels, logits),
                         "test_logloss": log_loss(test.labels, logits),
                         "time_s": self.elapsed_s, "compute_s": self.compute_s,
-                        "comm_s": self.elapsed_s - self.compute_s, "bytes": self.bytes})
+                        "decision_s": self.decision_s,
+                        "comm_s": self.elapsed_s - self.compute_s - self.decision_s,
+                        "bytes": self.bytes})
                     losses = []
         bar.close()
         return pd.DataFrame(rows)
