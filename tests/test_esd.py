@@ -178,3 +178,17 @@ def test_hybriddis_overrun_is_charged_to_the_clock() -> None:
     charged = 4 * (64 * 4 * 1e-3 - 1e-3)  # 4 batches x (predicted - budget)
     assert times[1e-3][1] == pytest.approx(charged)
     assert times[1e-3][0] == pytest.approx(times[1e-9][0] + charged)
+
+
+def test_worker_capacities_follow_speed_and_link() -> None:
+    from workbench.cluster.config import ClusterConfig
+    from workbench.experiments.esd import worker_capacities
+
+    cfg = ClusterConfig(workers=4, bandwidth_gbps=[0.1, 0.5, 1.0, 1.0], speed=[1.0, 1.0, 0.5, 1.0])
+    assert worker_capacities(cfg, 16, "equal").tolist() == [16] * 4
+    caps = worker_capacities(cfg, 16, "proportional")
+    assert caps.sum() == 64 and caps.min() >= 1
+    # the 1 Gb/s, full-speed worker takes the most; the 100 Mb/s one the least
+    assert caps[3] == caps.max() and caps[0] == caps.min() and caps[2] < caps[3]
+    one = ClusterConfig(workers=3, bandwidth_gbps=[0.001, 1.0, 1.0])
+    assert worker_capacities(one, 1, "proportional").min() >= 1  # everyone keeps a sample

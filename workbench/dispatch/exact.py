@@ -6,7 +6,7 @@ unimodular, so its LP optimum is integral: a numba successive-shortest-path solv
 ``linear_sum_assignment`` on the expanded worker slots should it meet a numerical cycle. The
 makespan variant and the deduplicated ILP are MILPs solved by HiGHS (``scipy.optimize.milp``)
 under a time limit; costs are scaled so HiGHS' absolute tolerances do not stop it early; when
-HiGHS finds no feasible solution in time, the better of the greedy heuristic and the additive
+HiGHS finds no feasible solution in time, the better of the regret + swap heuristic and the additive
 optimum is returned and the status says so.
 """
 
@@ -19,7 +19,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, linear_sum_assignment, milp
 from scipy.sparse import csr_array
 
-from workbench.dispatch.heuristic import greedy_marginal
+from workbench.dispatch.heuristic import regret_swap
 from workbench.dispatch.objective import (
     Solution,
     additive_cost,
@@ -234,11 +234,11 @@ def solve_dedup_ilp(A, indptr, indices, cap, time_limit_s: float = 10.0,
     solves from scratch.
 
     When the time limit hits without a feasible solution, the result is the better (lower dedup
-    cost; greedy on a tie) of two cheap candidates: :func:`greedy_marginal` and the additive
+    cost; the heuristic on a tie) of two cheap candidates: :func:`regret_swap` and the additive
     optimum (:func:`solve_transport` on :func:`additive_matrix`); ``method`` names the one
     returned and ``status`` says a fallback was taken. With ``keep_better_heuristic`` the same
     candidates also replace an unproven MILP incumbent that is worse than them (on N = 1,024
-    instances the additive optimum's dedup cost often beats both the greedy and the incumbent
+    instances the additive optimum's dedup cost often beats both the heuristic and the incumbent
     HiGHS reaches in 30 s).
 
     Args:
@@ -312,11 +312,12 @@ def solve_dedup_ilp(A, indptr, indices, cap, time_limit_s: float = 10.0,
 
 
 def _dedup_fallback(A, indptr, indices, cap) -> Solution:
-    """The better (dedup cost) of the greedy and the additive optimum; greedy on a tie."""
-    greedy = greedy_marginal(A, indptr, indices, cap)
+    """The better (dedup cost) of the regret + swap heuristic and the additive optimum; the
+    heuristic on a tie."""
+    heuristic = regret_swap(A, indptr, indices, cap)
     trans = solve_transport(additive_matrix(A, indptr, indices), cap)
     trans_val = dedup_cost(A, indptr, indices, trans.assignment)
-    if trans_val < greedy.objective:
+    if trans_val < heuristic.objective:
         return Solution(trans.assignment, trans_val, trans.method + " (additive optimum)", False,
                         trans.seconds, "heuristic")
-    return greedy
+    return heuristic
