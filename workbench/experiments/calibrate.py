@@ -222,6 +222,18 @@ def clock_costs(cluster: ClusterConfig, calibration_dir: Path, shape: ModelShape
     return compute, software
 
 
+def clock_summary(cluster: ClusterConfig, compute: ComputeCost,
+                  software: SoftwareCost) -> dict[str, Any]:
+    """The clock a timed experiment ran on, as its summary records it (and reports print)."""
+    return {"overlap": cluster.overlap, "compute": cluster.compute,
+            "per_sample_s": compute.per_sample_s, "per_batch_s": compute.per_batch_s,
+            "compute_source": compute.source, "software": cluster.software,
+            "client_message_s": software.client_message_s, "client_row_s": software.client_row_s,
+            "server_message_s": software.server_message_s, "server_row_s": software.server_row_s,
+            "software_source": software.source,
+            "describe": f"{compute.describe()}; {software.describe()}; overlap {cluster.overlap}"}
+
+
 def required(models: dict[str, ModelConfig], shapes_of: dict[str, tuple[int, int]], *,
              train_dataset: str, train_model: str, time_dataset: str, time_models: list[str],
              fig2_dim: int, dim_sweep: list[int], esd_dataset: str,

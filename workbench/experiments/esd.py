@@ -119,10 +119,11 @@ def one_run(keys: np.ndarray, rows: int, exp: EsdConfig, dispatcher: str, worker
 
     HybridDis' budget is ``hybrid_budget_fraction`` x one iteration's compute of the train
     model on the slowest-loaded worker (``compute``: the calibrated clock)."""
-    cluster = EdgeCluster(edge_cluster_config(exp, workers, spread),
-                          CacheConfig(policy="lru", ratio=cache_ratio, read_bound=exp.bound,
-                                      write_bound=exp.bound), rows, VALUE_DIM)
-    caps = worker_capacities(edge_cluster_config(exp, workers, spread), per_worker, exp.capacity)
+    links = edge_cluster_config(exp, workers, spread)
+    cluster = EdgeCluster(links, CacheConfig(policy="lru", ratio=cache_ratio,
+                                             read_bound=exp.bound, write_bound=exp.bound),
+                          rows, VALUE_DIM)
+    caps = worker_capacities(links, per_worker, exp.capacity)
     disp = make_dispatcher(dispatcher, cluster, caps, wire_dim=wire_dim, mode=exp.exact_mode,
                            time_limit_s=exp.time_limit_s, small_instance=exp.small_instance,
                            seconds_per_variable=exp.exact_seconds_per_variable,
@@ -238,7 +239,8 @@ def train_end_to_end(processed: Path, meta: DatasetMeta, exp: EsdConfig,
                      seed: int, progress: bool) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Train ``model`` through the base edge cluster (``cluster_cfg``, see
     :func:`clock_cluster`) with each train dispatcher, on the clock's costs."""
-    from workbench.experiments.het_train import clock_summary, load_split
+    from workbench.experiments.calibrate import clock_summary
+    from workbench.experiments.het_train import load_split
     from workbench.training.trainer import SystemSpec, Trainer, time_to_target
 
     model_cfg = dataclasses.replace(model, batch_size=exp.workers * exp.per_worker)

@@ -46,9 +46,8 @@ from workbench.data.keys import sample_keys, table_rows
 from workbench.data.preprocess import read_split
 from workbench.data.schema import DatasetMeta
 from workbench.dispatch.base import build_trace
-from workbench.experiments.calibrate import ModelShape, clock_costs
+from workbench.experiments.calibrate import ModelShape, clock_costs, clock_summary
 from workbench.experiments.config import HetTimeConfig
-from workbench.experiments.het_train import clock_summary
 from workbench.experiments.sizing import fitting, require_global_batch
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, dense_parameter_count

@@ -34,12 +34,11 @@ import numpy as np
 import pandas as pd
 
 from workbench.cluster.config import CacheConfig, ClusterConfig
-from workbench.cluster.time_model import ComputeCost, SoftwareCost
 from workbench.data.config import DatasetConfig
 from workbench.data.keys import sample_keys, table_rows
 from workbench.data.preprocess import read_split
 from workbench.data.schema import LABEL, DatasetMeta
-from workbench.experiments.calibrate import ModelShape, clock_costs
+from workbench.experiments.calibrate import ModelShape, clock_costs, clock_summary
 from workbench.experiments.config import HetTrainConfig
 from workbench.experiments.sizing import largest_fit, require_samples
 from workbench.models.config import ModelConfig
@@ -70,18 +69,6 @@ def systems(cfg: HetTrainConfig) -> list[SystemSpec]:
         else:
             out.append(SystemSpec(labels[name], name))
     return out
-
-
-def clock_summary(cluster: ClusterConfig, compute: ComputeCost,
-                  software: SoftwareCost) -> dict[str, Any]:
-    """The clock a timed experiment ran on, as its summary records it (and reports print)."""
-    return {"overlap": cluster.overlap, "compute": cluster.compute,
-            "per_sample_s": compute.per_sample_s, "per_batch_s": compute.per_batch_s,
-            "compute_source": compute.source, "software": cluster.software,
-            "client_message_s": software.client_message_s, "client_row_s": software.client_row_s,
-            "server_message_s": software.server_message_s, "server_row_s": software.server_row_s,
-            "software_source": software.source,
-            "describe": f"{compute.describe()}; {software.describe()}; overlap {cluster.overlap}"}
 
 
 def scaled_bound(s: int, iterations: int, het_iterations: int) -> int:

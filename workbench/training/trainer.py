@@ -267,16 +267,17 @@ class Trainer:
         self.compute_s = 0.0
         self.decision_s = 0.0  # decision time charged to the clock (beyond its budget)
         self._charge_s = 0.0
-        self._budget_fraction = budget_fraction
-        # before the first iteration: one iteration's compute, as the budget of the first batch
-        self._last_compute_s = float(self.compute.seconds(self.capacities, self.speed).max())
+        # every iteration computes the same samples per worker: its compute is a constant, and
+        # a cost-aware dispatcher's budget is a fraction of it (the time a decision hides behind)
+        self.iteration_compute_s = self.compute.seconds(self.capacities, self.speed)
+        self.decision_budget_s = budget_fraction * float(self.iteration_compute_s.max())
         self.bytes = 0.0
         self.iterations = 0
 
     def _owner(self, keys: np.ndarray) -> np.ndarray:
         if self.decider is not None:
             if hasattr(self.decider, "set_budget"):  # hides behind the last iteration's compute
-                self.decider.set_budget(self._budget_fraction * self._last_compute_s)
+                self.decider.set_budget(self.decision_budget_s)
             decision = self.decider.decide(keys, self.iterations)
             self._charge_s = decision.charged_s
             return decision.assignment
@@ -328,8 +329,7 @@ class Trainer:
         self.optimizer.step()
 
     def _clock(self) -> None:
-        compute = self.compute.seconds(self.capacities, self.speed)
-        self._last_compute_s = float(compute.max())
+        compute = self.iteration_compute_s
         if self._charge_s:  # the decision overran its budget: the iteration waits for it
             self.elapsed_s += self._charge_s
             self.decision_s += self._charge_s
