@@ -52,10 +52,13 @@ section = Section(
            "sending a sample to a worker counts its keys that the worker's HET cache lacks "
            "(miss pull), holds staler than the bound (update pull), the expected dirty "
            "evictions the misses cause, and the pushes other workers must make for keys dirty "
-           "there, each weighted by seconds per row on that worker's link. `esd_exact` solves "
-           f"the {exp.exact_mode} problem exactly; `esd_heuristic` orders samples by regret "
+           "there, each weighted by seconds per row on that worker's link. Every ESD solver "
+           f"optimises the **{exp.exact_mode}** model ("
+           + ("each sample pays its own keys" if exp.exact_mode == "additive"
+              else "a key shared by samples on one worker is paid once")
+           + f"): `esd_exact` solves it exactly; `esd_heuristic` orders samples by regret "
            "(the gap between their cheapest and second-cheapest worker), places each greedily on "
-           "its marginal deduplicated cost, then swaps pairs of samples between workers while "
+           "its marginal cost, then swaps pairs of samples between workers while "
            f"that lowers the cost ({exp.heuristic_rounds} round(s)); `esd_greedy` is the plain "
            "greedy in batch order, kept to show how a cost-blind order fails; `hybriddis` runs "
            "the heuristic and, when the batch is small or the exact solver's predicted time "
@@ -98,9 +101,12 @@ section.figure(fig, "cost_sweeps",
                "Weighted embedding transmission cost per batch against workers, cache ratio, "
                "bandwidth heterogeneity and batch size",
                setting="each panel varies one knob of the base setting: " + base_setting())
-pivot = cost[cost["sweep"] != "base"].pivot_table(
-    index=["sweep", "workers", "cache_ratio", "spread", "per_worker"], columns="dispatcher",
-    values="transfer_s_per_batch").reset_index()
+# a sweep point: every knob; the budget sweep runs hybriddis alone (the budget changes no other
+# dispatcher), so the comparisons across dispatchers leave it out
+POINT = ["sweep", "workers", "cache_ratio", "spread", "per_worker", "capacity", "budget_fraction"]
+compared = cost[cost["sweep"] != "budget"]
+pivot = compared[compared["sweep"] != "base"].pivot_table(
+    index=POINT, columns="dispatcher", values="transfer_s_per_batch").reset_index()
 section.table(pivot, "cost_sweeps", "Transmission cost (s per batch) per setting and dispatcher",
               floatfmt=".4g")
 
@@ -111,8 +117,8 @@ section.table(pivot, "cost_sweeps", "Transmission cost (s per batch) per setting
 # not get there within the warm-up cap is flagged (its costs still include cold-cache misses).
 
 # %%
-warm = cost.pivot_table(index=["sweep", "workers", "cache_ratio", "spread", "per_worker"],
-                        columns="dispatcher", values="warmup_batches").reset_index()
+warm = cost.pivot_table(index=POINT, columns="dispatcher",
+                        values="warmup_batches").reset_index()
 section.table(warm, "warmup", "Warm-up batches until steady state per setting and dispatcher",
               floatfmt=".4g")
 unsteady = cost[~cost["steady"].astype(bool)]
@@ -120,10 +126,9 @@ if len(unsteady):
     section.note("**Not at steady state** within the warm-up cap (" + str(exp.warmup_max)
                  + " batches): " + "; ".join(
                      f"{r.dispatcher} at {r.sweep} (W={r.workers}, cache {r.cache_ratio:g}, "
-                     f"spread {r.spread:g}, b={r.per_worker})"
-                     for r in unsteady.drop_duplicates(["dispatcher", "sweep", "workers",
-                                                        "cache_ratio", "spread",
-                                                        "per_worker"]).itertuples()))
+                     f"spread {r.spread:g}, b={r.per_worker}, {r.capacity} capacity, budget "
+                     f"{r.budget_fraction:g}x)"
+                     for r in unsteady.drop_duplicates(["dispatcher", *POINT]).itertuples()))
 else:
     section.note("Every point reached steady state before it was measured.")
 base_cost = cost[cost["sweep"] == "base"].set_index("dispatcher")
@@ -132,8 +137,8 @@ base_table = base_cost[["transfer_s_per_batch", "makespan_s_per_batch", "rows_pe
 section.table(base_table, "base_setting", "Base setting at steady state: cost, makespan and "
               "rows per batch per dispatcher", setting=base_setting(), floatfmt=".5g")
 # the heuristic against the baselines wherever exact beats them, and its gap to exact
-points = cost.pivot_table(index=["sweep", "workers", "cache_ratio", "spread", "per_worker"],
-                          columns="dispatcher", values="transfer_s_per_batch")
+points = compared.pivot_table(index=POINT, columns="dispatcher",
+                              values="transfer_s_per_batch")
 quality = []
 for idx, row in points.iterrows():
     for b in [d for d in ("random", "contiguous", "laia") if d in row]:
@@ -158,7 +163,7 @@ for _, row in pivot.iterrows():
         reductions.append({"baseline": base_name, "reduction": 1 - row[esd] / row[base_name],
                            "setting": f"{row['sweep']}: W={row['workers']}, cache "
                                       f"{row['cache_ratio']:g}, spread {row['spread']:g}, "
-                                      f"b={row['per_worker']}"})
+                                      f"b={row['per_worker']}, {row['capacity']} capacity"})
 reductions = pd.DataFrame(reductions)
 section.table(reductions.groupby("baseline")["reduction"].agg(["min", "mean", "max"])
               .reset_index(), "cost_reduction",
@@ -190,9 +195,10 @@ section.note("**What makes ESD's gain grow or vanish** (reduction of " + esd + "
 # ## Decision time against cost quality (base setting)
 
 # %%
-dec = decision.groupby("dispatcher").agg(decision_ms=("decision_s", lambda s: 1e3 * s.mean()),
+base_decision = decision[decision["sweep"] == "base"]
+dec = base_decision.groupby("dispatcher").agg(decision_ms=("decision_s", lambda s: 1e3 * s.mean()),
                                          transfer_s=("transfer_s", "mean")).reset_index()
-methods = decision.groupby("dispatcher")["method"].agg(lambda m: ", ".join(
+methods = base_decision.groupby("dispatcher")["method"].agg(lambda m: ", ".join(
     f"{k} x{v}" for k, v in m.value_counts().items())).rename("solver runs")
 dec = dec.merge(methods, on="dispatcher")
 fig, ax = plt.subplots(figsize=(5, 3.4))
@@ -209,30 +215,108 @@ dec
 # ## HybridDis per batch: which solver ran, its time, the cost it gained
 #
 # The budget is the time a decision can hide behind: one iteration's compute of the train model
-# on the calibrated clock (times `hybrid_budget_fraction`). The exact solver runs when the batch
-# is small or its predicted time fits; the part of its time beyond the budget is charged to the
-# emulated clock.
+# on the calibrated clock, times a fraction (the budget sweep runs HybridDis at each fraction of
+# `budget_sweep` on the base setting). The exact solver runs when the batch is small
+# (N x W <= `small_instance`) or its predicted time fits the budget; the part of its time beyond
+# the budget is charged to the emulated clock (`charged_s`). *Cost gained*: the realised cost
+# against `esd_heuristic`'s on its own run, same batch index.
 
 # %%
 hyb = decision[decision["dispatcher"] == "hybriddis"].copy()
 if len(hyb):
-    heur = decision[decision["dispatcher"] == "esd_heuristic"].set_index("batch")["transfer_s"]
+    heur = base_decision[base_decision["dispatcher"] == "esd_heuristic"].set_index(
+        "batch")["transfer_s"]
     hyb["solver"] = hyb["method"].str.split(">").str[0].str.split(":").str[0]
-    fig, ax = plt.subplots(figsize=(6, 3))
-    sns.scatterplot(data=hyb, x="batch", y=1e3 * hyb["decision_s"], hue="solver", ax=ax, s=20)
-    ax.axhline(1e3 * float(base_cost.loc["hybriddis", "budget_s"]), color="grey", ls="--", lw=0.8,
-               label="budget")
-    ax.set(ylabel="decision time (ms, wall)", xlabel="measured batch")
-    ax.legend(fontsize=6)
-    section.figure(fig, "hybriddis_per_batch", "HybridDis per batch: the solver that ran and its "
-                   "wall time against the budget", setting=base_setting())
-    per_batch = hyb[["batch", "method", "decision_s", "charged_s", "transfer_s"]].copy()
+    hyb["budget"] = [f"{f:g}x = {1e3 * b:.2f} ms" for f, b in
+                     zip(hyb["budget_fraction"], hyb["budget_s"])]
+    grid = sns.relplot(data=hyb, x="batch", y=1e3 * hyb["decision_s"], hue="solver",
+                       col="budget", kind="scatter", s=20, height=2.8, aspect=1.1)
+    for ax, (_, part) in zip(grid.axes.flat, hyb.groupby("budget", sort=False)):
+        ax.axhline(1e3 * float(part["budget_s"].iloc[0]), color="grey", ls="--", lw=0.8)
+    grid.set_axis_labels("measured batch", "decision time (ms, wall)")
+    section.figure(grid.figure, "hybriddis_per_batch", "HybridDis per batch at each budget: "
+                   "the solver that ran and its wall time against the budget (dashed)",
+                   setting=base_setting())
+    per_budget = hyb.groupby(["budget_fraction", "budget_s"]).agg(
+        exact_batches=("solver", lambda m: int((m == "exact").sum())),
+        batches=("solver", "size"), decision_ms=("decision_s", lambda t: 1e3 * t.mean()),
+        charged_ms=("charged_s", lambda t: 1e3 * t.mean()),
+        transfer_s=("transfer_s", "mean")).reset_index()
+    per_budget["transfer + charged (s)"] = per_budget["transfer_s"] + \
+        per_budget["charged_ms"] / 1e3
+    if len(heur):
+        per_budget["cost gained vs esd_heuristic"] = 1 - per_budget["transfer_s"] / heur.mean()
+    section.table(per_budget, "hybriddis_budget", "HybridDis per budget: how often the exact "
+                  "solver ran, the time charged to the clock, and the cost it gained",
+                  setting=base_setting(), floatfmt=".4g")
+    per_batch = hyb[["budget_fraction", "batch", "method", "decision_s", "charged_s",
+                     "transfer_s"]].copy()
     if len(heur):
         per_batch["cost gained vs esd_heuristic"] = 1 - per_batch["transfer_s"] / \
             per_batch["batch"].map(heur)
-    section.table(per_batch, "hybriddis_per_batch", "HybridDis per batch (cost gained: the "
-                  "realised cost against esd_heuristic's on its own run, same batch index)",
+    section.table(per_batch, "hybriddis_per_batch", "HybridDis per batch and budget",
                   floatfmt=".4g")
+
+# %% [markdown]
+# ## Capacity proportional to speed and link
+#
+# `equal`: every worker takes the same number of samples. `proportional`: each worker's share
+# of the (unchanged) global batch follows its rate, so a fast edge worker takes more. The total
+# cost is the paper's objective; the makespan (the slowest worker's communication per batch) is
+# what a BSP iteration waits for.
+
+# %%
+cap_rows = cost[cost["sweep"] == "capacity"]
+if len(cap_rows):
+    cap_long = cap_rows.melt(id_vars=["dispatcher", "capacity"],
+                             value_vars=["transfer_s_per_batch", "makespan_s_per_batch"],
+                             var_name="objective", value_name="seconds per batch")
+    grid = sns.catplot(data=cap_long, x="dispatcher", y="seconds per batch", hue="capacity",
+                       col="objective", kind="bar", height=3, aspect=1.5, sharey=False)
+    for ax in grid.axes.flat:
+        ax.tick_params(axis="x", rotation=45, labelsize=7)
+    section.figure(grid.figure, "capacity", "Total cost and makespan per dispatcher with equal "
+                   "and speed-proportional capacities", setting=base_setting())
+    section.table(cap_rows[["dispatcher", "capacity", "capacities", "transfer_s_per_batch",
+                            "makespan_s_per_batch"]], "capacity",
+                  "Equal against proportional capacities (samples per worker, slowest link "
+                  "first)", setting=base_setting(), floatfmt=".5g")
+
+# %% [markdown]
+# ## The deduplicated ILP: up to which size it is exact
+#
+# `exact_mode: dedup` pays a key shared by several samples on one worker once. That objective is
+# an ILP (HiGHS, started from the better of the regret + swap heuristic and the additive optimum,
+# stopped at `time_limit_s`). The probe below cuts one steady-state batch of the base setting to
+# growing sizes and asks HiGHS to prove optimality within the limit. When it cannot, the plan
+# returned is named (`plan`): the MILP's own when it improved on its start, else the start.
+# Whether a solve is proven depends on this machine's speed.
+
+# %%
+probe_path = res / "dedup_ilp.csv"
+if probe_path.exists():
+    probe = pd.read_csv(probe_path)
+    proven = probe[probe["proven_optimal"].astype(bool)]
+    largest = proven.iloc[-1] if len(proven) else None
+    section.table(probe, "dedup_ilp", "The deduplicated ILP within its time limit: proven "
+                  "optimal or not, its gap, the plan returned, and the heuristic against it",
+                  setting=base_setting() + f"; time limit {exp.time_limit_s:g} s",
+                  floatfmt=".4g")
+    section.note(
+        ("**The deduplicated ILP is exact** here up to "
+         f"{int(largest['samples'])} samples x {int(largest['workers'])} workers"
+         if largest is not None else "**The deduplicated ILP proved no size optimal**")
+        + f" within {exp.time_limit_s:g} s; beyond that it returns its best plan unproven "
+        f"(largest wall time {probe['wall_s'].max():.2f} s against the limit). On the whole "
+        f"base batch it returned `{probe['plan'].iloc[-1]}`, HiGHS' gap "
+        + ("unknown" if pd.isna(probe["mip_gap"].iloc[-1])
+           else f"{probe['mip_gap'].iloc[-1]:.0%}")
+        + ". Where it is proven, the regret + swap heuristic is within "
+        + (f"{proven['heuristic_over_ilp'].max():.2%}" if len(proven) else "n/a")
+        + f" of the optimum. The sweeps' `esd_exact` solves the {exp.exact_mode} problem "
+        + ("(the transportation optimum: exact at every size, in milliseconds)."
+           if exp.exact_mode == "additive" else "(this ILP)."))
+    probe
 
 # %% [markdown]
 # ## Per-worker communication time per dispatcher (base setting)

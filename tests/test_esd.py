@@ -67,17 +67,24 @@ def test_exact_beats_heuristic_and_hybrid_never_worse(seed, workers, per) -> Non
     cost, indptr, indices = CostModel(cl).batch(batch)
     C = additive_matrix(cost, indptr, indices)
     heur = make_dispatcher("esd_heuristic", cl, caps).decide(batch, 0).assignment
+    heur_dedup = make_dispatcher("esd_heuristic", cl, caps, mode="dedup").decide(
+        batch, 0).assignment
     exact = make_dispatcher("esd_exact", cl, caps).decide(batch, 0).assignment
     exact_dedup = make_dispatcher("esd_exact", cl, caps, mode="dedup",
                                   time_limit_s=5).decide(batch, 0).assignment
     hybrid = make_dispatcher("hybriddis", cl, caps).decide(batch, 0)
-    for x in (heur, exact, exact_dedup, hybrid.assignment):
+    hybrid_dedup = make_dispatcher("hybriddis", cl, caps, mode="dedup",
+                                   time_limit_s=5).decide(batch, 0)
+    for x in (heur, heur_dedup, exact, exact_dedup, hybrid.assignment,
+              hybrid_dedup.assignment):
         assert np.bincount(x, minlength=workers).tolist() == caps.tolist()
+    # each mode's solvers optimise that mode's model
     assert additive_cost(C, exact) <= additive_cost(C, heur) + 1e-12
+    assert additive_cost(C, hybrid.assignment) <= additive_cost(C, heur) + 1e-12
     assert dedup_cost(cost, indptr, indices, exact_dedup) <= \
-        dedup_cost(cost, indptr, indices, heur) + 1e-12
-    assert dedup_cost(cost, indptr, indices, hybrid.assignment) <= \
-        dedup_cost(cost, indptr, indices, heur) + 1e-12
+        dedup_cost(cost, indptr, indices, heur_dedup) + 1e-12
+    assert dedup_cost(cost, indptr, indices, hybrid_dedup.assignment) <= \
+        dedup_cost(cost, indptr, indices, heur_dedup) + 1e-12
 
 
 def test_hybriddis_switches_to_the_heuristic_over_budget() -> None:
@@ -139,7 +146,19 @@ def test_stage_outputs_on_ci_profile(ci_pipeline: Path) -> None:
     out = cfg.paths.resolve("results") / "esd" / "synthetic"
     cost = pd.read_csv(out / "cost.csv")
     assert set(cost["dispatcher"]) == set(cfg.experiments.esd.dispatchers)
-    assert set(cost["sweep"]) == {"base", "workers", "cache_ratio", "spread", "per_worker"}
+    assert set(cost["sweep"]) == {"base", "workers", "cache_ratio", "spread", "per_worker",
+                                  "capacity", "budget"}
+    exp = cfg.experiments.esd
+    # the budget sweep runs hybriddis alone, at every fraction
+    budget = cost[cost["sweep"] == "budget"]
+    assert set(budget["dispatcher"]) == {"hybriddis"}
+    assert sorted(budget["budget_fraction"]) == sorted(exp.budget_sweep)
+    assert set(cost.loc[cost["sweep"] == "capacity", "capacity"]) == set(exp.capacity_sweep)
+    decision = pd.read_csv(out / "decision.csv")
+    assert set(decision["sweep"]) == {"base", "budget"}
+    probe = pd.read_csv(out / "dedup_ilp.csv")
+    assert probe["samples"].iloc[-1] == exp.workers * exp.per_worker
+    assert (probe["ilp_cost"] <= probe["heuristic_cost"] * (1 + 1e-9)).all()
     summary = json.loads((out / "summary.json").read_text())
     assert "ours" in summary["formalisation"]
     assert {r["dispatcher"] for r in summary["train"]["runs"]} == set(

@@ -4,20 +4,23 @@ The models are in :mod:`workbench.dispatch.objective`. The additive problem is t
 unimodular, so its LP optimum is integral: a numba successive-shortest-path solver finds it
 (``transport-ssp``; about 10 ms for 1,024 samples x 8 workers), falling back to scipy's
 ``linear_sum_assignment`` on the expanded worker slots should it meet a numerical cycle. The
-makespan variant and the deduplicated ILP are MILPs solved by HiGHS (``scipy.optimize.milp``)
-under a time limit; costs are scaled so HiGHS' absolute tolerances do not stop it early; when
-HiGHS finds no feasible solution in time, the better of the regret + swap heuristic and the additive
-optimum is returned and the status says so.
+makespan variant and the deduplicated ILP are MILPs solved by HiGHS (``highspy``) under a hard
+time limit, started from a feasible plan (the total-cost optimum; the better of the regret + swap
+heuristic and the additive optimum), so they always return a plan no worse than their start;
+costs are scaled so HiGHS' absolute tolerances do not stop it early. ``Solution.method`` names the
+plan actually returned and ``optimal`` says whether HiGHS proved it.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
+import highspy
 import numba as nb
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, linear_sum_assignment, milp
-from scipy.sparse import csr_array
+from scipy.optimize import linear_sum_assignment
+from scipy.sparse import csc_array
 
 from workbench.dispatch.heuristic import regret_swap
 from workbench.dispatch.objective import (
@@ -30,6 +33,10 @@ from workbench.dispatch.objective import (
 )
 
 OBJECTIVES = ("total", "makespan")
+_HIGHS_OPTIONS = {"output_flag": False, "threads": 1, "presolve": "off", "random_seed": 0}
+_INTERRUPTS = (highspy.cb.HighsCallbackType.kCallbackSimplexInterrupt,
+               highspy.cb.HighsCallbackType.kCallbackIpmInterrupt,
+               highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
 
 
 @nb.njit(cache=True)
@@ -130,10 +137,10 @@ def solve_transport(C, cap, objective: str = "total", time_limit_s: float = 10.0
     moves the lowest-index cheapest sample; among equally cheap end workers the lowest index
     wins). The optimum returned among equal-cost ones is thus a fixed function of (C, cap).
 
-    ``objective="makespan"`` minimises ``max_j sum_{i on j} C[i, j]`` with a MILP
-    (``scipy.optimize.milp``, HiGHS) under ``time_limit_s``. The total-cost optimum is computed
-    first as an incumbent: if HiGHS finds nothing better (or nothing at all) within the limit,
-    that assignment is returned (``method`` says so). ``optimal`` is True only when HiGHS proved
+    ``objective="makespan"`` minimises ``max_j sum_{i on j} C[i, j]`` with a MILP (HiGHS)
+    under ``time_limit_s``, started from the total-cost optimum: if HiGHS neither proves
+    optimality nor improves on it within the limit, that assignment is returned (``method``
+    says so). ``optimal`` is True only when HiGHS proved
     optimality.
 
     Args:
@@ -162,19 +169,26 @@ def solve_transport(C, cap, objective: str = "total", time_limit_s: float = 10.0
     return _solve_makespan(C, cap, x_total, time_limit_s, t0)
 
 
-def _assignment_rows(n: int, w: int, cap: np.ndarray, n_vars: int) -> LinearConstraint:
-    """``sum_j x_ij = 1`` and ``sum_i x_ij = cap_j`` over x laid out as ``x[i * W + j]``."""
-    nx = n * w
-    var = np.arange(nx, dtype=np.int64)
-    rows = np.concatenate([var // w, n + var % w])
-    cols = np.concatenate([var, var])
-    mat = csr_array((np.ones(2 * nx), (rows, cols)), shape=(n + w, n_vars))
+def _assignment_rows(n: int, w: int, cap: np.ndarray) -> tuple[np.ndarray, ...]:
+    """COO rows of ``sum_j x_ij = 1`` and ``sum_i x_ij = cap_j`` over x laid out ``x[i * W + j]``.
+
+    Returns:
+        ``(rows, cols, vals, lower, upper)`` for the ``N + W`` rows.
+    """
+    var = np.arange(n * w, dtype=np.int64)
     rhs = np.concatenate([np.ones(n), cap.astype(np.float64)])
-    return LinearConstraint(mat, rhs, rhs)
+    return (np.concatenate([var // w, n + var % w]), np.concatenate([var, var]),
+            np.ones(2 * var.size), rhs, rhs)
 
 
 def _decode(xv: np.ndarray, n: int, w: int) -> np.ndarray:
     return np.asarray(xv[: n * w]).reshape(n, w).argmax(axis=1).astype(np.int64)
+
+
+def _one_hot(x: np.ndarray, w: int) -> np.ndarray:
+    v = np.zeros(x.size * w)
+    v[np.arange(x.size) * w + x] = 1.0
+    return v
 
 
 def _makespan(C: np.ndarray, x: np.ndarray) -> float:
@@ -182,78 +196,147 @@ def _makespan(C: np.ndarray, x: np.ndarray) -> float:
     return float(loads.max()) if loads.size else 0.0
 
 
-def _milp_stats(res) -> tuple[float | None, float | None]:
-    gap = getattr(res, "mip_gap", None)
-    bound = getattr(res, "mip_dual_bound", None)
-    return (None if gap is None else float(gap)), (None if bound is None else float(bound))
+@dataclass
+class _MilpResult:
+    """What :func:`_highs_milp` found: ``values`` is None when it has no feasible point."""
+
+    values: np.ndarray | None
+    proven: bool
+    improved: bool
+    message: str
+    gap: float | None
+    bound: float | None
+
+
+def _highs_milp(cost, rows, cols, vals, lower, upper, n_int, deadline, start,
+                col_upper: float = 1.0) -> _MilpResult:
+    """Minimise ``cost @ v`` s.t. ``lower <= M v <= upper`` (``M`` from COO ``rows, cols,
+    vals``), the first ``n_int`` columns binary, the rest continuous in ``[0, col_upper]``.
+
+    HiGHS (``highspy``) runs single-threaded from the feasible ``start`` (a MIP start, so an
+    incumbent exists from the first node and the result is never worse than ``start``), with
+    presolve off: its probing does not poll the clock (measured: 7.5 s under a 1 s limit on
+    1,024 samples x 8 workers) and it removes nothing from these models. The time limit is
+    enforced twice: HiGHS' own option, and an interrupt callback polled by the simplex and the
+    branch and bound that stops it once ``deadline`` (``time.perf_counter()``) is past.
+    """
+    n_vars = cost.size
+    m = int(lower.size)
+    mat = csc_array((vals, (rows, cols)), shape=(m, n_vars))
+    lp = highspy.HighsLp()
+    lp.num_col_ = n_vars
+    lp.num_row_ = m
+    lp.col_cost_ = np.ascontiguousarray(cost, dtype=np.float64)
+    lp.col_lower_ = np.zeros(n_vars)
+    lp.col_upper_ = np.where(np.arange(n_vars) < n_int, 1.0, col_upper)
+    lp.row_lower_ = np.where(np.isfinite(lower), lower, -highspy.kHighsInf)
+    lp.row_upper_ = np.where(np.isfinite(upper), upper, highspy.kHighsInf)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = mat.indptr
+    lp.a_matrix_.index_ = mat.indices
+    lp.a_matrix_.value_ = mat.data
+    lp.integrality_ = ([highspy.HighsVarType.kInteger] * n_int
+                       + [highspy.HighsVarType.kContinuous] * (n_vars - n_int))
+    h = highspy.Highs()
+    for key, value in _HIGHS_OPTIONS.items():
+        h.setOptionValue(key, value)
+    h.setOptionValue("time_limit", max(deadline - time.perf_counter(), 1e-3))
+    h.passModel(lp)
+    sol = highspy.HighsSolution()
+    sol.col_value = np.asarray(start, dtype=np.float64)
+    sol.value_valid = True
+    h.setSolution(sol)
+
+    def interrupt(kind, message, data_out, data_in, user_data):
+        if time.perf_counter() >= deadline:
+            data_in.user_interrupt = True
+
+    h.setCallback(interrupt, None)
+    for kind in _INTERRUPTS:
+        h.startCallback(kind)
+    h.run()
+    status = h.getModelStatus()
+    info = h.getInfo()
+    message = h.modelStatusToString(status)
+    proven = status == highspy.HighsModelStatus.kOptimal
+    values = None
+    if info.primal_solution_status == 2:  # kSolutionStatusFeasible
+        values = np.asarray(h.getSolution().col_value, dtype=np.float64)
+    start_value = float(cost @ start)
+    improved = values is not None and float(cost @ values) < start_value - 1e-9 * max(
+        1.0, abs(start_value))
+    gap = float(info.mip_gap) if np.isfinite(info.mip_gap) else None
+    bound = float(info.mip_dual_bound) if np.isfinite(info.mip_dual_bound) else None
+    return _MilpResult(values, proven, improved, message, gap, bound)
 
 
 def _solve_makespan(C, cap, x_total, time_limit_s, t0) -> Solution:
     n, w = C.shape
     nx = n * w
-    c = np.zeros(nx + 1)
-    c[-1] = 1.0  # min T
     var = np.arange(nx, dtype=np.int64)
-    scale = float(np.abs(C).max()) if C.size and np.abs(C).max() > 0 else 1.0  # see dedup ILP
-    load = csr_array((np.concatenate([C.ravel() / scale, -np.ones(w)]),
-                      (np.concatenate([var % w, np.arange(w)]),
-                       np.concatenate([var, np.full(w, nx)]))), shape=(w, nx + 1))
-    cons = [_assignment_rows(n, w, cap, nx + 1), LinearConstraint(load, -np.inf, 0.0)]
-    integrality = np.concatenate([np.ones(nx), [0]])
-    lb = np.zeros(nx + 1)
-    ub = np.concatenate([np.ones(nx), [np.inf]])
-    remaining = max(time_limit_s - (time.perf_counter() - t0), 1e-3)
-    res = milp(c, constraints=cons, integrality=integrality, bounds=Bounds(lb, ub),
-               options={"time_limit": remaining})
-    gap, bound = _milp_stats(res)
+    # HiGHS' gap tolerances are absolute: scale costs to max 1; objectives are recomputed
+    scale = float(np.abs(C).max()) if C.size and np.abs(C).max() > 0 else 1.0
+    rows, cols, vals, lo, hi = _assignment_rows(n, w, cap)
+    load_rows = n + w + np.concatenate([var % w, np.arange(w)])  # sum_i C_ij x_ij - T <= 0
+    rows = np.concatenate([rows, load_rows])
+    cols = np.concatenate([cols, var, np.full(w, nx)])
+    vals = np.concatenate([vals, C.ravel() / scale, -np.ones(w)])
+    lo = np.concatenate([lo, np.full(w, -np.inf)])
+    hi = np.concatenate([hi, np.zeros(w)])
+    cost = np.zeros(nx + 1)
+    cost[-1] = 1.0  # min T
     fallback_val = _makespan(C, x_total)
-    if res.x is not None:
-        x = _decode(res.x, n, w)
-        val = _makespan(C, x)
-        proven = res.status == 0
-        if proven or val <= fallback_val:
-            return Solution(x, val, "makespan-milp", bool(proven), time.perf_counter() - t0,
-                            res.message, gap, bound)
-    status = (f"{res.message}; MILP incumbent missing or worse than the total-cost optimum: "
-              "returned the total-cost optimum")
+    start = np.concatenate([_one_hot(x_total, w), [fallback_val / scale]])
+    res = _highs_milp(cost, rows, cols, vals, lo, hi, nx, t0 + time_limit_s, start,
+                      col_upper=np.inf)
+    if res.values is not None and (res.proven or res.improved):
+        x = _decode(res.values, n, w)
+        return Solution(x, _makespan(C, x), "makespan-milp", res.proven,
+                        time.perf_counter() - t0, res.message, res.gap,
+                        None if res.bound is None else res.bound * scale)
+    status = (f"{res.message}; the MILP did not improve on its start, the total-cost optimum "
+              "(unproven for the makespan): returned it")
     return Solution(x_total, fallback_val, "transport (makespan fallback)", False,
-                    time.perf_counter() - t0, status, gap, bound)
+                    time.perf_counter() - t0, status, res.gap,
+                    None if res.bound is None else res.bound * scale)
 
 
 # ------------------------------------------------------------------------------------------
 # Exact deduplicated solver (ILP)
 # ------------------------------------------------------------------------------------------
-def solve_dedup_ilp(A, indptr, indices, cap, time_limit_s: float = 10.0,
-                    keep_better_heuristic: bool = True) -> Solution:
-    """Exact dispatch under the deduplicated cost model (MILP, HiGHS, under a time limit).
+def solve_dedup_ilp(A, indptr, indices, cap, time_limit_s: float = 10.0) -> Solution:
+    """Exact dispatch under the deduplicated cost model (MILP, HiGHS, under a hard time limit).
 
-    Variables ``x_ij`` (binary, laid out ``i * W + j``) and ``y_jk`` (continuous in ``[0, 1]``,
-    integral at any optimum, see the module docstring) for the (worker, key) pairs with
-    ``A_jk > 0`` among the keys the batch uses; rows ``y_jk - x_ij >= 0`` for every such pair and
-    every sample ``i`` with ``k in K_i``. scipy's ``milp`` offers no warm start, so HiGHS
-    solves from scratch.
+    The model is the module's dedup ILP, reduced without loss: a key used by one sample of the
+    batch needs no ``y`` (at the optimum ``y_jk = x_ij``), so its cost joins that sample's ``x``
+    cost; ``y_jk`` exists only for keys shared by two or more samples and pairs with
+    ``A_jk > 0``. Variables ``x_ij`` are binary (laid out ``i * W + j``), ``y_jk`` continuous in
+    ``[0, 1]`` (integral at any optimum).
 
-    When the time limit hits without a feasible solution, the result is the better (lower dedup
-    cost; the heuristic on a tie) of two cheap candidates: :func:`regret_swap` and the additive
-    optimum (:func:`solve_transport` on :func:`additive_matrix`); ``method`` names the one
-    returned and ``status`` says a fallback was taken. With ``keep_better_heuristic`` the same
-    candidates also replace an unproven MILP incumbent that is worse than them (on N = 1,024
-    instances the additive optimum's dedup cost often beats both the heuristic and the incumbent
-    HiGHS reaches in 30 s).
+    HiGHS starts from the better (dedup cost; the heuristic on a tie) of two cheap plans, the
+    regret + swap heuristic (:func:`regret_swap`) and the additive optimum (:func:`solve_transport`
+    on :func:`additive_matrix`), so it always holds a feasible plan and never returns a worse one.
+    The whole call (the start plans and the model build included) stops at ``time_limit_s``
+    (see :func:`_highs_milp`; overruns are the last simplex iteration's, measured in
+    ``benchmarks/dedup_ilp.py``).
+
+    The plan returned is named in ``method``: ``dedup-milp`` when HiGHS proved optimality or
+    improved on the start, else the start's own name (``regret-swap`` or ``transport-ssp
+    (additive optimum)``) with ``status`` saying that the MILP did not improve it and, when
+    HiGHS got that far, its gap. On this workbench's instances the MILP proves optimality up to
+    about 16 samples x 4 workers within a second (``benchmarks/dedup_ilp.py``).
 
     Args:
         A: ``float[W, U]`` per-(worker, key) cost, ``>= 0``.
         indptr: ``int[N + 1]`` CSR row pointer of the sample -> keys incidence.
         indices: ``int[nnz]`` keys in ``0..U-1``.
         cap: ``int[W]`` capacities summing to N.
-        time_limit_s: HiGHS wall-time limit in seconds.
-        keep_better_heuristic: return a fallback candidate when it beats an unproven MILP
-            incumbent.
+        time_limit_s: wall-time limit of the whole call, in seconds.
 
     Returns:
         A :class:`Solution` with ``objective`` the dedup cost (recomputed by :func:`dedup_cost`),
-        ``optimal`` True iff HiGHS proved optimality, ``mip_gap``/``dual_bound`` from HiGHS,
-        ``seconds`` the whole call's wall time (model build included).
+        ``optimal`` True iff HiGHS proved optimality, ``mip_gap`` (relative) and ``dual_bound``
+        (unscaled, the proven lower bound) from HiGHS, ``seconds`` the whole call's wall time.
     """
     t0 = time.perf_counter()
     A, indptr, indices = check_keys(A, indptr, indices)
@@ -261,54 +344,49 @@ def solve_dedup_ilp(A, indptr, indices, cap, time_limit_s: float = 10.0,
     n = indptr.size - 1
     cap = check_cap(cap, n, w)
     nx = n * w
+    best = _dedup_fallback(A, indptr, indices, cap)
 
-    # unique (sample, key) incidences; (worker, key) pairs with positive cost get a y variable
+    # unique (sample, key) incidences; keys of a single sample fold into its x cost
     rows_i = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
-    inc = np.unique(rows_i * u + indices)
-    inc_i, inc_k = np.divmod(inc, u)
-    ii = np.repeat(inc_i, w)
-    kk = np.repeat(inc_k, w)
-    jj = np.tile(np.arange(w, dtype=np.int64), inc.size)
+    inc_i, inc_k = np.divmod(np.unique(rows_i * u + indices), u)
+    single = np.bincount(inc_k, minlength=u)[inc_k] == 1
+    x_cost = np.zeros((n, w))
+    np.add.at(x_cost, inc_i[single], A[:, inc_k[single]].T)
+    ii = np.repeat(inc_i[~single], w)
+    kk = np.repeat(inc_k[~single], w)
+    jj = np.tile(np.arange(w, dtype=np.int64), int((~single).sum()))
     pos = A[jj, kk] > 0
     ii, jj, kk = ii[pos], jj[pos], kk[pos]
     pair_codes, y_of = np.unique(jj * u + kk, return_inverse=True)
-    ny = pair_codes.size
-    n_vars = nx + ny
     # HiGHS' gap tolerances are absolute: scale the costs to max 1 (cost models in seconds
     # per row are ~1e-7) so that "optimal" means optimal; objectives are recomputed unscaled.
     scale = float(A.max()) if A.size and A.max() > 0 else 1.0
-    c = np.concatenate([np.zeros(nx), A.ravel()[pair_codes] / scale])
+    cost = np.concatenate([x_cost.ravel(), A.ravel()[pair_codes]]) / scale
     m = ii.size
-    link = csr_array((np.concatenate([np.ones(m), -np.ones(m)]),
-                      (np.concatenate([np.arange(m), np.arange(m)]),
-                       np.concatenate([nx + y_of, ii * w + jj]))), shape=(m, n_vars))
-    cons = [_assignment_rows(n, w, cap, n_vars)]
-    if m:
-        cons.append(LinearConstraint(link, 0.0, np.inf))
-    integrality = np.concatenate([np.ones(nx), np.zeros(ny)])
-    remaining = max(time_limit_s - (time.perf_counter() - t0), 1e-3)
-    res = milp(c, constraints=cons, integrality=integrality,
-               bounds=Bounds(np.zeros(n_vars), np.ones(n_vars)),
-               options={"time_limit": remaining})
-    gap, bound = _milp_stats(res)
-    if res.x is not None:
-        x = _decode(res.x, n, w)
+    rows, cols, vals, lo, hi = _assignment_rows(n, w, cap)
+    link = n + w + np.arange(m)  # y_jk - x_ij >= 0
+    rows = np.concatenate([rows, link, link])
+    cols = np.concatenate([cols, nx + y_of, ii * w + jj])
+    vals = np.concatenate([vals, np.ones(m), -np.ones(m)])
+    lo = np.concatenate([lo, np.zeros(m)])
+    hi = np.concatenate([hi, np.full(m, np.inf)])
+    x0 = best.assignment
+    used = np.zeros(w * u, dtype=bool)
+    used[x0[rows_i] * u + indices] = True
+    start = np.concatenate([_one_hot(x0, w), used[pair_codes].astype(np.float64)])
+    res = _highs_milp(cost, rows, cols, vals, lo, hi, nx, t0 + time_limit_s, start)
+    bound = None if res.bound is None else res.bound * scale
+    if res.values is not None and (res.proven or res.improved):
+        x = _decode(res.values, n, w)
         val = dedup_cost(A, indptr, indices, x)
-        proven = res.status == 0
-        if proven or not keep_better_heuristic:
-            return Solution(x, val, "dedup-milp", bool(proven), time.perf_counter() - t0,
-                            res.message, gap, bound)
-        best = _dedup_fallback(A, indptr, indices, cap)
         if val <= best.objective:
-            return Solution(x, val, "dedup-milp", False, time.perf_counter() - t0, res.message,
-                            gap, bound)
-        status = (f"{res.message}; {best.method} beat the unproven MILP incumbent "
-                  f"({val:.6g}): returned {best.method}")
-    else:
-        best = _dedup_fallback(A, indptr, indices, cap)
-        status = f"{res.message}; no feasible MILP solution: fell back to {best.method}"
-    return Solution(best.assignment, best.objective, best.method, False,
-                    time.perf_counter() - t0, status, gap, bound)
+            return Solution(x, val, "dedup-milp", res.proven, time.perf_counter() - t0,
+                            res.message, res.gap, bound)
+    gap = "" if res.gap is None else f", gap {res.gap:.1%}"
+    status = (f"{res.message}{gap}; the MILP did not improve on its start: returned "
+              f"{best.method}")
+    return Solution(best.assignment, best.objective, best.method, res.proven,
+                    time.perf_counter() - t0, status, res.gap, bound)
 
 
 def _dedup_fallback(A, indptr, indices, cap) -> Solution:

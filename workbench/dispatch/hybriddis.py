@@ -4,7 +4,13 @@
 global batch the cost model (:mod:`workbench.dispatch.cost_model`) prices every (worker, key) on
 the real cache states; then
 
-* ``esd_heuristic``: regret-ordered greedy on marginal deduplicated costs plus pairwise swaps
+* every solver optimises the model of ``mode``: ``additive`` (default; every sample pays its
+  own keys, the transportation problem) or ``dedup`` (a key shared by samples on one worker is
+  paid once). The dedup model is myopic at steady state: it rewards piling samples that share
+  missing keys onto one worker, whose misses then evict rows its other samples need; on the same
+  cache states the dedup heuristic's plans are predicted cheaper than the additive optimum's and
+  realise about a third more (``benchmarks/esd_objective_ranking.py``);
+* ``esd_heuristic``: regret-ordered greedy on marginal costs plus pairwise swaps
   (:func:`~workbench.dispatch.heuristic.regret_swap`); ``esd_greedy``: the plain greedy in batch
   order (:func:`~workbench.dispatch.heuristic.greedy_marginal`), kept as a named variant because
   it shows how a cost-blind order fails (the fastest worker fills first);
@@ -12,7 +18,7 @@ the real cache states; then
   ILP under a time limit (``mode="dedup"``) (:mod:`workbench.dispatch.exact`);
 * ``hybriddis``: per batch, the cheap heuristic always, plus the exact solver when the instance
   is small or its predicted time fits the decision budget; it keeps the plan with the lower
-  deduplicated cost (so it is never worse than the heuristic on the same state) and records
+  cost under the model (so it is never worse than the heuristic on the same state) and records
   which ran and how long it took.
 
   *Budget*: the time the decision can hide behind, i.e. the previous iteration's compute on
@@ -53,8 +59,9 @@ class EsdDispatcher(Dispatcher):
         workers: W.
         capacities: samples per worker.
         cost_model: reads the cluster's cache states and links.
-        mode: ``additive`` (transportation problem, exact in polynomial time) or ``dedup`` (ILP
-            under ``time_limit_s``) for the exact solver.
+        mode: the model every solver optimises: ``additive`` (the exact solver is the
+            transportation problem, exact in polynomial time) or ``dedup`` (the exact solver is
+            the ILP under ``time_limit_s``).
         time_limit_s: MILP time limit of the dedup solver.
         budget_s: hybriddis' decision budget per batch.
         small_instance: hybriddis always runs the exact solver when N x W is at most this.
@@ -119,15 +126,30 @@ class EsdDispatcher(Dispatcher):
         else:  # one size seen so far: a rate through the origin
             self._fit = (0.0, float(t.sum() / v.sum()))
 
+    def _model(self, cost, indptr, indices):
+        """The cost inputs of the model every solver of this dispatcher optimises.
+
+        ``dedup``: the cost model's ``(A, CSR)`` as they are. ``additive``: each sample's keys
+        made private (``A' = C^T``, sample ``i`` uses key ``i`` alone), so that the dedup cost of
+        ``A'`` *is* the additive cost ``sum_i C[i, x_i]`` and the heuristic optimises what the
+        exact solver does.
+        """
+        if self.mode == "dedup":
+            return cost, indptr, indices
+        n = indptr.size - 1
+        private = np.arange(n + 1, dtype=np.int64)
+        return (np.ascontiguousarray(additive_matrix(cost, indptr, indices).T), private,
+                private[:-1])
+
     def _exact(self, cost, indptr, indices):
         if self.mode == "additive":
-            return solve_transport(additive_matrix(cost, indptr, indices), self.capacities,
-                                   objective=self.objective, time_limit_s=self.time_limit_s)
+            return solve_transport(cost.T, self.capacities, objective=self.objective,
+                                   time_limit_s=self.time_limit_s)
         return solve_dedup_ilp(cost, indptr, indices, self.capacities, self.time_limit_s)
 
     def decide(self, keys: np.ndarray, batch_id: int) -> Decision:
         start = time.perf_counter()
-        cost, indptr, indices = self.cost_model.batch(keys)
+        cost, indptr, indices = self._model(*self.cost_model.batch(keys))
         variables = keys.shape[0] * self.workers
         method = {"esd_heuristic": "heuristic", "esd_greedy": "greedy",
                   "esd_exact": "exact"}.get(self.name)

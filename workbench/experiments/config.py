@@ -201,7 +201,9 @@ class EsdConfig:
         max_bandwidth_gbps: the fastest worker's link.
         bandwidth_spread: fastest / slowest link of the base setting (log-spaced in between).
         latency_ms: link latency of every worker.
-        exact_mode: ``additive`` (transportation problem) or ``dedup`` (ILP) for esd_exact.
+        exact_mode: the model every ESD dispatcher optimises: ``additive`` (each sample pays
+            its keys; esd_exact = the transportation problem) or ``dedup`` (a key shared on a
+            worker is paid once; esd_exact = the ILP).
         objective: ``total`` (the paper's summed weighted cost) or ``makespan`` (the slowest
             worker's cost; additive mode only).
         time_limit_s: MILP time limit of the dedup solver.
@@ -219,6 +221,9 @@ class EsdConfig:
         cache_sweep: cache ratios of the cache sweep.
         spread_sweep: bandwidth spreads of the heterogeneity sweep.
         batch_sweep: samples per worker of the batch-size sweep.
+        capacity_sweep: capacity rules of the capacity sweep (``equal``, ``proportional``).
+        budget_sweep: hybriddis' budget fractions of the budget sweep (hybriddis alone: the
+            budget changes no other dispatcher).
         train_dispatchers: dispatchers trained end to end (test AUC against emulated time).
         train_model: the model trained end to end (a key of ``models``).
     """
@@ -256,6 +261,10 @@ class EsdConfig:
                                       metadata=nonempty())
     batch_sweep: list[int] = field(default_factory=lambda: [32, 64, 128],
                                    metadata=nonempty(in_range(1, None)))
+    capacity_sweep: list[str] = field(default_factory=lambda: ["equal", "proportional"],
+                                      metadata=nonempty())
+    budget_sweep: list[float] = field(default_factory=lambda: [0.5, 1.0, 4.0],
+                                      metadata=nonempty(in_range(0.0, None)))
     train_dispatchers: list[str] = field(default_factory=lambda: [
         "random", "laia", "hybriddis"], metadata=nonempty())
     train_model: str = "wdl"
@@ -267,6 +276,8 @@ class EsdConfig:
             check_each(key, getattr(self, key), lambda name: name in allowed, f"one of {allowed}")
         check_each("cache_sweep", self.cache_sweep, lambda r: 0 < r <= 1, "in (0, 1]")
         check_each("spread_sweep", self.spread_sweep, lambda r: r >= 1, ">= 1")
+        check_each("capacity_sweep", self.capacity_sweep,
+                   lambda c: c in ("equal", "proportional"), "'equal' or 'proportional'")
         if self.objective == "makespan" and self.exact_mode != "additive":
             raise ConfigError("objective = 'makespan' needs exact_mode = 'additive'")
 

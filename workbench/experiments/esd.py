@@ -113,23 +113,25 @@ def warm_up(cluster: EdgeCluster, keys: np.ndarray, disp, exp: EsdConfig,
 
 
 def one_run(keys: np.ndarray, rows: int, exp: EsdConfig, dispatcher: str, workers: int,
-            per_worker: int, cache_ratio: float, spread: float, wire_dim: int,
-            seed: int, compute: ComputeCost) -> tuple[dict[str, Any], list[dict]]:
+            per_worker: int, cache_ratio: float, spread: float, capacity: str,
+            budget_fraction: float, wire_dim: int, seed: int,
+            compute: ComputeCost) -> tuple[dict[str, Any], list[dict]]:
     """Warm the caches to steady state with one dispatcher, then measure ``exp.batches``.
 
-    HybridDis' budget is ``hybrid_budget_fraction`` x one iteration's compute of the train
-    model on the slowest-loaded worker (``compute``: the calibrated clock)."""
+    HybridDis' budget is ``budget_fraction`` x one iteration's compute of the train model on
+    the slowest-loaded worker (``compute``: the calibrated clock); ``capacity`` is ``equal`` or
+    ``proportional`` (:func:`worker_capacities`)."""
     links = edge_cluster_config(exp, workers, spread)
     cluster = EdgeCluster(links, CacheConfig(policy="lru", ratio=cache_ratio,
                                              read_bound=exp.bound, write_bound=exp.bound),
                           rows, VALUE_DIM)
-    caps = worker_capacities(links, per_worker, exp.capacity)
+    caps = worker_capacities(links, per_worker, capacity)
     disp = make_dispatcher(dispatcher, cluster, caps, wire_dim=wire_dim, mode=exp.exact_mode,
                            time_limit_s=exp.time_limit_s, small_instance=exp.small_instance,
                            seconds_per_variable=exp.exact_seconds_per_variable,
                            objective=exp.objective, heuristic_rounds=exp.heuristic_rounds,
                            predictor=exp.hybrid_predictor, seed=seed)
-    budget = exp.hybrid_budget_fraction * float(compute.seconds(caps).max())
+    budget = budget_fraction * float(compute.seconds(caps).max())
     if hasattr(disp, "set_budget"):
         disp.set_budget(budget)
     warm, steady, hit = warm_up(cluster, keys, disp, exp, wire_dim)
@@ -140,8 +142,8 @@ def one_run(keys: np.ndarray, rows: int, exp: EsdConfig, dispatcher: str, worker
     methods = pd.Series([r["method"] for r in kept]).value_counts().to_dict()
     per_worker_comm = np.mean([r["comm_s"] for r in kept], axis=0)
     return {"dispatcher": dispatcher, "workers": workers, "per_worker": per_worker,
-            "cache_ratio": cache_ratio, "spread": spread,
-            "capacities": " ".join(map(str, caps)),
+            "cache_ratio": cache_ratio, "spread": spread, "capacity": capacity,
+            "budget_fraction": budget_fraction, "capacities": " ".join(map(str, caps)),
             "worker_comm_s": " ".join(f"{c:.6g}" for c in per_worker_comm),
             "warmup_batches": warm, "steady": steady, "warm_hit_rate": hit,
             "budget_s": budget,
@@ -150,6 +152,50 @@ def one_run(keys: np.ndarray, rows: int, exp: EsdConfig, dispatcher: str, worker
             "makespan_s_per_batch": float(makespan.mean()),
             "rows_per_batch": float(rows_moved.mean()),
             "methods": ";".join(f"{k}:{v}" for k, v in sorted(methods.items()))}, kept
+
+
+DEDUP_PROBE = ((8, 2), (16, 2), (16, 4), (32, 4), (64, 8), (128, 8))  # (samples, workers)
+
+
+def dedup_ilp_probe(keys: np.ndarray, rows: int, exp: EsdConfig, wire_dim: int,
+                    seed: int) -> pd.DataFrame:
+    """Up to which size the deduplicated ILP is exact within ``exp.time_limit_s``, here.
+
+    The base setting's caches are warmed to steady state by ``esd_heuristic``; the next batch's
+    cost model output is cut to its first N samples and first W workers (equal capacities) for
+    each size of :data:`DEDUP_PROBE` that fits the base batch, plus the whole base batch. Each
+    is solved by :func:`~workbench.dispatch.exact.solve_dedup_ilp` under the time limit and by
+    the regret + swap heuristic. Proven optimality depends on this machine's speed (as the
+    decision times do): the rows say how long each solve took.
+    """
+    from workbench.dispatch.exact import solve_dedup_ilp
+    from workbench.dispatch.heuristic import regret_swap
+
+    links = edge_cluster_config(exp, exp.workers, exp.bandwidth_spread)
+    cluster = EdgeCluster(links, CacheConfig(policy="lru", ratio=exp.cache_ratio,
+                                             read_bound=exp.bound, write_bound=exp.bound),
+                          rows, VALUE_DIM)
+    caps = worker_capacities(links, exp.per_worker, "equal")
+    disp = make_dispatcher("esd_heuristic", cluster, caps, wire_dim=wire_dim, seed=seed,
+                           heuristic_rounds=exp.heuristic_rounds)
+    warm, _, _ = warm_up(cluster, keys, disp, exp, wire_dim)
+    n_all = int(caps.sum())
+    batch = keys[np.arange(warm * n_all, (warm + 1) * n_all) % len(keys)]
+    sizes = [(n, w) for n, w in DEDUP_PROBE if n < n_all and w <= exp.workers and n % w == 0]
+    out = []
+    for n, w in sizes + [(n_all, exp.workers)]:
+        A, indptr, indices = disp.cost_model.batch(batch[:n])
+        A = A[:w]
+        cap = np.full(w, n // w) if (n, w) != (n_all, exp.workers) else caps
+        ilp = solve_dedup_ilp(A, indptr, indices, cap, exp.time_limit_s)
+        heur = regret_swap(A, indptr, indices, cap, exp.heuristic_rounds)
+        out.append({"samples": n, "workers": w, "proven_optimal": ilp.optimal,
+                    "plan": ilp.method, "wall_s": ilp.seconds,
+                    "time_limit_s": exp.time_limit_s, "mip_gap": ilp.mip_gap,
+                    "ilp_cost": ilp.objective, "heuristic_cost": heur.objective,
+                    "heuristic_over_ilp": heur.objective / ilp.objective - 1
+                    if ilp.objective > 0 else 0.0})
+    return pd.DataFrame(out)
 
 
 def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
@@ -188,12 +234,18 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
     batch_sweep = fitting("experiments.esd.batch_sweep", exp.batch_sweep,
                           lambda b: samples >= exp.workers * b, skipped)
     base = {"workers": exp.workers, "per_worker": exp.per_worker,
-            "cache_ratio": exp.cache_ratio, "spread": exp.bandwidth_spread}
+            "cache_ratio": exp.cache_ratio, "spread": exp.bandwidth_spread,
+            "capacity": exp.capacity, "budget_fraction": exp.hybrid_budget_fraction}
     points = [("base", base)]
     points += [("workers", {**base, "workers": w}) for w in worker_sweep]
     points += [("cache_ratio", {**base, "cache_ratio": c}) for c in exp.cache_sweep]
     points += [("spread", {**base, "spread": s}) for s in exp.spread_sweep]
     points += [("per_worker", {**base, "per_worker": b}) for b in batch_sweep]
+    points += [("capacity", {**base, "capacity": c}) for c in exp.capacity_sweep]
+    # the budget only matters to hybriddis: the sweep runs it alone
+    points += [("budget", {**base, "budget_fraction": f}) for f in exp.budget_sweep]
+    runs_of = {sweep: [d for d in exp.dispatchers if sweep != "budget" or d == "hybriddis"]
+               for sweep, _ in points}
     from workbench.experiments.calibrate import ModelShape, clock_costs
 
     cluster_cfg = clock_cluster(exp, cluster)
@@ -201,15 +253,19 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
         exp.train_model, model, len(meta.dense), len(meta.categorical)))
     rows_out, decisions = [], []
     done: dict[tuple, dict[str, Any]] = {}
-    bar = tqdm(total=len(points) * len(exp.dispatchers), disable=not progress, desc="esd")
+    bar = tqdm(total=sum(len(runs_of[sweep]) for sweep, _ in points), disable=not progress,
+               desc="esd")
     for sweep, point in points:
-        for name in exp.dispatchers:
+        for name in runs_of[sweep]:
             key = (name, *point.values())
             if key not in done:
                 done[key], records = one_run(keys, rows, exp, name, seed=seed,
                                              wire_dim=wire_dim, compute=compute, **point)
-                if sweep == "base":
-                    decisions += [{"dispatcher": name, "batch": t, "method": r["method"],
+                if sweep in ("base", "budget"):
+                    decisions += [{"dispatcher": name, "sweep": sweep,
+                                   "budget_fraction": point["budget_fraction"],
+                                   "budget_s": done[key]["budget_s"], "batch": t,
+                                   "method": r["method"],
                                    "decision_s": r["decision_s"], "charged_s": r["charged_s"],
                                    "transfer_s": float(r["transfer_s"].sum())}
                                   for t, r in enumerate(records)]
@@ -217,6 +273,7 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
             bar.update()
     bar.close()
     cost = pd.DataFrame(rows_out)
+    probe = dedup_ilp_probe(keys, rows, exp, wire_dim, seed)
     train_frame, train_summary = train_end_to_end(processed, meta, exp, train, model,
                                                   dataset.target_auc, cluster_cfg, compute,
                                                   software, seed, progress)
@@ -230,6 +287,8 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
         # used in a decision: hybriddis' switch uses the configured predictor)
         pd.DataFrame(decisions).to_csv(tmp / "decision.csv", index=False, float_format="%.6g")
         train_frame.to_csv(tmp / "train.csv", index=False, float_format="%.6g")
+        # wall-clock bound like decision.csv: whether a solve is proven depends on the machine
+        probe.to_csv(tmp / "dedup_ilp.csv", index=False, float_format="%.6g")
         write_json(tmp / "summary.json", summary)
 
 
