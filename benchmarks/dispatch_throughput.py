@@ -69,7 +69,7 @@ def heuristic_alone(keys: np.ndarray, batches: int) -> dict:
     deduplicated model and on the additive one (the default; its C matrix build included)."""
     from workbench.dispatch.cost_model import CostModel
     from workbench.dispatch.heuristic import regret_swap
-    from workbench.dispatch.objective import additive_matrix
+    from workbench.dispatch.objective import additive_matrix, private_keys
 
     rows = TABLES * ROWS_PER_TABLE
     cluster = EdgeCluster(ClusterConfig(workers=WORKERS, bandwidth_gbps=list(
@@ -78,7 +78,6 @@ def heuristic_alone(keys: np.ndarray, batches: int) -> dict:
     model = CostModel(cluster)
     n = WORKERS * PER_WORKER
     heur, additive, cost_model = [], [], []
-    private = np.arange(n + 1)
     for t in range(batches):
         batch = keys[t * n:(t + 1) * n]
         start = time.perf_counter()
@@ -88,8 +87,7 @@ def heuristic_alone(keys: np.ndarray, batches: int) -> dict:
         heur.append(time.perf_counter() - mid)
         cost_model.append(mid - start)
         mid = time.perf_counter()
-        regret_swap(np.ascontiguousarray(additive_matrix(cost, indptr, indices).T), private,
-                    private[:-1], caps, 1)
+        regret_swap(*private_keys(additive_matrix(cost, indptr, indices)), caps, 1)
         additive.append(time.perf_counter() - mid)
         for w in range(WORKERS):
             k = batch[sol.assignment == w].ravel()

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.cluster.config import CacheConfig
 from workbench.cluster.edge_cluster import EdgeCluster
 from workbench.config import load
 from workbench.data.keys import sample_keys, table_rows
@@ -33,10 +32,15 @@ from workbench.data.preprocess import read_split
 from workbench.data.schema import DatasetMeta
 from workbench.dispatch.exact import solve_transport
 from workbench.dispatch.heuristic import regret_swap
-from workbench.dispatch.objective import additive_cost, additive_matrix, dedup_cost
+from workbench.dispatch.objective import (
+    additive_cost,
+    additive_matrix,
+    dedup_cost,
+    private_keys,
+)
 from workbench.dispatch.registry import make_dispatcher
 from workbench.experiments.esd import (
-    VALUE_DIM,
+    edge_cluster,
     edge_cluster_config,
     warm_up,
     worker_capacities,
@@ -67,9 +71,7 @@ def main() -> None:
     keys = sample_keys(read_split(processed, "train", columns=meta.categorical), meta)
     wire = cfg.models[exp.train_model].embedding_dim
     links = edge_cluster_config(exp, exp.workers, exp.bandwidth_spread)
-    cluster = EdgeCluster(links, CacheConfig(policy="lru", ratio=exp.cache_ratio,
-                                             read_bound=exp.bound, write_bound=exp.bound),
-                          table_rows(meta), VALUE_DIM)
+    cluster = edge_cluster(exp, links, table_rows(meta), exp.cache_ratio)
     caps = worker_capacities(links, exp.per_worker, "equal")
     disp = make_dispatcher("esd_exact", cluster, caps, wire_dim=wire)
     warm, steady, _ = warm_up(cluster, keys, disp, exp, wire)
@@ -81,10 +83,8 @@ def main() -> None:
         batch = keys[np.arange(t * n, (t + 1) * n) % len(keys)]
         A, indptr, indices = disp.cost_model.batch(batch)
         C = additive_matrix(A, indptr, indices)
-        private = np.arange(n + 1)
         x = {"dedup_heuristic": regret_swap(A, indptr, indices, caps, 1).assignment,
-             "additive_heuristic": regret_swap(np.ascontiguousarray(C.T), private,
-                                               private[:-1], caps, 1).assignment,
+             "additive_heuristic": regret_swap(*private_keys(C), caps, 1).assignment,
              "additive_optimum": solve_transport(C, caps).assignment}
         row = {"batch": t}
         for name in plans:

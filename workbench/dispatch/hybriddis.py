@@ -48,7 +48,7 @@ from workbench.dispatch.base import Decision, Dispatcher
 from workbench.dispatch.cost_model import CostModel
 from workbench.dispatch.exact import solve_dedup_ilp, solve_transport
 from workbench.dispatch.heuristic import greedy_marginal, regret_swap
-from workbench.dispatch.objective import additive_matrix, dedup_cost
+from workbench.dispatch.objective import additive_matrix, dedup_cost, private_keys
 
 
 class EsdDispatcher(Dispatcher):
@@ -130,16 +130,12 @@ class EsdDispatcher(Dispatcher):
         """The cost inputs of the model every solver of this dispatcher optimises.
 
         ``dedup``: the cost model's ``(A, CSR)`` as they are. ``additive``: each sample's keys
-        made private (``A' = C^T``, sample ``i`` uses key ``i`` alone), so that the dedup cost of
-        ``A'`` *is* the additive cost ``sum_i C[i, x_i]`` and the heuristic optimises what the
-        exact solver does.
+        made private (:func:`~workbench.dispatch.objective.private_keys`), so that the dedup
+        cost *is* the additive cost and the heuristic optimises what the exact solver does.
         """
         if self.mode == "dedup":
             return cost, indptr, indices
-        n = indptr.size - 1
-        private = np.arange(n + 1, dtype=np.int64)
-        return (np.ascontiguousarray(additive_matrix(cost, indptr, indices).T), private,
-                private[:-1])
+        return private_keys(additive_matrix(cost, indptr, indices))
 
     def _exact(self, cost, indptr, indices):
         if self.mode == "additive":

@@ -55,7 +55,8 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-__all__ = ["Solution", "dedup_cost", "additive_cost", "additive_matrix", "check_assignment"]
+__all__ = ["Solution", "dedup_cost", "additive_cost", "additive_matrix", "private_keys",
+           "check_assignment"]
 
 
 @dataclass
@@ -215,3 +216,19 @@ def additive_matrix(A, indptr, indices) -> np.ndarray:
     C = np.zeros((indptr.size - 1, A.shape[0]))
     _additive_kernel(A, indptr, indices, C)
     return C
+
+
+def private_keys(C) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The additive model in the keyed form the dedup solvers take: sample ``i`` uses key ``i``
+    alone, at cost ``A'[j, i] = C[i, j]``, so the dedup cost of any assignment on ``(A', CSR)``
+    *is* its additive cost ``sum_i C[i, x_i]``.
+
+    Args:
+        C: ``float[N, W]`` cost of each sample on each worker.
+
+    Returns:
+        ``(A' float64[W, N], indptr int64[N + 1], indices int64[N])``.
+    """
+    C = np.asarray(C, dtype=np.float64)
+    private = np.arange(C.shape[0] + 1, dtype=np.int64)
+    return np.ascontiguousarray(C.T), private, private[:-1]

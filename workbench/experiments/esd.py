@@ -52,6 +52,14 @@ def edge_cluster_config(exp: EsdConfig, workers: int, spread: float) -> ClusterC
                          ps_bandwidth_gbps=exp.max_bandwidth_gbps * workers)
 
 
+def edge_cluster(exp: EsdConfig, links: ClusterConfig, rows: int,
+                 cache_ratio: float) -> EdgeCluster:
+    """The emulated edge cluster of one ESD point: ``links`` (:func:`edge_cluster_config`),
+    LRU HET caches of ``cache_ratio`` with read and write bound ``exp.bound``."""
+    return EdgeCluster(links, CacheConfig(policy="lru", ratio=cache_ratio, read_bound=exp.bound,
+                                          write_bound=exp.bound), rows, VALUE_DIM)
+
+
 def clock_cluster(exp: EsdConfig, cluster: ClusterConfig) -> ClusterConfig:
     """ESD's base edge links (:func:`edge_cluster_config`) with the clock settings of
     ``cluster`` (compute, software cost, overlap)."""
@@ -122,9 +130,7 @@ def one_run(keys: np.ndarray, rows: int, exp: EsdConfig, dispatcher: str, worker
     the slowest-loaded worker (``compute``: the calibrated clock); ``capacity`` is ``equal`` or
     ``proportional`` (:func:`worker_capacities`)."""
     links = edge_cluster_config(exp, workers, spread)
-    cluster = EdgeCluster(links, CacheConfig(policy="lru", ratio=cache_ratio,
-                                             read_bound=exp.bound, write_bound=exp.bound),
-                          rows, VALUE_DIM)
+    cluster = edge_cluster(exp, links, rows, cache_ratio)
     caps = worker_capacities(links, per_worker, capacity)
     disp = make_dispatcher(dispatcher, cluster, caps, wire_dim=wire_dim, mode=exp.exact_mode,
                            time_limit_s=exp.time_limit_s, small_instance=exp.small_instance,
@@ -172,9 +178,7 @@ def dedup_ilp_probe(keys: np.ndarray, rows: int, exp: EsdConfig, wire_dim: int,
     from workbench.dispatch.heuristic import regret_swap
 
     links = edge_cluster_config(exp, exp.workers, exp.bandwidth_spread)
-    cluster = EdgeCluster(links, CacheConfig(policy="lru", ratio=exp.cache_ratio,
-                                             read_bound=exp.bound, write_bound=exp.bound),
-                          rows, VALUE_DIM)
+    cluster = edge_cluster(exp, links, rows, exp.cache_ratio)
     caps = worker_capacities(links, exp.per_worker, "equal")
     disp = make_dispatcher("esd_heuristic", cluster, caps, wire_dim=wire_dim, seed=seed,
                            heuristic_rounds=exp.heuristic_rounds)
