@@ -62,6 +62,9 @@ def ci_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in cfg.experiments.recd.datasets:
         run(["dedup", "--params", str(params), "--dataset", name])
         run(["recd", "--params", str(params), "--dataset", name])
+    for name in cfg.experiments.hotline.popularity_datasets:
+        run(["hotline-popularity", "--params", str(params), "--dataset", name])
+    run(["hotline", "--params", str(params)])
     return params
 
 

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.config import CacheConfig, ClusterConfig, HardwareConfig
 from workbench.data.config import DatasetConfig
 from workbench.dispatch.config import DispatchConfig
 from workbench.experiments.config import ExperimentsConfig
@@ -69,6 +69,7 @@ class ProfileConfig:
         het_dim_sweep: embedding widths of HET Fig. 9c (each one is calibrated).
         calibrate_batch_sizes: per-worker batch sizes of the compute calibration.
         calibrate_repeats: timed repeats per calibration point.
+        hotline_sweep_steps: timed mini-batches per point of Hotline's speedup sweep.
         progress: show tqdm progress bars.
     """
 
@@ -94,6 +95,7 @@ class ProfileConfig:
     het_dim_sweep: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096])
     calibrate_batch_sizes: list[int] = field(default_factory=lambda: [32, 64, 128, 256])
     calibrate_repeats: int = field(default=5, metadata=in_range(1, 1000))
+    hotline_sweep_steps: int = field(default=12, metadata=in_range(1, None))
     progress: bool = True
 
 
@@ -137,6 +139,7 @@ class WorkbenchConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     models: dict[str, ModelConfig] = field(default_factory=dict)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    hardware: dict[str, HardwareConfig] = field(default_factory=dict)
     cache: CacheConfig = field(default_factory=CacheConfig)
     dispatch: DispatchConfig = field(default_factory=DispatchConfig)
     experiments: ExperimentsConfig = field(default_factory=ExperimentsConfig)
@@ -163,7 +166,15 @@ class WorkbenchConfig:
                 ("experiments.esd.dataset", [self.experiments.esd.dataset],
                  self.pipeline.datasets),
                 ("experiments.esd.train_model", [self.experiments.esd.train_model],
-                 list(self.models))):
+                 list(self.models)),
+                ("experiments.hotline.dataset", [self.experiments.hotline.dataset],
+                 self.pipeline.datasets),
+                ("experiments.hotline.popularity_datasets",
+                 self.experiments.hotline.popularity_datasets, self.pipeline.datasets),
+                ("experiments.hotline.model", [self.experiments.hotline.model],
+                 list(self.models)),
+                ("experiments.hotline.hardware", self.experiments.hotline.hardware,
+                 list(self.hardware))):
             for name in names:
                 if name not in known:
                     raise ConfigError(f"{owner} names '{name}', which is not one of {known}")

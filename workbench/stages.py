@@ -5,6 +5,7 @@ r"""Command line of every pipeline stage: ``python -m workbench.stages <stage> [
     download --> preprocess --> dataset-stats --> notebook --> report
     (per dataset)           \-> het-cache ------/   (per notebook)
                             \-> dedup --> recd --/
+                            \-> hotline-popularity, hotline
 
 Stages::
 
@@ -21,13 +22,19 @@ Stages::
     dedup          RecD partitions (shuffled / session-clustered), storage and dedup factors
                                                   -> data/partitions/<ds>, results/dedup/<ds>
     recd           RecD preprocessing and training throughput, KJT vs IKJT -> results/recd/<ds>
+    hotline-popularity  Hotline/FAE popular-input fraction against the hot-memory budget
+                                                  -> results/hotline_popularity/<ds>
+    hotline        Hotline's micro-batch pipeline vs the CPU-GPU hybrid, FAE, accelerator-only:
+                   measured on this machine + the time model of accelerator servers
+                                                  -> results/hotline/<ds>
     notebook NAME  execute notebooks/NAME.py with papermill            -> reports/NAME/
     report         gather every notebook section                       -> reports/README.md
 
 Common options: ``--params params.yaml`` reads the composed config DVC tracks (dvc.yaml passes
 it); without it ``conf/`` is composed. ``--dataset NAME`` picks ``datasets.NAME``; a Hydra
 override ``dataset=<name>`` (``criteo_kaggle``, or ``local`` with ``dataset.path=...``) picks that
-dataset, for every stage alike. Without either, ``het-train``, ``het-time`` and ``esd`` run on
+dataset, for every stage alike. Without either, ``het-train``, ``het-time``, ``esd`` and
+``hotline`` run on
 their experiment's ``dataset`` (``experiments.<stage>.dataset``) and the others on the
 ``dataset`` group's default.
 ``--offline`` (download) never touches the network. Everything after the options is a Hydra
@@ -49,7 +56,8 @@ from workbench.utils.validation import ConfigError
 log = logging.getLogger("workbench.stages")
 
 STAGES = ("download", "preprocess", "prepare", "dataset-stats", "het-cache", "calibrate",
-          "het-train", "het-time", "esd", "dedup", "recd", "notebook", "report")
+          "het-train", "het-time", "esd", "dedup", "recd", "hotline-popularity", "hotline",
+          "notebook", "report")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -185,6 +193,28 @@ def _recd(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
     return out
 
 
+def _hotline_popularity(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
+    """Hotline's popular-input fraction against the hot-memory budget on one dataset."""
+    from workbench.experiments import hotline
+
+    exp = cfg.experiments.hotline
+    out = _results(cfg, "hotline_popularity", ds.name)
+    hotline.popularity(_processed(cfg, ds.name), out, exp,
+                       dim=cfg.models[exp.model].embedding_dim, seed=cfg.seed)
+    return out
+
+
+def _hotline(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
+    """Hotline's pipeline against its baselines, measured and modelled."""
+    from workbench.experiments import hotline
+
+    exp = cfg.experiments.hotline
+    out = _results(cfg, "hotline", ds.name)
+    hotline.run(_processed(cfg, ds.name), out, exp, dataset=ds, model=cfg.models[exp.model],
+                hardware=cfg.hardware, seed=cfg.seed, progress=cfg.profile.progress)
+    return out
+
+
 def _notebook(cfg: WorkbenchConfig, name: str | None, params: Path | None) -> Path:
     from workbench.report.notebook import execute
 
@@ -201,7 +231,8 @@ def _notebook(cfg: WorkbenchConfig, name: str | None, params: Path | None) -> Pa
 
 #: Stages that run on one dataset the configuration names (``experiments.<stage>.dataset``)
 #: unless the command line picks another.
-SINGLE_DATASET = {"het-train": "het_train", "het-time": "het_time", "esd": "esd"}
+SINGLE_DATASET = {"het-train": "het_train", "het-time": "het_time", "esd": "esd",
+                  "hotline": "hotline"}
 
 
 def _picked(args: argparse.Namespace) -> bool:
@@ -215,7 +246,7 @@ def _stage_dataset(cfg: WorkbenchConfig, args: argparse.Namespace) -> DatasetCon
 
     ``--dataset NAME`` picks ``datasets.NAME``; a ``dataset=<name>`` override picks the
     ``dataset`` group's selection (a user's ``local`` data included), for every stage alike.
-    Without either, ``het-train``, ``het-time`` and ``esd`` run on their experiment's
+    Without either, ``het-train``, ``het-time``, ``esd`` and ``hotline`` run on their experiment's
     ``dataset`` and the other stages on the ``dataset`` group's default.
     """
     if not _picked(args) and args.stage in SINGLE_DATASET:
@@ -254,7 +285,8 @@ def run(argv: list[str] | None = None) -> Path:
     if args.stage in ("preprocess", "prepare"):
         return pipeline.preprocess(ds, data_root, seed=cfg.seed)
     experiments = {"dataset-stats": _dataset_stats, "het-cache": _het_cache, "dedup": _dedup,
-                   "recd": _recd, "het-train": _het_train, "het-time": _het_time, "esd": _esd}
+                   "recd": _recd, "het-train": _het_train, "het-time": _het_time, "esd": _esd,
+                   "hotline-popularity": _hotline_popularity, "hotline": _hotline}
     if args.stage in experiments:
         return experiments[args.stage](cfg, ds)
     if args.stage == "calibrate":

@@ -99,3 +99,35 @@ class CacheConfig:
     read_bound: int = field(default=100, metadata=in_range(0, None))
     write_bound: int = field(default=100, metadata=in_range(0, None))
     clock: Literal["update", "iteration"] = "update"
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    """An accelerator server for Hotline's time model (``conf/hardware/``, ``hardware.<name>``).
+
+    Every rate is an *effective* one (what the operation sustains, not the spec sheet's peak);
+    ``source`` says where each number comes from. Bandwidths are in GB/s (1e9 bytes per second).
+
+    Attributes:
+        label: name shown in figures.
+        peak_tflops: the accelerator's fp32 peak.
+        compute_efficiency: fraction of the peak the model's forward + backward sustains.
+        step_overhead_us: fixed cost of one micro-batch's compute (kernel launches, optimizer).
+        accelerator_gbps: gather / scatter of embedding rows in accelerator memory (HBM).
+        host_gbps: gather / write-back of embedding rows in host memory (CPU DRAM).
+        link_gbps: host <-> accelerator link (PCIe), one direction.
+        link_latency_us: latency of one transfer over the link.
+        memory_gb: accelerator memory for embedding rows (accelerator-only needs the table to fit).
+        source: where the numbers come from.
+    """
+
+    label: str = "accelerator"
+    peak_tflops: float = field(default=15.7, metadata=in_range(0.0, None, lo_open=True))
+    compute_efficiency: float = field(default=0.3, metadata=in_range(0.0, 1.0, lo_open=True))
+    step_overhead_us: float = field(default=300.0, metadata=in_range(0.0, None))
+    accelerator_gbps: float = field(default=300.0, metadata=in_range(0.0, None, lo_open=True))
+    host_gbps: float = field(default=5.0, metadata=in_range(0.0, None, lo_open=True))
+    link_gbps: float = field(default=12.0, metadata=in_range(0.0, None, lo_open=True))
+    link_latency_us: float = field(default=10.0, metadata=in_range(0.0, None))
+    memory_gb: float = field(default=16.0, metadata=in_range(0.0, None, lo_open=True))
+    source: str = ""

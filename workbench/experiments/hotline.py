@@ -1,0 +1,482 @@
+r"""Hotline experiments: popular inputs, the micro-batch pipeline against its baselines, timelines.
+
+Our formalisation of Hotline (ISCA 2024; DESIGN.md §3.4): the paper's method section is
+unavailable, the pipeline follows its abstracts and FAE's public profiler. Two stages:
+
+* ``hotline_popularity@<ds>`` (:func:`popularity`): for each hot-memory budget (a fraction of the
+  table bytes; FAE's 128 / 256 / 512 MB at full Criteo Kaggle scale among them), the hot set of
+  a ``profile_rate`` profile and of a full pass, the share of inputs that are popular and of
+  lookups that hit -> ``results/hotline_popularity/<ds>/``.
+* ``hotline`` (:func:`run`): on ``exp.dataset``, MEASURED on this machine (CPU threads, or CUDA)::
+
+      profile 5% -> hot set at budget_mb (scaled) -> for each scheme: train one epoch for real
+      (hybrid, hotline [+ online re-profiling], fae, accel_only), test AUC every eval_every
+      mini-batches, every step's phases (spans) and micro-batch sizes
+      -> this machine's rates fitted from the spans (compute a + b n, gather / link bandwidths)
+      -> the time model (workbench.cluster.accelerator_time) on every step's sizes, for this
+         machine (fitted) and each configured server (V100 / A100-class, assumed rates)
+      sweep: budgets x batch sizes, hybrid vs hotline (and hotline without overlap), measured
+         medians and modelled sums on the same mini-batches
+
+Outputs (``results/hotline/<ds>/``): ``metrics.csv`` (AUC against measured and modelled time),
+``steps.csv`` (every step: sizes, measured wall, modelled seconds per server), ``timeline.csv``
+(one mini-batch per scheme: measured spans and modelled phases), ``sweep.csv``,
+``summary.json``. Wall-clock columns are measured and change from run to run (AUC, sizes and the
+modelled seconds on the configured servers do not).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from workbench.cluster.accelerator_time import step_seconds, step_timeline, sync_seconds
+from workbench.cluster.config import HardwareConfig
+from workbench.data.config import DatasetConfig
+from workbench.data.keys import sample_keys, table_rows
+from workbench.data.popularity import (
+    FLOAT_BYTES,
+    hot_keys,
+    hot_mask,
+    popular_mask,
+    profile_counts,
+    scaled_budget_bytes,
+)
+from workbench.data.preprocess import read_split
+from workbench.data.schema import DatasetMeta
+from workbench.experiments.config import HotlineConfig
+from workbench.experiments.het_train import load_split
+from workbench.experiments.sizing import require_samples
+from workbench.models.config import ModelConfig
+from workbench.models.ctr import build_model, flops_per_sample
+from workbench.training.hotline import (
+    MicroBatchCounts,
+    StepRecord,
+    TieredTrainer,
+    microbatch_counts,
+    train_scheme,
+)
+
+log = logging.getLogger(__name__)
+
+LABELS = {"hybrid": "CPU-GPU hybrid", "hotline": "Hotline", "hotline_online": "Hotline (online)",
+          "fae": "FAE", "accel_only": "Accelerator-only", "hotline_sequential":
+          "Hotline, no overlap"}
+THIS_MACHINE = "this_machine"
+COMPUTE_PHASES = {"compute mini-batch": "samples", "compute popular": "popular",
+                  "compute non-popular": "non_popular"}
+
+
+# -- popularity ---------------------------------------------------------------------------------
+def popularity(processed: Path, out: Path, exp: HotlineConfig, *, dim: int, seed: int) -> None:
+    """The ``hotline_popularity`` stage on one dataset; writes ``out`` whole.
+
+    Args:
+        processed: ``data/processed/<ds>``.
+        out: ``results/hotline_popularity/<ds>``.
+        exp: the budgets and the profile rate.
+        dim: embedding width of the model (a hot row is ``4 dim`` bytes).
+        seed: seeds the profile's draw.
+
+    Raises:
+        ValueError: the train split has no rows.
+    """
+    from workbench.data.pipeline import unavailable_result
+    from workbench.utils.io import atomic_dir, write_json
+
+    with atomic_dir(out) as tmp:
+        if unavailable_result(processed, tmp / "summary.json"):
+            return
+        meta = DatasetMeta.read(processed)
+        keys = sample_keys(read_split(processed, "train", columns=meta.categorical), meta)
+        if keys.shape[0] == 0:
+            raise ValueError(f"{processed}: the train split has no rows; nothing to profile")
+        rows = table_rows(meta)
+        counts = {"profile": profile_counts(keys, rows, exp.profile_rate,
+                                            np.random.default_rng(seed)),
+                  "full pass": np.bincount(keys.ravel(), minlength=rows).astype(np.int64)}
+        fae = {scaled_budget_bytes(mb, exp.full_scale_rows, exp.full_scale_dim, rows, dim)
+               / (rows * dim * FLOAT_BYTES): mb for mb in exp.budget_mb_full}
+        records = []
+        for profile, c in counts.items():
+            for fraction in sorted(set(exp.popularity_fractions) | set(fae)):
+                budget = int(fraction * rows * dim * FLOAT_BYTES)
+                mask = hot_mask(hot_keys(c, budget, dim), rows)
+                records.append({
+                    "dataset": processed.name, "profile": profile, "budget_fraction": fraction,
+                    "budget_bytes": budget, "hot_rows": int(mask.sum()),
+                    "popular_fraction": float(popular_mask(keys, mask).mean()),
+                    "lookup_hit_share": float(mask[keys].mean()),
+                    "fae_budget_mb": fae.get(fraction, float("nan"))})
+        frame = pd.DataFrame(records)
+        frame.to_csv(tmp / "popularity.csv", index=False, float_format="%.6g")
+        write_json(tmp / "summary.json", {
+            "dataset": processed.name, "available": True, "train_samples": int(keys.shape[0]),
+            "features": int(keys.shape[1]), "table_rows": rows, "dim": dim,
+            "profile_rate": exp.profile_rate,
+            "profiled_rows_seen": int((counts["profile"] > 0).sum()),
+            "rows_seen": int((counts["full pass"] > 0).sum())})
+    log.info("%s: popular fraction at the base budget computed for %d budgets",
+             processed.name, len(frame) // 2)
+
+
+# -- the time model on measured steps -------------------------------------------------------------
+Models = dict[str, tuple[HardwareConfig, str]]  # name -> (server, rows unit)
+
+
+def _modelled(kind: str, counts: MicroBatchCounts, synced: int, hw: HardwareConfig, unit: str,
+              row_bytes: int, flops: float) -> float:
+    return (step_seconds(kind, hw, row_bytes, flops, **counts.model_inputs(unit))
+            + sync_seconds(hw, row_bytes, synced))
+
+
+def _step_frame(scheme: str, steps: list[StepRecord], models: Models, row_bytes: int,
+                flops: float) -> pd.DataFrame:
+    """One row per step: sizes, measured wall time, modelled seconds on every server."""
+    frame = pd.DataFrame([asdict(s.counts) for s in steps])
+    frame.insert(0, "step", np.arange(1, len(steps) + 1))
+    frame.insert(0, "scheme", scheme)
+    frame["kind"] = [s.kind for s in steps]
+    frame["wall_s"] = [s.wall_s for s in steps]
+    frame["loss"] = [s.loss for s in steps]
+    frame["synced_rows"] = [s.synced_rows for s in steps]
+    for name, (hw, unit) in models.items():
+        frame[f"model_{name}_s"] = [_modelled(s.kind, s.counts, s.synced_rows, hw, unit,
+                                              row_bytes, flops) for s in steps]
+    return frame
+
+
+def _span_frame(scheme: str, steps: list[StepRecord]) -> pd.DataFrame:
+    return pd.DataFrame([{"scheme": scheme, "step": t, "kind": s.kind, **asdict(span)}
+                         for t, s in enumerate(steps, start=1) for span in s.spans])
+
+
+def fit_machine(steps: pd.DataFrame, spans: pd.DataFrame, row_bytes: int,
+                flops: float) -> HardwareConfig:
+    """This machine's rates as the time model reads them, fitted from measured spans.
+
+    Compute: ``seconds = a + b n`` by least squares over every compute span (``n`` its
+    micro-batch's samples), plus the median dense update in ``a``; gather, link and accelerator
+    bandwidths: bytes moved / seconds over the hybrid's host gathers and uploads and the
+    accelerator-tier gathers (accelerator-only's, else Hotline's popular ones).
+    """
+    merged = spans.merge(steps, on=["scheme", "step"], suffixes=("", "_step"))
+    merged["non_popular"] = merged["samples"] - merged["popular"]
+    comp = merged[merged["phase"].isin(list(COMPUTE_PHASES))]
+    n = comp.apply(lambda r: r[COMPUTE_PHASES[r["phase"]]], axis=1).to_numpy(float)
+    sec = (comp["end"] - comp["start"]).to_numpy(float)
+    b, a = np.polyfit(n, sec, 1) if np.unique(n).size > 1 else (float(np.median(sec / n)), 0.0)
+    b, a = max(float(b), 1e-12), max(float(a), 0.0)
+    dense = merged[merged["phase"] == "dense update"]
+    a += float((dense["end"] - dense["start"]).median()) if len(dense) else 0.0
+
+    def rate(phase: str, rows_col: str, scheme: str | None = None) -> float:
+        part = merged[merged["phase"] == phase]
+        if scheme is not None:
+            part = part[part["scheme"] == scheme]
+        seconds = float((part["end"] - part["start"]).sum())
+        return float(part[rows_col].sum()) * row_bytes / seconds / 1e9 if seconds > 0 else 1.0
+
+    accel = (rate("gather hot", "unique_all", "accel_only")
+             if (merged["scheme"] == "accel_only").any()
+             else rate("gather hot (popular)", "unique_popular"))
+    return HardwareConfig(
+        label="this machine (fitted from the measured spans)", peak_tflops=flops / b / 1e12,
+        compute_efficiency=1.0, step_overhead_us=a * 1e6, accelerator_gbps=accel,
+        host_gbps=rate("gather all", "unique_all", "hybrid"),
+        link_gbps=rate("upload", "unique_all", "hybrid"), link_latency_us=0.0,
+        memory_gb=1e6, source="fitted: compute a + b n over the measured compute spans; "
+                              "bandwidths = bytes / seconds of the measured gathers and uploads")
+
+
+# -- the stage ----------------------------------------------------------------------------------
+def _device(exp: HotlineConfig) -> str:
+    if exp.device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if exp.device == "cuda" and not torch.cuda.is_available():
+        from workbench.utils.validation import ConfigError
+
+        raise ConfigError("experiments.hotline.device = 'cuda', but torch sees no CUDA device "
+                          "(use cpu or auto)")
+    return exp.device
+
+
+def _train_all(exp: HotlineConfig, model: ModelConfig, shape: tuple[int, int], table: np.ndarray,
+               hot: np.ndarray, budget: int, train, test, device: str, seed: int,
+               link_gbps: float | None, progress: bool) -> tuple[list, list, list]:
+    """Train every scheme one epoch; return (metrics frames, (name, steps) pairs, span frames)."""
+    rows = table.shape[0]
+    plan = [(s, s) for s in exp.schemes]
+    if exp.online_every:
+        plan.insert(plan.index(("hotline", "hotline")) + 1, ("hotline_online", "hotline"))
+    base_hot = hot_mask(hot, rows)
+    metrics, step_inputs, spans = [], [], []
+    for name, scheme in plan:
+        start_hot = {"hybrid": np.zeros(0, np.int64), "accel_only": np.arange(rows),
+                     "hotline_online": np.zeros(0, np.int64)}.get(name, hot)
+        trainer = TieredTrainer(model, *shape, table, start_hot, device=device, seed=seed,
+                                threads=exp.threads, link_gbps=link_gbps)
+        try:
+            frame, steps = train_scheme(
+                scheme, trainer, train, test, batch_size=exp.batch_size,
+                eval_every=exp.eval_every, is_hot=base_hot,
+                fae_phase_batches=exp.fae_phase_batches,
+                online_every=exp.online_every if name == "hotline_online" else None,
+                budget_bytes=budget, progress=progress)
+        finally:
+            trainer.close()
+        frame.insert(0, "scheme", name)
+        metrics.append(frame)
+        step_inputs.append((name, steps))
+        spans.append(_span_frame(name, steps))
+        log.info("%s: final AUC %.4f, %.2f s measured over %d mini-batches",
+                 LABELS[name], frame["auc"].iloc[-1], frame["wall_s"].iloc[-1], len(steps))
+    return metrics, step_inputs, spans
+
+
+def _sweep(exp: HotlineConfig, model: ModelConfig, shape: tuple[int, int], table: np.ndarray,
+           counts_full: np.ndarray, train, device: str, seed: int, models: Models,
+           row_bytes: int, flops: float, link_gbps: float | None) -> pd.DataFrame:
+    """Budgets x batch sizes: hybrid, Hotline and Hotline without overlap on the same mini-batches,
+    alternating step by step; measured medians and modelled sums."""
+    rows, dim = table.shape
+    records = []
+    n = len(train)
+    for mb in exp.budget_mb_full:
+        budget = scaled_budget_bytes(mb, exp.full_scale_rows, exp.full_scale_dim, rows, dim)
+        hot = hot_keys(counts_full, budget, dim)
+        is_hot = hot_mask(hot, rows)
+        for batch in exp.batch_sweep:
+            variants = {"hybrid": (np.zeros(0, np.int64), True), "hotline": (hot, True),
+                        "hotline_sequential": (hot, False)}
+            trainers = {v: TieredTrainer(model, *shape, table, h, device=device, seed=seed,
+                                         threads=exp.threads, overlap=o, link_gbps=link_gbps)
+                        for v, (h, o) in variants.items()}
+            walls: dict[str, list[float]] = {v: [] for v in variants}
+            modelled: dict[str, float] = {}
+            try:
+                for t in range(exp.sweep_warmup + exp.sweep_steps):
+                    idx = np.arange(t * batch, (t + 1) * batch) % n
+                    args = (train.dense[idx], train.keys[idx], train.labels[idx])
+                    for v, tr in trainers.items():
+                        step = tr.step_hybrid if v == "hybrid" else tr.step_hotline
+                        wall = step(*args).wall_s
+                        if t >= exp.sweep_warmup:
+                            walls[v].append(wall)
+                    if t < exp.sweep_warmup:
+                        continue
+                    c = microbatch_counts(train.keys[idx], is_hot)
+                    for name, (hw, unit) in models.items():
+                        for kind in ("hybrid", "hotline", "hot"):
+                            key = f"{name}:{kind}"
+                            modelled[key] = modelled.get(key, 0.0) + _modelled(
+                                kind, c, 0, hw, unit, row_bytes, flops)
+            finally:
+                for tr in trainers.values():
+                    tr.close()
+            base = {"budget_mb_full": mb, "budget_bytes": budget, "batch_size": batch,
+                    "hot_rows": int(hot.size), "steps": exp.sweep_steps}
+            med = {v: float(np.median(w)) for v, w in walls.items()}
+            spread = {v: float((np.max(w) - np.min(w)) / med[v]) if med[v] > 0 else 0.0
+                      for v, w in walls.items()}
+            idx_all = (np.arange(exp.sweep_warmup * batch, (exp.sweep_warmup + exp.sweep_steps)
+                                 * batch) % n)
+            popular = float(popular_mask(train.keys[idx_all], is_hot).mean())
+            records.append({**base, "source": "measured", "popular_fraction": popular,
+                            "hybrid_s": med["hybrid"], "hotline_s": med["hotline"],
+                            "hotline_sequential_s": med["hotline_sequential"],
+                            "accel_only_s": float("nan"),
+                            "spread": max(spread.values())})
+            for name in models:
+                per = {k: modelled[f"{name}:{k}"] / exp.sweep_steps
+                       for k in ("hybrid", "hotline", "hot")}
+                records.append({**base, "source": name, "popular_fraction": popular,
+                                "hybrid_s": per["hybrid"], "hotline_s": per["hotline"],
+                                "hotline_sequential_s": float("nan"),
+                                "accel_only_s": per["hot"], "spread": 0.0})
+    frame = pd.DataFrame(records)
+    frame["speedup"] = frame["hybrid_s"] / frame["hotline_s"]
+    frame["overlap_gain"] = frame["hotline_sequential_s"] / frame["hotline_s"]
+    return frame
+
+
+def _timeline(steps: pd.DataFrame, spans: pd.DataFrame, models: Models, row_bytes: int,
+              flops: float, at: int) -> pd.DataFrame:
+    """The measured spans and the modelled phases of one mini-batch of each scheme (of each kind
+    for FAE: a hot and a normal one), the first at or after step ``at``."""
+    out = []
+    count_cols = [f.name for f in fields(MicroBatchCounts)]
+    for (scheme, kind), part in steps.groupby(["scheme", "kind"], sort=False):
+        later = part[part["step"] >= at]
+        row = (later if len(later) else part).iloc[0]
+        label = f"{LABELS[scheme]} ({'normal' if kind == 'hybrid' else kind})" \
+            if scheme == "fae" else LABELS[scheme]
+        measured = spans[(spans["scheme"] == scheme) & (spans["step"] == row["step"])]
+        for _, s in measured.iterrows():
+            out.append({"source": "measured", "scheme": scheme, "label": label, "kind": kind,
+                        "step": int(row["step"]), "lane": s["lane"], "phase": s["phase"],
+                        "start": s["start"], "end": s["end"]})
+        c = MicroBatchCounts(**{k: int(row[k]) for k in count_cols})
+        for name, (hw, unit) in models.items():
+            for lane, phase, start, end in step_timeline(kind, hw, row_bytes, flops,
+                                                         **c.model_inputs(unit)):
+                out.append({"source": name, "scheme": scheme, "label": label, "kind": kind,
+                            "step": int(row["step"]), "lane": lane, "phase": phase,
+                            "start": start, "end": end})
+    return pd.DataFrame(out)
+
+
+def measured_link(exp: HotlineConfig, model: ModelConfig, shape: tuple[int, int],
+                  table: np.ndarray, train, server: HardwareConfig, flops: float, device: str,
+                  seed: int, steps: int = 4) -> tuple[float | None, dict[str, Any]]:
+    """The link bandwidth of the measured runs (``exp.link``) and how it was set.
+
+    ``scaled``: this machine's compute seconds per sample, the median of ``steps`` untimed
+    hybrid steps on the first mini-batches (after one warm-up), against ``server``'s modelled
+    ones: ``link = server.link_gbps x server s/sample / this machine's s/sample``, so that a
+    row takes the same share of a sample's compute on both.
+    """
+    if device != "cpu" or exp.link == "off":
+        return None, {"link": "off" if device == "cpu" else "real (cuda)"}
+    if exp.link == "fixed":
+        return exp.link_gbps, {"link": "fixed", "link_gbps": exp.link_gbps}
+    trainer = TieredTrainer(model, *shape, table, np.zeros(0, np.int64), device=device,
+                            seed=seed, threads=exp.threads)
+    per_sample = []
+    try:
+        for t in range(steps + 1):
+            idx = np.arange(t * exp.batch_size, (t + 1) * exp.batch_size) % len(train)
+            record = trainer.step_hybrid(train.dense[idx], train.keys[idx], train.labels[idx])
+            span = next(s for s in record.spans if s.phase == "compute mini-batch")
+            if t:
+                per_sample.append((span.end - span.start) / record.samples)
+    finally:
+        trainer.close()
+    machine = float(np.median(per_sample))
+    modelled = flops / (server.peak_tflops * 1e12 * server.compute_efficiency)
+    gbps = server.link_gbps * modelled / machine
+    return gbps, {"link": "scaled", "link_gbps": gbps, "scaled_to": server.label,
+                  "machine_compute_s_per_sample": machine,
+                  "server_compute_s_per_sample": modelled}
+
+
+def run(processed: Path, out: Path, exp: HotlineConfig, *, dataset: DatasetConfig,
+        model: ModelConfig, hardware: dict[str, HardwareConfig], seed: int,
+        progress: bool = False) -> None:
+    """The ``hotline`` stage (see the module docstring); writes ``out`` whole.
+
+    Args:
+        processed: ``data/processed/<exp.dataset>``.
+        out: ``results/hotline/<exp.dataset>`` (replaced whole).
+        exp: the experiment's settings.
+        dataset: the dataset (its ``target_auc``).
+        model: the model trained (``models.<exp.model>``).
+        hardware: every configured server (``exp.hardware`` picks the modelled ones).
+        seed: seeds the table, the model, the profile.
+        progress: show progress bars.
+    """
+    from workbench.utils.io import atomic_dir, write_json
+
+    meta = DatasetMeta.read(processed)
+    train = load_split(processed, meta, "train", exp.max_train_samples)
+    require_samples(len(train), exp.batch_size, dataset.name,
+                    f"one mini-batch of experiments.hotline.batch_size = {exp.batch_size}",
+                    f"set experiments.hotline.batch_size <= {len(train)}")
+    test = load_split(processed, meta, "test", exp.max_test_samples)
+    require_samples(len(test), 1, dataset.name, "a test split to evaluate AUC on",
+                    "use a dataset with a test split")
+    device = _device(exp)
+    rows, dim = table_rows(meta), model.embedding_dim
+    shape = (len(meta.dense), len(meta.categorical))
+    row_bytes = FLOAT_BYTES * dim
+    torch.manual_seed(seed)
+    flops = 3.0 * flops_per_sample(build_model(model, *shape), *shape, dim)
+    table = np.random.default_rng(seed).uniform(-model.init_scale, model.init_scale,
+                                                (rows, dim)).astype(np.float32)
+    counts_full = profile_counts(train.keys, rows, exp.profile_rate,
+                                 np.random.default_rng(seed + 1))
+    budget = scaled_budget_bytes(exp.budget_mb, exp.full_scale_rows, exp.full_scale_dim, rows,
+                                 dim)
+    hot = hot_keys(counts_full, budget, dim)
+    is_hot = hot_mask(hot, rows)
+    popular = float(popular_mask(train.keys, is_hot).mean())
+    hit_share = float(is_hot[train.keys].mean())
+    log.info("hot set: %d of %d rows (%.1f%% of the table bytes = FAE's %g MB at full scale); "
+             "%.1f%% of the train inputs are popular", hot.size, rows, 100 * budget /
+             (rows * row_bytes), exp.budget_mb, 100 * popular)
+    servers = {name: hardware[name] for name in exp.hardware}
+
+    started = time.perf_counter()
+    link_gbps, link_info = measured_link(exp, model, shape, table, train,
+                                         servers[exp.hardware[0]], flops, device, seed)
+    if link_gbps is not None:
+        log.info("measured runs: host-accelerator link shaped to %.3g GB/s (%s)", link_gbps,
+                 link_info["link"])
+    metric_frames, step_inputs, span_frames = _train_all(
+        exp, model, shape, table, hot, budget, train, test, device, seed, link_gbps, progress)
+    spans = pd.concat(span_frames, ignore_index=True)
+    plain = pd.concat([_step_frame(name, s, {}, row_bytes, flops)
+                       for name, s in step_inputs], ignore_index=True)
+    machine = fit_machine(plain, spans, row_bytes, flops)
+    models: Models = {THIS_MACHINE: (machine, "unique"),
+                      **{n: (hw, exp.rows_unit) for n, hw in servers.items()}}
+    steps = pd.concat([_step_frame(name, s, models, row_bytes, flops)
+                       for name, s in step_inputs], ignore_index=True)
+    metrics = pd.concat(metric_frames, ignore_index=True)
+    for name in models:
+        cumulative = steps.groupby("scheme")[f"model_{name}_s"].cumsum()
+        at = pd.concat([steps[["scheme", "step"]], cumulative.rename("t")], axis=1)
+        metrics = metrics.merge(at.rename(columns={"t": f"model_{name}_s"}),
+                                on=["scheme", "step"], how="left")
+        metrics[f"model_{name}_s"] = metrics[f"model_{name}_s"].fillna(0.0)
+    timeline = _timeline(steps, spans, models, row_bytes, flops, exp.timeline_step)
+    sweep = _sweep(exp, model, shape, table, counts_full, train, device, seed, models,
+                   row_bytes, flops, link_gbps)
+    full_table_gb = exp.full_scale_rows * exp.full_scale_dim * FLOAT_BYTES / 1e9
+    totals = steps.groupby("scheme")[["wall_s", *[f"model_{n}_s" for n in models]]].sum()
+    finals = metrics.groupby("scheme").tail(1).set_index("scheme")
+    runs = []
+    for name in totals.index:
+        runs.append({"scheme": name, "label": LABELS[name], "steps": int(
+            (steps["scheme"] == name).sum()), "final_auc": float(finals.loc[name, "auc"]),
+            "final_logloss": float(finals.loc[name, "logloss"]),
+            "measured_s": float(totals.loc[name, "wall_s"]),
+            **{f"model_{n}_s": float(totals.loc[name, f"model_{n}_s"]) for n in models}})
+    by = {r["scheme"]: r for r in runs}
+
+    def speedups(column: str) -> dict[str, float]:
+        return {s: by["hybrid"][column] / by[s][column] for s in by}
+
+    summary: dict[str, Any] = {
+        "dataset": dataset.name, "model": exp.model, "device": device, "threads": exp.threads,
+        "torch": torch.__version__, "measured_link": link_info, "train_samples": len(train), "test_samples": len(test),
+        "batch_size": exp.batch_size, "embedding_dim": dim, "table_rows": rows,
+        "table_bytes": rows * row_bytes, "budget_mb_full": exp.budget_mb,
+        "budget_bytes": budget, "budget_fraction": budget / (rows * row_bytes),
+        "hot_rows": int(hot.size), "popular_fraction": popular, "lookup_hit_share": hit_share,
+        "features": shape[1],
+        "profile_rate": exp.profile_rate, "fae_phase_batches": exp.fae_phase_batches,
+        "online_every": exp.online_every, "train_flops_per_sample": flops,
+        "full_scale_table_gb": full_table_gb, "target_auc": dataset.target_auc,
+        "servers": {n: {**asdict(hw), "rows_unit": unit,
+                        "fits_full_table": full_table_gb <= hw.memory_gb}
+                    for n, (hw, unit) in models.items()},
+        "runs": runs, "speedup_measured": speedups("measured_s"),
+        "speedup_modelled": {n: speedups(f"model_{n}_s") for n in models},
+        "stage_seconds": time.perf_counter() - started}
+    with atomic_dir(out) as tmp:
+        metrics.to_csv(tmp / "metrics.csv", index=False, float_format="%.6g")
+        steps.to_csv(tmp / "steps.csv", index=False, float_format="%.6g")
+        timeline.to_csv(tmp / "timeline.csv", index=False, float_format="%.6g")
+        sweep.to_csv(tmp / "sweep.csv", index=False, float_format="%.6g")
+        write_json(tmp / "summary.json", summary)
+    log.info("Hotline vs hybrid: %.2fx measured; %s modelled",
+             summary["speedup_measured"]["hotline"],
+             ", ".join(f"{n} {v['hotline']:.2f}x" for n, v in summary["speedup_modelled"].items()))

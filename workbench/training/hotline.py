@@ -1,0 +1,534 @@
+r"""Hotline's popular / non-popular micro-batch pipeline and its baselines, executed for real.
+
+Our formalisation of Hotline (ISCA 2024; the paper's method section is unavailable here: from
+the abstracts and FAE's public code, DESIGN.md §3.4). Every scheme trains the same model on the
+same mini-batches from a :class:`~workbench.cluster.tiered_store.TieredEmbeddingStore`; they
+differ only in where rows live and what overlaps::
+
+  hybrid      (Intel-optimised CPU-GPU DLRM: every row in host memory)
+     host  |--gather all--|                                         |--write-back--|
+     link                 |-up-|                            |-down-|
+     accel                     |======= compute B =======|dense|
+
+  hotline     (hot rows in the accelerator tier; one mini-batch = popular + non-popular micro-batch)
+     host  |classify|--gather non-popular cold rows--|                               |-write-back-|
+     link                                             |-up-|                  |-down-|
+     accel          |hot|=== compute popular ===|  wait  |hot|== compute non-pop ==|dense|
+                    (the gather runs on a background thread / CUDA side stream)
+
+  fae         (FAE: popular and non-popular inputs in separate mini-batches and phases)
+     hot phase:    |hot|=== compute B ===|dense|   ...   then sync hot rows accel -> host
+     normal phase: hybrid steps on the host copy   ...   then sync hot rows host -> accel
+
+  accel_only  every row in the accelerator tier (when the table fits the budget)
+
+A mini-batch's loss is ``sum_i l_i / B``; each micro-batch back-propagates its share, so the dense
+gradients of the two micro-batches add up to the mini-batch's and the dense parameters take ONE
+optimizer step per mini-batch. Embedding rows get plain SGD on the per-sample loss
+(``row -= lr_sparse x sum over occurrences of dl_i/drow``), applied after both micro-batches
+have run, so every sample reads the rows as they were at the start of the mini-batch. Hotline's
+parameters therefore equal the hybrid baseline's after any number of steps, up to float32
+summation order (tested). FAE changes the order in which samples are seen (phases), so its
+accuracy is compared, not asserted equal.
+
+Each step records :class:`Span` s (lane, phase, start, end in seconds from the step's start)
+measured with ``time.perf_counter`` (CUDA: events, resolved after the step's synchronisation),
+so the timeline figure shows what really overlapped. The CPU "accelerator" is the main thread
+with ``threads`` torch threads; the "gather hardware" is one more thread, as Hotline adds a
+gathering accelerator beside the GPU.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+
+from workbench.cluster.tiered_store import TieredEmbeddingStore
+from workbench.data.popularity import OnlineProfile
+from workbench.models.config import ModelConfig
+from workbench.models.ctr import build_model
+from workbench.training.trainer import Split, auc_score, dense_optimizer, log_loss
+
+__all__ = [
+    "SCHEMES",
+    "LANES",
+    "Span",
+    "StepRecord",
+    "MicroBatchCounts",
+    "microbatch_counts",
+    "fae_schedule",
+    "TieredTrainer",
+    "train_scheme",
+]
+
+SCHEMES = ("hybrid", "hotline", "fae", "accel_only")
+LANES = ("host", "link", "accelerator")
+
+
+@dataclass(frozen=True)
+class Span:
+    """One phase of a step on one lane, seconds from the step's start."""
+
+    lane: str
+    phase: str
+    start: float
+    end: float
+
+
+@dataclass
+class StepRecord:
+    """What one mini-batch step did and how long it took.
+
+    Attributes:
+        kind: ``hybrid``, ``hotline`` or ``hot`` (every row in the accelerator tier).
+        samples: samples of the mini-batch.
+        popular: popular samples (the popular micro-batch; all for ``hot``, 0 for ``hybrid``).
+        wall_s: measured wall time of the step.
+        loss: mean training loss of the mini-batch.
+        spans: measured phases.
+        counts: the mini-batch's micro-batch sizes under the hot set it ran with
+            (:func:`microbatch_counts`; filled by :func:`train_scheme`, outside the timing).
+        synced_rows: rows moved between the tiers before or after the step (FAE's phase
+            switch, an online re-profile).
+    """
+
+    kind: str
+    samples: int
+    popular: int
+    wall_s: float
+    loss: float
+    spans: list[Span] = field(default_factory=list)
+    counts: MicroBatchCounts | None = None
+    synced_rows: int = 0
+
+
+@dataclass(frozen=True)
+class MicroBatchCounts:
+    """Sizes of one mini-batch's micro-batches (the time model's inputs).
+
+    Attributes:
+        samples: B.
+        popular: samples whose every key is hot.
+        unique_all: distinct keys of the mini-batch.
+        unique_popular: distinct keys of the popular micro-batch (all hot).
+        unique_np_hot: distinct hot keys of the non-popular micro-batch.
+        unique_np_cold: distinct cold keys of the non-popular micro-batch (gathered from host).
+        lookups_all, lookups_popular, lookups_np_hot, lookups_np_cold: the same counted per
+            lookup (an ``EmbeddingBag`` path that gathers, sends and updates one row per lookup).
+    """
+
+    samples: int
+    popular: int
+    unique_all: int
+    unique_popular: int
+    unique_np_hot: int
+    unique_np_cold: int
+    lookups_all: int = 0
+    lookups_popular: int = 0
+    lookups_np_hot: int = 0
+    lookups_np_cold: int = 0
+
+    def model_inputs(self, unit: str) -> dict[str, int]:
+        """The time model's keyword arguments with rows counted per ``unit``: ``unique`` (each
+        distinct row once per mini-batch) or ``lookups`` (one row per lookup)."""
+        if unit not in ("unique", "lookups"):
+            raise ValueError(f"unit {unit!r}: must be 'unique' or 'lookups'")
+        pre = "unique" if unit == "unique" else "lookups"
+        return {"samples": self.samples, "popular": self.popular,
+                "unique_all": getattr(self, f"{pre}_all"),
+                "unique_popular": getattr(self, f"{pre}_popular"),
+                "unique_np_hot": getattr(self, f"{pre}_np_hot"),
+                "unique_np_cold": getattr(self, f"{pre}_np_cold")}
+
+
+def microbatch_counts(keys: np.ndarray, is_hot: np.ndarray) -> MicroBatchCounts:
+    """Count one mini-batch's micro-batches: ``keys`` ``int64[B, F]``, ``is_hot`` ``bool[rows]``."""
+    hot = is_hot[keys]
+    popular = hot.all(axis=1)
+    unique_np = np.unique(keys[~popular])
+    np_hot = is_hot[unique_np]
+    np_lookups_hot = int(hot[~popular].sum())
+    return MicroBatchCounts(
+        samples=int(keys.shape[0]), popular=int(popular.sum()),
+        unique_all=int(np.unique(keys).size), unique_popular=int(np.unique(keys[popular]).size),
+        unique_np_hot=int(np_hot.sum()), unique_np_cold=int((~np_hot).sum()),
+        lookups_all=int(keys.size), lookups_popular=int(popular.sum()) * keys.shape[1],
+        lookups_np_hot=np_lookups_hot,
+        lookups_np_cold=int((~popular).sum()) * keys.shape[1] - np_lookups_hot)
+
+
+def fae_schedule(popular: np.ndarray, batch_size: int,
+                 phase_batches: int) -> list[tuple[str, np.ndarray]]:
+    """FAE's schedule of one epoch: popular and non-popular samples in separate mini-batches,
+    run in alternating phases.
+
+    The popular samples (in their order) are cut into ``hot`` mini-batches of ``batch_size``, the
+    others into ``normal`` ones (a last short batch each). With ``T`` batches in all there are
+    ``S = ceil(T / phase_batches)`` rounds; round k runs the k-th of S equal consecutive shares of
+    the hot batches, then of the normal batches, so both kinds finish together.
+
+    Returns:
+        ``[(kind, sample indices), ...]`` in execution order.
+    """
+    if batch_size < 1 or phase_batches < 1:
+        raise ValueError("batch_size and phase_batches must be >= 1")
+    groups = {}
+    for kind, mask in (("hot", popular), ("normal", ~popular)):
+        idx = np.flatnonzero(mask)
+        groups[kind] = [idx[i:i + batch_size] for i in range(0, idx.size, batch_size)]
+    total = len(groups["hot"]) + len(groups["normal"])
+    rounds = max(1, math.ceil(total / phase_batches))
+    out = []
+    for k in range(rounds):
+        for kind in ("hot", "normal"):
+            batches = groups[kind]
+            lo, hi = (len(batches) * k) // rounds, (len(batches) * (k + 1)) // rounds
+            out += [(kind, b) for b in batches[lo:hi]]
+    return out
+
+
+class _Timeline:
+    """Spans of one step: perf_counter on CPU; CUDA events for accelerator work."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.t0 = time.perf_counter()
+        self.spans: list[Span] = []
+        self._events: list[tuple[str, str, object, object]] = []
+        if self.cuda:
+            torch.cuda.synchronize()
+            self.t0 = time.perf_counter()
+            self.start_event = torch.cuda.Event(enable_timing=True)
+            self.start_event.record()
+
+    @contextmanager
+    def span(self, lane: str, phase: str, device_work: bool = False):
+        if self.cuda and device_work:
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            yield
+            end.record()
+            self._events.append((lane, phase, begin, end))
+            return
+        begin = time.perf_counter()
+        yield
+        self.spans.append(Span(lane, phase, begin - self.t0, time.perf_counter() - self.t0))
+
+    def finish(self) -> tuple[float, list[Span]]:
+        if self.cuda:
+            torch.cuda.synchronize()
+            for lane, phase, begin, end in self._events:
+                self.spans.append(Span(lane, phase,
+                                       self.start_event.elapsed_time(begin) / 1e3,
+                                       self.start_event.elapsed_time(end) / 1e3))
+        wall = time.perf_counter() - self.t0
+        return wall, sorted(self.spans, key=lambda s: (s.start, s.lane))
+
+
+class _Done:
+    """A finished result with a future's ``result()`` (the sequential reference)."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def result(self) -> object:
+        return self.value
+
+
+class TieredTrainer:
+    """Trains one model on a two-tier embedding store, one mini-batch at a time.
+
+    Args:
+        model_cfg: the model and its optimizer settings.
+        n_dense: dense features.
+        n_sparse: categorical features F.
+        table: ``float32[rows, D]`` initial embedding table (the same for every scheme).
+        hot: hot keys (the accelerator tier); empty for the hybrid baseline, all rows for
+            accelerator-only.
+        device: ``cpu`` or ``cuda``.
+        seed: seeds the model initialisation.
+        threads: torch intra-op threads of the compute (the gather thread is one more).
+        overlap: Hotline gathers the non-popular rows on the background thread while the popular
+            micro-batch computes; ``False`` gathers them first on the main thread (the same work
+            in sequence: the benchmark's reference for the overlap).
+        link_gbps: CPU only: shape the host-accelerator copies to this bandwidth (GB/s;
+            :class:`~workbench.cluster.tiered_store.TieredEmbeddingStore`); None: memory speed.
+    """
+
+    def __init__(self, model_cfg: ModelConfig, n_dense: int, n_sparse: int, table: np.ndarray,
+                 hot: np.ndarray, *, device: str = "cpu", seed: int = 0, threads: int = 1,
+                 overlap: bool = True, link_gbps: float | None = None):
+        torch.set_num_threads(threads)
+        torch.manual_seed(seed)
+        self.device = torch.device(device)
+        self.model = build_model(model_cfg, n_dense, n_sparse).to(self.device)
+        self.optimizer = dense_optimizer(model_cfg, self.model)
+        self.store = TieredEmbeddingStore(table, hot, self.device, link_gbps=link_gbps)
+        self.lr_sparse = model_cfg.lr_sparse
+        self.n_dense = n_dense
+        self.overlap = overlap
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hotline-gather")
+        self._side = torch.cuda.Stream() if self.device.type == "cuda" else None
+
+    def close(self) -> None:
+        """Stop the gather thread."""
+        self._pool.shutdown(wait=True)
+
+    # -- pieces ---------------------------------------------------------------------------------
+    def _tensors(self, dense: np.ndarray, labels: np.ndarray) -> tuple[Tensor | None, Tensor]:
+        def tensor(a: np.ndarray) -> Tensor:  # a writable C-contiguous array (copied if not)
+            return torch.from_numpy(np.require(a, requirements=["C", "W"]))
+
+        d = tensor(dense).to(self.device, non_blocking=True) if self.n_dense else None
+        return d, tensor(labels).to(self.device)
+
+    def _backward(self, rows: Tensor, inverse: Tensor, dense: Tensor | None, labels: Tensor,
+                  total: int) -> tuple[Tensor, float]:
+        """Forward + backward of one micro-batch on its unique ``rows`` (``[U, D]``) expanded by
+        ``inverse`` (``[b, F]``); dense gradients accumulate. Returns the rows' SGD deltas
+        (``-lr x`` per-sample-loss gradient summed over occurrences) and the loss sum."""
+        rows = rows.detach().requires_grad_(True)
+        logits = self.model(dense, rows[inverse])
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels,
+                                                                    reduction="sum")
+        (loss / total).backward()
+        return rows.grad.mul_(-self.lr_sparse * total), float(loss.detach())
+
+    def _dense_step(self) -> None:
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    # -- the steps ------------------------------------------------------------------------------
+    def step_hybrid(self, dense: np.ndarray, keys: np.ndarray, labels: np.ndarray) -> StepRecord:
+        """CPU-GPU hybrid: gather every row from host memory, upload, compute, write back."""
+        tl = _Timeline(self.device)
+        with tl.span("host", "plan"):
+            uniq, inverse = torch.unique(torch.from_numpy(keys), return_inverse=True)
+            d, y = self._tensors(dense, labels)
+        with tl.span("host", "gather all"):
+            staged = self.store.gather_host(uniq)
+        with tl.span("link", "upload", device_work=True):
+            rows = self.store.upload(staged)
+        with tl.span("accelerator", "compute mini-batch", device_work=True):
+            delta, loss = self._backward(rows, inverse.to(self.device), d, y, len(labels))
+        with tl.span("accelerator", "dense update", device_work=True):
+            self._dense_step()
+        with tl.span("link", "download", device_work=True):
+            delta_host = self.store.download(delta)
+        with tl.span("host", "write-back"):
+            self.store.update_host(uniq, delta_host)
+        wall, spans = tl.finish()
+        return StepRecord("hybrid", len(labels), 0, wall, loss / len(labels), spans)
+
+    def step_hot(self, dense: np.ndarray, keys: np.ndarray, labels: np.ndarray) -> StepRecord:
+        """Every key in the accelerator tier (FAE's hot batches, accelerator-only)."""
+        tl = _Timeline(self.device)
+        with tl.span("host", "plan"):
+            uniq, inverse = torch.unique(torch.from_numpy(keys), return_inverse=True)
+            d, y = self._tensors(dense, labels)
+            if not bool(self.store.is_hot(uniq).all()):
+                raise ValueError("step_hot: the mini-batch has keys outside the accelerator tier")
+        with tl.span("accelerator", "gather hot", device_work=True):
+            slots = self.store.slots(uniq)
+            rows = self.store.gather_hot(slots)
+        with tl.span("accelerator", "compute mini-batch", device_work=True):
+            delta, loss = self._backward(rows, inverse.to(self.device), d, y, len(labels))
+        with tl.span("accelerator", "dense update", device_work=True):
+            self._dense_step()
+        with tl.span("accelerator", "update hot", device_work=True):
+            self.store.update_hot(slots, delta)
+        wall, spans = tl.finish()
+        return StepRecord("hot", len(labels), len(labels), wall, loss / len(labels), spans)
+
+    def _gather_cold(self, keys: Tensor, tl: _Timeline) -> tuple[Tensor, object]:
+        """Background: gather cold rows from host memory and upload them (a CUDA side stream)."""
+        begin = time.perf_counter()
+        staged = self.store.gather_host(keys)
+        mid = time.perf_counter()
+        event = None
+        if self._side is not None:
+            with torch.cuda.stream(self._side):
+                rows = self.store.upload(staged)
+                event = torch.cuda.Event()
+                event.record(self._side)
+        else:
+            rows = self.store.upload(staged)
+        end = time.perf_counter()
+        tl.spans.append(Span("host", "gather non-popular", begin - tl.t0, mid - tl.t0))
+        tl.spans.append(Span("link", "upload non-popular", mid - tl.t0, end - tl.t0))
+        return rows, event
+
+    def step_hotline(self, dense: np.ndarray, keys: np.ndarray,
+                     labels: np.ndarray) -> StepRecord:
+        """Hotline: the popular micro-batch computes while the non-popular micro-batch's cold
+        rows are gathered on the background thread; then the non-popular micro-batch; one dense
+        update; hot rows updated in place, cold rows written back."""
+        tl = _Timeline(self.device)
+        total = len(labels)
+        with tl.span("host", "classify"):
+            keys_t = torch.from_numpy(keys)
+            popular = self.store.is_hot(keys_t).all(dim=1)
+            pop_idx = torch.nonzero(popular).flatten()
+            np_idx = torch.nonzero(~popular).flatten()
+            uniq_n, inv_n = torch.unique(keys_t[np_idx], return_inverse=True)
+            hot_n = self.store.is_hot(uniq_n)
+            cold_keys = uniq_n[~hot_n]
+            d, y = self._tensors(dense, labels)
+        future = None
+        if np_idx.numel():
+            future = (self._pool.submit(self._gather_cold, cold_keys, tl) if self.overlap
+                      else _Done(self._gather_cold(cold_keys, tl)))
+        deltas_hot, slots_hot, loss = [], [], 0.0
+        if pop_idx.numel():
+            with tl.span("accelerator", "gather hot (popular)", device_work=True):
+                uniq_p, inv_p = torch.unique(keys_t[pop_idx], return_inverse=True)
+                slots_p = self.store.slots(uniq_p)
+                rows_p = self.store.gather_hot(slots_p)
+                pi = pop_idx.to(self.device)
+            with tl.span("accelerator", "compute popular", device_work=True):
+                delta_p, loss_p = self._backward(rows_p, inv_p.to(self.device),
+                                                 d[pi] if d is not None else None, y[pi], total)
+            deltas_hot.append(delta_p)
+            slots_hot.append(slots_p)
+            loss += loss_p
+        delta_cold = None
+        if future is not None:
+            with tl.span("accelerator", "wait for gather"):
+                cold_rows, event = future.result()
+                if event is not None:
+                    torch.cuda.current_stream().wait_event(event)
+            with tl.span("accelerator", "gather hot (non-popular)", device_work=True):
+                slots_n = self.store.slots(uniq_n)
+                hot_sel = hot_n.to(self.device)
+                rows_n = torch.empty((uniq_n.numel(), self.store.dim), device=self.device)
+                rows_n[hot_sel] = self.store.gather_hot(slots_n[hot_sel])
+                rows_n[~hot_sel] = cold_rows
+                ni = np_idx.to(self.device)
+            with tl.span("accelerator", "compute non-popular", device_work=True):
+                delta_n, loss_n = self._backward(rows_n, inv_n.to(self.device),
+                                                 d[ni] if d is not None else None, y[ni], total)
+            deltas_hot.append(delta_n[hot_sel])
+            slots_hot.append(slots_n[hot_sel])
+            delta_cold = delta_n[~hot_sel]
+            loss += loss_n
+        with tl.span("accelerator", "dense update", device_work=True):
+            self._dense_step()
+        with tl.span("accelerator", "update hot", device_work=True):
+            for slots, delta in zip(slots_hot, deltas_hot, strict=True):
+                self.store.update_hot(slots, delta)
+        if delta_cold is not None and delta_cold.numel():
+            with tl.span("link", "download", device_work=True):
+                delta_host = self.store.download(delta_cold)
+            with tl.span("host", "write-back"):
+                self.store.update_host(cold_keys, delta_host)
+        wall, spans = tl.finish()
+        return StepRecord("hotline", total, int(pop_idx.numel()), wall, loss / total, spans)
+
+    # -- evaluation -----------------------------------------------------------------------------
+    @torch.no_grad()
+    def predict(self, split: Split, chunk: int = 8192) -> np.ndarray:
+        """Logits of every sample of ``split`` on the current parameters."""
+        table = torch.from_numpy(self.store.table())
+        out = []
+        for i in range(0, len(split), chunk):
+            keys = torch.from_numpy(split.keys[i:i + chunk])
+            d, _ = self._tensors(split.dense[i:i + chunk], split.labels[i:i + chunk])
+            out.append(self.model(d, table[keys].to(self.device)).float().cpu().numpy())
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
+
+
+def _evaluate(trainer: TieredTrainer, test: Split) -> tuple[float, float]:
+    logits = trainer.predict(test)
+    return auc_score(test.labels, logits), log_loss(test.labels, logits)
+
+
+def train_scheme(scheme: str, trainer: TieredTrainer, train: Split, test: Split, *,
+                 batch_size: int, eval_every: int, is_hot: np.ndarray | None = None,
+                 fae_phase_batches: int = 16, online_every: int | None = None,
+                 budget_bytes: int | None = None, progress: bool = False
+                 ) -> tuple[pd.DataFrame, list[StepRecord]]:
+    """Train one epoch of ``train`` with ``scheme``; evaluate on ``test`` every ``eval_every``
+    mini-batches and at the end.
+
+    Args:
+        scheme: one of :data:`SCHEMES`.
+        trainer: the trainer, its store holding the scheme's hot set.
+        train: the training split (its order is the mini-batch order, except FAE's phases).
+        test: the evaluation split.
+        batch_size: samples per mini-batch.
+        eval_every: evaluate every this many mini-batches.
+        is_hot: ``bool[rows]`` FAE's classification of inputs (its profiled hot set).
+        fae_phase_batches: FAE's mini-batches per round of phases (:func:`fae_schedule`).
+        online_every: Hotline online: re-profile the hot set from the mini-batches seen every
+            this many mini-batches (``budget_bytes`` sizes it).
+        budget_bytes: the hot-memory budget of the online re-profiling.
+        progress: show a progress bar.
+
+    Returns:
+        ``(metrics, steps)``: one metrics row per evaluation (``step``, ``samples``,
+        ``wall_s`` = measured training time so far, ``auc``, ``logloss``) and every step's
+        record.
+    """
+    from tqdm.auto import tqdm
+
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme {scheme!r}: must be one of {SCHEMES}")
+    n = len(train)
+    if scheme == "fae":
+        if is_hot is None:
+            raise ValueError("fae needs is_hot (the profiled hot set)")
+        plan = fae_schedule(is_hot[train.keys].all(axis=1), batch_size, fae_phase_batches)
+    else:
+        kind = {"hybrid": "hybrid", "hotline": "hotline", "accel_only": "hot"}[scheme]
+        plan = [(kind, np.arange(i, min(i + batch_size, n))) for i in range(0, n, batch_size)]
+    step_fn = {"hybrid": trainer.step_hybrid, "normal": trainer.step_hybrid,
+               "hotline": trainer.step_hotline, "hot": trainer.step_hot}
+    online = OnlineProfile(trainer.store.rows) if online_every else None
+    rows, steps, wall, samples, previous = [], [], 0.0, 0, None
+    auc, loss = _evaluate(trainer, test)
+    rows.append({"step": 0, "samples": 0, "wall_s": 0.0, "auc": auc, "logloss": loss})
+    for t, (kind, idx) in enumerate(tqdm(plan, desc=scheme, disable=not progress), start=1):
+        sync, moved = [], 0
+        if scheme == "fae" and kind != previous:
+            begin = time.perf_counter()
+            moved = trainer.store.sync_to_hot() if kind == "hot" else (
+                trainer.store.sync_to_host() if previous == "hot" else 0)
+            if moved:
+                sync = [Span("link", "phase sync", 0.0, time.perf_counter() - begin)]
+            previous = kind
+        keys = train.keys[idx]
+        record = step_fn[kind](train.dense[idx], keys, train.labels[idx])
+        record.counts = microbatch_counts(keys, (trainer.store.slot >= 0).numpy())
+        if sync:
+            shift = sync[0].end
+            record.spans = sync + [Span(s.lane, s.phase, s.start + shift, s.end + shift)
+                                   for s in record.spans]
+            record.wall_s += shift
+        if online is not None:
+            online.observe(keys)
+            if online.batches % online_every == 0:
+                begin = time.perf_counter()
+                moved += trainer.store.set_hot(online.hot(budget_bytes or 0,
+                                                          trainer.store.dim))
+                record.wall_s += time.perf_counter() - begin
+        record.synced_rows = moved
+        steps.append(record)
+        wall += record.wall_s
+        samples += record.samples
+        if t % eval_every == 0 or t == len(plan):
+            if scheme == "fae" and previous == "normal":
+                # the host copy is current during a normal phase: refresh the hot tier so that
+                # the evaluated table is (the next hot phase reloads it anyway: no change)
+                trainer.store.sync_to_hot()
+            auc, loss = _evaluate(trainer, test)
+            rows.append({"step": t, "samples": samples, "wall_s": wall, "auc": auc,
+                         "logloss": loss})
+    return pd.DataFrame(rows), steps
