@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import strategies as st
 
 from workbench.config import compose, to_yaml, validate
 from workbench.utils.paths import REPO_ROOT
@@ -73,3 +75,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "notebook" in item.nodeid:
             item.add_marker(pytest.mark.notebook)
+
+
+@st.composite
+def keys_and_hot(draw: st.DrawFn, min_samples: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A small batch of global keys ``int64[n, F]`` over a table of up to 12 rows, and a random
+    hot mask ``bool[rows]`` (Hotline's popularity and micro-batch property tests)."""
+    rows = draw(st.integers(1, 12))
+    n = draw(st.integers(min_samples, 15))
+    f = draw(st.integers(1, 5))
+    flat = draw(st.lists(st.integers(0, rows - 1), min_size=n * f, max_size=n * f))
+    is_hot = np.array(draw(st.lists(st.booleans(), min_size=rows, max_size=rows)), dtype=bool)
+    return np.array(flat, dtype=np.int64).reshape(n, f), is_hot

@@ -6,23 +6,24 @@ HardwareConfig` (a V100 / A100-class server from ``conf/hardware/``, or this mac
 fitted from the measured runs). With ``r = 4 D`` bytes per row and ``F`` the training FLOPs
 (3 x forward) of one sample::
 
-    compute(n)  = [n > 0] (overhead + n F / (peak x efficiency))
+    compute(n)  = [n > 0] (overhead + n F / (peak x efficiency))    one micro-batch's fwd + bwd
+    dense       = dense_update                                      once per mini-batch
     accel(u)    = u r / accelerator_gbps          gather or update of u rows in HBM
     host(u)     = u r / host_gbps                 gather or write-back of u rows in DRAM
     link(u)     = [u > 0] (latency + u r / link_gbps)
 
-    hybrid:   host(U) -> link(U) -> compute(B) -> link(U) -> host(U)                 (in series)
+    hybrid:   host(U) -> link(U) -> compute(B) -> dense -> link(U) -> host(U)        (in series)
     hotline:  accel(Up) -> compute(Bp)                 } in parallel, the next phase starts
               host(Unc) -> link(Unc)                    } at the later of the two ends
-              -> accel(Unh) -> compute(Bn) -> accel(Up + Unh) -> link(Unc) -> host(Unc)
-    hot:      accel(U) -> compute(B) -> accel(U)      (accelerator-only; FAE's hot batches)
+              -> accel(Unh) -> compute(Bn) -> dense -> accel(Up + Unh) -> link(Unc) -> host(Unc)
+    hot:      accel(U) -> compute(B) -> dense -> accel(U)  (accelerator-only; FAE's hot batches)
 
     U: distinct keys of the mini-batch; Up: of its popular micro-batch (Bp samples);
     Unh / Unc: distinct hot / cold keys of its non-popular micro-batch (Bn samples)
 
 FAE's normal batches are hybrid steps; its phase switches move the hot rows over the link
-(``link(H)`` each way, :func:`sync_seconds`). The dense optimizer step is part of the overhead;
-a multi-accelerator server's dense AllReduce is not modelled (one accelerator).
+(``link(H)`` each way, :func:`sync_seconds`). A multi-accelerator server's dense AllReduce is
+not modelled (one accelerator).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class _Rates:
             return 0.0
         return (self.hw.step_overhead_us * 1e-6
                 + n * self.flops / (self.hw.peak_tflops * 1e12 * self.hw.compute_efficiency))
+
+    def dense(self) -> float:
+        return self.hw.dense_update_us * 1e-6
 
     def accel(self, u: int) -> float:
         return u * self.row / (self.hw.accelerator_gbps * 1e9)
@@ -87,11 +91,13 @@ def step_timeline(kind: str, hw: HardwareConfig, row_bytes: int, train_flops: fl
         u = unique_all
         _series(out, 0.0, [("host", "gather all", r.host(u)), ("link", "upload", r.link(u)),
                            ("accelerator", "compute mini-batch", r.compute(samples)),
+                           ("accelerator", "dense update", r.dense()),
                            ("link", "download", r.link(u)), ("host", "write-back", r.host(u))])
     elif kind == "hot":
         u = unique_all
         _series(out, 0.0, [("accelerator", "gather hot", r.accel(u)),
                            ("accelerator", "compute mini-batch", r.compute(samples)),
+                           ("accelerator", "dense update", r.dense()),
                            ("accelerator", "update hot", r.accel(u))])
     elif kind == "hotline":
         pop_end = _series(out, 0.0, [("accelerator", "gather hot (popular)",
@@ -102,6 +108,7 @@ def step_timeline(kind: str, hw: HardwareConfig, row_bytes: int, train_flops: fl
         _series(out, max(pop_end, cold_end), [
             ("accelerator", "gather hot (non-popular)", r.accel(unique_np_hot)),
             ("accelerator", "compute non-popular", r.compute(samples - popular)),
+            ("accelerator", "dense update", r.dense()),
             ("accelerator", "update hot", r.accel(unique_popular + unique_np_hot)),
             ("link", "download", r.link(unique_np_cold)),
             ("host", "write-back", r.host(unique_np_cold))])

@@ -112,7 +112,8 @@ class HardwareConfig:
         label: name shown in figures.
         peak_tflops: the accelerator's fp32 peak.
         compute_efficiency: fraction of the peak the model's forward + backward sustains.
-        step_overhead_us: fixed cost of one micro-batch's compute (kernel launches, optimizer).
+        step_overhead_us: fixed cost of one micro-batch's forward + backward (kernel launches).
+        dense_update_us: the dense optimizer step, once per mini-batch.
         accelerator_gbps: gather / scatter of embedding rows in accelerator memory (HBM).
         host_gbps: gather / write-back of embedding rows in host memory (CPU DRAM).
         link_gbps: host <-> accelerator link (PCIe), one direction.
@@ -124,7 +125,8 @@ class HardwareConfig:
     label: str = "accelerator"
     peak_tflops: float = field(default=15.7, metadata=in_range(0.0, None, lo_open=True))
     compute_efficiency: float = field(default=0.3, metadata=in_range(0.0, 1.0, lo_open=True))
-    step_overhead_us: float = field(default=300.0, metadata=in_range(0.0, None))
+    step_overhead_us: float = field(default=200.0, metadata=in_range(0.0, None))
+    dense_update_us: float = field(default=100.0, metadata=in_range(0.0, None))
     accelerator_gbps: float = field(default=300.0, metadata=in_range(0.0, None, lo_open=True))
     host_gbps: float = field(default=5.0, metadata=in_range(0.0, None, lo_open=True))
     link_gbps: float = field(default=12.0, metadata=in_range(0.0, None, lo_open=True))

@@ -12,8 +12,9 @@ memory and call a training input *popular* when every one of its lookups hits th
 
     keys [n, F] (global, workbench.data.keys)   is_hot[k]   popular[i] = all_f is_hot[keys[i, f]]
 
-FAE sizes the budget for the full Criteo Kaggle tables (128 / 256 / 512 MB of GPU memory
-against 33.76M rows x 16 x 4 B = 2.16 GB, i.e. 5.9 / 11.8 / 23.7% of the table bytes);
+FAE sizes the budget for the full Criteo Kaggle tables (128 / 256 / 512 MiB of GPU memory,
+FAE's own byte counts, e.g. ``--hot-emb-gpu-mem=268435456``,
+against 33.76M rows x 16 x 4 B = 2.16 GB, i.e. 6.2 / 12.4 / 24.8% of the table bytes);
 :func:`scaled_budget_bytes` keeps that *fraction* on the smaller tables here.
 
 Everything is vectorised (``np.bincount``, one stable sort); :class:`OnlineProfile` accumulates
@@ -112,7 +113,7 @@ def scaled_budget_bytes(budget_mb_full: float, full_rows: int, full_dim: int, ro
 
     ``budget_mb_full`` MiB against ``full_rows x full_dim x 4`` bytes is a fraction of the full
     table; the same fraction of ``rows x dim x 4`` bytes is returned (FAE's 256 MB for Criteo
-    Kaggle at D = 16 is 11.8% of the table).
+    Kaggle at D = 16 is 12.4% of the table; budgets are MiB, as FAE's byte counts).
     """
     if budget_mb_full < 0 or full_rows < 1 or full_dim < 1:
         raise ValueError("budget_mb_full must be >= 0 and full_rows, full_dim >= 1")

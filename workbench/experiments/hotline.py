@@ -123,8 +123,10 @@ def popularity(processed: Path, out: Path, exp: HotlineConfig, *, dim: int, seed
             "profile_rate": exp.profile_rate,
             "profiled_rows_seen": int((counts["profile"] > 0).sum()),
             "rows_seen": int((counts["full pass"] > 0).sum())})
-    log.info("%s: popular fraction at the base budget computed for %d budgets",
-             processed.name, len(frame) // 2)
+    base = frame[(frame["profile"] == "profile") & (frame["fae_budget_mb"] == exp.budget_mb)]
+    log.info("%s: %.1f%% of the inputs popular at FAE's %g MB (scaled), %d budgets profiled",
+             processed.name, 100 * base["popular_fraction"].iloc[0], exp.budget_mb,
+             len(frame) // 2)
 
 
 # -- the time model on measured steps -------------------------------------------------------------
@@ -163,7 +165,7 @@ def fit_machine(steps: pd.DataFrame, spans: pd.DataFrame, row_bytes: int,
     """This machine's rates as the time model reads them, fitted from measured spans.
 
     Compute: ``seconds = a + b n`` by least squares over every compute span (``n`` its
-    micro-batch's samples), plus the median dense update in ``a``; gather, link and accelerator
+    micro-batch's samples); the dense update: the median of its spans; gather, link and accelerator
     bandwidths: bytes moved / seconds over the hybrid's host gathers and uploads and the
     accelerator-tier gathers (accelerator-only's, else Hotline's popular ones).
     """
@@ -175,7 +177,7 @@ def fit_machine(steps: pd.DataFrame, spans: pd.DataFrame, row_bytes: int,
     b, a = np.polyfit(n, sec, 1) if np.unique(n).size > 1 else (float(np.median(sec / n)), 0.0)
     b, a = max(float(b), 1e-12), max(float(a), 0.0)
     dense = merged[merged["phase"] == "dense update"]
-    a += float((dense["end"] - dense["start"]).median()) if len(dense) else 0.0
+    dense_s = float((dense["end"] - dense["start"]).median()) if len(dense) else 0.0
 
     def rate(phase: str, rows_col: str, scheme: str | None = None) -> float:
         part = merged[merged["phase"] == phase]
@@ -189,7 +191,8 @@ def fit_machine(steps: pd.DataFrame, spans: pd.DataFrame, row_bytes: int,
              else rate("gather hot (popular)", "unique_popular"))
     return HardwareConfig(
         label="this machine (fitted from the measured spans)", peak_tflops=flops / b / 1e12,
-        compute_efficiency=1.0, step_overhead_us=a * 1e6, accelerator_gbps=accel,
+        compute_efficiency=1.0, step_overhead_us=a * 1e6, dense_update_us=dense_s * 1e6,
+        accelerator_gbps=accel,
         host_gbps=rate("gather all", "unique_all", "hybrid"),
         link_gbps=rate("upload", "unique_all", "hybrid"), link_latency_us=0.0,
         memory_gb=1e6, source="fitted: compute a + b n over the measured compute spans; "
@@ -456,7 +459,8 @@ def run(processed: Path, out: Path, exp: HotlineConfig, *, dataset: DatasetConfi
 
     summary: dict[str, Any] = {
         "dataset": dataset.name, "model": exp.model, "device": device, "threads": exp.threads,
-        "torch": torch.__version__, "measured_link": link_info, "train_samples": len(train), "test_samples": len(test),
+        "torch": torch.__version__, "measured_link": link_info, "train_samples": len(train),
+        "test_samples": len(test),
         "batch_size": exp.batch_size, "embedding_dim": dim, "table_rows": rows,
         "table_bytes": rows * row_bytes, "budget_mb_full": exp.budget_mb,
         "budget_bytes": budget, "budget_fraction": budget / (rows * row_bytes),

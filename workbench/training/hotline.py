@@ -306,6 +306,15 @@ class TieredTrainer:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
+    def _whole_batch(self, tl: _Timeline, rows: Tensor, inverse: Tensor, d: Tensor | None,
+                     y: Tensor) -> tuple[Tensor, float]:
+        """Forward + backward of the whole mini-batch, then its dense update."""
+        with tl.span("accelerator", "compute mini-batch", device_work=True):
+            delta, loss = self._backward(rows, inverse.to(self.device), d, y, len(y))
+        with tl.span("accelerator", "dense update", device_work=True):
+            self._dense_step()
+        return delta, loss
+
     # -- the steps ------------------------------------------------------------------------------
     def step_hybrid(self, dense: np.ndarray, keys: np.ndarray, labels: np.ndarray) -> StepRecord:
         """CPU-GPU hybrid: gather every row from host memory, upload, compute, write back."""
@@ -317,10 +326,7 @@ class TieredTrainer:
             staged = self.store.gather_host(uniq)
         with tl.span("link", "upload", device_work=True):
             rows = self.store.upload(staged)
-        with tl.span("accelerator", "compute mini-batch", device_work=True):
-            delta, loss = self._backward(rows, inverse.to(self.device), d, y, len(labels))
-        with tl.span("accelerator", "dense update", device_work=True):
-            self._dense_step()
+        delta, loss = self._whole_batch(tl, rows, inverse, d, y)
         with tl.span("link", "download", device_work=True):
             delta_host = self.store.download(delta)
         with tl.span("host", "write-back"):
@@ -339,10 +345,7 @@ class TieredTrainer:
         with tl.span("accelerator", "gather hot", device_work=True):
             slots = self.store.slots(uniq)
             rows = self.store.gather_hot(slots)
-        with tl.span("accelerator", "compute mini-batch", device_work=True):
-            delta, loss = self._backward(rows, inverse.to(self.device), d, y, len(labels))
-        with tl.span("accelerator", "dense update", device_work=True):
-            self._dense_step()
+        delta, loss = self._whole_batch(tl, rows, inverse, d, y)
         with tl.span("accelerator", "update hot", device_work=True):
             self.store.update_hot(slots, delta)
         wall, spans = tl.finish()
