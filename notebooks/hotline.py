@@ -66,7 +66,7 @@ def setting() -> str:
     return (f"{s['dataset']}: {s['train_samples']:,} train samples, DLRM D = {s['embedding_dim']}, "
             f"batch {s['batch_size']:,}; hot set {s['hot_rows']:,} of {s['table_rows']:,} rows "
             f"({100 * s['budget_fraction']:.1f}% of the table bytes = FAE's "
-            f"{s['budget_mb_full']:g} MB at full Criteo scale), {100 * s['popular_fraction']:.1f}% "
+            f"{s['budget_mb_full']:g} MiB at full Criteo scale), {100 * s['popular_fraction']:.1f}% "
             f"of the inputs popular; {s['device']}, {s['threads']} compute thread(s) + 1 gather "
             "thread")
 
@@ -76,7 +76,7 @@ section = Section(
     intro=("**Our formalisation** (Hotline's method section is unavailable): a "
            f"{100 * exp.profile_rate:g}% profile of the train inputs, drawn with replacement "
            "(FAE), counts accesses per row; the hot set is the most-accessed rows that fit the "
-           "accelerator budget (FAE's 128 / 256 / 512 MB for the full Criteo Kaggle tables, "
+           "accelerator budget (FAE's 128 / 256 / 512 MiB for the full Criteo Kaggle tables, "
            "scaled here by their fraction of the table bytes); an input is *popular* iff every "
            "lookup hits it. Each mini-batch is split into a popular and a non-popular "
            "micro-batch; the non-popular micro-batch's cold rows are gathered from host memory "
@@ -115,7 +115,7 @@ for ax, y, label in ((axes[0], "popular_fraction", "popular inputs (share)"),
                      .groupby("fae_budget_mb")["budget_fraction"].first().items()):
         ax.axvline(frac, color="grey", lw=0.6, ls=":")
         if ax is axes[0]:
-            ax.text(frac, 1.0, f"{mb:g} MB", fontsize=6, rotation=90, va="top", ha="right")
+            ax.text(frac, 1.0, f"{mb:g} MiB", fontsize=6, rotation=90, va="top", ha="right")
     ax.set(xscale="log", ylim=(0, 1.02), ylabel=label,
            xlabel="hot-memory budget (fraction of the table bytes)")
 axes[0].legend(fontsize=6)
@@ -193,11 +193,11 @@ fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
 mid_batch = exp.batch_size if exp.batch_size in exp.batch_sweep else exp.batch_sweep[-1]
 sns.lineplot(data=sw[sw["batch_size"] == mid_batch], x="budget_mb_full", y="speedup",
              hue="source_label", marker="o", ax=axes[0])
-axes[0].set(xscale="log", xlabel="hot budget (MB at full Criteo scale, scaled)",
+axes[0].set(xscale="log", xlabel="hot budget (MiB at full Criteo scale, scaled)",
             ylabel="hybrid time / Hotline time", title=f"batch {mid_batch:,}")
 sns.lineplot(data=sw[sw["budget_mb_full"] == exp.budget_mb], x="batch_size", y="speedup",
              hue="source_label", marker="o", ax=axes[1], legend=False)
-axes[1].set(xscale="log", xlabel="mini-batch", title=f"budget {exp.budget_mb:g} MB")
+axes[1].set(xscale="log", xlabel="mini-batch", title=f"budget {exp.budget_mb:g} MiB")
 for ax in axes:
     ax.axhline(1, color="grey", lw=0.8)
     ax.axhline(2.2, color="black", lw=0.8, ls="--")
@@ -229,7 +229,7 @@ fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), sharey=True)
 for ax, col, title in ((axes[0], "step", "mini-batches"),
                        (axes[1], "wall_s", "measured seconds (this machine)"),
                        (axes[2], f"model_{main_server}_s",
-                        f"modelled seconds ({SERVER_LABEL[main_server]})")):
+                        f"seconds, {SERVER_LABEL[main_server]}")):
     sns.lineplot(data=metrics.assign(label=metrics["scheme"].map(LABELS)), x=col, y="auc",
                  hue="label", hue_order=[LABELS[s] for s in ORDER], style="label",
                  ax=ax, legend=ax is axes[0])

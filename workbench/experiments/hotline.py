@@ -4,7 +4,7 @@ Our formalisation of Hotline (ISCA 2024; DESIGN.md §3.4): the paper's method se
 unavailable, the pipeline follows its abstracts and FAE's public profiler. Two stages:
 
 * ``hotline_popularity@<ds>`` (:func:`popularity`): for each hot-memory budget (a fraction of the
-  table bytes; FAE's 128 / 256 / 512 MB at full Criteo Kaggle scale among them), the hot set of
+  table bytes; FAE's 128 / 256 / 512 MiB at full Criteo Kaggle scale among them), the hot set of
   a ``profile_rate`` profile and of a full pass, the share of inputs that are popular and of
   lookups that hit -> ``results/hotline_popularity/<ds>/``.
 * ``hotline`` (:func:`run`): on ``exp.dataset``, MEASURED on this machine (CPU threads, or CUDA)::
@@ -124,7 +124,7 @@ def popularity(processed: Path, out: Path, exp: HotlineConfig, *, dim: int, seed
             "profiled_rows_seen": int((counts["profile"] > 0).sum()),
             "rows_seen": int((counts["full pass"] > 0).sum())})
     base = frame[(frame["profile"] == "profile") & (frame["fae_budget_mb"] == exp.budget_mb)]
-    log.info("%s: %.1f%% of the inputs popular at FAE's %g MB (scaled), %d budgets profiled",
+    log.info("%s: %.1f%% of the inputs popular at FAE's %g MiB (scaled), %d budgets profiled",
              processed.name, 100 * base["popular_fraction"].iloc[0], exp.budget_mb,
              len(frame) // 2)
 
@@ -411,7 +411,7 @@ def run(processed: Path, out: Path, exp: HotlineConfig, *, dataset: DatasetConfi
     is_hot = hot_mask(hot, rows)
     popular = float(popular_mask(train.keys, is_hot).mean())
     hit_share = float(is_hot[train.keys].mean())
-    log.info("hot set: %d of %d rows (%.1f%% of the table bytes = FAE's %g MB at full scale); "
+    log.info("hot set: %d of %d rows (%.1f%% of the table bytes = FAE's %g MiB at full scale); "
              "%.1f%% of the train inputs are popular", hot.size, rows, 100 * budget /
              (rows * row_bytes), exp.budget_mb, 100 * popular)
     servers = {name: hardware[name] for name in exp.hardware}
