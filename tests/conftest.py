@@ -67,6 +67,8 @@ def ci_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in cfg.experiments.hotline.popularity_datasets:
         run(["hotline-popularity", "--params", str(params), "--dataset", name])
     run(["hotline", "--params", str(params)])
+    for name in cfg.experiments.flexshard.datasets:
+        run(["flexshard", "--params", str(params), "--dataset", name])
     return params
 
 

@@ -10,7 +10,8 @@ lower layer (``tests/test_layering.py`` walks every import to keep this true)::
     5  training/           the trainer through the emulated cluster; the RecD trainer
     4  models/             DLRM, WDL, DeepFM, DCN and their blocks; the RecD model
     3  dispatch/  sparse/  who trains which sample (baselines, LAIA, ESD, HybridDis) |
-                           KJT / IKJT, feature transforms, RecD's reader
+       sharding/           KJT / IKJT, feature transforms, RecD's reader | where each embedding
+                           row lives on a two-level topology (FlexShard and its baselines)
     2  cluster/            the emulated edge cluster: HET caches, links and clock
     1  data/               sources, downloads, parsers, synthetic data, schema, partitions
     0  utils/              atomic I/O, logging, timing, repository paths, config validation
@@ -28,6 +29,7 @@ LAYERS: dict[str, int] = {
     "cluster": 2,
     "dispatch": 3,
     "sparse": 3,
+    "sharding": 3,
     "models": 4,
     "training": 5,
     "experiments": 6,

@@ -38,6 +38,7 @@ from workbench.data.config import DatasetConfig
 from workbench.dispatch.config import DispatchConfig
 from workbench.experiments.config import ExperimentsConfig
 from workbench.models.config import ModelConfig
+from workbench.sharding.config import TopologyConfig
 from workbench.utils.paths import CONF_DIR, known_notebooks, resolve
 from workbench.utils.validation import ConfigError, from_dict, in_range, nonempty
 
@@ -70,6 +71,10 @@ class ProfileConfig:
         calibrate_batch_sizes: per-worker batch sizes of the compute calibration.
         calibrate_repeats: timed repeats per calibration point.
         hotline_sweep_steps: timed mini-batches per point of Hotline's speedup sweep.
+        flexshard_batch: samples per device per iteration of the FlexShard experiments.
+        flexshard_devices: device counts of FlexShard's scaling sweep.
+        flexshard_full_scale: cardinality scale of ``synthetic_sessions_full``.
+        flexshard_full_rows: rows of ``synthetic_sessions_full``.
         progress: show tqdm progress bars.
     """
 
@@ -96,6 +101,10 @@ class ProfileConfig:
     calibrate_batch_sizes: list[int] = field(default_factory=lambda: [32, 64, 128, 256])
     calibrate_repeats: int = field(default=5, metadata=in_range(1, 1000))
     hotline_sweep_steps: int = field(default=12, metadata=in_range(1, None))
+    flexshard_batch: int = field(default=512, metadata=in_range(1, None))
+    flexshard_devices: list[int] = field(default_factory=lambda: [8, 16, 32, 64])
+    flexshard_full_scale: float = field(default=1.0, metadata=in_range(0.0, 1.0, lo_open=True))
+    flexshard_full_rows: int = field(default=100_000, metadata=in_range(10, None))
     progress: bool = True
 
 
@@ -140,6 +149,7 @@ class WorkbenchConfig:
     models: dict[str, ModelConfig] = field(default_factory=dict)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     hardware: dict[str, HardwareConfig] = field(default_factory=dict)
+    topology: TopologyConfig = field(default_factory=TopologyConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     dispatch: DispatchConfig = field(default_factory=DispatchConfig)
     experiments: ExperimentsConfig = field(default_factory=ExperimentsConfig)
@@ -178,6 +188,15 @@ class WorkbenchConfig:
             for name in names:
                 if name not in known:
                     raise ConfigError(f"{owner} names '{name}', which is not one of {known}")
+        g = self.topology.devices_per_node
+        for n in self.experiments.flexshard.device_sweep:
+            if n % g:
+                raise ConfigError(f"experiments.flexshard.device_sweep has {n}: every value must "
+                                  f"be a multiple of topology.devices_per_node = {g}")
+        for name in self.experiments.flexshard.datasets:
+            if name not in self.pipeline.datasets:
+                raise ConfigError(f"experiments.flexshard.datasets names '{name}', which is not "
+                                  f"in pipeline.datasets {self.pipeline.datasets}")
         for name in self.experiments.recd.datasets:
             if name not in self.pipeline.datasets:
                 raise ConfigError(f"experiments.recd.datasets names '{name}', which is not "

@@ -5,7 +5,7 @@ r"""Command line of every pipeline stage: ``python -m workbench.stages <stage> [
     download --> preprocess --> dataset-stats --> notebook --> report
     (per dataset)           \-> het-cache ------/   (per notebook)
                             \-> dedup --> recd --/
-                            \-> hotline-popularity, hotline
+                            \-> hotline-popularity, hotline, flexshard
 
 Stages::
 
@@ -27,6 +27,8 @@ Stages::
     hotline        Hotline's micro-batch pipeline vs the CPU-GPU hybrid, FAE, accelerator-only:
                    measured on this machine + the time model of accelerator servers
                                                   -> results/hotline/<ds>
+    flexshard      FlexShard's tiered sharding vs row-wise and the other plans of a sequence
+                   table: traffic, all-to-all time, memory, sweeps -> results/flexshard/<ds>
     notebook NAME  execute notebooks/NAME.py with papermill            -> reports/NAME/
     report         gather every notebook section                       -> reports/README.md
 
@@ -57,7 +59,7 @@ log = logging.getLogger("workbench.stages")
 
 STAGES = ("download", "preprocess", "prepare", "dataset-stats", "het-cache", "calibrate",
           "het-train", "het-time", "esd", "dedup", "recd", "hotline-popularity", "hotline",
-          "notebook", "report")
+          "flexshard", "notebook", "report")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -215,6 +217,16 @@ def _hotline(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
     return out
 
 
+def _flexshard(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
+    """FlexShard's plans on one dataset's sequence table."""
+    from workbench.experiments import flexshard
+
+    out = _results(cfg, "flexshard", ds.name)
+    flexshard.run(_processed(cfg, ds.name), out, cfg.experiments.flexshard,
+                  topology=cfg.topology)
+    return out
+
+
 def _notebook(cfg: WorkbenchConfig, name: str | None, params: Path | None) -> Path:
     from workbench.report.notebook import execute
 
@@ -286,7 +298,8 @@ def run(argv: list[str] | None = None) -> Path:
         return pipeline.preprocess(ds, data_root, seed=cfg.seed)
     experiments = {"dataset-stats": _dataset_stats, "het-cache": _het_cache, "dedup": _dedup,
                    "recd": _recd, "het-train": _het_train, "het-time": _het_time, "esd": _esd,
-                   "hotline-popularity": _hotline_popularity, "hotline": _hotline}
+                   "hotline-popularity": _hotline_popularity, "hotline": _hotline,
+                   "flexshard": _flexshard}
     if args.stage in experiments:
         return experiments[args.stage](cfg, ds)
     if args.stage == "calibrate":
@@ -303,10 +316,12 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: known failures print one clear line and exit non-zero (no traceback)."""
     from workbench.data.partition import NoSessionsError
     from workbench.data.pipeline import DatasetUnavailable
+    from workbench.experiments.flexshard import NoSequenceError
 
     try:
         out = run(argv)
-    except (ConfigError, DatasetUnavailable, FileNotFoundError, NoSessionsError) as err:
+    except (ConfigError, DatasetUnavailable, FileNotFoundError, NoSessionsError,
+            NoSequenceError) as err:
         sys.exit(f"{type(err).__name__}: {err}")
     except Exception as err:  # download errors carry their own clear message
         if type(err).__name__ in ("DownloadError", "ChecksumError", "MalformedInputError"):

@@ -93,11 +93,8 @@ CATALOGUE: tuple[CatalogueClaim, ...] = (
     CatalogueClaim("hotline.v1_gpu_only", "Hotline", "training speedup over a "
                    "HugeCTR-optimized GPU-only baseline (v1)", "1.8x [A]", True, "hotline"),
     CatalogueClaim("flexshard.a2a_traffic", "FlexShard", "less global all-to-all traffic than "
-                   "row-wise sharding", "over 85% [A]", False,
-                   missing="FlexShard's tiered row replication and the sequence all-to-all "
-                           "model (DESIGN.md 3.5)"),
+                   "row-wise sharding", "over 85% [A]", True, "flexshard"),
     CatalogueClaim("flexshard.comm_latency", "FlexShard", "better end-to-end training "
-                   "communication latency than row-wise sharding", "almost 6x [A]", False,
-                   missing="FlexShard's tiered row replication and the sequence all-to-all "
-                           "model (DESIGN.md 3.5)"),
+                   "communication latency than row-wise sharding", "almost 6x [A]", True,
+                   "flexshard"),
 )

@@ -1,0 +1,146 @@
+r"""FlexShard's cut points: how many of the hottest rows to replicate everywhere and per node.
+
+Our formalisation (DESIGN.md §3.5). Rows are ranked by access probability; a plan is the pair
+of cut points ``(t1, u)``, ``0 <= t1 <= u <= N``: ranks ``[0, t1)`` replicated on every device,
+``[t1, u)`` replicated per node and row-sharded inside it, ``[u, N)`` row-sharded over all
+devices (:func:`~workbench.sharding.plans.tiered`, ``t2 = u - t1``). The planner minimises the
+expected time of one iteration's all-to-all (forward + backward) subject to the memory of the
+baseline, ``max_d memory_d <= limit`` (weights + buffers, :mod:`workbench.sharding.traffic`).
+
+Every candidate is evaluated in closed form from per-device prefix sums of probability mass and
+row counts over the candidate cut positions ``C`` (the owners are a function of the rank, so a
+cut only moves tier boundaries)::
+
+    S_d = sum of p over ranks >= u owned by d (tier 2)      n_d = their count
+    N_g = sum of p over ranks in [t1, u) with local index g  m_g = their count
+    F   = lambda x row_bytes
+    intra_send_d = F (G - 1) (S_d + N_g(d))       inter_send_d = F (P - G) S_d
+    intra_recv_d = F (S_node(d) - S_d + N - N_g(d)) inter_recv_d = F (S - S_node(d))
+    time  = 2 max_d t_d                           (:class:`~workbench.sharding.topology.Topology`)
+    memory_d = (t1 + m_g(d) + n_d) row_bytes + the four terms above
+
+which equals :func:`~workbench.sharding.traffic.expected_traffic` of the built plan exactly
+(tested), at a cost of O(N + |C| P) to build the prefix sums and O(|C|^2 P) for the pairs. With
+``|C| >= N + 1`` every cut is a candidate and the search is exhaustive (tested against brute
+force); on large tables ``C`` is a log-and-linear grid of ``candidates`` positions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from workbench.sharding.plans import rank_order, rank_sequences
+from workbench.sharding.topology import Topology
+
+__all__ = ["CutSearch", "candidate_cuts", "evaluate_cuts", "best_cut"]
+
+
+@dataclass
+class CutSearch:
+    """Every evaluated pair of cut points.
+
+    Attributes:
+        t1: rows replicated everywhere, per pair.
+        t2: rows replicated per node, per pair.
+        seconds: expected all-to-all seconds of an iteration (forward + backward), per pair.
+        memory: the largest device's expected memory (weights + buffers), per pair.
+        inter_bytes: expected inter-node bytes of the forward all-to-all, per pair.
+    """
+
+    t1: np.ndarray
+    t2: np.ndarray
+    seconds: np.ndarray
+    memory: np.ndarray
+    inter_bytes: np.ndarray
+
+
+def candidate_cuts(n: int, count: int, extra: np.ndarray | list[int] = ()) -> np.ndarray:
+    """Sorted distinct cut positions in ``[0, n]``: all of them when ``count > n``, else 0, n,
+    ``count // 2`` log-spaced and ``count // 2`` linearly spaced positions, plus ``extra``."""
+    if count > n:
+        base = np.arange(n + 1)
+    else:
+        base = np.r_[0, n, np.geomspace(1, n, max(2, count // 2)),
+                     np.linspace(0, n, max(2, count // 2))]
+    cuts = np.r_[np.rint(base), np.asarray(extra, dtype=float)]
+    return np.unique(np.clip(cuts, 0, n).astype(np.int64))
+
+
+def _segments(cuts: np.ndarray, n: int) -> np.ndarray:
+    """``int64[n]``: for each rank, the number of cuts at or below it (ranks in
+    ``[cuts[k], cuts[k + 1])`` get ``k + 1``)."""
+    return np.repeat(np.arange(len(cuts) + 1), np.diff(np.r_[0, cuts, n]))
+
+
+def _prefix(values: np.ndarray | None, owners: np.ndarray, seg: np.ndarray, cuts: int,
+            width: int) -> np.ndarray:
+    """``[cuts, width]``: sum of ``values`` (None: 1 each) over ranks below each cut, per owner."""
+    sums = np.bincount(seg * width + owners, weights=values,
+                       minlength=(cuts + 1) * width).reshape(cuts + 1, width)
+    return np.cumsum(sums, axis=0)[:-1].astype(float)
+
+
+def evaluate_cuts(probability: np.ndarray, topo: Topology, lookups_per_device: float,
+                  row_bytes: int, cuts: np.ndarray, *, node_tier: bool = True,
+                  weighted: bool = True, chunk: int = 64,
+                  order: np.ndarray | None = None) -> CutSearch:
+    """Expected time and memory of every pair ``t1 <= u`` of ``cuts`` (``t1 == u`` only
+    without ``node_tier``); see the module docstring. ``order`` may pass
+    :func:`~workbench.sharding.plans.rank_order` of ``probability`` when it is known."""
+    p = np.asarray(probability, dtype=float)
+    p = p / p.sum() if p.sum() > 0 else p
+    n, n_dev, g = p.size, topo.devices, topo.devices_per_node
+    order = rank_order(p) if order is None else order
+    ps = p[order]
+    seq_node, seq_sharded = rank_sequences(n, topo, weighted)
+    cuts = np.asarray(cuts, dtype=np.int64)
+    seg = _segments(cuts, n)
+    mass_s = _prefix(ps, seq_sharded, seg, len(cuts), n_dev)   # [C, P] mass of ranks < cut
+    count_s = _prefix(None, seq_sharded, seg, len(cuts), n_dev)
+    mass_n = _prefix(ps, seq_node, seg, len(cuts), g)          # [C, G]
+    count_n = _prefix(None, seq_node, seg, len(cuts), g)
+    total_s = np.bincount(seq_sharded, weights=ps, minlength=n_dev)
+    total_cs = np.bincount(seq_sharded, minlength=n_dev).astype(float)
+    local = np.arange(n_dev) % g
+    node = np.arange(n_dev) // g
+    scale = lookups_per_device * row_bytes
+    out = {k: [] for k in ("t1", "t2", "seconds", "memory", "inter_bytes")}
+    pairs = [(i, j) for i in range(len(cuts)) for j in range(i, len(cuts) if node_tier else i + 1)]
+    for start in range(0, len(pairs), chunk * len(cuts)):
+        ii, jj = np.array(pairs[start:start + chunk * len(cuts)]).T
+        s = total_s[None, :] - mass_s[jj]                   # [pairs, P]
+        cs = total_cs[None, :] - count_s[jj]
+        nl = (mass_n[jj] - mass_n[ii])[:, local]            # N_g(d), [pairs, P]
+        cl = (count_n[jj] - count_n[ii])[:, local]
+        node_s = np.add.reduceat(s, np.arange(0, n_dev, g), axis=1)[:, node]
+        total_n = (mass_n[jj] - mass_n[ii]).sum(axis=1)[:, None]
+        parts = {"intra_send": scale * (g - 1) * (s + nl),
+                 "inter_send": scale * (n_dev - g) * s,
+                 "intra_recv": scale * (node_s - s + total_n - nl),
+                 "inter_recv": scale * (s.sum(axis=1)[:, None] - node_s)}
+        seconds = 2.0 * topo.device_seconds(parts).max(axis=1)
+        weights = (cuts[ii][:, None] + cl + cs) * row_bytes
+        buffers = sum(parts.values())
+        out["t1"].append(cuts[ii])
+        out["t2"].append(cuts[jj] - cuts[ii])
+        out["seconds"].append(seconds)
+        out["memory"].append((weights + buffers).max(axis=1))
+        out["inter_bytes"].append(parts["inter_send"].sum(axis=1))
+    return CutSearch(**{k: np.concatenate(v) for k, v in out.items()})
+
+
+def best_cut(search: CutSearch, memory_limit: float | None = None) -> int:
+    """Index of the fastest pair within ``memory_limit`` (None: any); ties go to the fewest
+    replicated rows (smaller ``t1``, then smaller ``t2``).
+
+    Raises:
+        ValueError: no pair fits the limit.
+    """
+    ok = np.ones(search.t1.size, bool) if memory_limit is None else (
+        search.memory <= memory_limit * (1 + 1e-12))
+    if not ok.any():
+        raise ValueError(f"no cut fits the memory limit of {memory_limit:.6g} bytes")
+    idx = np.flatnonzero(ok)
+    return int(idx[np.lexsort((search.t2[idx], search.t1[idx], search.seconds[idx]))[0]])
