@@ -184,7 +184,9 @@ class WorkbenchConfig:
                 ("experiments.hotline.model", [self.experiments.hotline.model],
                  list(self.models)),
                 ("experiments.hotline.hardware", self.experiments.hotline.hardware,
-                 list(self.hardware))):
+                 list(self.hardware)),
+                ("experiments.flexshard.datasets", self.experiments.flexshard.datasets,
+                 self.pipeline.datasets)):
             for name in names:
                 if name not in known:
                     raise ConfigError(f"{owner} names '{name}', which is not one of {known}")
@@ -193,10 +195,6 @@ class WorkbenchConfig:
             if n % g:
                 raise ConfigError(f"experiments.flexshard.device_sweep has {n}: every value must "
                                   f"be a multiple of topology.devices_per_node = {g}")
-        for name in self.experiments.flexshard.datasets:
-            if name not in self.pipeline.datasets:
-                raise ConfigError(f"experiments.flexshard.datasets names '{name}', which is not "
-                                  f"in pipeline.datasets {self.pipeline.datasets}")
         for name in self.experiments.recd.datasets:
             if name not in self.pipeline.datasets:
                 raise ConfigError(f"experiments.recd.datasets names '{name}', which is not "

@@ -75,11 +75,16 @@ def _segments(cuts: np.ndarray, n: int) -> np.ndarray:
 
 
 def _prefix(values: np.ndarray | None, owners: np.ndarray, seg: np.ndarray, cuts: int,
-            width: int) -> np.ndarray:
-    """``[cuts, width]``: sum of ``values`` (None: 1 each) over ranks below each cut, per owner."""
+            width: int) -> tuple[np.ndarray, np.ndarray]:
+    """``([cuts, width], [cuts, width])``: the sums of ``values`` (None: 1 each) over the ranks
+    below and at or above each cut, per owner. Both are accumulated from their own side, so an
+    empty range sums to exactly 0 (a difference of totals would leave rounding residue, which
+    the topology's ``traffic > 0`` test would charge a latency for)."""
     sums = np.bincount(seg * width + owners, weights=values,
-                       minlength=(cuts + 1) * width).reshape(cuts + 1, width)
-    return np.cumsum(sums, axis=0)[:-1].astype(float)
+                       minlength=(cuts + 1) * width).reshape(cuts + 1, width).astype(float)
+    below = np.cumsum(sums, axis=0)[:-1]
+    above = np.cumsum(sums[::-1], axis=0)[::-1][1:]
+    return below, above
 
 
 def evaluate_cuts(probability: np.ndarray, topo: Topology, lookups_per_device: float,
@@ -97,29 +102,31 @@ def evaluate_cuts(probability: np.ndarray, topo: Topology, lookups_per_device: f
     seq_node, seq_sharded = rank_sequences(n, topo, weighted)
     cuts = np.asarray(cuts, dtype=np.int64)
     seg = _segments(cuts, n)
-    mass_s = _prefix(ps, seq_sharded, seg, len(cuts), n_dev)   # [C, P] mass of ranks < cut
-    count_s = _prefix(None, seq_sharded, seg, len(cuts), n_dev)
-    mass_n = _prefix(ps, seq_node, seg, len(cuts), g)          # [C, G]
-    count_n = _prefix(None, seq_node, seg, len(cuts), g)
-    total_s = np.bincount(seq_sharded, weights=ps, minlength=n_dev)
-    total_cs = np.bincount(seq_sharded, minlength=n_dev).astype(float)
+    _, mass_s = _prefix(ps, seq_sharded, seg, len(cuts), n_dev)   # [C, P] ranks >= cut
+    _, count_s = _prefix(None, seq_sharded, seg, len(cuts), n_dev)
+    mass_n, _ = _prefix(ps, seq_node, seg, len(cuts), g)           # [C, G] ranks < cut
+    count_n, _ = _prefix(None, seq_node, seg, len(cuts), g)
     local = np.arange(n_dev) % g
     node = np.arange(n_dev) // g
+    other_nodes = 1.0 - np.eye(topo.nodes)  # sums over the other nodes: exact zeros stay 0
     scale = lookups_per_device * row_bytes
     out = {k: [] for k in ("t1", "t2", "seconds", "memory", "inter_bytes")}
     pairs = [(i, j) for i in range(len(cuts)) for j in range(i, len(cuts) if node_tier else i + 1)]
     for start in range(0, len(pairs), chunk * len(cuts)):
         ii, jj = np.array(pairs[start:start + chunk * len(cuts)]).T
-        s = total_s[None, :] - mass_s[jj]                   # [pairs, P]
-        cs = total_cs[None, :] - count_s[jj]
-        nl = (mass_n[jj] - mass_n[ii])[:, local]            # N_g(d), [pairs, P]
+        s = mass_s[jj]                                      # S_d, [pairs, P]
+        cs = count_s[jj]
+        mass_between = mass_n[jj] - mass_n[ii]              # N_g, [pairs, G]
+        nl = mass_between[:, local]                         # N_g(d), [pairs, P]
         cl = (count_n[jj] - count_n[ii])[:, local]
-        node_s = np.add.reduceat(s, np.arange(0, n_dev, g), axis=1)[:, node]
-        total_n = (mass_n[jj] - mass_n[ii]).sum(axis=1)[:, None]
+        per_node = s.reshape(-1, topo.nodes, g)             # S of each device, by node
+        node_peers = (per_node.sum(axis=2, keepdims=True) - per_node).reshape(-1, n_dev)
+        local_peers = mass_between @ (1.0 - np.eye(g))       # N of the other local indices
+        remote = (per_node.sum(axis=2) @ other_nodes)[:, node]
         parts = {"intra_send": scale * (g - 1) * (s + nl),
                  "inter_send": scale * (n_dev - g) * s,
-                 "intra_recv": scale * (node_s - s + total_n - nl),
-                 "inter_recv": scale * (s.sum(axis=1)[:, None] - node_s)}
+                 "intra_recv": scale * (node_peers + local_peers[:, local]),
+                 "inter_recv": scale * remote}
         seconds = 2.0 * topo.device_seconds(parts).max(axis=1)
         weights = (cuts[ii][:, None] + cl + cs) * row_bytes
         buffers = sum(parts.values())
