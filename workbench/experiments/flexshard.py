@@ -135,12 +135,11 @@ def build_plans(exp: FlexShardConfig, probability: np.ndarray, topo: Topology,
     """Every configured plan at ``topo``, the planner's searches and RW's memory limit."""
     n = probability.size
     rw = row_wise(n, topo)
-    rw_memory = float(memory(rw, expected_traffic(rw, probability, lookups, row_bytes, topo),
-                             row_bytes, topo)["total"].max())
+    rw_traffic = expected_traffic(rw, probability, lookups, row_bytes, topo)
+    rw_memory = float(memory(rw, rw_traffic, row_bytes, topo)["total"].max())
     limit = rw_memory if exp.memory_limit == "rw" else None
     cuts = candidate_cuts(n, exp.candidate_cuts, extra_cuts)
-    rw_seconds = traffic_summary(expected_traffic(rw, probability, lookups, row_bytes, topo),
-                                 topo)["seconds"]
+    rw_seconds = traffic_summary(rw_traffic, topo)["seconds"]
     order = rank_order(probability)
     searches = {  # name -> [(search, tier-2 owners weighted by bandwidth)]
         "flexshard": [(evaluate_cuts(probability, topo, lookups, row_bytes, cuts, weighted=w,
@@ -270,21 +269,26 @@ def run(processed: Path, out: Path, exp: FlexShardConfig, *, topology: TopologyC
         rw_seconds = float(plans.loc[plans["plan"] == "rw", "expected_seconds"].iloc[0])
         curve["savings_vs_rw_ms"] = (rw_seconds - curve["seconds"]) * 1e3
 
+        swept: dict[tuple, list[dict]] = {}  # a topology met twice is planned once
+
+        def sweep_point(topo: Topology, extra: dict[str, Any]) -> list[dict]:
+            key = (topo.nodes, topo.devices_per_node, topo.inter_bps.tobytes())
+            if key not in swept:
+                swept[key] = _plan_rows(build_plans(exp, probability, topo, lookups, row_bytes),
+                                        data, topo, replay, exp, probability, lookups,
+                                        row_bytes, {})[0]
+            return [{**extra, **row} for row in swept[key]]
+
         sweeps = {"device_sweep": [], "skew_sweep": []}
         slow_cfg = replace(topology, slow_nodes=max(1, topology.slow_nodes))
         for devices in exp.device_sweep:
             topo = Topology.from_config(topology, nodes=devices // topology.devices_per_node)
-            rows, _ = _plan_rows(build_plans(exp, probability, topo, lookups, row_bytes), data,
-                                 topo, replay, exp, probability, lookups, row_bytes,
-                                 {"devices": devices})
-            sweeps["device_sweep"] += rows
+            sweeps["device_sweep"] += sweep_point(topo, {"devices": devices})
         for speed in exp.skew_sweep:
             topo = Topology.from_config(slow_cfg, slow_factor=speed)
-            rows, _ = _plan_rows(build_plans(exp, probability, topo, lookups, row_bytes), data,
-                                 topo, replay, exp, probability, lookups, row_bytes,
-                                 {"devices": topo.devices, "slow_factor": speed,
-                                  "slow_nodes": slow_cfg.slow_nodes})
-            sweeps["skew_sweep"] += rows
+            sweeps["skew_sweep"] += sweep_point(topo, {
+                "devices": topo.devices, "slow_factor": speed,
+                "slow_nodes": slow_cfg.slow_nodes})
 
         links = pd.concat([pd.DataFrame({"plan": name,
                                          "src": np.repeat(np.arange(base.devices), base.devices),

@@ -139,9 +139,8 @@ def _modelled(kind: str, counts: MicroBatchCounts, synced: int, hw: HardwareConf
             + sync_seconds(hw, row_bytes, synced))
 
 
-def _step_frame(scheme: str, steps: list[StepRecord], models: Models, row_bytes: int,
-                flops: float) -> pd.DataFrame:
-    """One row per step: sizes, measured wall time, modelled seconds on every server."""
+def _step_frame(scheme: str, steps: list[StepRecord]) -> pd.DataFrame:
+    """One row per step: sizes, kind, measured wall time, loss, rows moved between tiers."""
     frame = pd.DataFrame([asdict(s.counts) for s in steps])
     frame.insert(0, "step", np.arange(1, len(steps) + 1))
     frame.insert(0, "scheme", scheme)
@@ -149,9 +148,6 @@ def _step_frame(scheme: str, steps: list[StepRecord], models: Models, row_bytes:
     frame["wall_s"] = [s.wall_s for s in steps]
     frame["loss"] = [s.loss for s in steps]
     frame["synced_rows"] = [s.synced_rows for s in steps]
-    for name, (hw, unit) in models.items():
-        frame[f"model_{name}_s"] = [_modelled(s.kind, s.counts, s.synced_rows, hw, unit,
-                                              row_bytes, flops) for s in steps]
     return frame
 
 
@@ -425,13 +421,14 @@ def run(processed: Path, out: Path, exp: HotlineConfig, *, dataset: DatasetConfi
     metric_frames, step_inputs, span_frames = _train_all(
         exp, model, shape, table, hot, budget, train, test, device, seed, link_gbps, progress)
     spans = pd.concat(span_frames, ignore_index=True)
-    plain = pd.concat([_step_frame(name, s, {}, row_bytes, flops)
-                       for name, s in step_inputs], ignore_index=True)
-    machine = fit_machine(plain, spans, row_bytes, flops)
+    steps = pd.concat([_step_frame(name, s) for name, s in step_inputs], ignore_index=True)
+    machine = fit_machine(steps, spans, row_bytes, flops)
     models: Models = {THIS_MACHINE: (machine, "unique"),
                       **{n: (hw, exp.rows_unit) for n, hw in servers.items()}}
-    steps = pd.concat([_step_frame(name, s, models, row_bytes, flops)
-                       for name, s in step_inputs], ignore_index=True)
+    records = [r for _, s in step_inputs for r in s]  # in the frame's row order
+    for name, (hw, unit) in models.items():
+        steps[f"model_{name}_s"] = [_modelled(r.kind, r.counts, r.synced_rows, hw, unit,
+                                              row_bytes, flops) for r in records]
     metrics = pd.concat(metric_frames, ignore_index=True)
     for name in models:
         cumulative = steps.groupby("scheme")[f"model_{name}_s"].cumsum()
