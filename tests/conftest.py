@@ -69,6 +69,7 @@ def ci_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run(["hotline", "--params", str(params)])
     for name in cfg.experiments.flexshard.datasets:
         run(["flexshard", "--params", str(params), "--dataset", name])
+    run(["distributed-check", "--params", str(params)])
     return params
 
 

@@ -75,6 +75,7 @@ class ProfileConfig:
         flexshard_devices: device counts of FlexShard's scaling sweep.
         flexshard_full_scale: cardinality scale of ``synthetic_sessions_full``.
         flexshard_full_rows: rows of ``synthetic_sessions_full``.
+        dist_steps: iterations of every ``distributed_check`` run.
         progress: show tqdm progress bars.
     """
 
@@ -105,6 +106,7 @@ class ProfileConfig:
     flexshard_devices: list[int] = field(default_factory=lambda: [8, 16, 32, 64])
     flexshard_full_scale: float = field(default=1.0, metadata=in_range(0.0, 1.0, lo_open=True))
     flexshard_full_rows: int = field(default=100_000, metadata=in_range(10, None))
+    dist_steps: int = field(default=30, metadata=in_range(2, 100_000))
     progress: bool = True
 
 

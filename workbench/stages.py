@@ -29,6 +29,9 @@ Stages::
                                                   -> results/hotline/<ds>
     flexshard      FlexShard's tiered sharding vs row-wise and the other plans of a sequence
                    table: traffic, all-to-all time, memory, sweeps -> results/flexshard/<ds>
+    distributed-check  the emulator against real processes (torch.distributed, gloo, shaped
+                   links): counters, bytes, parameters, phase times, ESD in wall time
+                                                  -> results/distributed_check/<ds>
     notebook NAME  execute notebooks/NAME.py with papermill            -> reports/NAME/
     report         gather every notebook section                       -> reports/README.md
 
@@ -59,7 +62,7 @@ log = logging.getLogger("workbench.stages")
 
 STAGES = ("download", "preprocess", "prepare", "dataset-stats", "het-cache", "calibrate",
           "het-train", "het-time", "esd", "dedup", "recd", "hotline-popularity", "hotline",
-          "flexshard", "notebook", "report")
+          "flexshard", "distributed-check", "notebook", "report")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -227,6 +230,19 @@ def _flexshard(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
     return out
 
 
+def _distributed_check(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
+    """The emulated cluster against the distributed backend on ``het_train``'s model."""
+    from workbench.experiments import distributed_check
+
+    name = cfg.experiments.het_train.model
+    out = _results(cfg, "distributed_check", ds.name)
+    distributed_check.run(_processed(cfg, ds.name), out, cfg.experiments.distributed_check,
+                          dataset=ds, model_name=name, model=cfg.models[name],
+                          cluster=cfg.cluster, cache=cfg.cache, esd=cfg.experiments.esd,
+                          calibration=_calibration(cfg), seed=cfg.seed)
+    return out
+
+
 def _notebook(cfg: WorkbenchConfig, name: str | None, params: Path | None) -> Path:
     from workbench.report.notebook import execute
 
@@ -244,7 +260,7 @@ def _notebook(cfg: WorkbenchConfig, name: str | None, params: Path | None) -> Pa
 #: Stages that run on one dataset the configuration names (``experiments.<stage>.dataset``)
 #: unless the command line picks another.
 SINGLE_DATASET = {"het-train": "het_train", "het-time": "het_time", "esd": "esd",
-                  "hotline": "hotline"}
+                  "hotline": "hotline", "distributed-check": "het_train"}
 
 
 def _picked(args: argparse.Namespace) -> bool:
@@ -299,7 +315,7 @@ def run(argv: list[str] | None = None) -> Path:
     experiments = {"dataset-stats": _dataset_stats, "het-cache": _het_cache, "dedup": _dedup,
                    "recd": _recd, "het-train": _het_train, "het-time": _het_time, "esd": _esd,
                    "hotline-popularity": _hotline_popularity, "hotline": _hotline,
-                   "flexshard": _flexshard}
+                   "flexshard": _flexshard, "distributed-check": _distributed_check}
     if args.stage in experiments:
         return experiments[args.stage](cfg, ds)
     if args.stage == "calibrate":

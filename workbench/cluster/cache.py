@@ -318,16 +318,29 @@ def _read(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counter
 
 
 @nb.njit(cache=True, _nrt=False)
-def _push_row(srv_val, srv_ver, key, src, row, updates):
-    """Server side of a push: ``value[key] += src[row]``, ``ver[key] += updates``."""
+def _push_row(srv_val, srv_ver, key, src, row, updates, log_i, log_g):
+    """Server side of a push: ``value[key] += src[row]``, ``ver[key] += updates``.
+
+    With a push log (``log_i`` non-empty: row 0 holds the entry count, row n + 1 the key and
+    updates of entry n, ``log_g[n]`` its gradient row) the push is also recorded, so a worker
+    whose server is remote can send exactly these rows (:mod:`workbench.cluster.remote_ps`).
+    """
     for d in range(srv_val.shape[1]):
         srv_val[key, d] += src[row, d]
     srv_ver[key] += updates
+    if log_i.shape[0] > 0:
+        n = log_i[0, 0]
+        log_i[n + 1, 0] = key
+        log_i[n + 1, 1] = updates
+        for d in range(srv_val.shape[1]):
+            log_g[n, d] = src[row, d]
+        log_i[0, 0] = n + 1
 
 
 @nb.njit(cache=True)
 def _write(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counters,
-           srv_val, srv_ver, scratch, keys, grads, const_grad, write_bound, per_occurrence):
+           srv_val, srv_ver, scratch, keys, grads, const_grad, write_bound, per_occurrence,
+           log_i, log_g):
     uniq, inv = _unique(keys, scratch)
     m = uniq.shape[0]
     dim = vecs.shape[2]
@@ -368,7 +381,7 @@ def _write(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counte
         if s >= 0:
             upd = lines[s, _UPD]
             if upd > write_bound:
-                _push_row(srv_val, srv_ver, uniq[j], grad_rows, s, upd)
+                _push_row(srv_val, srv_ver, uniq[j], grad_rows, s, upd, log_i, log_g)
                 lines[s, _VER] += upd
                 lines[s, _UPD] = 0
                 meta[_DIRTY] -= 1
@@ -377,10 +390,10 @@ def _write(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counte
                 counters[_BOUND_PUSHES] += 1
                 pushed += 1
         else:
-            _push_row(srv_val, srv_ver, uniq[j], direct, j, direct_n[j])
+            _push_row(srv_val, srv_ver, uniq[j], direct, j, direct_n[j], log_i, log_g)
             counters[_UNCACHED_PUSHES] += 1
             pushed += 1
-    pushed += _drain_queue(queue_i, queue_g, meta, counters, srv_val, srv_ver)
+    pushed += _drain_queue(queue_i, queue_g, meta, counters, srv_val, srv_ver, log_i, log_g)
     counters[_WRITES] += 1
     counters[_KEYS_WRITTEN] += keys.shape[0]
     counters[_UNIQUE_WRITTEN] += m
@@ -388,29 +401,29 @@ def _write(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counte
 
 
 @nb.njit(cache=True)
-def _drain_queue(queue_i, queue_g, meta, counters, srv_val, srv_ver):
+def _drain_queue(queue_i, queue_g, meta, counters, srv_val, srv_ver, log_i, log_g):
     q = meta[_QLEN]
     for i in range(q):
-        _push_row(srv_val, srv_ver, queue_i[i, 0], queue_g, i, queue_i[i, 1])
+        _push_row(srv_val, srv_ver, queue_i[i, 0], queue_g, i, queue_i[i, 1], log_i, log_g)
     counters[_EVICT_PUSHES] += q
     meta[_QLEN] = 0
     return q
 
 
 @nb.njit(cache=True)
-def _flush(lines, vecs, queue_i, queue_g, meta, counters, srv_val, srv_ver):
+def _flush(lines, vecs, queue_i, queue_g, meta, counters, srv_val, srv_ver, log_i, log_g):
     grad_rows = vecs[1]
     for s in range(meta[_SIZE]):
         upd = lines[s, _UPD]
         if upd > 0:
-            _push_row(srv_val, srv_ver, lines[s, _KEY], grad_rows, s, upd)
+            _push_row(srv_val, srv_ver, lines[s, _KEY], grad_rows, s, upd, log_i, log_g)
             lines[s, _VER] += upd
             lines[s, _UPD] = 0
             meta[_DIRTY] -= 1
             for d in range(vecs.shape[2]):
                 vecs[1, s, d] = 0.0
             counters[_FLUSH_PUSHES] += 1
-    _drain_queue(queue_i, queue_g, meta, counters, srv_val, srv_ver)
+    _drain_queue(queue_i, queue_g, meta, counters, srv_val, srv_ver, log_i, log_g)
 
 
 # ------------------------------------------------------------------------------------------
@@ -483,8 +496,10 @@ class WorkerCache:
         cache.write(np.array([3, 7, 3]), -0.01 * rows)  # plain SGD update rows
     """
 
-    def __init__(self, spec: CacheSpec, server: ParameterServer) -> None:
+    def __init__(self, spec: CacheSpec, server: ParameterServer,
+                 log_pushes: bool = False) -> None:
         self.spec = spec
+        self.log_pushes = log_pushes
         self.server = server
         cap = 0 if spec.policy == "none" else int(spec.capacity)
         dim = server.dim
@@ -505,6 +520,9 @@ class WorkerCache:
         self.meta[_FREE_TOP] = n_buckets
         self.counters = np.zeros(len(COUNTERS), dtype=np.int64)
         self._no_grads = np.zeros((0, dim), dtype=np.float32)
+        # push log (log_pushes): row 0 of _log_i = entry count, then (key, updates) per push
+        self._log_i = np.zeros((0, 2), dtype=np.int64)
+        self._log_g = np.zeros((0, dim), dtype=np.float32)
 
     @property
     def size(self) -> int:
@@ -536,21 +554,41 @@ class WorkerCache:
         """Apply one update row per occurrence of ``keys`` (``grads``: ``[len(keys), dim]``,
         already ``-lr * gradient``), or the same scalar update to every element."""
         keys = np.ascontiguousarray(keys, dtype=np.int64)
+        self._reset_log(len(keys) + self.capacity)  # a write pushes <= unique keys + queue
         if np.isscalar(grads):
             _write(*self._state(), keys, self._no_grads, np.float32(grads),
-                   self.spec.write_bound, self.spec.clock == "update")
+                   self.spec.write_bound, self.spec.clock == "update", self._log_i,
+                   self._log_g)
         else:
             grads = np.ascontiguousarray(grads, dtype=np.float32)
             if grads.shape != (len(keys), self.server.dim):
                 raise ValueError(f"grads has shape {grads.shape}; expected "
                                  f"({len(keys)}, {self.server.dim})")
             _write(*self._state(), keys, grads, np.float32(0.0), self.spec.write_bound,
-                   self.spec.clock == "update")
+                   self.spec.clock == "update", self._log_i, self._log_g)
 
     def flush(self) -> None:
         """Push every dirty line and the eviction queue (end of training)."""
+        self._reset_log(2 * self.capacity)  # dirty lines + queued evictees
         _flush(self.lines, self.vecs, self.queue_i, self.queue_g, self.meta, self.counters,
-               self.server.values, self.server.versions)
+               self.server.values, self.server.versions, self._log_i, self._log_g)
+
+    def _reset_log(self, entries: int) -> None:
+        if not self.log_pushes:
+            return
+        if self._log_i.shape[0] < entries + 1:
+            self._log_i = np.zeros((entries + 1, 2), dtype=np.int64)
+            self._log_g = np.zeros((max(entries, 1), self.server.dim), dtype=np.float32)
+        self._log_i[0, 0] = 0
+
+    def pushes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows the last :meth:`write` or :meth:`flush` pushed, in push order (a cache built
+        with ``log_pushes``): keys ``int64[n]``, updates ``int64[n]``, gradient rows
+        ``float32[n, D]`` (views, valid until the next write or flush)."""
+        if not self.log_pushes:
+            raise RuntimeError("pushes() needs a cache built with log_pushes=True")
+        n = int(self._log_i[0, 0]) if len(self._log_i) else 0
+        return self._log_i[1:n + 1, 0], self._log_i[1:n + 1, 1], self._log_g[:n]
 
     def key_state(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Vectorised state of ``keys``: present, stale beyond the read bound, dirty."""

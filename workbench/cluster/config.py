@@ -18,6 +18,11 @@ class ClusterConfig:
 
     Attributes:
         name: profile name.
+        backend: ``emulated`` (one process, the analytic clock) or ``distributed`` (W worker
+            processes and a parameter-server process on torch.distributed, gloo, links shaped
+            in wall time: :mod:`workbench.training.distributed`; BSP cache / hybrid systems).
+            The ``distributed_check`` stage runs both; ``het_train`` and ``het_time`` need
+            ``emulated`` (they interleave evaluations and sweep ASP and AllGather systems).
         workers: number of edge workers W.
         bandwidth_gbps: link bandwidth to the parameter server, Gb/s.
         latency_ms: one-way link latency, ms.
@@ -45,6 +50,7 @@ class ClusterConfig:
     """
 
     name: str = "homogeneous_1g"
+    backend: Literal["emulated", "distributed"] = "emulated"
     workers: int = field(default=8, metadata=in_range(1, 4096))
     bandwidth_gbps: list[float] = field(default_factory=lambda: [1.0])
     latency_ms: list[float] = field(default_factory=lambda: [0.05])

@@ -12,6 +12,7 @@ schema                    stage module                                mounted at
                           :mod:`workbench.experiments.recd`
 ``HotlineConfig``         :mod:`workbench.experiments.hotline`        ``experiments.hotline``
 ``FlexShardConfig``       :mod:`workbench.experiments.flexshard`      ``experiments.flexshard``
+``DistributedCheckConfig``:mod:`workbench.experiments.distributed_check` ``experiments.distributed_check``
 ``CalibrationConfig``     :mod:`workbench.experiments.calibrate`      ``experiments.calibrate``
 ========================  ==========================================  ==========================
 
@@ -270,6 +271,15 @@ class EsdConfig:
     train_dispatchers: list[str] = field(default_factory=lambda: [
         "random", "laia", "hybriddis"], metadata=nonempty())
     train_model: str = "wdl"
+
+    def dispatcher_options(self) -> dict[str, Any]:
+        """Keyword arguments of ``make_dispatcher`` for the cost-aware dispatchers (the solver
+        mode, limits, objective, swap rounds and HybridDis' time predictor)."""
+        return dict(mode=self.exact_mode, time_limit_s=self.time_limit_s,
+                    small_instance=self.small_instance,
+                    seconds_per_variable=self.exact_seconds_per_variable,
+                    objective=self.objective, heuristic_rounds=self.heuristic_rounds,
+                    predictor=self.hybrid_predictor)
 
     def __post_init__(self) -> None:
         allowed = ("contiguous", "random", "laia", "esd_heuristic", "esd_greedy", "esd_exact",
@@ -558,6 +568,89 @@ class FlexShardConfig:
 
 
 @dataclass(frozen=True)
+class DistributedCheckConfig:
+    """The emulator checked against real processes (the ``distributed_check`` stage).
+
+    The same small run goes through the emulated cluster and through the distributed backend
+    (:mod:`workbench.training.distributed`): W worker processes and a parameter-server process
+    on loopback, links shaped in the sender. Model and dataset are ``het_train``'s (so the
+    calibrated compute cost exists); the cluster is this section's.
+
+    Attributes:
+        steps: BSP iterations of every run.
+        batch_size: the global batch (a multiple of ``workers``).
+        warmup: first iterations left out of the timing comparison (JIT, page faults).
+        workers: worker processes W of the validation runs.
+        bandwidth_gbps: the workers' links (one value, or one per worker).
+        latency_ms: the workers' one-way latencies.
+        speed: the workers' relative compute speeds (a slower worker sleeps the difference).
+        bounds: staleness bounds s checked (read and write); s = 0 also checks parameters.
+        cache_policy: the workers' cache policy.
+        cache_ratio: cache capacity as a fraction of the table rows.
+        dispatcher: the validation runs' baseline dispatch (drawn by every worker).
+        param_rtol: relative tolerance of the s = 0 parameter check: the dense gradients are
+            summed by the all_reduce instead of one batched backward pass, so the reduction
+            order differs (stated beside the result).
+        optimizer: the dense optimizer of the check's runs (``model``: the model's own). Plain
+            SGD by default: Adam divides by the root of the second moment, so a parameter whose
+            gradient is near zero turns a 1e-7 reduction-order difference into a full step, and
+            the parameter check would measure Adam's sensitivity, not the backend.
+        esd_dispatchers: dispatchers compared end to end in wall time, each in its own
+            dispatcher process (a baseline among them runs there too, for a fair comparison).
+        esd_workers: workers of the ESD comparison.
+        esd_bandwidth_gbps: their links (heterogeneous edge links).
+        esd_latency_ms: their latencies.
+        esd_cache_ratio: their caches (small, as in the ESD stage).
+        esd_bound: their staleness bound.
+        timeout_s: timeout of every torch.distributed call (a dead peer fails the run).
+        deadline_s: wall-clock limit of one distributed run.
+    """
+
+    steps: int = field(default=30, metadata=in_range(2, 100_000))
+    batch_size: int = field(default=256, metadata=in_range(1, 1_000_000))
+    warmup: int = field(default=2, metadata=in_range(0, 1000))
+    workers: int = field(default=2, metadata=in_range(1, 64))
+    bandwidth_gbps: list[float] = field(default_factory=lambda: [0.1, 1.0])
+    latency_ms: list[float] = field(default_factory=lambda: [2.0, 0.5])
+    speed: list[float] = field(default_factory=lambda: [1.0])
+    bounds: list[int] = field(default_factory=lambda: [0, 10],
+                              metadata=nonempty(in_range(0, None)))
+    cache_policy: Literal["lru", "lfu", "lfuopt", "none"] = "lru"
+    cache_ratio: float = field(default=0.1, metadata=in_range(0.0, 1.0, lo_open=True))
+    dispatcher: Literal["contiguous", "random"] = "random"
+    param_rtol: float = field(default=1e-4, metadata=in_range(0.0, 1.0, lo_open=True))
+    optimizer: Literal["model", "sgd", "adam", "adagrad"] = "sgd"
+    esd_dispatchers: list[str] = field(default_factory=lambda: ["random", "laia", "hybriddis"],
+                                       metadata=nonempty())
+    esd_workers: int = field(default=4, metadata=in_range(2, 64))
+    esd_bandwidth_gbps: list[float] = field(default_factory=lambda: [0.02, 0.05, 0.2, 1.0])
+    esd_latency_ms: list[float] = field(default_factory=lambda: [5.0, 2.0, 1.0, 0.5])
+    esd_cache_ratio: float = field(default=0.05, metadata=in_range(0.0, 1.0, lo_open=True))
+    esd_bound: int = field(default=100, metadata=in_range(0, None))
+    timeout_s: float = field(default=60.0, metadata=in_range(1.0, None))
+    deadline_s: float = field(default=600.0, metadata=in_range(1.0, None))
+
+    def __post_init__(self) -> None:
+        if 0 not in self.bounds:
+            raise ConfigError(f"bounds = {self.bounds}: must include 0 (the parameter check)")
+        if self.batch_size % self.workers or self.batch_size % self.esd_workers:
+            raise ConfigError(f"batch_size = {self.batch_size}: must be a multiple of workers "
+                              f"= {self.workers} and esd_workers = {self.esd_workers}")
+        if self.warmup >= self.steps:
+            raise ConfigError(f"warmup = {self.warmup}: must be below steps = {self.steps}")
+        for key, n in (("bandwidth_gbps", self.workers), ("latency_ms", self.workers),
+                       ("speed", self.workers), ("esd_bandwidth_gbps", self.esd_workers),
+                       ("esd_latency_ms", self.esd_workers)):
+            values = getattr(self, key)
+            if len(values) not in (1, n):
+                raise ConfigError(f"{key} has {len(values)} values: give 1 or exactly {n}")
+        allowed = ("contiguous", "random", "laia", "esd_heuristic", "esd_greedy", "esd_exact",
+                   "hybriddis")
+        check_each("esd_dispatchers", self.esd_dispatchers, lambda d: d in allowed,
+                   f"one of {allowed}")
+
+
+@dataclass(frozen=True)
 class CalibrationConfig:
     """The machine calibration the emulated clock reads (the ``calibrate`` stage).
 
@@ -597,4 +690,5 @@ class ExperimentsConfig:
     recd: RecdConfig = field(default_factory=RecdConfig)
     hotline: HotlineConfig = field(default_factory=HotlineConfig)
     flexshard: FlexShardConfig = field(default_factory=FlexShardConfig)
+    distributed_check: DistributedCheckConfig = field(default_factory=DistributedCheckConfig)
     calibrate: CalibrationConfig = field(default_factory=CalibrationConfig)

@@ -132,11 +132,8 @@ def one_run(keys: np.ndarray, rows: int, exp: EsdConfig, dispatcher: str, worker
     links = edge_cluster_config(exp, workers, spread)
     cluster = edge_cluster(exp, links, rows, cache_ratio)
     caps = worker_capacities(links, per_worker, capacity)
-    disp = make_dispatcher(dispatcher, cluster, caps, wire_dim=wire_dim, mode=exp.exact_mode,
-                           time_limit_s=exp.time_limit_s, small_instance=exp.small_instance,
-                           seconds_per_variable=exp.exact_seconds_per_variable,
-                           objective=exp.objective, heuristic_rounds=exp.heuristic_rounds,
-                           predictor=exp.hybrid_predictor, seed=seed)
+    disp = make_dispatcher(dispatcher, cluster, caps, wire_dim=wire_dim, seed=seed,
+                           **exp.dispatcher_options())
     budget = budget_fraction * float(compute.seconds(caps).max())
     if hasattr(disp, "set_budget"):
         disp.set_budget(budget)
@@ -320,11 +317,7 @@ def train_end_to_end(processed: Path, meta: DatasetMeta, exp: EsdConfig,
                                                        exp.capacity),
                           budget_fraction=exp.hybrid_budget_fraction,
                           dispatcher_factory=lambda cl, caps, n=name: make_dispatcher(
-                              n, cl, caps, mode=exp.exact_mode, time_limit_s=exp.time_limit_s,
-                              small_instance=exp.small_instance,
-                              seconds_per_variable=exp.exact_seconds_per_variable,
-                              objective=exp.objective, heuristic_rounds=exp.heuristic_rounds,
-                              predictor=exp.hybrid_predictor, seed=seed))
+                              n, cl, caps, seed=seed, **exp.dispatcher_options()))
         metrics = trainer.fit(train, test, epochs=train_exp.epochs,
                               eval_every=train_exp.eval_every, progress=progress)
         metrics.insert(0, "dispatcher", name)

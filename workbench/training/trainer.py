@@ -153,6 +153,18 @@ class ClusterStore:
         return self.cluster.snapshot()
 
 
+def initial_parameters(cfg: ModelConfig, n_dense: int, n_sparse: int, table_rows: int,
+                       seed: int) -> tuple[torch.nn.Module, np.ndarray]:
+    """The model and the embedding table every backend starts from, fixed by ``seed``: the
+    model from torch's generator seeded with ``seed``, the table uniform in
+    ``+-cfg.init_scale`` from numpy's generator seeded with ``seed + 1``."""
+    torch.manual_seed(seed)
+    model = build_model(cfg, n_dense, n_sparse)
+    table = np.random.default_rng(seed + 1).uniform(
+        -cfg.init_scale, cfg.init_scale, size=(table_rows, cfg.embedding_dim)).astype(np.float32)
+    return model, table
+
+
 def dense_optimizer(cfg: ModelConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
     """The configured optimizer (``cfg.optimizer`` at ``cfg.lr_dense``) of ``model``'s
     parameters."""
@@ -233,12 +245,8 @@ class Trainer:
         self.dim = model_cfg.embedding_dim
         self.dispatcher = dispatcher
         self.rng = np.random.default_rng(seed)
-        torch.manual_seed(seed)
-        self.model = build_model(model_cfg, n_dense, n_sparse)
+        self.model, init = initial_parameters(model_cfg, n_dense, n_sparse, table_rows, seed)
         self.optimizer = dense_optimizer(model_cfg, self.model)
-        init = np.random.default_rng(seed + 1).uniform(
-            -model_cfg.init_scale, model_cfg.init_scale, size=(table_rows, self.dim)
-        ).astype(np.float32)
         if system.kind == "plain":
             self.store: EmbeddingStore = LocalStore(init)
             self.cluster = None

@@ -1,0 +1,328 @@
+r"""The emulator checked against real processes: the same runs, emulated and distributed.
+
+Two parts, on ``het_train``'s dataset and model (their compute cost is calibrated):
+
+* **Validation** (a small BSP run per staleness bound of ``exp.bounds``, W workers on shaped,
+  heterogeneous links): the emulated cluster (:mod:`workbench.training.trainer`) and the
+  distributed backend (:mod:`workbench.training.distributed`) run the same config, seed and
+  dispatch. Checked exactly: every cache counter of every (iteration, worker), the rows pulled and
+  pushed and the embedding bytes (what the clock counts), the metadata bytes (the real protocol
+  carries the clock's 16 B per key and per pushed row plus a reply mask of one bit per key and an
+  8-byte version per pulled row: checked to the byte), the server's row versions. At s = 0 also
+  the trained parameters (table and dense), within ``param_rtol`` (the dense gradients are summed
+  by a gloo all_reduce instead of one batched backward pass: another reduction order). Timed: the
+  wall seconds per phase (compute, communication, all-reduce, BSP wait) against the emulated
+  clock's, and the software cost per message and per row fitted from the measured exchanges.
+* **ESD on real processes**: the dispatchers of ``exp.esd_dispatchers`` in a dispatcher process
+  that sends each worker its samples, on heterogeneous edge links; wall time per iteration end to
+  end beside the emulated clock's step time for the same runs.
+
+Outputs (``results/distributed_check/<ds>/``): ``check.json`` (deterministic: counters, bytes,
+versions, parameter differences), ``phases.csv`` and ``esd.csv`` (MEASURED wall seconds beside
+the emulated ones; they change from run to run), ``summary.json`` (the settings, the ratios, the
+fitted software cost).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from workbench.cluster.cache import COUNTERS
+from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.time_model import KEY_META_BYTES, SoftwareCost, ComputeCost
+from workbench.cluster.wire import HEADER_BYTES
+from workbench.data.config import DatasetConfig
+from workbench.data.keys import table_rows
+from workbench.data.schema import DatasetMeta
+from workbench.experiments.calibrate import ModelShape, clock_costs, clock_summary
+from workbench.experiments.config import DistributedCheckConfig, EsdConfig
+from workbench.experiments.het_train import load_split
+from workbench.experiments.sizing import require_samples
+from workbench.models.config import ModelConfig
+from workbench.training.distributed import DistributedJob, DistributedResult, run_distributed
+from workbench.training.trainer import Split, SystemSpec, Trainer
+
+log = logging.getLogger(__name__)
+PHASES = ("compute", "comm", "allreduce", "wait")
+
+
+@dataclasses.dataclass
+class EmulatedRun:
+    """An emulated run of ``steps`` iterations: per-(iteration, worker) records, the flushed
+    table and versions, the dense parameters, the flush's counters."""
+
+    history: pd.DataFrame
+    table: np.ndarray
+    versions: np.ndarray
+    dense_state: dict[str, torch.Tensor]
+    flush_counters: np.ndarray
+
+
+def run_emulated(job: DistributedJob, train: Split, compute: ComputeCost,
+                 software: SoftwareCost, dispatcher_factory=None,
+                 budget_fraction: float = 1.0) -> EmulatedRun:
+    """The emulated trainer on the job's config for ``job.steps`` iterations, then a flush."""
+    trainer = Trainer(job.model_cfg, job.n_dense, job.n_sparse, job.table_rows, job.system,
+                      job.cluster_cfg, job.cache_cfg, seed=job.seed,
+                      dispatcher=job.dispatcher if dispatcher_factory is None else "contiguous",
+                      dispatcher_factory=dispatcher_factory, compute=compute,
+                      software=software, budget_fraction=budget_fraction)
+    for step in range(job.steps):
+        trainer.step(train, step * job.model_cfg.batch_size)
+    before = trainer.cluster.counters()
+    trainer.cluster.flush()
+    return EmulatedRun(trainer.cluster.history(), trainer.cluster.server.values.copy(),
+                       trainer.cluster.server.versions.copy(),
+                       {k: v.detach().clone() for k, v in trainer.model.state_dict().items()},
+                       trainer.cluster.counters() - before)
+
+
+def compare(emulated: EmulatedRun, real: DistributedResult) -> dict[str, Any]:
+    """The exact checks of one bound: counters, rows, bytes, versions, parameter differences."""
+    emu, dis = emulated.history, real.history
+    counters_emu = emu[list(COUNTERS)].to_numpy()
+    counters_dis = dis[list(COUNTERS)].to_numpy()
+    flush_dis = np.asarray(real.server["flush_counters"])
+    pulled = emu["pulled_rows"].to_numpy()
+    unique = emu["unique_read"].to_numpy()
+    measured_rows = (dis["sent_rows_bytes"] + dis["recv_rows_bytes"]).to_numpy()
+    measured_meta = (dis["sent_meta_bytes"] + dis["recv_meta_bytes"]).to_numpy()
+    # the real protocol's metadata beyond the clock's: a reply mask bit per key, a version per
+    # pulled row (see workbench.cluster.remote_ps)
+    extra_meta = np.ceil(unique / 8) + 8 * pulled
+    table_diff = np.abs(emulated.table.astype(np.float64) - real.table)
+    scale = np.abs(emulated.table).max() or 1.0
+    dense_abs = max(float((emulated.dense_state[k] - real.dense_state[k]).abs().max())
+                    for k in emulated.dense_state)
+    dense_scale = max(float(v.abs().max()) for v in emulated.dense_state.values()) or 1.0
+    return {
+        "iterations": int(emu["iteration"].max() + 1), "workers": int(emu["worker"].max() + 1),
+        "counters_identical": bool(np.array_equal(counters_emu, counters_dis)
+                                   and np.array_equal(emulated.flush_counters, flush_dis)),
+        "counter_cells": int(counters_emu.size),
+        "counter_mismatches": int((counters_emu != counters_dis).sum()),
+        "pulled_rows_emulated": int(pulled.sum()),
+        "pulled_rows_distributed": int((dis["miss_pulls"] + dis["stale_pulls"]).sum()),
+        "pushed_rows_emulated": int(emu["pushed_rows"].sum()),
+        "pushed_rows_distributed": int(dis[["bound_pushes", "evict_pushes", "uncached_pushes",
+                                            "flush_pushes"]].to_numpy().sum()),
+        "embedding_bytes_emulated": float(emu["embedding_bytes"].sum()),
+        "embedding_bytes_measured": float(measured_rows.sum()),
+        "embedding_bytes_identical": bool(np.array_equal(emu["embedding_bytes"].to_numpy(),
+                                                         measured_rows)),
+        "meta_bytes_emulated": float(emu["meta_bytes"].sum()),
+        "meta_bytes_measured": float(measured_meta.sum()),
+        "meta_bytes_protocol_extra": float(extra_meta.sum()),
+        "meta_bytes_explained": bool(np.array_equal(emu["meta_bytes"].to_numpy() + extra_meta,
+                                                    measured_meta)),
+        "header_bytes_measured": float((dis["sent_header_bytes"]
+                                        + dis["recv_header_bytes"]).sum()),
+        "header_bytes_per_message": HEADER_BYTES,
+        "versions_identical": bool(np.array_equal(emulated.versions, real.versions)),
+        "table_max_abs_diff": float(table_diff.max()),
+        "table_max_rel_diff": float(table_diff.max() / scale),
+        "dense_max_abs_diff": dense_abs,
+        "dense_max_rel_diff": dense_abs / dense_scale,
+    }
+
+
+def phase_frame(emulated: EmulatedRun, real: DistributedResult, warmup: int) -> pd.DataFrame:
+    """Per (iteration, worker): the measured wall seconds per phase beside the emulated clock's
+    (iterations before ``warmup`` dropped)."""
+    emu = emulated.history.set_index(["iteration", "worker"])
+    dis = real.history.set_index(["iteration", "worker"])
+    frame = pd.DataFrame({
+        "compute_measured": dis["compute_s"], "compute_emulated": emu["compute_s"],
+        "comm_measured": dis["pull_s"] + dis["push_send_s"], "comm_emulated": emu["comm_s"],
+        "allreduce_measured": dis["allreduce_s"], "allreduce_emulated": emu["dense_s"],
+        "wait_measured": dis["push_s"] - dis["push_send_s"],
+        "wall_measured": dis["wall_s"], "step_emulated": emu["step_s"],
+        "pull_s": dis["pull_s"], "push_send_s": dis["push_send_s"],
+        "pull_messages_bytes": (dis["sent_meta_bytes"] + dis["sent_header_bytes"]),
+        "unique_read": emu["unique_read"], "pulled_rows": emu["pulled_rows"],
+        "pushed_rows": emu["pushed_rows"], "embedding_bytes": emu["embedding_bytes"],
+        "meta_bytes": emu["meta_bytes"], "messages_emulated": emu["messages"]}).reset_index()
+    return frame[frame["iteration"] >= warmup].reset_index(drop=True)
+
+
+def phase_ratios(phases: pd.DataFrame) -> dict[str, float]:
+    """Measured / emulated per phase (means over iterations and workers; the iteration wall
+    against the emulated BSP step)."""
+    out = {}
+    for phase in ("compute", "comm", "allreduce"):
+        emu = float(phases[f"{phase}_emulated"].mean())
+        out[phase] = float(phases[f"{phase}_measured"].mean()) / emu if emu > 0 else math.nan
+    step = phases.groupby("iteration").agg(wall=("wall_measured", "max"),
+                                           step=("step_emulated", "max"))
+    out["iteration"] = float(step["wall"].mean() / step["step"].mean())
+    return out
+
+
+def fit_software(phases: pd.DataFrame, cluster: ClusterConfig) -> dict[str, float]:
+    """The software cost of one pull exchange fitted from the measured pulls.
+
+    Residual = measured pull seconds - the shaped links' share (two latencies, the request and
+    reply bytes at the link's bandwidth); least squares ``residual = a + b x rows`` with rows =
+    keys sent + rows pulled. ``a`` is the per-message cost of one request/reply (client and
+    server, both directions), ``b`` the per-row cost; both constrained to be >= 0 (non-negative
+    least squares).
+    """
+    from scipy.optimize import nnls
+
+    bandwidth = np.array(cluster.per_worker("bandwidth_gbps")) * 1e9 / 8
+    latency = np.array(cluster.per_worker("latency_ms")) * 1e-3
+    w = phases["worker"].to_numpy()
+    up = KEY_META_BYTES * phases["unique_read"].to_numpy() + HEADER_BYTES
+    down = (phases["pulled_rows"].to_numpy() * (phases["embedding_bytes"].to_numpy()
+            / np.maximum(phases["pulled_rows"] + phases["pushed_rows"], 1).to_numpy())
+            + HEADER_BYTES)
+    link = 2 * latency[w] + (up + down) / bandwidth[w]
+    residual = phases["pull_s"].to_numpy() - link
+    rows = (phases["unique_read"] + phases["pulled_rows"]).to_numpy().astype(np.float64)
+    design = np.stack([np.ones_like(rows), rows], axis=1)
+    (a, b), _ = nnls(design, residual)  # costs are >= 0
+    return {"message_s": float(a), "row_s": float(b), "samples": int(len(rows)),
+            "residual_median_s": float(np.median(residual))}
+
+
+def run(processed: Path, out: Path, exp: DistributedCheckConfig, *, dataset: DatasetConfig,
+        model_name: str, model: ModelConfig, cluster: ClusterConfig, cache: CacheConfig,
+        esd: EsdConfig, calibration: Path, seed: int) -> None:
+    """The ``distributed_check`` stage; writes ``out`` whole (see the module docstring).
+
+    ``esd`` gives the cost-aware dispatchers' settings (the ``esd`` stage's); their decision
+    budget is ``esd.hybrid_budget_fraction`` x the calibrated compute of one iteration.
+    """
+    from workbench.dispatch.registry import make_dispatcher
+    from workbench.utils.io import atomic_dir, write_json
+
+    meta = DatasetMeta.read(processed)
+    needed = exp.steps * exp.batch_size
+    train = load_split(processed, meta, "train", needed)
+    require_samples(len(train), needed, dataset.name,
+                    f"{exp.steps} iterations of experiments.distributed_check.batch_size = "
+                    f"{exp.batch_size}", "lower experiments.distributed_check.steps")
+    # the clock's compute is the calibration of the model as configured (its own optimizer)
+    model_cfg = dataclasses.replace(
+        model, batch_size=exp.batch_size,
+        optimizer=model.optimizer if exp.optimizer == "model" else exp.optimizer)
+    shape = dict(n_dense=len(meta.dense), n_sparse=len(meta.categorical),
+                 table_rows=table_rows(meta))
+    check_cluster = dataclasses.replace(
+        cluster, name="distributed_check", workers=exp.workers,
+        bandwidth_gbps=list(exp.bandwidth_gbps), latency_ms=list(exp.latency_ms),
+        speed=list(exp.speed), overlap="none", sync="bsp")
+    compute, software = clock_costs(check_cluster, calibration, ModelShape(
+        model_name, model, shape["n_dense"], shape["n_sparse"]))
+    cache_cfg = dataclasses.replace(cache, policy=exp.cache_policy, ratio=exp.cache_ratio,
+                                    rows=None)
+    checks, phase_frames, ratios = [], [], {}
+    for bound in exp.bounds:
+        job = DistributedJob(model_cfg, system=SystemSpec(f"Cache s={bound}", "cache", bound),
+                             cluster_cfg=check_cluster, cache_cfg=cache_cfg, steps=exp.steps,
+                             seed=seed, dispatcher=exp.dispatcher, timeout_s=exp.timeout_s,
+                             deadline_s=exp.deadline_s, **shape)
+        emulated = run_emulated(job, train, compute, software)
+        real = run_distributed(job, train)
+        check = {"bound": bound, **compare(emulated, real),
+                 "wall_s": real.wall_s, "startup_s": real.startup_s}
+        log.info("s=%d: counters identical %s, table rel diff %.2e, dense rel diff %.2e",
+                 bound, check["counters_identical"], check["table_max_rel_diff"],
+                 check["dense_max_rel_diff"])
+        checks.append(check)
+        phases = phase_frame(emulated, real, exp.warmup)
+        phases.insert(0, "bound", bound)
+        phase_frames.append(phases)
+        ratios[str(bound)] = phase_ratios(phases)
+    if not checks[0]["counters_identical"]:
+        log.error("the distributed backend's counters differ from the emulator's")
+    phases = pd.concat(phase_frames, ignore_index=True)
+    fitted = fit_software(phases, check_cluster)
+
+    esd_cluster = dataclasses.replace(
+        cluster, name="distributed_check_esd", workers=exp.esd_workers,
+        bandwidth_gbps=list(exp.esd_bandwidth_gbps), latency_ms=list(exp.esd_latency_ms),
+        speed=[1.0], overlap="none", sync="bsp")
+    esd_cache = dataclasses.replace(cache_cfg, ratio=exp.esd_cache_ratio)
+    esd_compute, esd_software = clock_costs(esd_cluster, calibration, ModelShape(
+        model_name, model, shape["n_dense"], shape["n_sparse"]))
+    esd_rows = []
+    for name in exp.esd_dispatchers:
+        job = DistributedJob(model_cfg, system=SystemSpec(f"Cache s={exp.esd_bound}", "cache",
+                                                          exp.esd_bound),
+                             cluster_cfg=esd_cluster, cache_cfg=esd_cache, steps=exp.steps,
+                             seed=seed, dispatcher=name, timeout_s=exp.timeout_s,
+                             deadline_s=exp.deadline_s, **shape)
+        options = {} if name in ("contiguous", "random", "laia") else esd.dispatcher_options()
+
+        def factory(cl, caps, name=name, options=options):
+            return make_dispatcher(name, cl, caps, seed=seed, **options)
+
+        budget = esd.hybrid_budget_fraction * float(
+            esd_compute.seconds(job.capacity_array(), 1.0).max())
+        # a baseline goes through the dispatcher process too (same message path for all)
+        forced = dataclasses.replace(job, dispatcher_options=options, decision_budget_s=budget,
+                                     force_dispatcher_process=True)
+        emulated = run_emulated(job, train, esd_compute, esd_software, factory,
+                                budget_fraction=esd.hybrid_budget_fraction)
+        real = run_distributed(forced, train)
+        steady_emu = emulated.history[emulated.history["iteration"] >= exp.warmup]
+        steady = real.history[real.history["iteration"] >= exp.warmup]
+        wall = steady.groupby("iteration")["wall_s"].max()
+        esd_rows.append({
+            "dispatcher": name,
+            "step_s_measured": float(wall.mean()),
+            "step_s_emulated": float(steady_emu.groupby("iteration")["step_s"].max().mean()),
+            "embedding_bytes_measured": float((steady["sent_rows_bytes"]
+                                               + steady["recv_rows_bytes"]).sum()),
+            "embedding_bytes_emulated": float(steady_emu["embedding_bytes"].sum()),
+            "pulled_rows": int((steady["miss_pulls"] + steady["stale_pulls"]).sum()),
+            "decision_s_mean": float(np.mean(real.server["decision_s"])),
+            "dispatch_wait_s_mean": float(steady["dispatch_wait_s"].mean()),
+            "counters_identical": bool(np.array_equal(
+                emulated.history[list(COUNTERS)].to_numpy(),
+                real.history[list(COUNTERS)].to_numpy())),
+            "wall_s": real.wall_s})
+        log.info("%s: %.1f ms per iteration measured, %.1f ms emulated", name,
+                 1e3 * esd_rows[-1]["step_s_measured"], 1e3 * esd_rows[-1]["step_s_emulated"])
+    esd = pd.DataFrame(esd_rows)
+    base = esd.iloc[0]
+    esd["speedup_measured"] = base["step_s_measured"] / esd["step_s_measured"]
+    esd["speedup_emulated"] = base["step_s_emulated"] / esd["step_s_emulated"]
+
+    summary = {
+        "dataset": dataset.name, "model": model_name, "steps": exp.steps,
+        "batch_size": exp.batch_size, "warmup": exp.warmup, "seed": seed,
+        "workers": exp.workers, "bandwidth_gbps": check_cluster.per_worker("bandwidth_gbps"),
+        "latency_ms": check_cluster.per_worker("latency_ms"),
+        "speed": check_cluster.per_worker("speed"), "cache_policy": exp.cache_policy,
+        "cache_ratio": exp.cache_ratio, "param_rtol": exp.param_rtol,
+        "optimizer": model_cfg.optimizer, "lr_dense": model_cfg.lr_dense,
+        "clock": clock_summary(check_cluster, compute, software),
+        "phase_ratios": ratios, "fitted_software": fitted,
+        "esd_workers": exp.esd_workers, "esd_baseline": str(base["dispatcher"]),
+        "esd_bandwidth_gbps": esd_cluster.per_worker("bandwidth_gbps"),
+        "esd_latency_ms": esd_cluster.per_worker("latency_ms"),
+        "parameters_within_tolerance": bool(
+            checks[0]["table_max_rel_diff"] <= exp.param_rtol
+            and checks[0]["dense_max_rel_diff"] <= exp.param_rtol),
+        "counters_identical": bool(all(c["counters_identical"] for c in checks)),
+    }
+    if phases.empty or esd.empty:
+        raise RuntimeError("distributed_check produced no timed iterations")
+    with atomic_dir(out) as tmp:
+        write_json(tmp / "check.json", {"bounds": checks and [
+            {k: v for k, v in c.items() if k not in ("wall_s", "startup_s")} for c in checks]})
+        phases.to_csv(tmp / "phases.csv", index=False, float_format="%.6g")
+        esd.to_csv(tmp / "esd.csv", index=False, float_format="%.6g")
+        write_json(tmp / "summary.json", {**summary, "runs": [
+            {"bound": c["bound"], "wall_s": c["wall_s"], "startup_s": c["startup_s"]}
+            for c in checks]})
