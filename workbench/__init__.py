@@ -3,16 +3,19 @@ r"""DLRM training-systems workbench: ESD, HET, RecD, Hotline and FlexShard at la
 The package is layered; a module may import only from its own package and from packages of a
 lower layer (``tests/test_layering.py`` walks every import to keep this true)::
 
+   10  sweep               Hydra multirun over any stage (joblib / cluster launchers)
     9  stages, replay      command lines: every pipeline stage; replaying your own traces
     8  report/             papermill runner, report sections and claims, the seaborn theme
     7  config              the configuration root: composes every layer's schema, loads conf/
     6  experiments/        one module per experiment stage, each owning its outputs
-    5  training/           the trainer through the emulated cluster; the RecD trainer
+    5  training/           the trainer through the emulated cluster; the RecD trainer; Hotline's
+                           pipeline; the distributed backend (real processes, torch.distributed)
     4  models/             DLRM, WDL, DeepFM, DCN and their blocks; the RecD model
     3  dispatch/  sparse/  who trains which sample (baselines, LAIA, ESD, HybridDis) |
        sharding/           KJT / IKJT, feature transforms, RecD's reader | where each embedding
                            row lives on a two-level topology (FlexShard and its baselines)
-    2  cluster/            the emulated edge cluster: HET caches, links and clock
+    2  cluster/            the edge cluster: HET caches, links and clock; the cache protocol
+                           between processes, framed messages, shaped links
     1  data/               sources, downloads, parsers, synthetic data, schema, partitions
     0  utils/              atomic I/O, logging, timing, repository paths, config validation
 
@@ -37,4 +40,5 @@ LAYERS: dict[str, int] = {
     "report": 8,
     "stages": 9,
     "replay": 9,
+    "sweep": 10,
 }

@@ -78,6 +78,15 @@ class ClusterConfig:
                     bound = "> 0" if lo_open else ">= 0"
                     raise ConfigError(f"{key}[{i}] = {v}: must be a finite number {bound}")
 
+    def require_emulated(self, stage: str) -> None:
+        """Raise a :class:`ConfigError` naming ``stage`` unless ``backend`` is ``emulated``."""
+        if self.backend != "emulated":
+            raise ConfigError(
+                f"cluster.backend = {self.backend}: the {stage} stage runs on the emulated "
+                "backend (it interleaves test evaluations and sweeps ASP and AllGather systems); "
+                "the distributed backend runs the distributed_check stage (set "
+                "cluster.backend=emulated here)")
+
     def per_worker(self, key: str) -> list[float]:
         """The per-worker values of ``bandwidth_gbps``, ``latency_ms`` or ``speed``."""
         values = getattr(self, key)

@@ -62,7 +62,7 @@ class ServerResult:
 
 
 def serve_parameter_server(endpoint: Endpoint, values: np.ndarray, workers: list[int],
-                           read_bound: int) -> ServerResult:
+                           read_bound: int, on_round=None) -> ServerResult:
     """Serve pulls and pushes until every worker in ``workers`` (ranks) has sent DONE.
 
     Args:
@@ -70,6 +70,8 @@ def serve_parameter_server(endpoint: Endpoint, values: np.ndarray, workers: list
         values: the initial table ``[rows, D]``.
         workers: the worker ranks.
         read_bound: the read staleness bound s_r (a pull iff ``ver - version > s_r``).
+        on_round: called with the round number before each push round is applied (a hook for
+            fault injection and progress), or None.
 
     Returns:
         The final table and versions, and the traffic the server saw.
@@ -94,6 +96,8 @@ def serve_parameter_server(endpoint: Endpoint, values: np.ndarray, workers: list
                 raise RuntimeError(f"rank {message.src} pushed twice in one round")
             pending[message.src] = message.arrays
             if set(pending) >= active:
+                if on_round is not None:
+                    on_round(result.push_rounds)
                 for rank in sorted(pending):  # rank order: the emulator's order
                     keys, updates, grads = pending[rank]
                     np.add.at(server.values, keys, grads)

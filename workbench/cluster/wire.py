@@ -85,6 +85,24 @@ def _frame(op: int, iteration: int, arrays: list[tuple[np.ndarray, str]]
     return torch.from_numpy(header), body, counted
 
 
+def _unframe(src: int, header: np.ndarray, payload: np.ndarray
+             ) -> tuple[Message, dict[str, int]]:
+    """The message a header and its payload hold, and its bytes per category."""
+    op, iteration, n_arrays, _ = (int(v) for v in header[:4])
+    arrays, offset = [], 0
+    counted: dict[str, int] = defaultdict(int)
+    counted["header"] = HEADER_BYTES
+    for i in range(n_arrays):
+        code, rows, cols, category = (int(v) for v in header[4 + 4 * i: 8 + 4 * i])
+        dtype = _DTYPES[code]
+        count = rows * (cols or 1)
+        array = np.frombuffer(payload, dtype, count, offset).copy()
+        arrays.append(array.reshape(rows, cols) if cols else array)
+        offset += count * dtype.itemsize
+        counted[CATEGORIES[category]] += count * dtype.itemsize
+    return Message(src, op, iteration, arrays), counted
+
+
 class Endpoint:
     """One process's side of the message layer.
 
@@ -186,27 +204,15 @@ class Endpoint:
         header = torch.zeros(HEADER_LEN, dtype=torch.int64)
         sender = dist.recv(header, src, group=self.group, tag=TAG_HEADER)
         sender = src if src is not None else sender
-        h = header.numpy()
-        op, iteration, n_arrays, payload_bytes = (int(v) for v in h[:4])
-        payload = np.zeros(payload_bytes, np.uint8)
-        if payload_bytes:
+        payload = np.zeros(int(header[3]), np.uint8)
+        if len(payload):
             dist.recv(torch.from_numpy(payload), sender, group=self.group, tag=TAG_PAYLOAD)
-        arrays, offset = [], 0
-        counted = defaultdict(int)
-        counted["header"] = HEADER_BYTES
-        for i in range(n_arrays):
-            code, rows, cols, category = (int(v) for v in h[4 + 4 * i: 8 + 4 * i])
-            dtype = _DTYPES[code]
-            count = rows * (cols or 1)
-            array = np.frombuffer(payload, dtype, count, offset).copy()
-            arrays.append(array.reshape(rows, cols) if cols else array)
-            offset += count * dtype.itemsize
-            counted[CATEGORIES[category]] += count * dtype.itemsize
+        message, counted = _unframe(int(sender), header.numpy(), payload)
         with self._lock:
             for category, n in counted.items():
                 self.received[category] += n
             self.messages_received += 1
-        return Message(int(sender), op, iteration, arrays)
+        return message
 
     def traffic(self) -> dict[str, int]:
         """Bytes sent and received per category, and message counts."""

@@ -126,6 +126,7 @@ def run(processed: Path, out: Path, exp: HetTimeConfig, *, per_worker: int,
         progress: show progress bars.
     """
     from tqdm.auto import tqdm
+    cluster.require_emulated("het_time")
 
     from workbench.utils.io import atomic_dir, write_json
 

@@ -113,6 +113,7 @@ def run(processed: Path, out: Path, exp: HetTrainConfig, *, dataset: DatasetConf
         progress: show progress bars.
     """
     from workbench.utils.io import atomic_dir, write_json
+    cluster.require_emulated("het_train")
 
     meta = DatasetMeta.read(processed)
     train = load_split(processed, meta, "train", exp.max_train_samples)

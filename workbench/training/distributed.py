@@ -49,6 +49,7 @@ import signal
 import socket
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
@@ -265,24 +266,34 @@ def _entry(rank: int, job: DistributedJob, train: Split, init_method: str, out_d
     startup_s = time.perf_counter() - start
     links = worker_links(job.cluster_cfg, job.shaped)
     try:
-        if rank == SERVER_RANK:
-            out = _server(job, links, fault)
-        elif rank <= job.workers:
-            out = _worker(rank, job, train, links, workers_group, fault)
-        else:
-            out = _dispatcher(job, train, links)
-        out["startup_s"] = startup_s
-        path = Path(out_dir) / f"rank{rank}.pkl"
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "wb") as f:
-            pickle.dump(out, f)
-        os.replace(tmp, path)
+        _run_role(rank, job, train, links, workers_group, fault, startup_s, out_dir)
+    except BaseException:
+        # the first error in time is the cause; the others' ("connection closed") follow it
+        with open(Path(out_dir) / f"rank{rank}.err", "w") as f:
+            f.write(f"{time.time():.6f}\n{traceback.format_exc()}")
+        raise
     finally:
         dist.destroy_process_group()
 
 
+def _run_role(rank: int, job: DistributedJob, train: Split, links, workers_group,
+              fault: Fault | None, startup_s: float, out_dir: str) -> None:
+    """Run rank ``rank``'s role and write its outputs atomically to ``out_dir``."""
+    if rank == SERVER_RANK:
+        out = _server(job, links, fault)
+    elif rank <= job.workers:
+        out = _worker(rank, job, train, links, workers_group, fault)
+    else:
+        out = _dispatcher(job, train, links)
+    out["startup_s"] = startup_s
+    path = Path(out_dir) / f"rank{rank}.pkl"
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as f:
+        pickle.dump(out, f)
+    os.replace(tmp, path)
+
+
 def _server(job: DistributedJob, links, fault: Fault | None) -> dict:
-    _maybe_fail(fault, SERVER_RANK, 0)
     endpoint = Endpoint({w + 1: ShapedLink(b, l) for w, (b, l) in enumerate(links)},
                         shared=(ShapedLink(job.cluster_cfg.ps_bandwidth_gbps * 1e9 / 8)
                                 if job.shaped else None),
@@ -290,7 +301,8 @@ def _server(job: DistributedJob, links, fault: Fault | None) -> dict:
     _, table = initial_parameters(job.model_cfg, job.n_dense, job.n_sparse, job.table_rows,
                                   job.seed)
     result = serve_parameter_server(endpoint, table, list(range(1, job.workers + 1)),
-                                    job.cache_spec().read_bound)
+                                    job.cache_spec().read_bound,
+                                    on_round=lambda r: _maybe_fail(fault, SERVER_RANK, r))
     return {"values": result.values, "versions": result.versions, "traffic": result.traffic,
             "pulls_served": result.pulls_served, "push_rounds": result.push_rounds,
             "busy_s": result.busy_s}
@@ -453,9 +465,9 @@ def run_distributed(job: DistributedJob, train: Split, fault: Fault | None = Non
                         f"and was stopped ({job.world_size} processes)")
         except mp.ProcessRaisedException as error:
             _terminate(context)
-            rank = getattr(error, "error_index", -1)
+            rank, detail = _first_error(out_dir, getattr(error, "error_index", -1), str(error))
             raise DistributedRunError(
-                f"{_role(job, rank)} (rank {rank}) raised; the run was stopped:\n{error}"
+                f"{_role(job, rank)} (rank {rank}) raised; the run was stopped:\n{detail}"
             ) from None
         except mp.ProcessExitedException as error:
             _terminate(context)
@@ -479,6 +491,15 @@ def run_distributed(job: DistributedJob, train: Split, fault: Fault | None = Non
                 "flush_counters": [o["flush_counters"] for o in outs[1: job.workers + 1]],
                 "decision_s": outs[-1].get("decision_s", []) if job.has_dispatcher else []},
         wall_s=wall_s, startup_s=max(o["startup_s"] for o in outs))
+
+
+def _first_error(out_dir: str, rank: int, detail: str) -> tuple[int, str]:
+    """The rank whose error came first (the cause), and its traceback."""
+    first = (float("inf"), rank, detail)
+    for path in Path(out_dir).glob("rank*.err"):
+        stamp, _, text = path.read_text().partition("\n")
+        first = min(first, (float(stamp), int(path.stem[4:]), text))
+    return first[1], first[2]
 
 
 def _terminate(context) -> None:

@@ -1,0 +1,357 @@
+"""The distributed backend: shaped links, message framing, the push log, the remote cache
+protocol (in threads), and real processes against the emulated cluster (counters, parameters,
+failures)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import defaultdict
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from workbench.cluster.cache import COUNTERS, CacheSpec, ParameterServer, WorkerCache
+from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.remote_ps import RemoteCache, serve_parameter_server
+from workbench.cluster.shaped_link import ShapedLink
+from workbench.cluster.wire import HEADER_BYTES, Message, _frame, _unframe
+from workbench.experiments.config import DistributedCheckConfig
+from workbench.models.config import ModelConfig
+from workbench.training.distributed import (
+    DistributedJob,
+    DistributedRunError,
+    Fault,
+    run_distributed,
+)
+from workbench.training.trainer import Split, SystemSpec
+from workbench.utils.validation import ConfigError
+
+
+# ------------------------------------------------------------------------------------------
+# Shaped link
+# ------------------------------------------------------------------------------------------
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_shaped_link_is_latency_plus_bytes_over_bandwidth_without_burst():
+    clock = FakeClock()
+    link = ShapedLink(1000.0, latency_s=0.01, clock=clock, sleep=clock.sleep)
+    assert link.wait(500) == pytest.approx(0.01 + 0.5)
+    assert clock.now == pytest.approx(0.51)
+    # back to back: the bucket is empty again after its own wait, the next pays its bytes
+    assert link.wait(1000) == pytest.approx(0.01 + 1.0)
+    assert link.bytes_sent == 1500 and link.messages == 2
+
+
+def test_shaped_link_sustains_its_bandwidth_and_refills_burst():
+    clock = FakeClock()
+    link = ShapedLink(100.0, burst_bytes=50.0, clock=clock, sleep=clock.sleep)
+    assert link.wait(50) == 0.0          # a full bucket lets the burst go at once
+    assert link.wait(100) == pytest.approx(1.0)
+    clock.now += 10.0                     # idle: refills only up to the burst
+    assert link.wait(60) == pytest.approx(0.1)
+    start = clock.now
+    for _ in range(20):
+        link.wait(100)
+    assert (clock.now - start) / 20 == pytest.approx(1.0, rel=0.05)
+
+
+def test_shaped_link_delay_reserves_without_sleeping_and_unshaped_is_free():
+    clock = FakeClock()
+    link = ShapedLink(1000.0, latency_s=0.002, clock=clock, sleep=clock.sleep)
+    assert link.delay(1000) == pytest.approx(1.002)
+    assert clock.now == 0.0
+    free = ShapedLink(float("inf"))
+    assert not free.shaped and free.wait(10**9) == 0.0
+    assert ShapedLink(float("inf"), latency_s=0.5, sleep=lambda s: None).delay(10) == 0.5
+    with pytest.raises(ValueError, match="bandwidth_Bps"):
+        ShapedLink(0.0)
+
+
+# ------------------------------------------------------------------------------------------
+# Framing
+# ------------------------------------------------------------------------------------------
+
+arrays_strategy = st.lists(st.one_of(
+    st.lists(st.integers(-2**62, 2**62), max_size=20).map(lambda v: np.array(v, np.int64)),
+    st.integers(0, 6).flatmap(lambda n: st.lists(
+        st.floats(-1e6, 1e6, width=32), min_size=3 * n, max_size=3 * n)).map(
+        lambda v: np.array(v, np.float32).reshape(-1, 3)),
+    st.binary(max_size=9).map(lambda b: np.frombuffer(b, np.uint8).copy())), max_size=4)
+
+
+@given(arrays_strategy, st.integers(0, 9), st.integers(0, 10**6))
+@settings(max_examples=60, deadline=None)
+def test_frame_round_trip(arrays, op, iteration):
+    categories = ["rows", "meta", "dense", "meta"][: len(arrays)]
+    header, body, counted = _frame(op, iteration, list(zip(arrays, categories)))
+    payload = body.numpy() if body is not None else np.zeros(0, np.uint8)
+    message, received = _unframe(3, header.numpy(), payload)
+    assert (message.src, message.op, message.iteration) == (3, op, iteration)
+    assert len(message.arrays) == len(arrays)
+    for sent, got in zip(arrays, message.arrays):
+        assert got.dtype == sent.dtype and np.array_equal(got, sent)
+    assert dict(received) == dict(counted)
+    assert message.nbytes == HEADER_BYTES + sum(a.nbytes for a in arrays)
+
+
+def test_frame_rejects_what_it_cannot_send():
+    with pytest.raises(ValueError, match="cannot be sent"):
+        _frame(1, 0, [(np.zeros(3, np.float64), "rows")])
+    with pytest.raises(ValueError, match="at most"):
+        _frame(1, 0, [(np.zeros(1, np.int64), "meta")] * 5)
+
+
+# ------------------------------------------------------------------------------------------
+# Push log
+# ------------------------------------------------------------------------------------------
+
+ops_strategy = st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 29), min_size=1,
+                                                         max_size=12)), min_size=1, max_size=25)
+
+
+@given(ops_strategy, st.sampled_from(["lru", "lfu", "lfuopt", "none"]), st.integers(0, 3),
+       st.integers(1, 8))
+@settings(max_examples=60, deadline=None)
+def test_push_log_replays_the_server_exactly(ops, policy, bound, capacity):
+    """Applying the logged pushes, in order, to the server's old state gives its new state."""
+    server = ParameterServer(np.random.default_rng(0).normal(size=(30, 4)))
+    cache = WorkerCache(CacheSpec(policy, capacity, bound, bound), server, log_pushes=True)
+    rng = np.random.default_rng(1)
+    for is_flush, keys in ops:
+        keys = np.array(keys, np.int64)
+        cache.read(keys)
+        values, versions = server.values.copy(), server.versions.copy()
+        if is_flush:
+            cache.flush()
+        else:
+            cache.write(keys, rng.normal(size=(len(keys), 4)).astype(np.float32))
+        pk, pu, pg = cache.pushes()
+        for k, u, g in zip(pk, pu, pg):
+            values[k] += g
+            versions[k] += u
+        assert np.array_equal(values, server.values)
+        assert np.array_equal(versions, server.versions)
+        assert (pu > 0).all()
+
+
+def test_pushes_needs_a_logging_cache():
+    cache = WorkerCache(CacheSpec("lru", 2, 0, 0), ParameterServer(np.zeros((4, 2))))
+    with pytest.raises(RuntimeError, match="log_pushes"):
+        cache.pushes()
+
+
+# ------------------------------------------------------------------------------------------
+# The protocol in threads (no torch.distributed): RemoteCache == WorkerCache
+# ------------------------------------------------------------------------------------------
+
+class QueueEndpoint:
+    """The Endpoint interface over in-process queues (one inbox per rank)."""
+
+    def __init__(self, rank: int, inboxes: dict[int, queue.Queue]) -> None:
+        self.rank = rank
+        self.inboxes = inboxes
+        self.stash: dict[int, list[Message]] = defaultdict(list)
+        self.sent = 0
+
+    def send(self, dst, op, iteration, arrays=()):
+        arrays = [np.array(a, copy=True) for a, _ in arrays]
+        self.sent += 1
+        self.inboxes[dst].put(Message(self.rank, op, iteration, arrays))
+
+    def recv(self, src=None):
+        if src is not None and self.stash[src]:
+            return self.stash[src].pop(0)
+        while True:
+            message = self.inboxes[self.rank].get(timeout=10)
+            if src is None or message.src == src:
+                return message
+            self.stash[message.src].append(message)
+
+    def flush(self):
+        pass
+
+    def close(self):
+        pass
+
+    def traffic(self):
+        return {"messages_sent": self.sent}
+
+
+@given(st.lists(st.lists(st.lists(st.integers(0, 39), min_size=1, max_size=10),
+                         min_size=2, max_size=2), min_size=1, max_size=12),
+       st.sampled_from(["lru", "lfu", "lfuopt", "none"]), st.integers(0, 4),
+       st.integers(1, 10))
+@settings(max_examples=25, deadline=None)
+def test_remote_cache_matches_the_emulated_caches(steps, policy, bound, capacity):
+    """Two workers through the message protocol == two WorkerCaches on one server (BSP)."""
+    init = np.random.default_rng(2).normal(size=(40, 3)).astype(np.float32)
+    spec = CacheSpec(policy, capacity, bound, bound)
+    local_server = ParameterServer(init)
+    local = [WorkerCache(spec, local_server) for _ in range(2)]
+    inboxes = {r: queue.Queue() for r in range(3)}
+    result = {}
+    server = threading.Thread(target=lambda: result.setdefault("r", serve_parameter_server(
+        QueueEndpoint(0, inboxes), init, [1, 2], bound)))
+    server.start()
+    remote = [RemoteCache(spec, 40, 3, QueueEndpoint(w + 1, inboxes)) for w in range(2)]
+    errors = []
+
+    def worker(w: int, reads: list[np.ndarray], grads: list[np.ndarray], out: list) -> None:
+        try:
+            for keys, g in zip(reads, grads):
+                out.append(remote[w].read(keys))
+                remote[w].write(keys, g)
+            remote[w].flush()
+            remote[w].done()
+        except Exception as error:  # pragma: no cover - surfaced below
+            errors.append(error)
+
+    rng = np.random.default_rng(3)
+    reads = [[np.array(s[w], np.int64) for s in steps] for w in range(2)]
+    grads = [[rng.normal(size=(len(k), 3)).astype(np.float32) for k in reads[w]]
+             for w in range(2)]
+    expected = [[], []]
+    for t in range(len(steps)):  # the emulator's BSP order: all reads, then all writes
+        for w in range(2):
+            expected[w].append(local[w].read(reads[w][t]))
+        for w in range(2):
+            local[w].write(reads[w][t], grads[w][t])
+    for c in local:
+        c.flush()
+    outs = [[], []]
+    threads = [threading.Thread(target=worker, args=(w, reads[w], grads[w], outs[w]))
+               for w in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    server.join(timeout=30)
+    assert not errors
+    for w in range(2):
+        assert np.array_equal(remote[w].counters, local[w].counters)
+        for got, want in zip(outs[w], expected[w]):
+            assert np.array_equal(got, want)
+    assert np.array_equal(result["r"].values, local_server.values)
+    assert np.array_equal(result["r"].versions, local_server.versions)
+
+
+# ------------------------------------------------------------------------------------------
+# Real processes
+# ------------------------------------------------------------------------------------------
+
+def _toy(n: int = 512, rows: int = 300, f: int = 3, seed: int = 0) -> Split:
+    rng = np.random.default_rng(seed)
+    keys = (rng.zipf(1.4, size=(n, f)) - 1) % rows
+    return Split(rng.normal(size=(n, 2)).astype(np.float32), keys.astype(np.int64),
+                 (rng.random(n) < 0.3).astype(np.float32))
+
+
+def _job(steps: int = 6, bound: int = 0, **kw) -> DistributedJob:
+    model = ModelConfig(name="wdl", embedding_dim=8, deep_mlp=[16], bottom_mlp=[16, 8],
+                        top_mlp=[16], optimizer="sgd", lr_dense=0.05, lr_sparse=0.05,
+                        batch_size=32)
+    cluster = ClusterConfig(workers=2, bandwidth_gbps=[0.5, 1.0], latency_ms=[0.5],
+                            overlap="none", software="off")
+    return DistributedJob(model, n_dense=2, n_sparse=3, table_rows=300,
+                          system=SystemSpec("c", "cache", bound), cluster_cfg=cluster,
+                          cache_cfg=CacheConfig(policy="lru", ratio=0.1), steps=steps,
+                          dispatcher="random", timeout_s=20, deadline_s=120, **kw)
+
+
+def test_two_workers_and_a_server_match_the_emulated_cluster():
+    from workbench.cluster.time_model import ComputeCost, SoftwareCost
+    from workbench.experiments.distributed_check import compare, run_emulated
+
+    job, train = _job(), _toy()
+    real = run_distributed(job, train)
+    emulated = run_emulated(job, train, ComputeCost(0.0, 1e-6, "test"), SoftwareCost(0, 0, 0, 0, "test"))
+    check = compare(emulated, real)
+    assert check["counters_identical"], check
+    assert check["embedding_bytes_identical"] and check["meta_bytes_explained"]
+    assert check["versions_identical"]
+    assert check["pulled_rows_emulated"] > 0 and check["pushed_rows_emulated"] > 0
+    assert check["table_max_rel_diff"] < 1e-5 and check["dense_max_rel_diff"] < 1e-5
+    phases = real.history
+    assert len(phases) == job.steps * job.workers
+    assert (phases[["pull_s", "compute_s", "allreduce_s", "push_s"]] > 0).all().all()
+    # the loss all_reduced with the gradients is the global batch's mean loss
+    assert np.isfinite(phases["loss"]).all()
+
+
+def test_a_dispatcher_process_decides_like_the_emulated_dispatcher():
+    from workbench.cluster.time_model import ComputeCost, SoftwareCost
+    from workbench.dispatch.registry import make_dispatcher
+    from workbench.experiments.distributed_check import run_emulated
+
+    job, train = _job(steps=4, bound=2, dispatcher_options={}), _toy()
+    job = DistributedJob(**{**job.__dict__, "dispatcher": "laia"})
+    real = run_distributed(job, train)
+    emulated = run_emulated(job, train, ComputeCost(0.0, 1e-6, "test"), SoftwareCost(0, 0, 0, 0, "test"),
+                            lambda cl, caps: make_dispatcher("laia", cl, caps, seed=0))
+    assert np.array_equal(emulated.history[list(COUNTERS)].to_numpy(),
+                          real.history[list(COUNTERS)].to_numpy())
+    assert len(real.server["decision_s"]) == job.steps
+
+
+@pytest.mark.parametrize("kind, rank, pattern", [
+    ("kill", 2, r"worker 1 \(rank 2\) died"),
+    ("raise", 1, r"worker 0 \(rank 1\) raised"),
+    ("raise", 0, r"parameter server \(rank 0\) raised"),
+])
+def test_a_failing_worker_stops_the_run_with_a_clear_error(kind, rank, pattern):
+    start = time.perf_counter()
+    with pytest.raises(DistributedRunError, match=pattern):
+        run_distributed(_job(steps=6), _toy(), fault=Fault(rank=rank, iteration=2, kind=kind))
+    assert time.perf_counter() - start < 60
+
+
+def test_a_hung_worker_is_stopped_by_the_timeouts():
+    start = time.perf_counter()
+    job = DistributedJob(**{**_job(steps=4).__dict__, "timeout_s": 3.0, "deadline_s": 40.0})
+    with pytest.raises(DistributedRunError):
+        run_distributed(job, _toy(), fault=Fault(rank=1, iteration=1, kind="hang"))
+    assert time.perf_counter() - start < 45
+
+
+def test_job_validation_names_the_problem():
+    job = _job()
+    with pytest.raises(ValueError, match="distributed backend runs"):
+        DistributedJob(**{**job.__dict__, "system": SystemSpec("p", "ps")})
+    with pytest.raises(ValueError, match="not divisible"):
+        DistributedJob(**{**job.__dict__,
+                          "model_cfg": ModelConfig(batch_size=33)})
+    with pytest.raises(ValueError, match="fewer than"):
+        run_distributed(_job(steps=100), _toy(n=64))
+
+
+def test_distributed_check_config_errors():
+    with pytest.raises(ConfigError, match="must include 0"):
+        DistributedCheckConfig(bounds=[5])
+    with pytest.raises(ConfigError, match="multiple of workers"):
+        DistributedCheckConfig(batch_size=250, esd_workers=4)
+    with pytest.raises(ConfigError, match="bandwidth_gbps has 3 values"):
+        DistributedCheckConfig(workers=2, bandwidth_gbps=[1.0, 1.0, 1.0])
+    with pytest.raises(ConfigError, match="esd_dispatchers"):
+        DistributedCheckConfig(esd_dispatchers=["magic"])
+    torch.set_num_threads(1)
+
+
+def test_emulated_only_stages_refuse_the_distributed_backend():
+    ClusterConfig().require_emulated("het_train")
+    with pytest.raises(ConfigError, match="cluster.backend = distributed: the het_train stage"):
+        ClusterConfig(backend="distributed").require_emulated("het_train")

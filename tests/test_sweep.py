@@ -1,0 +1,64 @@
+"""Sweeps: the distributed_check stage's outputs on the ci profile, and Hydra multirun over a
+stage with the joblib launcher (each point in its own directory)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from workbench.config import load
+from workbench.utils.paths import REPO_ROOT
+from workbench.utils.validation import ConfigError
+
+
+def test_distributed_check_stage_outputs(ci_pipeline: Path) -> None:
+    cfg = load(params=ci_pipeline)
+    out = cfg.paths.resolve("results") / "distributed_check" / cfg.experiments.het_train.dataset
+    checks = json.loads((out / "check.json").read_text())["bounds"]
+    assert [c["bound"] for c in checks] == cfg.experiments.distributed_check.bounds
+    for check in checks:
+        assert check["counters_identical"] and check["embedding_bytes_identical"]
+        assert check["meta_bytes_explained"] and check["versions_identical"]
+        assert check["pulled_rows_emulated"] > 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["parameters_within_tolerance"]
+    phases = pd.read_csv(out / "phases.csv")
+    assert len(phases) and (phases["wall_measured"] > 0).all()
+    esd = pd.read_csv(out / "esd.csv")
+    assert list(esd["dispatcher"]) == cfg.experiments.distributed_check.esd_dispatchers
+    assert esd["counters_identical"].all()
+
+
+def test_run_point_needs_a_sweepable_stage(tmp_path: Path) -> None:
+    from workbench.config import compose
+    from workbench.sweep import run_point
+
+    cfg = compose(["profile=ci"])
+    with pytest.raises(ConfigError, match=r"\+stage=<name>"):
+        run_point(cfg, tmp_path)
+    cfg = compose(["profile=ci", "+stage=report"])
+    with pytest.raises(ConfigError, match="cannot be swept"):
+        run_point(cfg, tmp_path)
+
+
+def test_multirun_with_the_joblib_launcher(ci_pipeline: Path, tmp_path: Path) -> None:
+    data = load(params=ci_pipeline).paths.resolve("data")
+    sweep_dir = tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "workbench.sweep", "--multirun", "+stage=het-cache",
+           "profile=ci", f"paths.data={data}", f"hydra.sweep.dir={sweep_dir}",
+           "experiments.het_cache.batch_size=16,32", "hydra/launcher=joblib",
+           "hydra.launcher.n_jobs=2"]
+    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "TQDM_DISABLE": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    for job in ("0", "1"):
+        params = (sweep_dir / job / "params.yaml").read_text()
+        assert f"batch_size: {16 if job == '0' else 32}" in params
+        summary = sweep_dir / job / "results" / "het_cache" / "synthetic" / "summary.json"
+        assert summary.exists(), list((sweep_dir / job).rglob("*"))
