@@ -27,6 +27,7 @@ Usage: python benchmarks/distributed_backend.py [--workers 2 4 8] [--steps 12] [
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import time
@@ -74,7 +75,7 @@ def main() -> None:
                                 latency_ms=[args.latency_ms], overlap="none", software="off",
                                 ps_bandwidth_gbps=args.gbps * workers)
         job = DistributedJob(
-            ModelConfig(**{**model.__dict__, "batch_size": PER_WORKER * workers}),
+            dataclasses.replace(model, batch_size=PER_WORKER * workers),
             n_dense=DENSE, n_sparse=FEATURES, table_rows=ROWS,
             system=SystemSpec("Cache s=10", "cache", 10), cluster_cfg=cluster,
             cache_cfg=CacheConfig(policy="lru", ratio=0.1), steps=args.steps,
@@ -83,8 +84,7 @@ def main() -> None:
         runs = {}
         for shaped in (True, False):
             start = time.perf_counter()
-            result = run_distributed(DistributedJob(**{**job.__dict__, "shaped": shaped}),
-                                     train)
+            result = run_distributed(dataclasses.replace(job, shaped=shaped), train)
             timed = result.history[result.history["iteration"] >= args.warmup]
             runs[shaped] = (timed, time.perf_counter() - start, result.startup_s)
         unshaped = runs[False][0]

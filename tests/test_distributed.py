@@ -4,6 +4,7 @@ failures)."""
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -299,7 +300,7 @@ def test_a_dispatcher_process_decides_like_the_emulated_dispatcher():
     from workbench.experiments.distributed_check import run_emulated
 
     job, train = _job(steps=4, bound=2, dispatcher_options={}), _toy()
-    job = DistributedJob(**{**job.__dict__, "dispatcher": "laia"})
+    job = dataclasses.replace(job, dispatcher="laia")
     real = run_distributed(job, train)
     emulated = run_emulated(job, train, ComputeCost(0.0, 1e-6, "test"), SoftwareCost(0, 0, 0, 0, "test"),
                             lambda cl, caps: make_dispatcher("laia", cl, caps, seed=0))
@@ -322,7 +323,7 @@ def test_a_failing_worker_stops_the_run_with_a_clear_error(kind, rank, pattern):
 
 def test_a_hung_worker_is_stopped_by_the_timeouts():
     start = time.perf_counter()
-    job = DistributedJob(**{**_job(steps=4).__dict__, "timeout_s": 3.0, "deadline_s": 40.0})
+    job = dataclasses.replace(_job(steps=4), timeout_s=3.0, deadline_s=40.0)
     with pytest.raises(DistributedRunError):
         run_distributed(job, _toy(), fault=Fault(rank=1, iteration=1, kind="hang"))
     assert time.perf_counter() - start < 45
@@ -331,10 +332,9 @@ def test_a_hung_worker_is_stopped_by_the_timeouts():
 def test_job_validation_names_the_problem():
     job = _job()
     with pytest.raises(ValueError, match="distributed backend runs"):
-        DistributedJob(**{**job.__dict__, "system": SystemSpec("p", "ps")})
+        dataclasses.replace(job, system=SystemSpec("p", "ps"))
     with pytest.raises(ValueError, match="not divisible"):
-        DistributedJob(**{**job.__dict__,
-                          "model_cfg": ModelConfig(batch_size=33)})
+        dataclasses.replace(job, model_cfg=ModelConfig(batch_size=33))
     with pytest.raises(ValueError, match="fewer than"):
         run_distributed(_job(steps=100), _toy(n=64))
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from workbench.utils.paths import REPO_ROOT
+from workbench.utils.paths import REPO_ROOT, resolve
 
 log = logging.getLogger("workbench.sweep")
 SWEEP_KEYS = ("stage", "stage_dataset")
@@ -58,8 +58,7 @@ def run_point(cfg: DictConfig, job_dir: Path) -> Path:
     plain = OmegaConf.create({k: v for k, v in OmegaConf.to_container(cfg).items()
                               if k not in SWEEP_KEYS})
     plain.paths.results = str(job_dir / "results")
-    plain.paths.data = str(Path(plain.paths.data) if Path(plain.paths.data).is_absolute()
-                           else REPO_ROOT / plain.paths.data)
+    plain.paths.data = str(resolve(plain.paths.data))
     params = job_dir / "params.yaml"
     write_text(params, to_yaml(plain))
     argv = [stage, "--params", str(params)] + (["--dataset", dataset] if dataset else [])

@@ -35,6 +35,12 @@ def cache_capacity(cache: CacheConfig, table_rows: int) -> int:
     return int(cache.rows) if cache.rows is not None else int(math.ceil(cache.ratio * table_rows))
 
 
+def cache_spec(cache: CacheConfig, table_rows: int) -> CacheSpec:
+    """The per-worker :class:`CacheSpec` of ``cache`` over a table of ``table_rows`` rows."""
+    return CacheSpec(cache.policy, cache_capacity(cache, table_rows), cache.read_bound,
+                     cache.write_bound, cache.clock)
+
+
 class EdgeCluster:
     """W edge workers, each with a :class:`~workbench.cache.WorkerCache`, over one PS.
 
@@ -66,8 +72,7 @@ class EdgeCluster:
             raise ValueError(f"init_values has shape {values.shape}; expected "
                              f"({table_rows}, {dim})")
         self.server = ParameterServer(values)
-        self.spec = CacheSpec(cache.policy, cache_capacity(cache, table_rows), cache.read_bound,
-                              cache.write_bound, cache.clock)
+        self.spec = cache_spec(cache, table_rows)
         self.caches = [WorkerCache(self.spec, self.server) for _ in range(self.workers)]
         self._last = self.counters()
         self._deltas: list[np.ndarray] = []

@@ -37,7 +37,12 @@ import torch
 
 from workbench.cluster.cache import COUNTERS
 from workbench.cluster.config import CacheConfig, ClusterConfig
-from workbench.cluster.time_model import KEY_META_BYTES, SoftwareCost, ComputeCost
+from workbench.cluster.time_model import (
+    BYTES_PER_FLOAT,
+    KEY_META_BYTES,
+    ComputeCost,
+    SoftwareCost,
+)
 from workbench.cluster.wire import HEADER_BYTES
 from workbench.data.config import DatasetConfig
 from workbench.data.keys import table_rows
@@ -51,7 +56,6 @@ from workbench.training.distributed import DistributedJob, DistributedResult, ru
 from workbench.training.trainer import Split, SystemSpec, Trainer
 
 log = logging.getLogger(__name__)
-PHASES = ("compute", "comm", "allreduce", "wait")
 
 
 @dataclasses.dataclass
@@ -146,7 +150,6 @@ def phase_frame(emulated: EmulatedRun, real: DistributedResult, warmup: int) -> 
         "wait_measured": dis["push_s"] - dis["push_send_s"],
         "wall_measured": dis["wall_s"], "step_emulated": emu["step_s"],
         "pull_s": dis["pull_s"], "push_send_s": dis["push_send_s"],
-        "pull_messages_bytes": (dis["sent_meta_bytes"] + dis["sent_header_bytes"]),
         "unique_read": emu["unique_read"], "pulled_rows": emu["pulled_rows"],
         "pushed_rows": emu["pushed_rows"], "embedding_bytes": emu["embedding_bytes"],
         "meta_bytes": emu["meta_bytes"], "messages_emulated": emu["messages"]}).reset_index()
@@ -166,12 +169,13 @@ def phase_ratios(phases: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def fit_software(phases: pd.DataFrame, cluster: ClusterConfig) -> dict[str, float]:
+def fit_software(phases: pd.DataFrame, cluster: ClusterConfig, row_bytes: int
+                 ) -> dict[str, float]:
     """The software cost of one pull exchange fitted from the measured pulls.
 
     Residual = measured pull seconds - the shaped links' share (two latencies, the request and
     reply bytes at the link's bandwidth); least squares ``residual = a + b x rows`` with rows =
-    keys sent + rows pulled. ``a`` is the per-message cost of one request/reply (client and
+    keys sent + rows pulled (``row_bytes`` each on the way down). ``a`` is the per-message cost of one request/reply (client and
     server, both directions), ``b`` the per-row cost; both constrained to be >= 0 (non-negative
     least squares).
     """
@@ -181,9 +185,7 @@ def fit_software(phases: pd.DataFrame, cluster: ClusterConfig) -> dict[str, floa
     latency = np.array(cluster.per_worker("latency_ms")) * 1e-3
     w = phases["worker"].to_numpy()
     up = KEY_META_BYTES * phases["unique_read"].to_numpy() + HEADER_BYTES
-    down = (phases["pulled_rows"].to_numpy() * (phases["embedding_bytes"].to_numpy()
-            / np.maximum(phases["pulled_rows"] + phases["pushed_rows"], 1).to_numpy())
-            + HEADER_BYTES)
+    down = row_bytes * phases["pulled_rows"].to_numpy() + HEADER_BYTES
     link = 2 * latency[w] + (up + down) / bandwidth[w]
     residual = phases["pull_s"].to_numpy() - link
     rows = (phases["unique_read"] + phases["pulled_rows"]).to_numpy().astype(np.float64)
@@ -245,15 +247,15 @@ def run(processed: Path, out: Path, exp: DistributedCheckConfig, *, dataset: Dat
     if not checks[0]["counters_identical"]:
         log.error("the distributed backend's counters differ from the emulator's")
     phases = pd.concat(phase_frames, ignore_index=True)
-    fitted = fit_software(phases, check_cluster)
+    fitted = fit_software(phases, check_cluster, BYTES_PER_FLOAT * model_cfg.embedding_dim)
 
     esd_cluster = dataclasses.replace(
         cluster, name="distributed_check_esd", workers=exp.esd_workers,
         bandwidth_gbps=list(exp.esd_bandwidth_gbps), latency_ms=list(exp.esd_latency_ms),
         speed=[1.0], overlap="none", sync="bsp")
     esd_cache = dataclasses.replace(cache_cfg, ratio=exp.esd_cache_ratio)
-    esd_compute, esd_software = clock_costs(esd_cluster, calibration, ModelShape(
-        model_name, model, shape["n_dense"], shape["n_sparse"]))
+    # the clock's costs depend on the cluster's compute and software settings only, which the
+    # ESD cluster shares with the validation's: ``compute`` and ``software`` serve both
     esd_rows = []
     for name in exp.esd_dispatchers:
         job = DistributedJob(model_cfg, system=SystemSpec(f"Cache s={exp.esd_bound}", "cache",
@@ -267,11 +269,11 @@ def run(processed: Path, out: Path, exp: DistributedCheckConfig, *, dataset: Dat
             return make_dispatcher(name, cl, caps, seed=seed, **options)
 
         budget = esd.hybrid_budget_fraction * float(
-            esd_compute.seconds(job.capacity_array(), 1.0).max())
+            compute.seconds(job.capacity_array(), 1.0).max())
         # a baseline goes through the dispatcher process too (same message path for all)
         forced = dataclasses.replace(job, dispatcher_options=options, decision_budget_s=budget,
                                      force_dispatcher_process=True)
-        emulated = run_emulated(job, train, esd_compute, esd_software, factory,
+        emulated = run_emulated(job, train, compute, software, factory,
                                 budget_fraction=esd.hybrid_budget_fraction)
         real = run_distributed(forced, train)
         steady_emu = emulated.history[emulated.history["iteration"] >= exp.warmup]
@@ -319,7 +321,7 @@ def run(processed: Path, out: Path, exp: DistributedCheckConfig, *, dataset: Dat
     if phases.empty or esd.empty:
         raise RuntimeError("distributed_check produced no timed iterations")
     with atomic_dir(out) as tmp:
-        write_json(tmp / "check.json", {"bounds": checks and [
+        write_json(tmp / "check.json", {"bounds": [
             {k: v for k, v in c.items() if k not in ("wall_s", "startup_s")} for c in checks]})
         phases.to_csv(tmp / "phases.csv", index=False, float_format="%.6g")
         esd.to_csv(tmp / "esd.csv", index=False, float_format="%.6g")

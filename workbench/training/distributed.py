@@ -42,7 +42,6 @@ Across machines the same entry point runs under ``torchrun --nnodes N --nproc-pe
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import pickle
 import signal
@@ -50,7 +49,7 @@ import socket
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
@@ -62,15 +61,15 @@ import torch.multiprocessing as mp
 
 from workbench.cluster.cache import COUNTERS, CacheSpec
 from workbench.cluster.config import CacheConfig, ClusterConfig
-from workbench.cluster.edge_cluster import EdgeCluster, cache_capacity
+from workbench.cluster.edge_cluster import EdgeCluster, cache_spec
 from workbench.cluster.remote_ps import RemoteCache, serve_parameter_server
 from workbench.cluster.shaped_link import ShapedLink
+from workbench.cluster.time_model import BYTES_PER_FLOAT
 from workbench.cluster.wire import Endpoint
 from workbench.dispatch.base import assign
 from workbench.models.config import ModelConfig
+from workbench.models.ctr import dense_parameter_count
 from workbench.training.trainer import Split, SystemSpec, dense_optimizer, initial_parameters
-
-log = logging.getLogger(__name__)
 
 __all__ = ["DistributedJob", "DistributedResult", "DistributedRunError", "Fault",
            "run_distributed", "torchrun_main"]
@@ -173,15 +172,8 @@ class DistributedJob:
         return 1 + self.workers + int(self.has_dispatcher)
 
     def cache_spec(self) -> CacheSpec:
-        """The workers' cache (the emulated trainer's rule: the system's bound, or none)."""
-        if self.system.kind == "cache":
-            cache = replace(self.cache_cfg, read_bound=self.system.bound,
-                            write_bound=self.system.bound,
-                            clock=self.system.clock or self.cache_cfg.clock)
-        else:
-            cache = CacheConfig(policy="none")
-        return CacheSpec(cache.policy, cache_capacity(cache, self.table_rows), cache.read_bound,
-                         cache.write_bound, cache.clock)
+        """The workers' cache (the emulated trainer's: :meth:`SystemSpec.cache_config`)."""
+        return cache_spec(self.system.cache_config(self.cache_cfg), self.table_rows)
 
     def capacity_array(self) -> np.ndarray:
         """Samples of each worker per global batch."""
@@ -331,8 +323,8 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
     cache = RemoteCache(job.cache_spec(), job.table_rows, cfg.embedding_dim, endpoint)
     model, _ = initial_parameters(cfg, job.n_dense, job.n_sparse, job.table_rows, job.seed)
     optimizer = dense_optimizer(cfg, model)
-    params = [p for p in model.parameters()]
-    dense_bytes = 4 * sum(p.numel() for p in params)
+    params = list(model.parameters())
+    dense_bytes = BYTES_PER_FLOAT * dense_parameter_count(model)
     ring_bytes = int(2 * (workers - 1) / workers * dense_bytes) if workers > 1 else 0
     speed = float(job.cluster_cfg.per_worker("speed")[w])
     rng = np.random.default_rng(job.seed)  # the emulated trainer's dispatch stream
@@ -403,11 +395,8 @@ def _dispatcher(job: DistributedJob, train: Split, links) -> dict:
 
     endpoint = Endpoint({w + 1: ShapedLink(b, l) for w, (b, l) in enumerate(links)},
                         threaded=True)
-    spec = job.cache_spec()
-    cache_cfg = CacheConfig(policy=spec.policy, rows=max(spec.capacity, 1),
-                            read_bound=spec.read_bound, write_bound=spec.write_bound,
-                            clock=spec.clock)
-    shadow = EdgeCluster(job.cluster_cfg, cache_cfg, job.table_rows, job.model_cfg.embedding_dim)
+    shadow = EdgeCluster(job.cluster_cfg, job.system.cache_config(job.cache_cfg),
+                         job.table_rows, job.model_cfg.embedding_dim)
     capacities = job.capacity_array()
     decider = make_dispatcher(job.dispatcher, shadow, capacities, seed=job.seed,
                               **job.dispatcher_options)

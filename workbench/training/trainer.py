@@ -76,6 +76,14 @@ class SystemSpec:
         if self.kind not in KINDS:
             raise ValueError(f"system kind {self.kind!r}: must be one of {KINDS}")
 
+    def cache_config(self, cache: CacheConfig) -> CacheConfig:
+        """The workers' cache under this system: ``cache`` with the system's bound (read and
+        write) and clock for ``cache`` systems; no cache (pull and push every key) otherwise."""
+        if self.kind != "cache":
+            return CacheConfig(policy="none")
+        return dataclasses.replace(cache, read_bound=self.bound, write_bound=self.bound,
+                                   clock=self.clock or cache.clock)
+
     @property
     def dense_sync(self) -> str:
         """How dense parameters are synchronised (``ps`` or ``allreduce``)."""
@@ -251,11 +259,8 @@ class Trainer:
             self.store: EmbeddingStore = LocalStore(init)
             self.cluster = None
         else:
-            cache = (dataclasses.replace(cache_cfg, read_bound=system.bound,
-                                         write_bound=system.bound,
-                                         clock=system.clock or cache_cfg.clock)
-                     if system.kind == "cache" else CacheConfig(policy="none"))
-            self.cluster = EdgeCluster(cluster_cfg, cache, table_rows, self.dim, init, software)
+            self.cluster = EdgeCluster(cluster_cfg, system.cache_config(cache_cfg), table_rows,
+                                       self.dim, init, software)
             self.store = ClusterStore(self.cluster)
         self.decider = None
         if dispatcher_factory is not None:
