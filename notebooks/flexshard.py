@@ -26,25 +26,20 @@ params_file = "params.yaml"  # the composed config of the run whose outputs are 
 out_dir = "reports/flexshard"  # where figures, tables and section.json go
 
 # %%
-import json
-
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 import seaborn as sns
 
 from workbench.config import load
 from workbench.report import verdict
 from workbench.report.plotting import set_theme
-from workbench.report.sections import Claim, Section
+from workbench.report.sections import Claim, Section, per_dataset
 
 set_theme()
 cfg = load(params=params_file)
 exp = cfg.experiments.flexshard
 topo_cfg = cfg.topology
 results = cfg.paths.resolve("results") / "flexshard"
-summaries, frames = {}, {k: [] for k in ("plans", "fraction_curve", "device_sweep",
-                                          "skew_sweep")}
 section = Section(
     name="flexshard", title="FlexShard: tiered sharding of sequence embedding tables",
     out_dir=out_dir,
@@ -63,15 +58,8 @@ section = Section(
            f"{topo_cfg.devices_per_node} devices, NVLink {topo_cfg.intra_gbps:g} GB/s, NIC "
            f"{topo_cfg.inter_gbps:g} GB/s per device) is **our assumption** of a DGX-A100-class "
            "cluster: FlexShard's was not obtained."))
-for name in exp.datasets:
-    s = json.loads((results / name / "summary.json").read_text())
-    if not s["available"]:
-        section.note(f"Dataset `{name}` was not available in this run: {s['reason']}")
-        continue
-    summaries[name] = s
-    for key in frames:
-        frames[key].append(pd.read_csv(results / name / f"{key}.csv").assign(dataset=name))
-data = {k: pd.concat(v, ignore_index=True) for k, v in frames.items()}
+summaries, data = per_dataset(results, exp.datasets,
+                              ["plans", "fraction_curve", "device_sweep", "skew_sweep"], section)
 datasets = list(summaries)
 claims_ds = exp.claims_dataset
 base = summaries[claims_ds]

@@ -28,8 +28,6 @@ params_file = "params.yaml"  # the composed config of the run whose outputs are 
 out_dir = "reports/het"  # where figures, tables and section.json go
 
 # %%
-import json
-
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
@@ -37,7 +35,7 @@ import seaborn as sns
 from workbench.config import load
 from workbench.report import verdict
 from workbench.report.plotting import set_theme
-from workbench.report.sections import Claim, Section
+from workbench.report.sections import Claim, Section, per_dataset
 
 set_theme()
 cfg = load(params=params_file)
@@ -55,20 +53,8 @@ section = Section(
            "the cache full (HET's definition, which leaves out the cold start)."))
 
 # %%
-tables: dict[str, list[pd.DataFrame]] = {"miss_rate": [], "systems": [], "bounds": [],
-                                         "workers": []}
-summaries = {}
-for name in exp.datasets:
-    summary = json.loads((results / name / "summary.json").read_text())
-    if not summary["available"]:
-        section.note(f"Dataset `{name}` was not available in this run: {summary['reason']}")
-        continue
-    summaries[name] = summary
-    for key in tables:
-        frame = pd.read_csv(results / name / f"{key}.csv")
-        frame["dataset"] = name
-        tables[key].append(frame)
-tables = {k: pd.concat(v, ignore_index=True) for k, v in tables.items()}
+summaries, tables = per_dataset(results, exp.datasets,
+                                ["miss_rate", "systems", "bounds", "workers"], section)
 datasets = list(summaries)
 
 

@@ -40,7 +40,7 @@ from workbench.cluster.config import HardwareConfig
 from workbench.config import load
 from workbench.report import verdict
 from workbench.report.plotting import set_theme
-from workbench.report.sections import Claim, Section
+from workbench.report.sections import Claim, Section, per_dataset
 from workbench.training.hotline import MicroBatchCounts
 
 set_theme()
@@ -95,16 +95,12 @@ section = Section(
 # ## Popular inputs against the hot-memory budget
 
 # %%
-pop_frames, pop_notes = [], []
-for name in exp.popularity_datasets:
-    s = json.loads((results / "hotline_popularity" / name / "summary.json").read_text())
-    if not s["available"]:
-        section.note(f"Dataset `{name}` was not available in this run: {s['reason']}")
-        continue
-    pop_frames.append(pd.read_csv(results / "hotline_popularity" / name / "popularity.csv"))
-    pop_notes.append(f"{name} ({s['train_samples']:,} inputs x {s['features']} features, "
-                     f"{s['table_rows']:,} rows; the profile saw {s['profiled_rows_seen']:,})")
-pop = pd.concat(pop_frames, ignore_index=True)
+pop_summaries, pop_data = per_dataset(results / "hotline_popularity",
+                                      exp.popularity_datasets, ["popularity"], section)
+pop = pop_data["popularity"]
+pop_notes = [f"{name} ({s['train_samples']:,} inputs x {s['features']} features, "
+             f"{s['table_rows']:,} rows; the profile saw {s['profiled_rows_seen']:,})"
+             for name, s in pop_summaries.items()]
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharex=True)
 for ax, y, label in ((axes[0], "popular_fraction", "popular inputs (share)"),
                      (axes[1], "lookup_hit_share", "lookups hitting the hot set (share)")):

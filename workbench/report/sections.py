@@ -145,6 +145,37 @@ class Section:
         return path
 
 
+def per_dataset(results: Path, datasets: list[str], csvs: list[str], section: Section,
+                summary: str = "summary.json"
+                ) -> tuple[dict[str, dict[str, Any]], dict[str, pd.DataFrame]]:
+    """Read a per-dataset stage's outputs for a notebook.
+
+    For every dataset, ``results/<dataset>/<summary>``; a dataset whose summary says it was not
+    ``available`` gets a note in ``section`` and is skipped; the others' ``<csv>.csv`` files are
+    read with a ``dataset`` column and concatenated per name.
+
+    Returns:
+        The summaries of the available datasets (in order) and one frame per ``csvs`` name.
+
+    Raises:
+        RuntimeError: no dataset was available (the figures would be empty).
+    """
+    summaries: dict[str, dict[str, Any]] = {}
+    frames: dict[str, list[pd.DataFrame]] = {name: [] for name in csvs}
+    for dataset in datasets:
+        info = json.loads((results / dataset / summary).read_text())
+        if not info["available"]:
+            section.note(f"Dataset `{dataset}` was not available in this run: {info['reason']}")
+            continue
+        summaries[dataset] = info
+        for name in csvs:
+            frames[name].append(pd.read_csv(results / dataset / f"{name}.csv")
+                                .assign(dataset=dataset))
+    if not summaries:
+        raise RuntimeError(f"{results}: none of the datasets {datasets} was available")
+    return summaries, {name: pd.concat(f, ignore_index=True) for name, f in frames.items()}
+
+
 def _markdown(frame: pd.DataFrame, floatfmt: str = ".4g") -> str:
     """``frame`` as a Markdown table, with ``|`` inside cells escaped."""
     escaped = frame.copy()
