@@ -62,3 +62,5 @@ def test_multirun_with_the_joblib_launcher(ci_pipeline: Path, tmp_path: Path) ->
         assert f"batch_size: {16 if job == '0' else 32}" in params
         summary = sweep_dir / job / "results" / "het_cache" / "synthetic" / "summary.json"
         assert summary.exists(), list((sweep_dir / job).rglob("*"))
+        # the timed stages' input: the project's calibration, copied beside the outputs
+        assert (sweep_dir / job / "results" / "calibration" / "calibration.json").exists()

@@ -12,7 +12,8 @@ launcher (``hydra-submitit-launcher``'s ``submitit_slurm``, ``hydra-ray-launcher
 the user. Each point writes its composed config (``params.yaml``) and the stage's outputs into
 its own job directory, ``sweeps/<time>/<job number>/results/<experiment>/<dataset>/``, so points
 never overwrite each other or the pipeline's ``results/``; the processed datasets under
-``data/`` are shared (run ``dvc repro`` or ``prepare`` first).
+``data/`` are shared (run ``dvc repro`` or ``prepare`` first), and the clock's calibration
+(``results/calibration``) is copied into each point's ``results/``.
 
 Every stage of :mod:`workbench.stages` except ``notebook`` and ``report`` can be swept; the
 point's dataset is the stage's default (``experiments.<stage>.dataset`` or the ``dataset``
@@ -22,6 +23,7 @@ group), or ``+stage_dataset=<name>``.
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 
 import hydra
@@ -57,7 +59,13 @@ def run_point(cfg: DictConfig, job_dir: Path) -> Path:
     dataset = cfg.get("stage_dataset")
     plain = OmegaConf.create({k: v for k, v in OmegaConf.to_container(cfg).items()
                               if k not in SWEEP_KEYS})
-    plain.paths.results = str(job_dir / "results")
+    results = job_dir / "results"
+    calibration = resolve(plain.paths.results) / "calibration"
+    if stage != "calibrate" and calibration.is_dir():
+        # the clock's calibration is an input of the timed stages (frozen in dvc.yaml): every
+        # point reads the project's, copied beside its own outputs
+        shutil.copytree(calibration, results / "calibration", dirs_exist_ok=True)
+    plain.paths.results = str(results)
     plain.paths.data = str(resolve(plain.paths.data))
     params = job_dir / "params.yaml"
     write_text(params, to_yaml(plain))
