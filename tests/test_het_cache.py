@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workbench.config import load
 from workbench.data.keys import sample_keys, table_offsets, table_rows
 from workbench.data.schema import DatasetMeta
-from workbench.dispatch.base import assign, build_trace
+from workbench.dispatch.base import BASELINES, assign, build_trace, iter_trace
 from workbench.experiments.config import HetCacheConfig
 from workbench.experiments.het_cache import run_all, run_once
 
@@ -97,3 +97,85 @@ def test_config_rejects_bad_experiment_values() -> None:
         load(["experiments.het_cache.claim_bound=7"])
     with pytest.raises(ConfigError, match="het_cache.datasets names 'avazu'"):
         load(["experiments.het_cache.datasets=[avazu]"])
+
+
+def _reference_trace(keys, workers, per_worker, dispatcher, seed, epochs) -> np.ndarray:
+    """The trace built the direct way: every step of every epoch, one global batch each."""
+    batch = workers * per_worker
+    steps = len(keys) // batch
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(epochs):
+        for step in range(steps):
+            owner = assign(dispatcher, workers, per_worker, rng)
+            chunk = keys[step * batch: (step + 1) * batch]
+            out.append([chunk[owner == w].ravel() for w in range(workers)])
+    return np.array(out, dtype=np.int64)
+
+
+@given(workers=st.integers(1, 4), per_worker=st.integers(1, 4), features=st.integers(1, 3),
+       extra=st.integers(0, 30), epochs=st.integers(1, 3), window=st.integers(1, 6),
+       seed=st.integers(0, 3), name=st.sampled_from(BASELINES), int32=st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_trace_windows_concatenate_to_the_trace(workers, per_worker, features, extra, epochs,
+                                                window, seed, name, int32) -> None:
+    n = workers * per_worker + extra
+    keys = np.random.default_rng(seed).integers(0, 1000, (n, features))
+    keys = keys.astype(np.int32 if int32 else np.int64)
+    windows = list(iter_trace(keys, workers, per_worker, name, seed, epochs, window_steps=window))
+    trace = build_trace(keys, workers, per_worker, name, seed, epochs)
+    assert all(w.dtype == np.int64 and 1 <= len(w) <= window for w in windows)
+    assert all(len(w) == window for w in windows[:-1])
+    np.testing.assert_array_equal(np.concatenate(windows), trace)
+    np.testing.assert_array_equal(trace, _reference_trace(keys, workers, per_worker, name, seed,
+                                                          epochs))
+
+
+def test_iter_trace_checks_eagerly() -> None:
+    keys = np.zeros((5, 2), np.int64)
+    with pytest.raises(ValueError, match="no global batch"):
+        iter_trace(keys, workers=4, per_worker=2)
+    with pytest.raises(ValueError, match="window_steps"):
+        iter_trace(keys, workers=1, per_worker=1, window_steps=0)
+
+
+def test_replay_by_windows_equals_whole_trace() -> None:
+    keys = _skewed_keys(n=1200).astype(np.int32)
+    whole = build_trace(keys, workers=4, per_worker=16, dispatcher="random", seed=2, epochs=2)
+    for policy, ratio, bound in (("lfuopt", 0.1, 100), ("lru", 0.05, 0), ("none", 1.0, 0)):
+        expected = run_once(whole, 1200, policy, ratio, bound, bound, "bsp")
+        got = run_once(iter_trace(keys, 4, 16, "random", seed=2, epochs=2, window_steps=3),
+                       1200, policy, ratio, bound, bound, "bsp")
+        assert got == expected
+
+
+def test_run_all_cuts_max_samples_of_given_keys() -> None:
+    keys = _skewed_keys()
+    cfg = dataclasses.replace(HetCacheConfig(), workers=2, batch_size=16, min_steps=4,
+                              worker_sweep=[2], bound_sweep=[0], cache_ratios=[0.1],
+                              policies=["lru"], max_samples=500)
+    frames, summary = run_all(keys, 1200, cfg, seed=0)
+    cut, cut_summary = run_all(keys[:500], 1200, dataclasses.replace(cfg, max_samples=None),
+                               seed=0)
+    assert summary["samples"] == 500 and summary == cut_summary
+    for name, frame in frames.items():
+        pd.testing.assert_frame_equal(frame, cut[name])
+
+
+def test_read_keys_over_row_groups_equal_sample_keys(tmp_path) -> None:
+    from workbench.data.keys import read_keys
+    from workbench.data.preprocess import read_split, write_split
+
+    rng = np.random.default_rng(0)
+    n = 3000
+    cards = {"a": 5, "b": 70, "c": 3}
+    frame = pd.DataFrame({"label": np.zeros(n, np.float32),
+                          **{f: rng.integers(0, c, n).astype(np.int32) for f, c in cards.items()}})
+    write_split(frame, tmp_path / "train.parquet", row_group_rows=1024)
+    meta = DatasetMeta(name="t", source="local", rows={"train": n, "test": 0}, dense=[],
+                       categorical=list(cards), cardinalities=cards)
+    expected = sample_keys(read_split(tmp_path, "train", columns=meta.categorical), meta)
+    for max_rows in (None, 1500, 1024, 7, 10**6):  # 1500 cuts inside the second group
+        got = read_keys(tmp_path, meta, max_rows=max_rows)
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got.astype(np.int64), expected[:max_rows])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -99,3 +100,58 @@ def test_atomic_writers_leave_nothing_on_failure(tmp_path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir", "out.json"]
     write_json(tmp_path / "nan.json", {"v": float("nan")})
     assert '"v": null' in (tmp_path / "nan.json").read_text()
+
+
+@pytest.mark.parametrize("row_group_rows", [1024, 3000, 1 << 20])
+def test_streaming_stats_over_row_groups_equal_one_frame(tmp_path, row_group_rows: int) -> None:
+    from workbench.data.pipeline import STATUS
+    from workbench.data.preprocess import iter_split, read_split, write_split
+    from workbench.data.schema import META_FILE
+    from workbench.experiments.dataset_stats import (
+        SplitStats,
+        dataset_statistics,
+        run,
+        split_statistics,
+    )
+
+    rng = np.random.default_rng(3)
+    n = 5000
+    frame = pd.DataFrame({
+        "label": (rng.random(n) < 0.3).astype(np.float32),
+        "I1": rng.random(n).astype(np.float32),
+        "C1": np.minimum(rng.zipf(1.4, n), 60).astype(np.int32) - 1,
+        "C2": rng.integers(0, 7, n).astype(np.int32),
+        "session": np.sort(rng.integers(0, 700, n)).astype(np.int64),  # spans group boundaries
+        "hist": pd.Series([list(rng.integers(0, 60, k)) for k in rng.integers(0, 4, n)],
+                          dtype=object)})
+    meta = DatasetMeta(name="t", source="local", rows={"train": n, "test": 0}, dense=["I1"],
+                       categorical=["C1", "C2"], cardinalities={"C1": 60, "C2": 7},
+                       sequences={"hist": "C1"}, has_session=True)
+    (tmp_path / META_FILE).write_text(meta.to_json())
+    write_json(tmp_path / STATUS, {"available": True, "reason": ""})
+    write_split(frame, tmp_path / "train.parquet", row_group_rows=row_group_rows)
+    cfg = DatasetStatsConfig()
+
+    streamed = SplitStats(meta)
+    groups = 0
+    for table in iter_split(tmp_path, "train"):
+        streamed.add(table)
+        groups += 1
+    assert groups == -(-n // row_group_rows)
+    whole = read_split(tmp_path, "train")  # what the stage read before streaming
+    summary, features, curve = split_statistics(streamed, meta, cfg)
+    ref_summary, ref_features, ref_curve = dataset_statistics(whole, meta, cfg)
+    assert summary == ref_summary
+    assert summary["positive_rate"] == float(whole["label"].mean())
+    assert summary["sessions"] == whole["session"].nunique()
+    pd.testing.assert_frame_equal(features, ref_features)
+    pd.testing.assert_frame_equal(curve, ref_curve)
+    items = np.concatenate([np.asarray(h, np.int64) for h in frame["hist"]])
+    expected_c1 = np.bincount(np.r_[frame["C1"], items], minlength=60)[1:]
+    np.testing.assert_array_equal(streamed.access_counts().per_feature["C1"], expected_c1)
+
+    run(tmp_path, tmp_path / "out", cfg)
+    written = pd.read_csv(tmp_path / "out" / "features.csv")
+    assert written["lookups"].tolist() == ref_features["lookups"].tolist()
+    assert json.loads((tmp_path / "out" / "stats.json").read_text())["sessions"] == \
+        ref_summary["sessions"]

@@ -311,7 +311,7 @@ def run(argv: list[str] | None = None) -> Path:
         if args.stage == "download":
             return out
     if args.stage in ("preprocess", "prepare"):
-        return pipeline.preprocess(ds, data_root, seed=cfg.seed)
+        return pipeline.preprocess(ds, data_root, seed=cfg.seed, progress=cfg.profile.progress)
     experiments = {"dataset-stats": _dataset_stats, "het-cache": _het_cache, "dedup": _dedup,
                    "recd": _recd, "het-train": _het_train, "het-time": _het_time, "esd": _esd,
                    "hotline-popularity": _hotline_popularity, "hotline": _hotline,

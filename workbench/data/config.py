@@ -56,6 +56,8 @@ class SyntheticConfig:
         label_noise: scale of the hidden model's logit noise (larger = harder to learn).
         sessions: session structure.
         sequence: optional user-history feature.
+        chunk_rows: samples generated (and held in memory) at a time; a dataset of at most this
+            many rows is one chunk (see :class:`workbench.data.synthetic.SyntheticGenerator`).
     """
 
     rows: int = field(default=400_000, metadata=in_range(10, 2_000_000_000))
@@ -67,6 +69,7 @@ class SyntheticConfig:
     label_noise: float = field(default=1.0, metadata=in_range(0.0, None))
     sessions: SessionConfig = field(default_factory=SessionConfig)
     sequence: SequenceConfig = field(default_factory=SequenceConfig)
+    chunk_rows: int = field(default=1_000_000, metadata=in_range(1_000, None))
 
 
 @dataclass(frozen=True)
@@ -99,14 +102,23 @@ class DatasetConfig:
             (0 = no minimum).
         optional: a ``local`` source whose files are absent is recorded as unavailable (the
             pipeline goes on and the report says where to put the files) instead of failing.
+        engine: how ``preprocess`` runs: ``streaming`` (out of core on DuckDB, memory bounded
+            by ``memory_limit_mb``; the formats with one sample per line and the synthetic
+            source), ``memory`` (the whole table in pandas; every format), ``auto`` (streaming
+            where it can).
+        memory_limit_mb: the streaming engine's working memory; DuckDB spills to disk beyond
+            it. Peak RSS is about this plus one row group being written plus ~0.3 GB.
+        row_group_rows: rows per row group of the processed Parquet (later stages read the
+            splits a row group at a time).
         target_auc: the time-to-target AUC used by training experiments on this dataset.
         synthetic: generator settings (``source: synthetic`` only).
     """
 
     name: str = "synthetic"
     source: Literal["synthetic", "url", "local"] = "synthetic"
-    format: Literal["parquet", "criteo_tsv", "avazu_csv", "movielens_100k", "movielens_1m",
-                    "movielens_20m", "taobao_user_behavior"] = "parquet"
+    format: Literal["parquet", "criteo_tsv", "criteo_csv", "avazu_csv", "movielens_100k",
+                    "movielens_1m", "movielens_20m", "movielens_csv", "taobao_user_behavior",
+                    "session_clicks", "diginetica_views"] = "parquet"
     registry: str | None = None
     path: str | None = None
     files: list[str] = field(default_factory=list)
@@ -120,6 +132,9 @@ class DatasetConfig:
     download_timeout_s: float = field(default=30.0, metadata=in_range(0.0, None, lo_open=True))
     download_min_rate_kbps: float = field(default=1.0, metadata=in_range(0.0, None))
     optional: bool = False
+    engine: Literal["auto", "streaming", "memory"] = "auto"
+    memory_limit_mb: int = field(default=2048, metadata=in_range(64, None))
+    row_group_rows: int = field(default=1 << 20, metadata=in_range(1024, None))
     target_auc: float = field(default=0.75, metadata=in_range(0.5, 1.0, hi_open=True))
     synthetic: SyntheticConfig | None = None
 

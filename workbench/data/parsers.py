@@ -33,13 +33,17 @@ Formats and label rules
         and the categorical tokens ``hour_of_day`` (``"00".."23"``) and ``weekday`` (``"0"`` =
         Monday .. ``"6"``); the raw ``hour`` is not a feature. The other 21 columns are
         categorical string tokens. No dense features.
-    ``movielens_100k`` / ``movielens_1m`` / ``movielens_20m`` (the directory holding the files)
+    ``movielens_100k`` / ``movielens_1m`` / ``movielens_20m`` / ``movielens_csv`` (the directory
+    holding the files)
         100k: ``u.data`` (tab: user, item, rating 1..5, ts), ``u.user`` (``id|age|gender|
         occupation|zip``), ``u.item`` (latin-1, ``|``: id, title, release date, video release
         date, url, 19 genre flags). 1M: ``ratings.dat``, ``users.dat``
         (``id::gender::age::occupation::zip``), ``movies.dat`` (latin-1, ``id::title::A|B``), all
         ``::``-separated. 20M: ``ratings.csv`` (header ``userId,movieId,rating,timestamp``,
         half-star ratings 0.5..5.0) and ``movies.csv`` (header, quoted titles); no demographics.
+        ``movielens_csv`` is the same parser for the newer releases in that CSV layout: ml-25m,
+        ml-32m, ml-latest and ml-latest-small (``ratings.csv`` + ``movies.csv``; their
+        ``tags.csv`` and ``links.csv`` are not read).
         A timestamp before 1995 (when MovieLens ratings begin) is malformed: it is what a line
         cut short in its last field looks like. Given files with other names (``dataset.files``)
         are taken in the order ratings, users, items. Label = 1.0 if rating >= 4 else 0.0.
@@ -55,12 +59,29 @@ Formats and label rules
         engagement beyond a page view), 0.0 for pv. Categorical int64 tokens ``user_id``,
         ``item_id``, ``category_id``; ``session`` = user id; rows stably sorted by
         (user, timestamp). ``user_side`` = ``[user_id]``.
+    ``session_clicks`` (YOOCHOOSE ``yoochoose-clicks.dat``; :mod:`workbench.data.session_logs`)
+        No header: ``session_id,timestamp,item_id,category``, timestamp ISO-8601 UTC
+        (``2014-04-07T10:51:09.277Z``). Label = 1.0 if the session bought the item according to
+        the optional buys file (``yoochoose-buys.dat``: given as one more file whose name
+        contains ``buys``), else 0.0; without it every label is 0.0 (a warning says the dataset
+        only serves key-based experiments). Categorical ``item_id`` (int64 tokens),
+        ``category`` (string tokens); ``session`` = session id; ``timestamp`` = unix seconds;
+        rows stably sorted by (session, timestamp).
+    ``diginetica_views`` (DIGINETICA ``train-item-views.csv``; :mod:`workbench.data.session_logs`)
+        Header ``session_id;user_id;item_id;timeframe;eventdate`` (``;``-separated; user ``NA`` =
+        anonymous). Label = 1.0 if the session bought the item according to the optional
+        ``train-purchases.csv`` (one more file whose name contains ``purchases``), else 0.0, as
+        above. Categorical ``user_id`` (string tokens, ``NA`` -> missing) and ``item_id``;
+        ``session`` = session id; ``timestamp`` = unix seconds of ``eventdate`` (UTC) +
+        ``timeframe // 1000``; rows stably sorted by (session, timestamp). ``user_side`` =
+        ``[user_id]``.
 
-History sequences (MovieLens, Taobao)
+History sequences (MovieLens, Taobao, session logs)
     With ``history_length=L > 0`` a list column ``hist_item_id`` holds, for each row, the item
-    tokens of the same user's previous up to ``L`` rows in the sorted order (most recent last;
-    empty for a user's first row), and ``RawTable.sequences == {"hist_item_id": "item_id"}``. The
-    column has the pandas ``ArrowDtype`` ``list<int64>`` (``large_list`` past 2**31 elements).
+    tokens of the same user's (session's) previous up to ``L`` rows in the sorted order (most
+    recent last; empty for its first row), and ``RawTable.sequences == {"hist_item_id":
+    "item_id"}``. The column has the pandas ``ArrowDtype`` ``list<int64>`` (``large_list`` past
+    2**31 elements).
 """
 
 from __future__ import annotations
@@ -71,6 +92,7 @@ import io
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +114,13 @@ from workbench.data.schema import (
 __all__ = [
     "PARSERS",
     "parse",
+    "ROW_FORMATS",
+    "RowFormat",
+    "SESSION_LOG_FORMATS",
+    "row_format_for",
+    "check_report",
     "parse_avazu_csv",
+    "parse_criteo_csv",
     "parse_criteo_tsv",
     "parse_movielens_100k",
     "parse_movielens_1m",
@@ -105,6 +133,7 @@ PathsLike = Sequence[Path | str] | Path | str
 _BLOCK_SIZE = 4 << 20  # bytes per parsed block (larger blocks parse slower here)
 _INT_PATTERN = r"^-?[0-9]{1,18}$"
 _NUMBER = r"-?[0-9]+(\.[0-9]+)?"  # a field that is a plain number (not a header name)
+_ISO_UTC = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}(\.[0-9]+)?Z"  # YOOCHOOSE's timestamps
 _MAX_EXAMPLES = ParseReport.MAX_EXAMPLES
 
 CRITEO_DENSE = [f"I{i}" for i in range(1, 14)]
@@ -394,7 +423,7 @@ def _first_line(path: Path, encoding: str) -> str:
     return head.split(b"\n", 1)[0].decode(encoding).rstrip("\r")
 
 
-def _read_delimited(
+def _iter_delimited(
     paths: PathsLike,
     *,
     fields: Sequence[str],
@@ -403,12 +432,16 @@ def _read_delimited(
     report: ParseReport,
     strict: bool = False,
     max_rows: int | None = None,
-    header: Sequence[str] | None = None,
+    header: Sequence[str] | Callable[[list[str], str], Sequence[str]] | None = None,
     encoding: str = "utf8",
     quoted: bool = False,
     block_size: int = _BLOCK_SIZE,
 ) -> dict[str, Any]:
-    """Read delimited files as string columns, validate them and keep the good rows.
+    """Read delimited files batch by batch as string columns, validate them, yield good rows.
+
+    Memory is one parsed block at a time: the streaming preprocess
+    (:mod:`workbench.data.streaming`) consumes the batches as they come; :func:`_read_delimited`
+    gathers them.
 
     Args:
         paths: the files, read in order (plain or gzip).
@@ -420,19 +453,19 @@ def _read_delimited(
         report: receives files, malformed counts and examples (``rows`` is left to the caller).
         strict: raise :class:`MalformedInputError` at the first malformed row.
         max_rows: stop after this many good rows (over all files).
-        header: when given, the first line of each file must be exactly these names.
+        header: when given, the first line of each file must be exactly these names; or a
+            function of (the header's names, the file) returning the file's fields (it raises
+            :class:`MalformedInputError` for a header it does not accept).
         encoding: the files' text encoding.
         quoted: honour ``"`` quoting (only the MovieLens 20M ``movies.csv`` needs it).
         block_size: bytes per parsed block (tests use small blocks).
 
-    Returns:
-        Output column name -> numpy array or Arrow ChunkedArray, over the good rows.
+    Yields:
+        Per parsed block: output column name -> numpy array or Arrow array, over its good rows
+        (blocks without a good row are skipped). A file's malformed rows are in ``report`` once
+        its last block has been yielded.
     """
     multi = len(sep) > 1
-    columns = ["_line"] if multi else list(fields)
-    empty = {f: pa.array([], pa.string()) for f in fields}
-    proto = convert(empty, _Checks(0))
-    chunks: dict[str, list[Any]] = {k: [v] for k, v in proto.items()}
     kept = 0
     for path in _as_paths(paths):
         if max_rows is not None and kept >= max_rows:
@@ -441,11 +474,14 @@ def _read_delimited(
         report.files.append(file)
         skip = 0
         if header is not None:
-            got = _first_line(path, encoding).split(sep)
-            if [h.strip('"') for h in got] != list(header):
+            got = [h.strip('"') for h in _first_line(path, encoding).split(sep)]
+            if callable(header):
+                fields = header(got, file)
+            elif got != list(header):
                 raise MalformedInputError(
                     f"{file}:1: expected the header {sep.join(header)!r}, got {sep.join(got)!r}")
             skip = 1
+        columns = ["_line"] if multi else list(fields)
         read_options = pacsv.ReadOptions(
             column_names=columns, skip_rows=skip, use_threads=False, block_size=block_size,
             encoding=encoding)
@@ -455,10 +491,11 @@ def _read_delimited(
             column_types={c: pa.string() for c in columns}, strings_can_be_null=True,
             null_values=[""], quoted_strings_can_be_null=False)
 
-        def read_file(stream: Any) -> tuple[dict[str, list[Any]], int, _MalformedLog]:
-            """One pass over the file: its good rows' output chunks, their count, its log."""
-            log = _MalformedLog(file, report, strict, skip + 1, len(fields))
-            out_chunks: dict[str, list[Any]] = {k: [] for k in chunks}
+        def read_file(stream: Any, log: _MalformedLog, handed_on: int = 0
+                      ) -> Iterator[dict[str, Any]]:
+            """One pass over the file: its good rows, block by block (counted in ``log``),
+            leaving out the first ``handed_on`` (already yielded by a pass that failed)."""
+            nonlocal kept
             good_rows, done = 0, False
             try:
                 reader = pacsv.open_csv(
@@ -488,40 +525,64 @@ def _read_delimited(
                 end = n
                 if max_rows is not None:
                     good_idx = np.flatnonzero(good)
-                    need = max_rows - kept - good_rows
+                    need = max_rows - kept  # kept counts this file's rows so far too
                     if len(good_idx) >= need:
                         end = int(good_idx[need - 1]) + 1 if need > 0 else 0
                         good[end:] = False
                         done = True
                 log.add_batch_errors(lines, checks, np.flatnonzero(checks.bad[:end]))
                 log.settle(int(lines[end - 1]) if end > 0 else int(lines[0]) - 1)
-                mask = pa.array(good)
-                for k, v in out.items():
-                    out_chunks[k].append(v[good] if isinstance(v, np.ndarray) else v.filter(mask))
-                good_rows += int(good.sum())
+                n_good = int(good.sum())
+                if good_rows < handed_on:
+                    shown = good.copy()
+                    shown[np.flatnonzero(good)[: handed_on - good_rows]] = False
+                else:
+                    shown = good
+                if shown.any():
+                    mask = pa.array(shown)
+                    yield {k: v[shown] if isinstance(v, np.ndarray) else v.filter(mask)
+                           for k, v in out.items()}
+                good_rows += n_good
+                kept += n_good
                 if done:
                     break
             if not done:
                 log.settle(None)
-            return out_chunks, good_rows, log
 
         compression = "gzip" if _is_gzip(path) else None
+        log = _MalformedLog(file, report, strict, skip + 1, len(fields))
+        kept_before = kept
         try:
             with pa.input_stream(str(path), compression=compression) as stream, \
                     _quiet_undecodable_rows():
-                file_chunks, good_rows, log = read_file(stream)
+                yield from read_file(stream, log)
         except pa.ArrowInvalid as exc:
             if not _undecodable(path, compression, encoding):
                 raise MalformedInputError(
                     f"{file}: cannot read the file: {exc}") from exc
             # Bytes that are not valid text (binary garbage): read the file again with them
             # replaced, so the rows holding them are counted as malformed at their own lines.
+            # The rows before them decode the same, so those already yielded are left out.
+            handed_on, kept = kept - kept_before, kept_before
+            log = _MalformedLog(file, report, strict, skip + 1, len(fields))
             with _RepairedText(path, compression, encoding) as stream:
-                file_chunks, good_rows, log = read_file(stream)
-        for k, parts in file_chunks.items():
-            chunks[k].extend(parts)
-        kept += good_rows
+                yield from read_file(stream, log, handed_on)
         log.finish()
+
+
+def _read_delimited(paths: PathsLike, *, fields: Sequence[str], sep: str,
+                    convert: Callable[[dict[str, pa.Array], _Checks], dict[str, Any]],
+                    **kwargs: Any) -> dict[str, Any]:
+    """:func:`_iter_delimited`'s good rows gathered into whole columns.
+
+    Returns:
+        Output column name -> numpy array or Arrow ChunkedArray, over the good rows.
+    """
+    empty = {f: pa.array([], pa.string()) for f in fields}
+    chunks: dict[str, list[Any]] = {k: [v] for k, v in convert(empty, _Checks(0)).items()}
+    for batch in _iter_delimited(paths, fields=fields, sep=sep, convert=convert, **kwargs):
+        for k, v in batch.items():
+            chunks[k].append(v)
     result: dict[str, Any] = {}
     for k, parts in chunks.items():
         if isinstance(parts[0], np.ndarray):
@@ -616,6 +677,100 @@ def _check_history_length(history_length: int) -> None:
         raise ValueError(f"history_length must be >= 0, got {history_length}")
 
 
+# -------------------------------------------------------------------------------- row formats
+
+
+@dataclass(frozen=True)
+class RowFormat:
+    """A format in which every line is one sample: parsed block by block, so it can stream.
+
+    ``convert`` turns one block's raw string columns into the :class:`RawTable` columns, in
+    schema order (label, dense, categorical, then session and timestamp when present). A few
+    steps need the whole table and are applied after the blocks (in memory by
+    :func:`parse_rows`, out of core by :mod:`workbench.data.streaming`): a stable sort by
+    ``order_by``, and the history sequence of ``history_item`` within a session.
+
+    Attributes:
+        name: the config's ``dataset.format``.
+        fields: the fields of one line, in file order.
+        sep: the field separator.
+        convert: block converter (see :func:`_iter_delimited`).
+        dense: dense feature columns.
+        categorical: categorical feature columns.
+        user_side: categorical features constant within a session.
+        has_session: ``convert`` yields a ``session`` column.
+        has_timestamp: ``convert`` yields a ``timestamp`` column.
+        order_by: columns of the stable whole-table sort (empty: file order).
+        history_item: the feature whose previous values form ``hist_item_id`` (None: no history).
+        header: the header line (names, or a function choosing the fields; None: no header).
+        encoding: the files' text encoding.
+    """
+
+    name: str
+    fields: tuple[str, ...]
+    sep: str
+    convert: Callable[[dict[str, pa.Array], _Checks], dict[str, Any]]
+    dense: tuple[str, ...] = ()
+    categorical: tuple[str, ...] = ()
+    user_side: tuple[str, ...] = ()
+    has_session: bool = False
+    has_timestamp: bool = False
+    order_by: tuple[str, ...] = ()
+    history_item: str | None = None
+    header: Sequence[str] | Callable[[list[str], str], Sequence[str]] | None = None
+    encoding: str = "utf8"
+
+    @property
+    def columns(self) -> list[str]:
+        """The :class:`RawTable` columns ``convert`` yields, in schema order."""
+        return [LABEL, *self.dense, *self.categorical, *([SESSION] if self.has_session else []),
+                *([TIMESTAMP] if self.has_timestamp else [])]
+
+    def batches(self, paths: PathsLike, report: ParseReport, *, strict: bool = False,
+                max_rows: int | None = None, block_size: int = _BLOCK_SIZE
+                ) -> Iterator[dict[str, Any]]:
+        """The good rows of ``paths``, block by block (see :func:`_iter_delimited`)."""
+        return _iter_delimited(paths, fields=self.fields, sep=self.sep, convert=self.convert,
+                               report=report, strict=strict, max_rows=max_rows,
+                               header=self.header, encoding=self.encoding,
+                               block_size=block_size)
+
+
+def parse_rows(fmt: RowFormat, paths: PathsLike, *, strict: bool = False,
+               max_rows: int | None = None, history_length: int = 0,
+               block_size: int = _BLOCK_SIZE) -> RawTable:
+    """Parse a :class:`RowFormat` in memory: every block, then the sort and the history.
+
+    Args:
+        fmt: the format.
+        paths: one file or several (read in order; plain or gzip).
+        strict: raise :class:`MalformedInputError` at the first malformed row.
+        max_rows: keep at most this many rows (the first of the files, before sorting).
+        history_length: add ``hist_item_id`` with up to this many previous items when > 0
+            (formats with a ``history_item`` only).
+        block_size: bytes per parsed block.
+    """
+    _check_history_length(history_length)
+    report = ParseReport()
+    cols = _read_delimited(paths, fields=fmt.fields, sep=fmt.sep, convert=fmt.convert,
+                           report=report, strict=strict, max_rows=max_rows, header=fmt.header,
+                           encoding=fmt.encoding, block_size=block_size)
+    if fmt.order_by:
+        order = _sort_order(*(cols[k] for k in fmt.order_by))
+        cols = {k: v[order] if isinstance(v, np.ndarray) else v.take(pa.array(order))
+                for k, v in cols.items()}
+    frame = pd.DataFrame({k: _to_series(cols[k]) for k in fmt.columns})
+    sequences: dict[str, str] = {}
+    if history_length > 0 and fmt.history_item is not None:
+        frame[HIST_ITEM] = _history(frame[SESSION].to_numpy(),
+                                    frame[fmt.history_item].to_numpy(), history_length).array
+        sequences = {HIST_ITEM: fmt.history_item}
+    report.rows = len(frame)
+    return RawTable(frame, dense=list(fmt.dense), categorical=list(fmt.categorical),
+                    user_side=list(fmt.user_side), sequences=sequences,
+                    has_session=fmt.has_session, has_timestamp=fmt.has_timestamp, report=report)
+
+
 # ------------------------------------------------------------------------------------- Criteo
 
 
@@ -626,6 +781,27 @@ def _criteo_convert(cols: dict[str, pa.Array], checks: _Checks) -> dict[str, Any
     for name in CRITEO_CATEGORICAL:
         out[name] = cols[name]
     return out
+
+
+def _criteo_csv_header(names: list[str], file: str) -> list[str]:
+    """The fields of a Criteo CSV: its header is ``label,I1..I13,C1..C26``, optionally after an
+    ``id`` column (any letter case)."""
+    lowered = [n.strip().lower() for n in names]
+    expected = [f.lower() for f in CRITEO_FIELDS]
+    if lowered == expected:
+        return list(CRITEO_FIELDS)
+    if lowered == ["id", *expected]:
+        return ["id", *CRITEO_FIELDS]
+    raise MalformedInputError(
+        f"{file}:1: expected the header [id,]label,I1,...,I13,C1,...,C26 (any case), got "
+        f"{','.join(names)[:200]!r}")
+
+
+CRITEO_TSV = RowFormat("criteo_tsv", tuple(CRITEO_FIELDS), "\t", _criteo_convert,
+                       dense=tuple(CRITEO_DENSE), categorical=tuple(CRITEO_CATEGORICAL))
+CRITEO_CSV = RowFormat("criteo_csv", tuple(CRITEO_FIELDS), ",", _criteo_convert,
+                       dense=tuple(CRITEO_DENSE), categorical=tuple(CRITEO_CATEGORICAL),
+                       header=_criteo_csv_header)
 
 
 def parse_criteo_tsv(paths: PathsLike, *, strict: bool = False, max_rows: int | None = None,
@@ -642,14 +818,18 @@ def parse_criteo_tsv(paths: PathsLike, *, strict: bool = False, max_rows: int | 
         ``label`` (float32), dense ``I1..I13`` (float64, NaN when empty, negatives kept),
         categorical ``C1..C26`` (8-hex-digit string tokens, missing when empty).
     """
-    report = ParseReport()
-    cols = _read_delimited(paths, fields=CRITEO_FIELDS, sep="\t", convert=_criteo_convert,
-                           report=report, strict=strict, max_rows=max_rows,
-                           block_size=block_size)
-    frame = pd.DataFrame({k: _to_series(v) for k, v in cols.items()})
-    report.rows = len(frame)
-    return RawTable(frame, dense=list(CRITEO_DENSE), categorical=list(CRITEO_CATEGORICAL),
-                    report=report)
+    return parse_rows(CRITEO_TSV, paths, strict=strict, max_rows=max_rows, block_size=block_size)
+
+
+def parse_criteo_csv(paths: PathsLike, *, strict: bool = False, max_rows: int | None = None,
+                     block_size: int = _BLOCK_SIZE) -> RawTable:
+    """Parse Criteo rows as CSV with a header (the form many libraries ship): the header is
+    ``label,I1..I13,C1..C26``, or ``id,label,...`` with an id column that is dropped.
+
+    Returns:
+        As :func:`parse_criteo_tsv`.
+    """
+    return parse_rows(CRITEO_CSV, paths, strict=strict, max_rows=max_rows, block_size=block_size)
 
 
 # -------------------------------------------------------------------------------------- Avazu
@@ -684,7 +864,12 @@ def _avazu_convert(cols: dict[str, pa.Array], checks: _Checks) -> dict[str, Any]
         out["weekday"] = pa.nulls(len(hour), pa.string())
     for name in AVAZU_HEADER[3:]:
         out[name] = cols[name]
-    return out
+    return {k: out[k] for k in (LABEL, *AVAZU_CATEGORICAL, TIMESTAMP)}
+
+
+AVAZU_CSV = RowFormat("avazu_csv", tuple(AVAZU_HEADER), ",", _avazu_convert,
+                      categorical=tuple(AVAZU_CATEGORICAL), has_timestamp=True,
+                      header=AVAZU_HEADER)
 
 
 def parse_avazu_csv(paths: PathsLike, *, strict: bool = False, max_rows: int | None = None,
@@ -701,15 +886,7 @@ def parse_avazu_csv(paths: PathsLike, *, strict: bool = False, max_rows: int | N
         ``label`` = click (float32), ``timestamp`` (unix seconds of ``hour``, UTC), categorical
         string tokens: the 21 raw feature columns, ``hour_of_day`` and ``weekday``; no dense.
     """
-    report = ParseReport()
-    cols = _read_delimited(paths, fields=AVAZU_HEADER, sep=",", convert=_avazu_convert,
-                           report=report, strict=strict, max_rows=max_rows, header=AVAZU_HEADER,
-                           block_size=block_size)
-    order = [LABEL, *AVAZU_CATEGORICAL, TIMESTAMP]
-    frame = pd.DataFrame({k: _to_series(cols[k]) for k in order})
-    report.rows = len(frame)
-    return RawTable(frame, dense=[], categorical=list(AVAZU_CATEGORICAL), has_timestamp=True,
-                    report=report)
+    return parse_rows(AVAZU_CSV, paths, strict=strict, max_rows=max_rows, block_size=block_size)
 
 
 # --------------------------------------------------------------------------------- MovieLens
@@ -915,6 +1092,9 @@ def parse_movielens_20m(paths: PathsLike, *, strict: bool = False, max_rows: int
                         history_length: int = 0) -> RawTable:
     """Parse MovieLens 20M (``ratings.csv``, ``movies.csv``; CSV with headers; no demographics).
 
+    Also the parser of ``movielens_csv``: the newer releases in the same layout (ml-25m, ml-32m,
+    ml-latest, ml-latest-small).
+
     Args:
         paths: the directory holding the files (or the two files).
         strict: raise :class:`MalformedInputError` at the first malformed row.
@@ -951,8 +1131,15 @@ def _taobao_convert(cols: dict[str, pa.Array], checks: _Checks) -> dict[str, Any
     checks.fail(unknown, lambda i: f"unknown behavior_type {_value(behavior, i)!r} "
                                    f"(expected one of {', '.join(TAOBAO_BEHAVIORS)})")
     positive = pc.is_in(behavior, value_set=pa.array(list(TAOBAO_POSITIVE)))
-    out[LABEL] = _np_bool(positive).astype(np.float32)
-    return out
+    return {LABEL: _np_bool(positive).astype(np.float32), "user_id": out["user_id"],
+            "item_id": out["item_id"], "category_id": out["category_id"],
+            SESSION: out["user_id"], TIMESTAMP: out[TIMESTAMP]}
+
+
+TAOBAO_USER_BEHAVIOR = RowFormat(
+    "taobao_user_behavior", tuple(TAOBAO_FIELDS), ",", _taobao_convert,
+    categorical=("user_id", "item_id", "category_id"), user_side=("user_id",), has_session=True,
+    has_timestamp=True, order_by=("user_id", TIMESTAMP), history_item="item_id")
 
 
 def parse_taobao_user_behavior(paths: PathsLike, *, strict: bool = False,
@@ -971,40 +1158,75 @@ def parse_taobao_user_behavior(paths: PathsLike, *, strict: bool = False,
         label = 1.0 for buy/cart/fav, 0.0 for pv; categorical int64 tokens ``user_id``,
         ``item_id``, ``category_id``; session = user id; stably sorted by (user, timestamp).
     """
-    _check_history_length(history_length)
-    report = ParseReport()
-    cols = _read_delimited(paths, fields=TAOBAO_FIELDS, sep=",", convert=_taobao_convert,
-                           report=report, strict=strict, max_rows=max_rows,
-                           block_size=block_size)
-    order = _sort_order(cols["user_id"], cols[TIMESTAMP])
-    frame = pd.DataFrame({
-        LABEL: cols[LABEL][order],
-        "user_id": cols["user_id"][order],
-        "item_id": cols["item_id"][order],
-        "category_id": cols["category_id"][order],
-        SESSION: cols["user_id"][order],
-        TIMESTAMP: cols[TIMESTAMP][order],
-    })
-    sequences: dict[str, str] = {}
-    if history_length > 0:
-        frame[HIST_ITEM] = _history(frame[SESSION].to_numpy(), frame["item_id"].to_numpy(),
-                                    history_length).array
-        sequences = {HIST_ITEM: "item_id"}
-    report.rows = len(frame)
-    return RawTable(frame, dense=[], categorical=["user_id", "item_id", "category_id"],
-                    user_side=["user_id"], sequences=sequences, has_session=True,
-                    has_timestamp=True, report=report)
+    return parse_rows(TAOBAO_USER_BEHAVIOR, paths, strict=strict, max_rows=max_rows,
+                      history_length=history_length, block_size=block_size)
 
 
 # ----------------------------------------------------------------------------------- dispatch
 
+#: The formats whose every line is a sample: the streaming preprocess reads them out of core.
+ROW_FORMATS: dict[str, RowFormat] = {
+    f.name: f for f in (CRITEO_TSV, CRITEO_CSV, AVAZU_CSV, TAOBAO_USER_BEHAVIOR)}
+
+#: Row formats whose :class:`RowFormat` depends on the files (their labels come from a second
+#: file read up front): made by :func:`row_format_for` (:mod:`workbench.data.session_logs`).
+SESSION_LOG_FORMATS: tuple[str, ...] = ("session_clicks", "diginetica_views")
+
+
+def _session_log_parser(name: str) -> Callable[..., RawTable]:
+    """A parser of :mod:`workbench.data.session_logs`, imported when first called (that module
+    imports this one)."""
+    def parser(paths: PathsLike, **kw: Any) -> RawTable:
+        from workbench.data import session_logs
+        return getattr(session_logs, name)(paths, **kw)
+    parser.__name__ = parser.__qualname__ = name
+    parser.__doc__ = f"See :func:`workbench.data.session_logs.{name}`."
+    return parser
+
+
+def row_format_for(format_name: str, paths: PathsLike, *, strict: bool = False,
+                   report: ParseReport | None = None) -> tuple[RowFormat, list[Path]]:
+    """The :class:`RowFormat` that reads ``paths`` as ``format_name``, and the files it reads.
+
+    For the plain row formats (:data:`ROW_FORMATS`) that is the registered format and all the
+    files. For the session logs (:data:`SESSION_LOG_FORMATS`) the purchases file among ``paths``
+    is read here, once, into the returned format's labels, and the files returned are the others.
+
+    Args:
+        format_name: the config's ``dataset.format``.
+        paths: the raw files.
+        strict: raise :class:`MalformedInputError` at the first malformed row of a purchases
+            file (the returned files are checked when they are read).
+        report: receives the purchases files and their malformed rows (None: only logged).
+
+    Returns:
+        ``(format, files)``: read the files with ``format.batches`` or :func:`parse_rows`.
+
+    Raises:
+        ValueError: ``format_name`` is not a row format (a directory format, or unknown).
+        MalformedInputError: a purchases file that is not in its format, or no sample file.
+    """
+    if format_name in ROW_FORMATS:
+        return ROW_FORMATS[format_name], _as_paths(paths)
+    if format_name in SESSION_LOG_FORMATS:
+        from workbench.data import session_logs
+        return session_logs.FORMAT_BUILDERS[format_name](paths, strict=strict, report=report)
+    raise ValueError(
+        f"{format_name!r} is not a row format (one sample per line); row formats: "
+        f"{', '.join(sorted([*ROW_FORMATS, *SESSION_LOG_FORMATS]))}")
+
+
 PARSERS: dict[str, Callable[..., RawTable]] = {
     "criteo_tsv": parse_criteo_tsv,
+    "criteo_csv": parse_criteo_csv,
     "avazu_csv": parse_avazu_csv,
     "movielens_100k": parse_movielens_100k,
     "movielens_1m": parse_movielens_1m,
     "movielens_20m": parse_movielens_20m,
+    "movielens_csv": parse_movielens_20m,
     "taobao_user_behavior": parse_taobao_user_behavior,
+    "session_clicks": _session_log_parser("parse_session_clicks"),
+    "diginetica_views": _session_log_parser("parse_diginetica_views"),
 }
 
 
@@ -1012,6 +1234,8 @@ PARSERS: dict[str, Callable[..., RawTable]] = {
 EXPECTS: dict[str, str] = {
     "criteo_tsv": "no header; 40 tab-separated fields per line: label (0/1), I1..I13 integers, "
                   "C1..C26 hex tokens",
+    "criteo_csv": "a CSV whose first line is the header label,I1,...,I13,C1,...,C26 (any case), "
+                  "optionally after an id column, then 40 (41) comma-separated fields per line",
     "avazu_csv": "a CSV whose first line is the header id,click,hour,C1,banner_pos,...,C21",
     "movielens_100k": "a directory with u.data (user<TAB>item<TAB>rating<TAB>timestamp), u.user "
                       "and u.item",
@@ -1019,8 +1243,19 @@ EXPECTS: dict[str, str] = {
                     "movies.dat",
     "movielens_20m": "a directory with ratings.csv (header userId,movieId,rating,timestamp) and "
                      "movies.csv",
+    "movielens_csv": "a directory with ratings.csv (header userId,movieId,rating,timestamp) and "
+                     "movies.csv (header movieId,title,genres), as in MovieLens 25M, 32M, "
+                     "latest and latest-small",
     "taobao_user_behavior": "no header; 5 comma-separated fields per line: user_id,item_id,"
                             "category_id,behavior (pv/buy/cart/fav),timestamp",
+    "session_clicks": "YOOCHOOSE clicks: no header; 4 comma-separated fields per line: "
+                      "session_id,timestamp,item_id,category with an ISO-8601 UTC timestamp like "
+                      "2014-04-07T10:51:09.277Z (labels from an optional buys file, a file "
+                      "named like yoochoose-buys.dat: session_id,timestamp,item_id,price,"
+                      "quantity)",
+    "diginetica_views": "DIGINETICA train-item-views.csv: the header session_id;user_id;item_id;"
+                        "timeframe;eventdate, then 5 semicolon-separated fields per line (labels "
+                        "from an optional train-purchases.csv)",
 }
 
 
@@ -1049,7 +1284,14 @@ def describe_file(path: Path | str, lines: int = 20) -> str:
     if first.startswith("id,click,hour"):
         return "an Avazu CSV (header id,click,hour,...), like avazu_csv"
     if first == "userId,movieId,rating,timestamp":
-        return "MovieLens 20M ratings.csv, like movielens_20m"
+        return ("MovieLens ratings.csv (20M, 25M, 32M, latest), like movielens_20m / "
+                "movielens_csv (a directory with movies.csv)")
+    if first == "session_id;user_id;item_id;timeframe;eventdate":
+        return ("DIGINETICA train-item-views.csv (header session_id;user_id;item_id;timeframe;"
+                "eventdate), like diginetica_views")
+    if first == "sessionId;userId;timeframe;eventdate;ordernumber;itemId":
+        return ("DIGINETICA train-purchases.csv, the labels of diginetica_views (give it beside "
+                "train-item-views.csv)")
     if "\ufffd" in "".join(text) and sum(c.isprintable() for c in first) < 0.9 * len(first):
         return "binary data (not text)"
     sep_name, width, sep = _field_shape(text[1:] or text)
@@ -1072,6 +1314,13 @@ def describe_file(path: Path | str, lines: int = 20) -> str:
         elif sep_name == "comma" and width == 5 and all(
                 r.split(",")[3] in TAOBAO_BEHAVIORS for r in rows):
             guess = ", like taobao_user_behavior"
+        elif sep_name == "comma" and width == 4 and all(
+                re.fullmatch(_ISO_UTC, r.split(",")[1]) for r in rows):
+            guess = ", like session_clicks (YOOCHOOSE clicks)"
+        elif sep_name == "comma" and width == 5 and all(
+                re.fullmatch(_ISO_UTC, r.split(",")[1]) for r in rows):
+            guess = (", like a YOOCHOOSE buys file (the labels of session_clicks, given beside "
+                     "the clicks file with 'buys' in its name)")
     if not guess:
         guess = " (none of the known formats)"
     return f"{header}{width} {sep_name}-separated fields per line{guess}"
@@ -1116,13 +1365,30 @@ def parse(format: str, paths: PathsLike, *,  # noqa: A002 (the config word)
         raise ValueError(
             f"unknown raw format {format!r}; known formats: {', '.join(sorted(PARSERS))}"
         ) from None
-    table = parser(paths, **kw)
-    report = table.report
+    try:
+        table = parser(paths, **kw)
+    except MalformedInputError as exc:  # (not strict) a header or a file not in the format
+        if kw.get("strict", False) or f"format {format}" in str(exc) or repr(format) in str(exc):
+            raise
+        raise MalformedInputError(f"{exc} (format {format!r} expects {EXPECTS[format]})") from exc
+    check_report(format, table.report, paths, max_malformed_fraction=max_malformed_fraction,
+                 strict=kw.get("strict", False))
+    return table
+
+
+def check_report(format: str, report: ParseReport, paths: PathsLike, *,  # noqa: A002
+                 max_malformed_fraction: float | None = None, strict: bool = False) -> None:
+    """Fail a parse that kept no row or (unless strict) dropped too many as malformed.
+
+    Raises:
+        MalformedInputError: ``<file>:<line>: ...`` with the first bad lines, what ``format``
+            expects and what the file looks like.
+    """
     read = report.rows + report.malformed
-    too_many = (max_malformed_fraction is not None and not kw.get("strict", False)
+    too_many = (max_malformed_fraction is not None and not strict
                 and report.malformed > max_malformed_fraction * read)
     if report.rows > 0 and not too_many:
-        return table
+        return
     examples = [m.groups() for e in report.examples[:3]
                 if (m := re.match(r"^(.*):(\d+): (.*)$", e))]
     first = Path(examples[0][0]) if examples else ([Path(f) for f in report.files]

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from workbench.data.config import DatasetConfig
-from workbench.data.schema import DatasetMeta
-from workbench.utils.io import atomic_dir, write_json
+from workbench.data.schema import META_FILE, DatasetMeta, ParseReport
+from workbench.utils.io import atomic_dir, write_json, write_text
 from workbench.utils.paths import repo_relative, resolve
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ DIRECTORY_FORMATS: dict[str, list[str]] = {
     "movielens_100k": ["u.data", "u.user", "u.item"],
     "movielens_1m": ["ratings.dat", "users.dat", "movies.dat"],
     "movielens_20m": ["ratings.csv", "movies.csv"],
+    "movielens_csv": ["ratings.csv", "movies.csv"],
 }
 
 
@@ -122,19 +124,22 @@ def download(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool = 
     manifest: dict[str, Any] = {"dataset": ds.name, "source": ds.source, "format": ds.format}
     if ds.source == "synthetic":
         from workbench.data.preprocess import write_split
-        from workbench.data.synthetic import generate
+        from workbench.data.synthetic import CATEGORICAL_NAMES, DENSE_NAMES, SyntheticGenerator
 
         if ds.synthetic is None:
             raise DatasetUnavailable(f"datasets.{ds.name}.synthetic is missing: a synthetic "
                                      "source needs its generator settings")
-        table, cards = generate(ds.synthetic, seed)
+        generator = SyntheticGenerator(ds.synthetic, seed)
         with atomic_dir(out) as tmp:
-            write_split(table.frame, tmp / SYNTHETIC_FILE)
+            # One chunk in memory at a time, each written as whole row groups of chunk_rows.
+            write_split(generator.chunks(ds.synthetic.chunk_rows), tmp / SYNTHETIC_FILE,
+                        ds.synthetic.chunk_rows, progress=progress)
             manifest.update(available=True, root=None,
                             files=_file_entries([tmp / SYNTHETIC_FILE], tmp),
-                            dense=table.dense, categorical=table.categorical,
-                            cardinalities=cards, user_side=table.user_side,
-                            sequences=table.sequences, has_session=table.has_session)
+                            dense=list(DENSE_NAMES), categorical=list(CATEGORICAL_NAMES),
+                            cardinalities=generator.cards, user_side=generator.user_side,
+                            sequences=generator.sequences,
+                            has_session=ds.synthetic.sessions.enabled)
             write_json(tmp / MANIFEST, manifest)
         return out
     if ds.source == "local":
@@ -199,69 +204,160 @@ def unavailable_result(processed: Path, out_file: Path) -> bool:
     return True
 
 
-def preprocess(ds: DatasetConfig, data_root: Path, *, seed: int) -> Path:
+def preprocess(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool = False
+               ) -> Path:
     """Parse and encode the raw files of ``ds`` into ``<data>/processed/<ds>``.
+
+    The streaming engine (:mod:`workbench.data.streaming`, out of core, memory bounded by
+    ``dataset.memory_limit_mb``) runs the synthetic source and every format with one sample per
+    line; the in-memory engine (:func:`workbench.data.preprocess.encode`) runs the rest
+    (MovieLens' directories) or any format with ``dataset.engine=memory``. Both write the same
+    bytes.
 
     Args:
         ds: the dataset.
         data_root: the data directory (``paths.data``).
         seed: recorded in the provenance (the run's seed).
+        progress: show a counter of parsed rows (streaming engine).
 
     Returns:
         The processed directory (holding ``status.json``, and when available the splits and
         ``meta.json``).
+
+    Raises:
+        ValueError: ``dataset.engine=streaming`` with a format it cannot stream.
     """
-    from workbench.data.preprocess import encode, write_processed
+    from workbench.data.parsers import ROW_FORMATS, SESSION_LOG_FORMATS
 
     manifest = read_manifest(ds, data_root)
     out = processed_dir(data_root, ds.name)
+    streams = ds.source == "synthetic" or ds.format in ROW_FORMATS or \
+        ds.format in SESSION_LOG_FORMATS
+    if ds.engine == "streaming" and not streams:
+        raise ValueError(f"datasets.{ds.name}.engine = streaming: format {ds.format!r} needs the "
+                         "whole table (its files are joined); use engine: memory or auto")
+    engine = "memory" if ds.engine == "memory" or not streams else "streaming"
     with atomic_dir(out) as tmp:
         if not manifest.get("available", False):
             write_json(tmp / STATUS, {"available": False, "reason": manifest.get("reason", "")})
             return out
-        base = raw_dir(data_root, ds.name)
-        if ds.source == "synthetic":
-            import pyarrow.parquet as pq
-
-            from workbench.data.schema import ParseReport, RawTable
-
-            frame = pq.read_table(base / SYNTHETIC_FILE).to_pandas()
-            cards = manifest["cardinalities"]
-            sequences = manifest.get("sequences", {})
-            raw = RawTable(frame=frame, dense=manifest["dense"],
-                           categorical=manifest["categorical"],
-                           user_side=manifest.get("user_side", []), sequences=sequences,
-                           has_session=manifest.get("has_session", False),
-                           report=ParseReport(files=[SYNTHETIC_FILE], rows=len(frame)))
-            encoded = encode(raw, test_fraction=ds.test_fraction, cardinalities=cards)
+        if engine == "streaming":
+            meta, report = _preprocess_streaming(ds, data_root, manifest, tmp, progress)
         else:
-            from workbench.data.parsers import parse
-
-            root = resolve(manifest["root"])
-            files = [root / f["file"] for f in manifest["files"]]
-            # A directory format reads its files by name, or the user's files in role order.
-            by_name = ds.format in DIRECTORY_FORMATS and not (ds.source == "local" and ds.files)
-            target: Path | list[Path] = files[0].parent if by_name else files
-            kwargs: dict[str, Any] = {"strict": ds.strict, "max_rows": ds.max_rows,
-                                      "max_malformed_fraction": ds.max_malformed_fraction}
-            if ds.history_length and ds.format in (*DIRECTORY_FORMATS, "taobao_user_behavior"):
-                kwargs["history_length"] = ds.history_length
-            raw = parse(ds.format, target, **kwargs)
-            encoded = encode(raw, test_fraction=ds.test_fraction, min_count=ds.min_count)
-        meta = DatasetMeta(
-            name=ds.name, source=ds.source,
-            rows={"train": len(encoded.train), "test": len(encoded.test)},
-            dense=list(raw.dense), categorical=list(raw.categorical),
-            cardinalities=encoded.cardinalities, user_side=list(raw.user_side),
-            sequences=dict(raw.sequences), has_session=raw.has_session,
-            has_timestamp=raw.has_timestamp,
-            provenance={"raw_files": manifest["files"], "format": ds.format,
-                        "parse": {"rows": raw.report.rows, "malformed": raw.report.malformed,
-                                  "examples": raw.report.examples},
-                        "min_count": ds.min_count, "test_fraction": ds.test_fraction,
-                        "split": encoded.split,
-                        "seed": seed})
-        write_processed(tmp, encoded, meta)
+            meta, report = _preprocess_in_memory(ds, data_root, manifest, tmp)
+        meta.provenance.update({
+            "raw_files": manifest["files"], "format": ds.format,
+            "parse": {"rows": report.rows, "malformed": report.malformed,
+                      "examples": report.examples},
+            "min_count": ds.min_count, "test_fraction": ds.test_fraction, "seed": seed})
+        write_text(tmp / META_FILE, meta.to_json())
         write_json(tmp / STATUS, {"available": True, "reason": "",
-                                  "malformed_rows": raw.report.malformed})
+                                  "malformed_rows": report.malformed})
+    log.info("%s: preprocessed with the %s engine", ds.name, engine)
     return out
+
+
+def _raw_target(ds: DatasetConfig, manifest: dict[str, Any]) -> Path | list[Path]:
+    """What a parser reads: the files, or the directory of a directory format."""
+    root = resolve(manifest["root"])
+    files = [root / f["file"] for f in manifest["files"]]
+    # A directory format reads its files by name, or the user's files in role order.
+    by_name = ds.format in DIRECTORY_FORMATS and not (ds.source == "local" and ds.files)
+    return files[0].parent if by_name else files
+
+
+def _preprocess_in_memory(ds: DatasetConfig, data_root: Path, manifest: dict[str, Any],
+                          tmp: Path) -> tuple[DatasetMeta, ParseReport]:
+    from workbench.data.preprocess import encode, write_processed
+
+    if ds.source == "synthetic":
+        import pyarrow.parquet as pq
+
+        from workbench.data.schema import RawTable
+
+        frame = pq.read_table(raw_dir(data_root, ds.name) / SYNTHETIC_FILE).to_pandas()
+        raw = RawTable(frame=frame, dense=manifest["dense"], categorical=manifest["categorical"],
+                       user_side=manifest.get("user_side", []),
+                       sequences=manifest.get("sequences", {}),
+                       has_session=manifest.get("has_session", False),
+                       report=ParseReport(files=[SYNTHETIC_FILE], rows=len(frame)))
+        encoded = encode(raw, test_fraction=ds.test_fraction,
+                         cardinalities=manifest["cardinalities"])
+    else:
+        from workbench.data.parsers import parse
+
+        kwargs: dict[str, Any] = {"strict": ds.strict, "max_rows": ds.max_rows,
+                                  "max_malformed_fraction": ds.max_malformed_fraction}
+        if ds.history_length:
+            kwargs["history_length"] = _checked_history(ds)
+        raw = parse(ds.format, _raw_target(ds, manifest), **kwargs)
+        encoded = encode(raw, test_fraction=ds.test_fraction, min_count=ds.min_count)
+    write_processed(tmp, encoded, ds.row_group_rows)
+    meta = DatasetMeta(
+        name=ds.name, source=ds.source,
+        rows={"train": len(encoded.train), "test": len(encoded.test)},
+        dense=list(raw.dense), categorical=list(raw.categorical),
+        cardinalities=encoded.cardinalities, user_side=list(raw.user_side),
+        sequences=dict(raw.sequences), has_session=raw.has_session,
+        has_timestamp=raw.has_timestamp, provenance={"split": encoded.split})
+    return meta, raw.report
+
+
+def _checked_history(ds: DatasetConfig) -> int:
+    """``ds.history_length`` where the format builds a history, else 0 (ignored)."""
+    from workbench.data.parsers import ROW_FORMATS, SESSION_LOG_FORMATS
+
+    fmt = ROW_FORMATS.get(ds.format)
+    builds = ds.format in DIRECTORY_FORMATS or ds.format in SESSION_LOG_FORMATS or (
+        fmt is not None and fmt.history_item is not None)
+    return ds.history_length if builds else 0
+
+
+def _preprocess_streaming(ds: DatasetConfig, data_root: Path, manifest: dict[str, Any],
+                          tmp: Path, progress: bool) -> tuple[DatasetMeta, ParseReport]:
+    from workbench.data.streaming import TableLayout, encode_streaming
+
+    options = dict(test_fraction=ds.test_fraction, memory_limit_mb=ds.memory_limit_mb,
+                   row_group_rows=ds.row_group_rows, work_dir=data_root / "processed",
+                   progress=progress)
+    if ds.source == "synthetic":
+        import pyarrow.parquet as pq
+
+        sequences = manifest.get("sequences", {})
+        layout = TableLayout(dense=tuple(manifest["dense"]),
+                             categorical=tuple(manifest["categorical"]),
+                             has_session=manifest.get("has_session", False), sequences=sequences)
+        raw_file = pq.ParquetFile(raw_dir(data_root, ds.name) / SYNTHETIC_FILE)
+        report = ParseReport(files=[SYNTHETIC_FILE], rows=raw_file.metadata.num_rows)
+        result = encode_streaming(raw_file.iter_batches(batch_size=65536), layout, tmp,
+                                  cardinalities=manifest["cardinalities"], **options)
+        user_side = manifest.get("user_side", [])
+    else:
+        from workbench.data.parsers import HIST_ITEM, check_report, row_format_for
+
+        report = ParseReport()
+        fmt, paths = row_format_for(ds.format, _raw_target(ds, manifest), strict=ds.strict,
+                                    report=report)
+        history = _checked_history(ds)
+
+        def checked() -> Iterator[dict[str, Any]]:
+            for block in fmt.batches(paths, report, strict=ds.strict, max_rows=ds.max_rows):
+                report.rows += len(next(iter(block.values())))
+                yield block
+            check_report(ds.format, report, paths, strict=ds.strict,
+                         max_malformed_fraction=ds.max_malformed_fraction)
+
+        sequences = {HIST_ITEM: fmt.history_item} if history and fmt.history_item else {}
+        layout = TableLayout(dense=fmt.dense, categorical=fmt.categorical,
+                             has_session=fmt.has_session, has_timestamp=fmt.has_timestamp,
+                             order_by=fmt.order_by,
+                             history=(HIST_ITEM, fmt.history_item) if sequences else None)
+        result = encode_streaming(checked(), layout, tmp, min_count=ds.min_count,
+                                  history_length=history, **options)
+        user_side = list(fmt.user_side)
+    meta = DatasetMeta(
+        name=ds.name, source=ds.source, rows=result.rows, dense=list(layout.dense),
+        categorical=list(layout.categorical), cardinalities=result.cardinalities,
+        user_side=list(user_side), sequences=sequences, has_session=layout.has_session,
+        has_timestamp=layout.has_timestamp, provenance={"split": result.split})
+    return meta, report

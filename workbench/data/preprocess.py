@@ -26,19 +26,35 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from workbench.data.schema import LABEL, SESSION, TIMESTAMP, DatasetMeta, RawTable
+from workbench.data.schema import LABEL, SESSION, TIMESTAMP, RawTable
 from workbench.utils.io import atomic_path
 
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "test")
+#: Rows per Parquet row group (pyarrow's default): later stages read the splits group by group.
+ROW_GROUP_ROWS = 1 << 20
+#: How every encoded split is written (both engines): deterministic bytes, no wall-clock metadata.
+PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_statistics": True}
+
+
+def dense_feature(values: np.ndarray) -> np.ndarray:
+    """A dense feature as stored: ``log1p(max(x, 0))`` in float64, missing (NaN) -> 0, float32."""
+    return np.nan_to_num(np.log1p(np.clip(values, 0.0, None)), nan=0.0).astype(np.float32)
+
+
+def id_type(cardinality: int) -> pa.DataType:
+    """The stored type of a categorical feature's ids: int32 unless the table is that large."""
+    return pa.int32() if cardinality < 2**31 else pa.int64()
 
 
 @dataclass
@@ -113,8 +129,7 @@ def encode(raw: RawTable, *, test_fraction: float, min_count: int = 1,
     in_train = ~in_test
     out: dict[str, np.ndarray | pd.Series] = {LABEL: frame[LABEL].to_numpy(np.float32)}
     for name in raw.dense:
-        values = pd.to_numeric(frame[name], errors="coerce").to_numpy(np.float64)
-        out[name] = np.nan_to_num(np.log1p(np.clip(values, 0.0, None)), nan=0.0).astype(np.float32)
+        out[name] = dense_feature(pd.to_numeric(frame[name], errors="coerce").to_numpy(np.float64))
 
     vocabularies: dict[str, tuple[pd.Index, np.ndarray]] = {}
     cards: dict[str, int] = {}
@@ -130,7 +145,7 @@ def encode(raw: RawTable, *, test_fraction: float, min_count: int = 1,
             vocabularies[name] = (vocab, mapping)
             ids = _lookup(vocab, mapping, tokens)
             cards[name] = int(mapping.max(initial=0)) + 1
-        out[name] = ids.astype(np.int32 if cards[name] < 2**31 else np.int64)
+        out[name] = ids.astype(id_type(cards[name]).to_pandas_dtype())
     if raw.has_session:
         out[SESSION] = frame[SESSION].to_numpy(np.int64)
     if raw.has_timestamp:
@@ -148,11 +163,79 @@ def encode(raw: RawTable, *, test_fraction: float, min_count: int = 1,
                           split="by timestamp" if raw.has_timestamp else "row order")
 
 
-def write_split(frame: pd.DataFrame, path: Path) -> None:
-    """Write one split as deterministic, zstd-compressed Parquet (atomically)."""
-    table = pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None)
-    with atomic_path(path, suffix=".parquet") as tmp:
-        pq.write_table(table, tmp, compression="zstd", write_statistics=True)
+class RowGroupWriter:
+    """A Parquet file written in row groups of exactly ``rows`` rows (the last one shorter),
+    from batches of any size: both engines write through it, so the same table gives the same
+    bytes however it arrived. The caller makes the path atomic.
+
+    Args:
+        path: the file.
+        schema: its Arrow schema (no metadata).
+        rows: rows per row group.
+    """
+
+    def __init__(self, path: Path, schema: pa.Schema, rows: int) -> None:
+        self.path = path
+        self.schema = schema
+        self.rows = rows
+        self.pending: list[pa.RecordBatch] = []
+        self.pending_rows = 0
+        self.writer = pq.ParquetWriter(path, schema, **PARQUET_OPTIONS)
+        self.written = 0
+
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Append rows (written out in whole row groups as they fill)."""
+        if isinstance(batch, pa.Table):
+            for b in batch.to_batches():
+                self.write(b)
+            return
+        self.pending.append(batch)
+        self.pending_rows += batch.num_rows
+        while self.pending_rows >= self.rows:
+            self._flush(self.rows)
+
+    def _flush(self, n: int) -> None:
+        table = pa.Table.from_batches(self.pending, schema=self.schema)
+        self.writer.write_table(table.slice(0, n).combine_chunks(), row_group_size=n)
+        rest = table.slice(n)
+        self.pending = rest.combine_chunks().to_batches() if rest.num_rows else []
+        self.pending_rows = rest.num_rows
+        self.written += n
+
+    def close(self) -> None:
+        """Write the last, partial row group (an empty file gets one empty group) and close."""
+        if self.pending_rows or self.written == 0:
+            self._flush(self.pending_rows)
+        self.writer.close()
+
+
+def write_split(frame: pd.DataFrame | Iterable[pd.DataFrame], path: Path,
+                row_group_rows: int = ROW_GROUP_ROWS, progress: bool = False) -> None:
+    """Write one split as deterministic, zstd-compressed Parquet in row groups of
+    ``row_group_rows`` rows (atomically).
+
+    Args:
+        frame: the rows, or an iterable of frames with the same columns (written as they come:
+            one in memory at a time).
+        path: the file.
+        row_group_rows: rows per row group.
+        progress: show a counter of rows written.
+    """
+    from tqdm.auto import tqdm
+
+    frames = [frame] if isinstance(frame, pd.DataFrame) else frame
+    writer: RowGroupWriter | None = None
+    with atomic_path(path, suffix=".parquet") as tmp, \
+            tqdm(disable=not progress, desc=path.name, unit=" rows", unit_scale=True) as bar:
+        for part in frames:
+            table = pa.Table.from_pandas(part, preserve_index=False).replace_schema_metadata(None)
+            if writer is None:
+                writer = RowGroupWriter(tmp, table.schema, row_group_rows)
+            writer.write(table)
+            bar.update(table.num_rows)
+        if writer is None:
+            raise ValueError(f"{path}: no rows to write")
+        writer.close()
 
 
 def read_split(directory: Path | str, split: str = "train",
@@ -166,11 +249,44 @@ def read_split(directory: Path | str, split: str = "train",
     return pq.read_table(path, columns=columns).to_pandas()
 
 
-def write_processed(directory: Path, encoded: EncodedDataset, meta: DatasetMeta) -> None:
-    """Write ``train.parquet``, ``test.parquet`` and ``meta.json`` into ``directory``."""
-    from workbench.utils.io import write_text
+def iter_split(directory: Path | str, split: str = "train", columns: list[str] | None = None,
+               max_rows: int | None = None) -> Iterator[pa.Table]:
+    """One encoded split, a row group at a time (memory: one row group of ``columns``).
 
-    write_split(encoded.train, directory / "train.parquet")
-    write_split(encoded.test, directory / "test.parquet")
-    write_text(directory / "meta.json", meta.to_json())
+    Args:
+        directory: the processed dataset.
+        split: ``train`` or ``test``.
+        columns: the columns to read (None: all).
+        max_rows: stop after this many rows (the last group is cut).
+
+    Yields:
+        Arrow tables of at most ``dataset.row_group_rows`` rows, in stored order.
+    """
+    if split not in SPLITS:
+        raise ValueError(f"split {split!r}: must be one of {SPLITS}")
+    path = Path(directory) / f"{split}.parquet"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: run the preprocess stage for this dataset")
+    source = pq.ParquetFile(path)
+    left = source.metadata.num_rows if max_rows is None else max_rows
+    for group in range(source.num_row_groups):
+        if left <= 0:
+            return
+        table = source.read_row_group(group, columns=columns)
+        if table.num_rows > left:
+            table = table.slice(0, left)
+        left -= table.num_rows
+        yield table
+
+
+def split_rows(directory: Path | str, split: str = "train") -> int:
+    """Rows of one encoded split (from the Parquet footer, nothing else read)."""
+    return int(pq.ParquetFile(Path(directory) / f"{split}.parquet").metadata.num_rows)
+
+
+def write_processed(directory: Path, encoded: EncodedDataset,
+                    row_group_rows: int = ROW_GROUP_ROWS) -> None:
+    """Write ``train.parquet`` and ``test.parquet`` into ``directory``."""
+    write_split(encoded.train, directory / "train.parquet", row_group_rows)
+    write_split(encoded.test, directory / "test.parquet", row_group_rows)
     log.info("encoded %d train + %d test rows", len(encoded.train), len(encoded.test))

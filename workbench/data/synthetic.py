@@ -30,8 +30,12 @@ gives byte-identical output.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from workbench.data.config import SyntheticConfig
 from workbench.data.schema import LABEL, SESSION, ParseReport, RawTable
@@ -160,8 +164,128 @@ def _list_series(values: np.ndarray, offsets: np.ndarray) -> pd.Series:
     return pd.Series(pd.arrays.ArrowExtensionArray(array))
 
 
+class SyntheticGenerator:
+    """The generator's model (cardinalities, samplers, hidden label model), drawn once, and
+    :meth:`chunk` to draw its samples a chunk at a time.
+
+    Every stream continues across chunks, so one chunk of all the rows is exactly
+    :func:`generate`'s table; with several chunks, sessions and histories end at chunk
+    boundaries, and the label bias and dense centring are those of the first chunk. Memory is the
+    model (about 16 bytes per table row, plus 32 per row of the six interaction tables: ~1.5 GB at
+    Criteo's full cardinalities) plus one chunk.
+
+    Args:
+        cfg: generator settings.
+        seed: the run's seed.
+    """
+
+    def __init__(self, cfg: SyntheticConfig, seed: int) -> None:
+        self.cfg = cfg
+        self.cards = scaled_cardinalities(cfg.cardinality_scale, cfg.min_cardinality)
+        self.user_side = list(cfg.sessions.user_features) if cfg.sessions.enabled else []
+        unknown = sorted(set(self.user_side) - set(CATEGORICAL_NAMES))
+        if unknown:
+            raise ValueError(f"dataset.synthetic.sessions.user_features names unknown features "
+                             f"{unknown} (allowed: C1..C26)")
+        item = cfg.sequence.item_feature
+        if cfg.sequence.enabled and item not in CATEGORICAL_NAMES:
+            raise ValueError(f"dataset.synthetic.sequence.item_feature = {item!r}: must be one of "
+                             "C1..C26")
+        root = np.random.default_rng(seed)
+        # Independent streams, so adding a feature never changes the draws of the others.
+        seeds = root.integers(0, 2**63 - 1, size=len(CATEGORICAL_NAMES) * 2 + 8)
+        stream = iter(np.random.default_rng(s) for s in seeds)
+        self.rng_sess = next(stream)
+        self.rng_ids: dict[str, np.random.Generator] = {}
+        self.samplers: dict[str, _PowerLawSampler] = {}
+        for name in CATEGORICAL_NAMES:
+            n = self.cards[name] - 1
+            self.rng_ids[name] = rng = next(stream)
+            self.samplers[name] = _PowerLawSampler(n, calibrate_exponent(n, cfg.top1_share), rng)
+        self.rng_dense = next(stream)
+        self.mu = self.rng_dense.uniform(0.0, 3.0, size=N_DENSE)
+        self.rng_label = rng_label = next(stream)
+        self.weights = {name: rng_label.normal(0.0, 0.35, size=self.cards[name])
+                        for name in CATEGORICAL_NAMES}
+        self.interactions = []
+        for a, b in _INTERACTIONS:
+            fa, fb = CATEGORICAL_NAMES[a], CATEGORICAL_NAMES[b]
+            u = rng_label.normal(0.0, 0.5, size=(self.cards[fa], _HIDDEN_DIM))
+            v = rng_label.normal(0.0, 0.5, size=(self.cards[fb], _HIDDEN_DIM))
+            self.interactions.append((fa, fb, u, v))
+        self.coef = rng_label.normal(0.0, 0.3, size=N_DENSE)
+        self.rng_history = next(stream) if cfg.sequence.enabled else None
+        self.dense_mean: np.ndarray | None = None
+        self.bias: float | None = None
+        self.next_session = 0
+        self.sequences = {f"hist_{item}": item} if cfg.sequence.enabled else {}
+
+    def chunk(self, rows: int) -> pd.DataFrame:
+        """The next ``rows`` samples (columns as in :func:`generate`'s table)."""
+        cfg = self.cfg
+        session = (_session_ids(rows, cfg.sessions.mean_length, self.rng_sess)
+                   if cfg.sessions.enabled else np.arange(rows, dtype=np.int64))
+        session = session + self.next_session
+        self.next_session = int(session[-1]) + 1
+        new_session = np.r_[True, session[1:] != session[:-1]]
+        session_index = np.cumsum(new_session) - 1
+        n_sessions = int(session_index[-1]) + 1
+        ids: dict[str, np.ndarray] = {}
+        for name in CATEGORICAL_NAMES:
+            sampler, rng = self.samplers[name], self.rng_ids[name]
+            ids[name] = (sampler(n_sessions, rng)[session_index] if name in self.user_side
+                         else sampler(rows, rng))
+
+        # Dense Criteo-like counts: log-normal magnitudes, I2 may be -1, some values missing.
+        raw_dense = np.floor(np.exp(self.rng_dense.normal(self.mu, 1.2, size=(rows, N_DENSE))))
+        raw_dense[:, 1] -= 1.0
+        log_dense = np.log1p(np.clip(raw_dense, 0.0, None))
+        missing = self.rng_dense.random((rows, N_DENSE)) < cfg.dense_missing_rate
+        log_dense[missing] = 0.0
+        raw_dense[missing] = np.nan
+
+        # Hidden label model.
+        logit = np.zeros(rows)
+        for name in CATEGORICAL_NAMES:
+            logit += self.weights[name][ids[name]]
+        for fa, fb, u, v in self.interactions:
+            logit += np.einsum("ij,ij->i", u[ids[fa]], v[ids[fb]])
+        if self.dense_mean is None:
+            self.dense_mean = log_dense.mean(axis=0)
+        logit += (log_dense - self.dense_mean) @ self.coef
+        logit += (self.rng_label.normal(0.0, cfg.label_noise, size=rows)
+                  if cfg.label_noise > 0 else 0.0)
+        if self.bias is None:
+            self.bias = _solve_bias(logit, cfg.ctr)
+        labels = (self.rng_label.random(rows) < _sigmoid(logit + self.bias)).astype(np.float32)
+
+        frame: dict[str, np.ndarray | pd.Series] = {LABEL: labels}
+        for j, name in enumerate(DENSE_NAMES):
+            frame[name] = raw_dense[:, j]
+        for name in CATEGORICAL_NAMES:
+            frame[name] = ids[name]
+        for col, item in self.sequences.items():
+            frame[col] = _history(session, ids[item], cfg.sequence.length, self.samplers[item],
+                                  self.rng_history)
+        if cfg.sessions.enabled:
+            frame[SESSION] = session
+        return pd.DataFrame(frame)
+
+    def chunks(self, chunk_rows: int) -> Iterator[pd.DataFrame]:
+        """All ``cfg.rows`` samples in chunks of ``chunk_rows`` (the last one shorter)."""
+        for start in range(0, self.cfg.rows, chunk_rows):
+            yield self.chunk(min(chunk_rows, self.cfg.rows - start))
+
+    def raw_table(self, frame: pd.DataFrame) -> RawTable:
+        """``frame`` (chunks of this generator) with its column roles."""
+        return RawTable(frame=frame, dense=list(DENSE_NAMES), categorical=list(CATEGORICAL_NAMES),
+                        user_side=self.user_side, sequences=dict(self.sequences),
+                        has_session=self.cfg.sessions.enabled,
+                        report=ParseReport(files=["<synthetic>"], rows=len(frame)))
+
+
 def generate(cfg: SyntheticConfig, seed: int) -> tuple[RawTable, dict[str, int]]:
-    """Generate the synthetic dataset.
+    """Generate the synthetic dataset in memory (one chunk).
 
     Args:
         cfg: generator settings.
@@ -171,85 +295,8 @@ def generate(cfg: SyntheticConfig, seed: int) -> tuple[RawTable, dict[str, int]]
         The table (categorical columns already ids in ``1..card-1``) and the cardinality of
         every categorical feature (the embedding-table sizes, id 0 included).
     """
-    rows = cfg.rows
-    cards = scaled_cardinalities(cfg.cardinality_scale, cfg.min_cardinality)
-    root = np.random.default_rng(seed)
-    # Independent streams, so adding a feature never changes the draws of the others.
-    seeds = root.integers(0, 2**63 - 1, size=len(CATEGORICAL_NAMES) * 2 + 8)
-    stream = iter(np.random.default_rng(s) for s in seeds)
-
-    user_side = list(cfg.sessions.user_features) if cfg.sessions.enabled else []
-    unknown = sorted(set(user_side) - set(CATEGORICAL_NAMES))
-    if unknown:
-        raise ValueError(f"dataset.synthetic.sessions.user_features names unknown features "
-                         f"{unknown} (allowed: C1..C26)")
-    rng_sess = next(stream)
-    session = (_session_ids(rows, cfg.sessions.mean_length, rng_sess) if cfg.sessions.enabled
-               else np.arange(rows, dtype=np.int64))
-    new_session = np.r_[True, session[1:] != session[:-1]]
-    session_index = np.cumsum(new_session) - 1
-    n_sessions = int(session_index[-1]) + 1
-
-    frame: dict[str, np.ndarray | pd.Series] = {}
-    ids: dict[str, np.ndarray] = {}
-    samplers: dict[str, _PowerLawSampler] = {}
-    for name in CATEGORICAL_NAMES:
-        n = cards[name] - 1
-        rng = next(stream)
-        samplers[name] = _PowerLawSampler(n, calibrate_exponent(n, cfg.top1_share), rng)
-        if name in user_side:
-            ids[name] = samplers[name](n_sessions, rng)[session_index]
-        else:
-            ids[name] = samplers[name](rows, rng)
-
-    # Dense Criteo-like counts: log-normal magnitudes, I2 may be -1, some values missing.
-    rng_dense = next(stream)
-    mu = rng_dense.uniform(0.0, 3.0, size=N_DENSE)
-    raw_dense = np.floor(np.exp(rng_dense.normal(mu, 1.2, size=(rows, N_DENSE))))
-    raw_dense[:, 1] -= 1.0
-    log_dense = np.log1p(np.clip(raw_dense, 0.0, None))
-    missing = rng_dense.random((rows, N_DENSE)) < cfg.dense_missing_rate
-    log_dense[missing] = 0.0
-    raw_dense[missing] = np.nan
-
-    # Hidden label model.
-    rng_label = next(stream)
-    logit = np.zeros(rows)
-    for name in CATEGORICAL_NAMES:
-        w = rng_label.normal(0.0, 0.35, size=cards[name])
-        logit += w[ids[name]]
-    for a, b in _INTERACTIONS:
-        fa, fb = CATEGORICAL_NAMES[a], CATEGORICAL_NAMES[b]
-        u = rng_label.normal(0.0, 0.5, size=(cards[fa], _HIDDEN_DIM))
-        v = rng_label.normal(0.0, 0.5, size=(cards[fb], _HIDDEN_DIM))
-        logit += np.einsum("ij,ij->i", u[ids[fa]], v[ids[fb]])
-    coef = rng_label.normal(0.0, 0.3, size=N_DENSE)
-    logit += (log_dense - log_dense.mean(axis=0)) @ coef
-    logit += rng_label.normal(0.0, cfg.label_noise, size=rows) if cfg.label_noise > 0 else 0.0
-    bias = _solve_bias(logit, cfg.ctr)
-    labels = (rng_label.random(rows) < _sigmoid(logit + bias)).astype(np.float32)
-
-    frame[LABEL] = labels
-    for j, name in enumerate(DENSE_NAMES):
-        frame[name] = raw_dense[:, j]
-    for name in CATEGORICAL_NAMES:
-        frame[name] = ids[name]
-    sequences: dict[str, str] = {}
-    if cfg.sequence.enabled:
-        item = cfg.sequence.item_feature
-        if item not in CATEGORICAL_NAMES:
-            raise ValueError(f"dataset.synthetic.sequence.item_feature = {item!r}: must be one of "
-                             "C1..C26")
-        col = f"hist_{item}"
-        frame[col] = _history(session, ids[item], cfg.sequence.length, samplers[item], next(stream))
-        sequences[col] = item
-    if cfg.sessions.enabled:
-        frame[SESSION] = session
-    table = RawTable(frame=pd.DataFrame(frame), dense=list(DENSE_NAMES),
-                     categorical=list(CATEGORICAL_NAMES), user_side=user_side,
-                     sequences=sequences, has_session=cfg.sessions.enabled,
-                     report=ParseReport(files=["<synthetic>"], rows=rows))
-    return table, cards
+    generator = SyntheticGenerator(cfg, seed)
+    return generator.raw_table(generator.chunk(cfg.rows)), generator.cards
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -266,3 +313,73 @@ def _solve_bias(logit: np.ndarray, ctr: float) -> float:
         else:
             hi = mid
     return 0.5 * (lo + hi)
+
+
+# ------------------------------------------------------------------- the synthetic as raw files
+
+_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+#: Knuth's multiplicative hash: a bijection of uint32, so distinct ids stay distinct tokens.
+_HASH_MULTIPLIER = np.uint64(2654435761)
+
+
+def hex_tokens(ids: np.ndarray, salt: int) -> pa.Array:
+    """Ids as Criteo-like 8-hex-digit tokens (a bijective hash of ``id + salt``), vectorised."""
+    hashed = ((ids.astype(np.uint64) + np.uint64(salt)) * _HASH_MULTIPLIER) & np.uint64(0xFFFFFFFF)
+    shifts = np.arange(28, -4, -4, dtype=np.uint64)
+    chars = _HEX[((hashed[:, None] >> shifts) & np.uint64(0xF)).astype(np.intp)]
+    n = len(ids)
+    offsets = np.arange(0, 8 * (n + 1), 8, dtype=np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes()))
+
+
+def criteo_tsv_table(frame: pd.DataFrame) -> pa.Table:
+    """A chunk of the generator as Criteo ``train.txt`` columns (label, I1..I13 as integers or
+    empty, C1..C26 as hex tokens), ready for a tab-separated, headerless CSV writer."""
+    columns = {LABEL: pa.array(frame[LABEL].to_numpy().astype(np.int8))}
+    for name in DENSE_NAMES:
+        values = frame[name].to_numpy()
+        missing = np.isnan(values)
+        columns[name] = pa.array(np.where(missing, 0, values).astype(np.int64), mask=missing)
+    for j, name in enumerate(CATEGORICAL_NAMES):
+        columns[name] = hex_tokens(frame[name].to_numpy(), salt=j << 27)
+    return pa.table(columns)
+
+
+def write_criteo_tsv(cfg: SyntheticConfig, seed: int, path: Path | str,
+                     progress: bool = False) -> int:
+    """Write the synthetic dataset as a Criteo ``train.txt`` (TSV, no header), chunk by chunk.
+
+    Memory is the generator's model plus one chunk (``cfg.chunk_rows``), whatever ``cfg.rows``;
+    the benchmark and the tests make large Criteo-format inputs with it. Written atomically.
+
+    Args:
+        cfg: generator settings (``cfg.rows`` lines are written).
+        seed: the run's seed.
+        path: the output file.
+        progress: show a tqdm bar over rows.
+
+    Returns:
+        The lines written.
+    """
+    import pyarrow.csv as pacsv
+    from tqdm.auto import tqdm
+
+    from workbench.utils.io import atomic_path
+
+    generator = SyntheticGenerator(cfg, seed)
+    options = pacsv.WriteOptions(include_header=False, delimiter="\t", quoting_style="none")
+    written = 0
+    with atomic_path(Path(path), suffix=".tsv") as tmp, \
+            tqdm(total=cfg.rows, disable=not progress, desc="criteo tsv", unit=" rows",
+                 unit_scale=True) as bar:
+        writer = None
+        for chunk in generator.chunks(cfg.chunk_rows):
+            table = criteo_tsv_table(chunk)
+            if writer is None:
+                writer = pacsv.CSVWriter(str(tmp), table.schema, write_options=options)
+            writer.write_table(table)
+            written += table.num_rows
+            bar.update(table.num_rows)
+        if writer is not None:
+            writer.close()
+    return written

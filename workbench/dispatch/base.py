@@ -14,7 +14,7 @@ The cost-aware dispatchers build on this interface: LAIA (:mod:`workbench.dispat
 heuristic, exact solver and HybridDis (:mod:`workbench.dispatch.hybriddis`); names map to them in
 :mod:`workbench.dispatch.registry`. :func:`run_dispatch` drives any dispatcher through the
 emulated cluster; :func:`build_trace` cuts a whole dataset's keys into the per-worker trace a
-baseline dispatcher produces::
+baseline dispatcher produces (:func:`iter_trace`: the same trace, a window of steps at a time)::
 
     trace[step, w, :] = keys of the b samples worker w got in global batch `step` (b x F keys)
 
@@ -24,6 +24,7 @@ baseline dispatcher produces::
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,6 +32,8 @@ import numpy as np
 from workbench.cluster.edge_cluster import EdgeCluster
 
 BASELINES = ("contiguous", "random")
+#: Keys per window of :func:`iter_trace` by default (int64: 32 MiB).
+TRACE_WINDOW_KEYS = 1 << 22
 
 
 def assign(name: str, workers: int, per_worker: int | np.ndarray,
@@ -54,12 +57,69 @@ def assign(name: str, workers: int, per_worker: int | np.ndarray,
     raise ValueError(f"dispatcher {name!r}: must be one of {BASELINES}")
 
 
-def build_trace(keys: np.ndarray, workers: int, per_worker: int, dispatcher: str = "contiguous",
-                seed: int = 0, epochs: int = 1) -> np.ndarray:
-    """Cut per-sample keys into ``[steps, workers, per_worker x F]`` (``epochs`` passes).
+def trace_steps(keys: np.ndarray, workers: int, per_worker: int) -> int:
+    """Global batches of ``workers x per_worker`` samples in ``keys`` (one epoch).
+
+    Raises:
+        ValueError: the data holds less than one global batch.
+    """
+    n = keys.shape[0]
+    steps = n // (workers * per_worker)
+    if steps == 0:
+        raise ValueError(f"{n} samples hold no global batch of {workers} workers x {per_worker}")
+    return steps
+
+
+def iter_trace(keys: np.ndarray, workers: int, per_worker: int, dispatcher: str = "contiguous",
+               seed: int = 0, epochs: int = 1, window_steps: int | None = None
+               ) -> Iterator[np.ndarray]:
+    """The trace of :func:`build_trace`, a window of consecutive steps at a time.
+
+    Yields ``int64[window, workers, per_worker x F]`` windows (the last one shorter) whose
+    concatenation is :func:`build_trace`'s trace, with the same random draws: only one window
+    is in memory, whatever the dataset's size.
 
     Args:
-        keys: ``[n, F]`` keys per sample, in data order.
+        keys, workers, per_worker, dispatcher, seed, epochs: as :func:`build_trace`.
+        window_steps: steps per window (None: about ``TRACE_WINDOW_KEYS`` keys per window).
+
+    Raises:
+        ValueError: the data holds less than one global batch (raised here, not when the
+            first window is drawn).
+    """
+    steps = trace_steps(keys, workers, per_worker)
+    features = keys.shape[1]
+    if window_steps is None:
+        window_steps = max(1, TRACE_WINDOW_KEYS // (workers * per_worker * max(1, features)))
+    if window_steps < 1:
+        raise ValueError(f"window_steps = {window_steps}: must be at least 1")
+    return _trace_windows(keys, workers, per_worker, dispatcher, seed, steps * epochs, steps,
+                          window_steps)
+
+
+def _trace_windows(keys: np.ndarray, workers: int, per_worker: int, dispatcher: str, seed: int,
+                   total: int, steps: int, window_steps: int) -> Iterator[np.ndarray]:
+    batch = workers * per_worker
+    rng = np.random.default_rng(seed)
+    per_epoch = keys[: steps * batch].reshape(steps, batch, keys.shape[1])
+    for start in range(0, total, window_steps):
+        out = np.empty((min(window_steps, total - start), workers, per_worker * keys.shape[1]),
+                       dtype=np.int64)
+        for i in range(len(out)):  # step start + i: epoch (start + i) // steps
+            owner = assign(dispatcher, workers, per_worker, rng)
+            order = np.argsort(owner, kind="stable")
+            out[i] = per_epoch[(start + i) % steps][order].reshape(workers, -1)
+        yield out
+
+
+def build_trace(keys: np.ndarray, workers: int, per_worker: int, dispatcher: str = "contiguous",
+                seed: int = 0, epochs: int = 1) -> np.ndarray:
+    """Cut per-sample keys into ``[steps, workers, per_worker x F]`` (``epochs`` passes): the
+    windows of :func:`iter_trace` concatenated (for a dataset too large to hold its trace
+    twice, replay :func:`iter_trace` instead).
+
+    Args:
+        keys: ``[n, F]`` keys per sample, in data order (any integer dtype; the trace is int64).
         workers: W.
         per_worker: samples per worker per iteration b.
         dispatcher: how a global batch is split among workers.
@@ -69,19 +129,12 @@ def build_trace(keys: np.ndarray, workers: int, per_worker: int, dispatcher: str
     Raises:
         ValueError: the data holds less than one global batch.
     """
-    n, features = keys.shape
-    batch = workers * per_worker
-    steps = n // batch
-    if steps == 0:
-        raise ValueError(f"{n} samples hold no global batch of {workers} workers x {per_worker}")
-    rng = np.random.default_rng(seed)
-    per_epoch = keys[: steps * batch].reshape(steps, batch, features)
-    out = np.empty((steps * epochs, workers, per_worker * features), dtype=np.int64)
-    for epoch in range(epochs):
-        for step in range(steps):
-            owner = assign(dispatcher, workers, per_worker, rng)
-            order = np.argsort(owner, kind="stable")
-            out[epoch * steps + step] = per_epoch[step][order].reshape(workers, -1)
+    steps = trace_steps(keys, workers, per_worker)
+    out = np.empty((steps * epochs, workers, per_worker * keys.shape[1]), dtype=np.int64)
+    done = 0
+    for window in iter_trace(keys, workers, per_worker, dispatcher, seed, epochs):
+        out[done: done + len(window)] = window
+        done += len(window)
     return out
 
 

@@ -10,7 +10,11 @@ their item feature's table. Then:
 * pooled over all tables (HET ranks all embeddings together): the same shares, and the
   rank-frequency curve ``lookups(rank)`` sampled at log-spaced ranks for the log-log plot.
 
-All counting is ``np.bincount`` over whole columns; nothing loops over samples.
+The train split is read a row group at a time (:func:`workbench.data.preprocess.iter_split`):
+:class:`SplitStats` adds each group's ``np.bincount`` per column, label sum and sessions, so the
+memory is the counts (8 bytes per embedding row) plus one row group, whatever the split's size;
+nothing loops over samples. The DataFrame functions (:func:`access_counts`,
+:func:`dataset_statistics`) feed one whole frame through the same accumulator.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from workbench.data.schema import LABEL, DatasetMeta
+from workbench.data.schema import LABEL, SESSION, DatasetMeta
 from workbench.experiments.config import DatasetStatsConfig
 
 
@@ -39,21 +45,91 @@ class AccessCounts:
             else np.zeros(0, dtype=np.int64)
 
 
+class SplitStats:
+    """Streaming accumulator of one split's statistics, fed one Arrow table (row group) at a time.
+
+    Keeps the lookups per row of every categorical table (sequence columns counted into their
+    item feature's table), the label sum and count (for ``positive_rate``) and the distinct
+    sessions (exact: a sorted array of the session ids seen so far).
+
+    Args:
+        meta: the dataset's metadata (features, cardinalities, sequence columns).
+    """
+
+    def __init__(self, meta: DatasetMeta) -> None:
+        self.meta = meta
+        self.counts = {name: np.zeros(meta.cardinalities[name], dtype=np.int64)
+                       for name in meta.categorical}
+        self.rows = 0
+        self.label_sum = 0.0
+        self.label_count = 0
+        self.label_dtype: np.dtype | None = None
+        self.session_ids: np.ndarray | None = None
+
+    def add(self, table: pa.Table) -> None:
+        """Add one table's rows (categorical columns required; label, sequence and session
+        columns counted where present)."""
+        names = set(table.column_names)
+        self.rows += table.num_rows
+        for name in self.meta.categorical:
+            self._count(name, table.column(name).to_numpy())
+        for column, item in self.meta.sequences.items():
+            if column in names:
+                values = pc.list_flatten(table.column(column)).to_numpy()
+                self._count(item, values.astype(np.int64, copy=False))
+        if LABEL in names:
+            labels = table.column(LABEL).to_numpy()
+            self.label_dtype = labels.dtype
+            valid = labels[~np.isnan(labels)] if labels.dtype.kind == "f" else labels
+            self.label_sum += float(valid.sum(dtype=np.float64))
+            self.label_count += len(valid)
+        if SESSION in names:
+            seen = np.unique(table.column(SESSION).to_numpy())
+            seen = seen[~np.isnan(seen)] if seen.dtype.kind == "f" else seen  # as nunique()
+            self.session_ids = seen if self.session_ids is None \
+                else np.union1d(self.session_ids, seen)
+
+    def _count(self, name: str, ids: np.ndarray) -> None:
+        self.counts[name] += np.bincount(ids, minlength=len(self.counts[name]))
+
+    def access_counts(self) -> AccessCounts:
+        """Lookups per embedding row so far (id 0 excluded)."""
+        return AccessCounts({name: c[1:] for name, c in self.counts.items()})
+
+    @property
+    def positive_rate(self) -> float:
+        """Mean label (NaN without labels), computed as pandas' ``Series.mean`` does: in the
+        label's float dtype (float32 as stored), so results match the whole-frame mean exactly
+        while the label sum is exact in that dtype (0/1 labels: fewer than 2**24 positives)."""
+        if not self.label_count:
+            return math.nan
+        dtype = np.dtype(self.label_dtype)
+        if dtype.kind != "f" or dtype == np.float16:  # pandas sums these in float64
+            dtype = np.dtype(np.float64)
+        return float(dtype.type(self.label_sum) / dtype.type(self.label_count))
+
+    @property
+    def sessions(self) -> int | None:
+        """Distinct sessions (None when the split has no session column)."""
+        return None if self.session_ids is None else int(len(self.session_ids))
+
+
+def _arrow(frame: pd.DataFrame, meta: DatasetMeta) -> pa.Table:
+    """The columns of ``frame`` that :class:`SplitStats` reads, as one Arrow table."""
+    wanted = [LABEL, *meta.categorical, *meta.sequences, SESSION]
+    return pa.Table.from_pandas(frame[[c for c in wanted if c in frame]], preserve_index=False)
+
+
+def frame_stats(frame: pd.DataFrame, meta: DatasetMeta) -> SplitStats:
+    """:class:`SplitStats` of one whole DataFrame."""
+    stats = SplitStats(meta)
+    stats.add(_arrow(frame, meta))
+    return stats
+
+
 def access_counts(frame: pd.DataFrame, meta: DatasetMeta) -> AccessCounts:
     """Count lookups per row of every categorical table (sequence columns included)."""
-    counts: dict[str, np.ndarray] = {}
-    for name in meta.categorical:
-        card = meta.cardinalities[name]
-        counts[name] = np.bincount(frame[name].to_numpy(np.int64), minlength=card)
-    for column, item in meta.sequences.items():
-        if column not in frame:
-            continue
-        import pyarrow as pa
-
-        arr = pa.array(frame[column])
-        values = arr.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
-        counts[item] = counts[item] + np.bincount(values, minlength=len(counts[item]))
-    return AccessCounts({name: c[1:] for name, c in counts.items()})
+    return frame_stats(frame, meta).access_counts()
 
 
 def top_share(counts: np.ndarray, fraction: float) -> float:
@@ -92,13 +168,25 @@ def rank_curve(counts: np.ndarray, points: int) -> pd.DataFrame:
 
 def dataset_statistics(frame: pd.DataFrame, meta: DatasetMeta,
                        cfg: DatasetStatsConfig) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
+    """Summary, per-feature table and pooled rank curve of one dataset's train split (a whole
+    DataFrame; see :func:`split_statistics`)."""
+    return split_statistics(frame_stats(frame, meta), meta, cfg)
+
+
+def split_statistics(stats: SplitStats, meta: DatasetMeta, cfg: DatasetStatsConfig
+                     ) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
     """Summary, per-feature table and pooled rank curve of one dataset's train split.
+
+    Args:
+        stats: the split's accumulated statistics.
+        meta: the dataset's metadata.
+        cfg: top fractions, skew claim and rank-curve points.
 
     Returns:
         ``(summary, features, curve)``: a JSON-serialisable summary, one row per feature, and the
         pooled rank curve (:func:`rank_curve`).
     """
-    counts = access_counts(frame, meta)
+    counts = stats.access_counts()
     pooled = counts.pooled()
     rows = []
     for name, c in counts.per_feature.items():
@@ -121,12 +209,12 @@ def dataset_statistics(frame: pd.DataFrame, meta: DatasetMeta,
         "rows_seen": int((pooled > 0).sum()),
         "lookups": int(pooled.sum()),
         "singleton_share_of_seen": float(((pooled == 1).sum()) / max(1, (pooled > 0).sum())),
-        "positive_rate": float(frame[LABEL].mean()) if len(frame) else math.nan,
+        "positive_rate": stats.positive_rate,
         "malformed_rows": int(meta.provenance.get("parse", {}).get("malformed", 0)),
         "top_share": {_pct(f): top_share(pooled, f) for f in cfg.top_fractions},
         "claim_share": top_share(pooled, cfg.skew_claim_fraction),
         "claim_fraction": cfg.skew_claim_fraction,
-        "sessions": int(frame["session"].nunique()) if "session" in frame else None,
+        "sessions": stats.sessions,
     }
     return summary, features, rank_curve(pooled, cfg.rank_points)
 
@@ -142,16 +230,22 @@ def run(processed: Path, out: Path, cfg: DatasetStatsConfig) -> None:
     Writes ``stats.json`` (summary), ``features.csv`` and ``rank_curve.csv``; for an unavailable
     dataset only ``stats.json`` with ``available: false`` and the reason.
     """
+    import pyarrow.parquet as pq
+
     from workbench.data.pipeline import unavailable_result
-    from workbench.data.preprocess import read_split
+    from workbench.data.preprocess import iter_split
     from workbench.utils.io import atomic_dir, write_json
 
     with atomic_dir(out) as tmp:
         if unavailable_result(processed, tmp / "stats.json"):
             return
         meta = DatasetMeta.read(processed)
-        frame = read_split(processed, "train")
-        summary, features, curve = dataset_statistics(frame, meta, cfg)
+        stored = set(pq.read_schema(Path(processed) / "train.parquet").names)
+        columns = [c for c in [LABEL, *meta.categorical, *meta.sequences, SESSION] if c in stored]
+        stats = SplitStats(meta)
+        for table in iter_split(processed, "train", columns=columns):
+            stats.add(table)
+        summary, features, curve = split_statistics(stats, meta, cfg)
         write_json(tmp / "stats.json", summary)
         features.to_csv(tmp / "features.csv", index=False, float_format="%.6g")
         curve.to_csv(tmp / "rank_curve.csv", index=False, float_format="%.6g")

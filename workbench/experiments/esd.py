@@ -30,8 +30,7 @@ from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.edge_cluster import EdgeCluster
 from workbench.cluster.time_model import ComputeCost, SoftwareCost
 from workbench.data.config import DatasetConfig
-from workbench.data.keys import sample_keys, table_rows
-from workbench.data.preprocess import read_split
+from workbench.data.keys import read_keys, table_rows
 from workbench.data.schema import DatasetMeta
 from workbench.dispatch.base import run_dispatch
 from workbench.dispatch.registry import make_dispatcher
@@ -223,7 +222,7 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
     from workbench.utils.io import atomic_dir, write_json
 
     meta = DatasetMeta.read(processed)
-    keys = sample_keys(read_split(processed, "train", columns=meta.categorical), meta)
+    keys = read_keys(processed, meta)
     rows = table_rows(meta)
     wire_dim = model.embedding_dim
     samples = min(len(keys), train.max_train_samples or len(keys))

@@ -1,7 +1,8 @@
 """HET cache experiments: the train split's key trace replayed through the emulated cluster.
 
-Every run builds the trace of a dataset (:func:`workbench.dispatch.base.build_trace`: W workers,
-b samples per worker per iteration, one concatenated table), replays it through W HET caches
+Every run cuts the trace of a dataset (:func:`workbench.dispatch.base.iter_trace`: W workers,
+b samples per worker per iteration, one concatenated table; drawn again for every run, a window
+of steps at a time, so no run holds the whole trace), replays it through W HET caches
 (:mod:`workbench.cluster.cache`) with one constant update per key occurrence, and reads the
 counters. Nothing here trains a model:
 the rows a cache moves depend only on the keys, the policy, the capacity and the bounds.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,9 +38,9 @@ from tqdm.auto import tqdm
 
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.edge_cluster import EdgeCluster, replay, summarize
-from workbench.data.keys import sample_keys, table_rows
+from workbench.data.keys import read_keys, table_rows
 from workbench.data.schema import DatasetMeta
-from workbench.dispatch.base import build_trace
+from workbench.dispatch.base import iter_trace
 from workbench.experiments.config import HetCacheConfig
 from workbench.experiments.sizing import fitting, require_global_batch
 
@@ -66,15 +68,26 @@ class RunResult:
         return self.rows_pulled + self.rows_pushed
 
 
-def run_once(trace: np.ndarray, rows: int, policy: str, ratio: float, read_bound: int,
-             write_bound: int, order: str) -> RunResult:
-    """Replay ``trace`` with one cache setting; pool the counters over workers."""
-    workers = trace.shape[1]
-    cluster = EdgeCluster(ClusterConfig(workers=workers),
-                          CacheConfig(policy=policy, ratio=ratio if policy != "none" else 1.0,
-                                      read_bound=read_bound, write_bound=write_bound),
-                          table_rows=rows, dim=VALUE_DIM)
-    replay(cluster, trace, update=UPDATE, order=order, record=False)
+def run_once(trace: np.ndarray | Iterable[np.ndarray], rows: int, policy: str, ratio: float,
+             read_bound: int, write_bound: int, order: str) -> RunResult:
+    """Replay a trace with one cache setting; pool the counters over workers.
+
+    Args:
+        trace: ``[steps, W, keys]``, or consecutive windows of it (:func:`iter_trace`) replayed
+            one after the other on the same cluster (the same counters as the whole trace).
+    """
+    windows = [trace] if isinstance(trace, np.ndarray) else trace
+    cluster: EdgeCluster | None = None
+    for window in windows:
+        if cluster is None:
+            cluster = EdgeCluster(
+                ClusterConfig(workers=window.shape[1]),
+                CacheConfig(policy=policy, ratio=ratio if policy != "none" else 1.0,
+                            read_bound=read_bound, write_bound=write_bound),
+                table_rows=rows, dim=VALUE_DIM)
+        replay(cluster, window, update=UPDATE, order=order, record=False)
+    if cluster is None:
+        raise ValueError("empty trace: nothing to replay")
     totals = cluster.counters().sum(axis=0, keepdims=True)
     (s,) = summarize(totals)
     return RunResult(rows_pulled=int(s["pulled_rows"]), rows_pushed=int(s["pushed_rows"]),
@@ -113,14 +126,15 @@ def run_all(keys: np.ndarray, rows: int, cfg: HetCacheConfig, seed: int,
     skipped: dict[str, list[int]] = {}
     worker_sweep = fitting("experiments.het_cache.worker_sweep", cfg.worker_sweep,
                            lambda w: len(keys) >= w * cfg.batch_size, skipped)
-    traces: dict[int, tuple[np.ndarray, int]] = {}
 
-    def trace_for(workers: int) -> tuple[np.ndarray, int]:
-        if workers not in traces:
-            steps, epochs = _epochs_for(len(keys), workers, cfg.batch_size, cfg.min_steps)
-            traces[workers] = (build_trace(keys, workers, cfg.batch_size, cfg.dispatcher,
-                                           seed=seed, epochs=epochs), epochs)
-        return traces[workers]
+    def trace_for(workers: int) -> tuple[int, int]:
+        """``(steps over all epochs, epochs)`` of the trace of ``workers`` workers."""
+        steps, epochs = _epochs_for(len(keys), workers, cfg.batch_size, cfg.min_steps)
+        return steps * epochs, epochs
+
+    def windows(workers: int) -> Iterable[np.ndarray]:
+        return iter_trace(keys, workers, cfg.batch_size, cfg.dispatcher, seed=seed,
+                          epochs=trace_for(workers)[1])
 
     row_bytes = cfg.dim * 4
     jobs: list[tuple[str, dict[str, Any]]] = []
@@ -146,26 +160,26 @@ def run_all(keys: np.ndarray, rows: int, cfg: HetCacheConfig, seed: int,
     tables: dict[str, list[dict[str, Any]]] = {k: [] for k in ("miss_rate", "systems", "bounds",
                                                                "workers")}
     for table, job in tqdm(jobs, disable=not progress, desc="het_cache", unit="run"):
-        trace, epochs = trace_for(job["workers"])
+        steps, epochs = trace_for(job["workers"])
         key = (job["policy"], job["cache_ratio"], job["bound"], job["workers"])
         if key not in done:  # PS and Hybrid move the same embedding rows: replay once
-            done[key] = run_once(trace, rows, job["policy"], job["cache_ratio"] or 1.0,
-                                 job["bound"], job["bound"], cfg.order)
+            done[key] = run_once(windows(job["workers"]), rows, job["policy"],
+                                 job["cache_ratio"] or 1.0, job["bound"], job["bound"],
+                                 cfg.order)
         r = done[key]
         tables[table].append({
-            **job, "epochs": epochs, "steps": int(trace.shape[0]),
+            **job, "epochs": epochs, "steps": int(steps),
             "rows_pulled_per_epoch": r.rows_pulled / epochs,
             "rows_pushed_per_epoch": r.rows_pushed / epochs,
             "rows_moved_per_epoch": r.rows_moved / epochs,
             "embedding_bytes_per_epoch": r.rows_moved * row_bytes / epochs,
             "rows_moved_per_key": r.rows_moved / max(1, r.keys_read),
-            "rows_moved_per_sample": r.rows_moved / (trace.shape[0] * job["workers"]
-                                                     * cfg.batch_size),
+            "rows_moved_per_sample": r.rows_moved / (steps * job["workers"] * cfg.batch_size),
             "miss_rate": r.miss_rate, "miss_rate_all_reads": r.miss_rate_all,
             "stale_pulls_per_epoch": r.stale_pulls / epochs,
             "dirty_evictions_per_epoch": r.evict_pushes / epochs})
     frames = {k: pd.DataFrame(v) for k, v in tables.items()}
-    steps, epochs = trace_for(cfg.workers)[0].shape[0], trace_for(cfg.workers)[1]
+    steps, epochs = trace_for(cfg.workers)
     summary = {"samples": int(len(keys)), "features": int(keys.shape[1]), "table_rows": rows,
                "workers": cfg.workers, "batch_size": cfg.batch_size, "epochs": epochs,
                "steps": int(steps), "dim": cfg.dim, "policy": cfg.policy,
@@ -178,14 +192,13 @@ def run(processed: Path, out: Path, cfg: HetCacheConfig, seed: int,
         progress: bool = False) -> None:
     """The ``het_cache`` stage for one dataset: read ``processed``, write ``out`` whole."""
     from workbench.data.pipeline import unavailable_result
-    from workbench.data.preprocess import read_split
     from workbench.utils.io import atomic_dir, write_json
 
     with atomic_dir(out) as tmp:
         if unavailable_result(processed, tmp / "summary.json"):
             return
         meta = DatasetMeta.read(processed)
-        keys = sample_keys(read_split(processed, "train", columns=meta.categorical), meta)
+        keys = read_keys(processed, meta, max_rows=cfg.max_samples)
         frames, summary = run_all(keys, table_rows(meta), cfg, seed, progress, meta.name)
         for name, frame in frames.items():
             frame.to_csv(tmp / f"{name}.csv", index=False, float_format="%.6g")

@@ -42,8 +42,7 @@ from workbench.cluster.cache import COUNTERS
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.edge_cluster import EdgeCluster, replay
 from workbench.cluster.time_model import ComputeCost, Links, SoftwareCost, time_model
-from workbench.data.keys import sample_keys, table_rows
-from workbench.data.preprocess import read_split
+from workbench.data.keys import read_keys, table_rows
 from workbench.data.schema import DatasetMeta
 from workbench.dispatch.base import build_trace
 from workbench.experiments.calibrate import ModelShape, clock_costs, clock_summary
@@ -131,8 +130,7 @@ def run(processed: Path, out: Path, exp: HetTimeConfig, *, per_worker: int,
     from workbench.utils.io import atomic_dir, write_json
 
     meta = DatasetMeta.read(processed)
-    frame = read_split(processed, "train", columns=meta.categorical)
-    keys = sample_keys(frame, meta)[: exp.max_samples]
+    keys = read_keys(processed, meta, max_rows=exp.max_samples)
     rows = table_rows(meta)
     require_global_batch(len(keys), cluster.workers, per_worker, meta.name, "cluster.workers",
                          "experiments.het_cache.batch_size")

@@ -40,7 +40,7 @@ import torch
 from workbench.cluster.accelerator_time import step_seconds, step_timeline, sync_seconds
 from workbench.cluster.config import HardwareConfig
 from workbench.data.config import DatasetConfig
-from workbench.data.keys import sample_keys, table_rows
+from workbench.data.keys import read_keys, table_rows
 from workbench.data.popularity import (
     FLOAT_BYTES,
     hot_keys,
@@ -49,7 +49,6 @@ from workbench.data.popularity import (
     profile_counts,
     scaled_budget_bytes,
 )
-from workbench.data.preprocess import read_split
 from workbench.data.schema import DatasetMeta
 from workbench.experiments.config import HotlineConfig
 from workbench.experiments.het_train import load_split
@@ -95,7 +94,7 @@ def popularity(processed: Path, out: Path, exp: HotlineConfig, *, dim: int, seed
         if unavailable_result(processed, tmp / "summary.json"):
             return
         meta = DatasetMeta.read(processed)
-        keys = sample_keys(read_split(processed, "train", columns=meta.categorical), meta)
+        keys = read_keys(processed, meta)
         if keys.shape[0] == 0:
             raise ValueError(f"{processed}: the train split has no rows; nothing to profile")
         rows = table_rows(meta)
