@@ -16,7 +16,8 @@ linear: flat seconds per row; streaming memory flat). Inputs are cached under ``
 (11 GB at 45M rows) and reused when their size matches.
 
 Usage: python benchmarks/preprocess_scaling.py [--sizes 1000000 10000000 45000000]
-       [--memory-limit-mb 2048] [--workdir data/bench] [--out benchmarks/results/preprocess_scaling.json]
+       [--memory-limit-mb 2048] [--workdir data/bench] [--keep-inputs] [--keep-outputs]
+       [--out benchmarks/results/preprocess_scaling.json]
 """
 
 from __future__ import annotations
@@ -96,6 +97,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep-inputs", action="store_true",
                         help="keep the generated TSV files (11 GB at 45M rows)")
+    parser.add_argument("--keep-outputs", action="store_true",
+                        help="keep the largest size's processed dataset under --workdir "
+                             "(root_<rows>/processed/criteo_full_<rows>) for the later stages")
     parser.add_argument("--out", type=Path,
                         default=Path("benchmarks/results/preprocess_scaling.json"))
     args = parser.parse_args()
@@ -128,7 +132,8 @@ def main() -> None:
             print(f"{rows:,} rows, {engine}: {result['seconds']:.1f} s, "
                   f"{result.get('rows_per_s', 0):,.0f} rows/s, peak RSS "
                   f"{result['peak_rss_mb']:,.0f} MB", flush=True)
-        shutil.rmtree(root, ignore_errors=True)
+        if not (args.keep_outputs and rows == max(args.sizes)):
+            shutil.rmtree(root, ignore_errors=True)
         if not args.keep_inputs:
             shutil.rmtree(tsv.parent, ignore_errors=True)
     growth = {}

@@ -394,7 +394,7 @@ def test_dispatcher() -> None:
     assert set(PARSERS) == {"criteo_tsv", "criteo_csv", "avazu_csv", "movielens_100k",
                             "movielens_1m", "movielens_20m", "movielens_csv",
                             "taobao_user_behavior", "session_clicks", "diginetica_views"}
-    with pytest.raises(ValueError, match="known formats: avazu_csv, criteo_tsv"):
+    with pytest.raises(ValueError, match="known formats: avazu_csv, criteo_csv, criteo_tsv"):
         parse("parquet", "x")
 
 

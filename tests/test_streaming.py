@@ -182,14 +182,14 @@ pipeline.preprocess(DatasetConfig(**json.loads(sys.argv[1])), Path(sys.argv[2]),
 
 @pytest.mark.slow
 def test_streaming_stays_under_a_cap_well_below_the_in_memory_peak(tmp_path: Path) -> None:
-    """A generated 2M-row Criteo file (530 MB): the in-memory path peaks at P MB; the streaming
+    """A generated 3M-row Criteo file (0.8 GB): the in-memory path peaks at P MB; the streaming
     engine (DuckDB limited to 512 MB) must peak under P / 2 and write the same bytes.
 
     The cap is checked on the measured peak RSS, not enforced by the kernel: an address-space
     limit (RLIMIT_AS) fails on reservations (thread stacks, malloc arenas) rather than on use.
     """
     path = tmp_path / "train.txt"
-    write_criteo_tsv(SyntheticConfig(rows=2_000_000, cardinality_scale=0.05, chunk_rows=250_000),
+    write_criteo_tsv(SyntheticConfig(rows=3_000_000, cardinality_scale=0.05, chunk_rows=250_000),
                      0, path)
     base = _local(tmp_path, "criteo_tsv", [path], min_count=2, row_group_rows=131072,
                   memory_limit_mb=512)
