@@ -10,7 +10,9 @@ written as Criteo ``train.txt`` (TSV, no header, 8-hex-digit tokens) by
 * ``memory``: the in-memory path (pandas), only where its peak, extrapolated linearly from the
   smallest size, stays under 80% of this machine's RAM; otherwise recorded as skipped.
 
-Per run: wall seconds, rows/s, and the child's peak RSS (``wait4``'s ``ru_maxrss``). Then the
+Per run: wall seconds, rows/s, and the child's peak RSS (``wait4``'s ``ru_maxrss``; the inputs
+are generated in a child too, so this process stays small: a child's peak counts its parent's
+at spawn, see ``workbench.utils.timing.ChildRun``). Then the
 growth: seconds per row and peak RSS of each size relative to the smallest (time should be
 linear: flat seconds per row; streaming memory flat). Inputs are cached under ``--workdir``
 (11 GB at 45M rows) and reused when their size matches.
@@ -27,15 +29,22 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from workbench.data.config import DatasetConfig, SyntheticConfig
-from workbench.data.synthetic import write_criteo_tsv
+from workbench.data.config import DatasetConfig
 from workbench.utils.io import write_json
+from workbench.utils.timing import run_measured
 
+GENERATE = """
+import sys
+from workbench.data.config import SyntheticConfig
+from workbench.data.synthetic import write_criteo_tsv
+rows, seed, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+write_criteo_tsv(SyntheticConfig(rows=rows, cardinality_scale=1.0, chunk_rows=1_000_000), seed,
+                 path, progress=True)
+"""
 CHILD = """
 import sys, json, logging
 from pathlib import Path
@@ -58,8 +67,11 @@ def _input(workdir: Path, rows: int, seed: int) -> Path:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    write_criteo_tsv(SyntheticConfig(rows=rows, cardinality_scale=1.0, chunk_rows=1_000_000),
-                     seed, path, progress=True)
+    # In a child process: the generator's model (~1.5 GB at full size) must not raise this
+    # process's RSS, which every measured child starts from (ChildRun.floor_mb).
+    code = run_measured([sys.executable, "-c", GENERATE, str(rows), str(seed), str(path)])
+    if code.exit_code != 0:
+        raise RuntimeError(f"generating {path} failed (exit {code.exit_code})")
     marker.write_text(f"{rows}\n")
     print(f"wrote {rows:,} rows ({path.stat().st_size / 1e9:.2f} GB) in "
           f"{time.perf_counter() - t0:.0f} s", flush=True)
@@ -72,18 +84,19 @@ def _run(ds: DatasetConfig, root: Path) -> dict:
     args = {k: getattr(ds, k) for k in ("name", "source", "format", "path", "files", "min_count",
                                          "test_fraction", "engine", "memory_limit_mb",
                                          "row_group_rows")}
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(args), str(root)])
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
-        return {"engine": ds.engine, "failed": True, "exit": os.waitstatus_to_exitcode(status),
-                "seconds": seconds, "peak_rss_mb": usage.ru_maxrss / 1024}
+    run = run_measured([sys.executable, "-c", CHILD, json.dumps(args), str(root)])
+    seconds = run.seconds
+    if run.exit_code != 0:
+        return {"engine": ds.engine, "failed": True, "exit": run.exit_code, "seconds": seconds,
+                "peak_rss_mb": run.peak_rss_mb}
+    if run.peak_rss_mb <= run.floor_mb:
+        raise RuntimeError(f"the child's peak RSS ({run.peak_rss_mb:.0f} MB) is this process's "
+                           f"({run.floor_mb:.0f} MB): not a measurement of the child")
     meta = json.loads((root / "processed" / ds.name / "meta.json").read_text())
     rows = meta["rows"]["train"] + meta["rows"]["test"]
     out = root / "processed" / ds.name
     return {"engine": ds.engine, "rows": rows, "seconds": seconds, "rows_per_s": rows / seconds,
-            "peak_rss_mb": usage.ru_maxrss / 1024,
+            "peak_rss_mb": run.peak_rss_mb, "parent_rss_floor_mb": run.floor_mb,
             "embedding_rows": sum(meta["cardinalities"].values()),
             "output_bytes": sum(f.stat().st_size for f in out.glob("*.parquet"))}
 

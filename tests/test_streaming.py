@@ -4,7 +4,6 @@ memory, every guarantee of the parse kept."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +18,7 @@ from workbench.data.parsers import CRITEO_TSV
 from workbench.data.schema import MalformedInputError, ParseReport
 from workbench.data.streaming import TableLayout, encode_streaming
 from workbench.data.synthetic import write_criteo_tsv
+from workbench.utils.timing import run_measured
 
 from conftest import shared_data_dir
 
@@ -160,17 +160,6 @@ def test_given_ids_outside_the_cardinalities_fail(tmp_path: Path) -> None:
                          test_fraction=0.5, cardinalities={"C1": 5})
 
 
-def _peak_rss_mb(code: str, args: list[str]) -> tuple[int, float]:
-    """Run ``code`` in a child process; its exit code and peak RSS (``wait4``'s maxrss)."""
-    import os
-
-    proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    return os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024
-
-
 PREPROCESS = """
 import json, sys
 from pathlib import Path
@@ -200,8 +189,11 @@ def test_streaming_stays_under_a_cap_well_below_the_in_memory_peak(tmp_path: Pat
         root = tmp_path / engine
         pipeline.download(base, root, seed=0)
         args = json.dumps({**{k: getattr(base, k) for k in fields}, "engine": engine})
-        code, peaks[engine] = _peak_rss_mb(PREPROCESS, [args, str(root)])
-        assert code == 0, f"the {engine} engine failed"
+        run = run_measured([sys.executable, "-c", PREPROCESS, args, str(root)])
+        assert run.exit_code == 0, f"the {engine} engine failed"
+        peaks[engine] = run.peak_rss_mb
+    # The in-memory peak is the child's own, not this process's carried into it.
+    assert peaks["memory"] > run.floor_mb
     cap = peaks["memory"] / 2
     assert peaks["streaming"] < cap, (
         f"streaming peaked at {peaks['streaming']:.0f} MB, above the cap of {cap:.0f} MB (half "

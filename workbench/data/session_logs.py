@@ -360,12 +360,8 @@ def parse_session_clicks(paths: PathsLike, *, strict: bool = False, max_rows: in
         tokens) and ``category`` (string tokens), ``session``, ``timestamp`` (unix seconds);
         stably sorted by (session, timestamp).
     """
-    side = ParseReport()
-    fmt, clicks = session_clicks_format(paths, strict=strict, report=side)
-    table = parse_rows(fmt, clicks, strict=strict, max_rows=max_rows,
-                       history_length=history_length, block_size=block_size)
-    table.report = table.report.merge(side)
-    return table
+    return _parse_log(session_clicks_format, paths, strict=strict, max_rows=max_rows,
+                      history_length=history_length, block_size=block_size)
 
 
 # --------------------------------------------------------------------------------- DIGINETICA
@@ -459,9 +455,18 @@ def parse_diginetica_views(paths: PathsLike, *, strict: bool = False,
         ``timestamp`` (unix seconds of eventdate + timeframe // 1000); stably sorted by
         (session, timestamp).
     """
+    return _parse_log(diginetica_views_format, paths, strict=strict, max_rows=max_rows,
+                      history_length=history_length, block_size=block_size)
+
+
+def _parse_log(build: Callable[..., tuple[RowFormat, list[Path]]], paths: PathsLike, *,
+               strict: bool, max_rows: int | None, history_length: int, block_size: int
+               ) -> RawTable:
+    """Parse a session log in memory: its format for these files (the purchases read once),
+    then :func:`parse_rows` over the sample files; the purchases' rows join the report."""
     side = ParseReport()
-    fmt, views = diginetica_views_format(paths, strict=strict, report=side)
-    table = parse_rows(fmt, views, strict=strict, max_rows=max_rows,
+    fmt, files = build(paths, strict=strict, report=side)
+    table = parse_rows(fmt, files, strict=strict, max_rows=max_rows,
                        history_length=history_length, block_size=block_size)
     table.report = table.report.merge(side)
     return table

@@ -283,8 +283,7 @@ def _encode_in_duckdb(con: Any, layout: TableLayout, out_dir: Path, n: int, *,
                for split in ("train", "test")}
     for batch in stream:
         test = batch.column(TEST).to_numpy(zero_copy_only=False)
-        data = batch.drop_columns([TEST]) if hasattr(batch, "drop_columns") else \
-            pa.RecordBatch.from_arrays(batch.columns[:-1], names=batch.schema.names[:-1])
+        data = batch.drop_columns([TEST])
         cut_at = int(np.searchsorted(test, True))  # ordered by TEST: train rows come first
         for split, part in (("train", data.slice(0, cut_at)), ("test", data.slice(cut_at))):
             if part.num_rows:

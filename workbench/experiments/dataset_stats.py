@@ -20,6 +20,7 @@ nothing loops over samples. The DataFrame functions (:func:`access_counts`,
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,6 @@ class SplitStats:
         self.meta = meta
         self.counts = {name: np.zeros(meta.cardinalities[name], dtype=np.int64)
                        for name in meta.categorical}
-        self.rows = 0
         self.label_sum = 0.0
         self.label_count = 0
         self.label_dtype: np.dtype | None = None
@@ -70,7 +70,6 @@ class SplitStats:
         """Add one table's rows (categorical columns required; label, sequence and session
         columns counted where present)."""
         names = set(table.column_names)
-        self.rows += table.num_rows
         for name in self.meta.categorical:
             self._count(name, table.column(name).to_numpy())
         for column, item in self.meta.sequences.items():
@@ -88,6 +87,12 @@ class SplitStats:
             seen = seen[~np.isnan(seen)] if seen.dtype.kind == "f" else seen  # as nunique()
             self.session_ids = seen if self.session_ids is None \
                 else np.union1d(self.session_ids, seen)
+
+    def columns(self, available: Iterable[str]) -> list[str]:
+        """The columns :meth:`add` reads, among ``available``."""
+        available = set(available)
+        return [c for c in [LABEL, *self.meta.categorical, *self.meta.sequences, SESSION]
+                if c in available]
 
     def _count(self, name: str, ids: np.ndarray) -> None:
         self.counts[name] += np.bincount(ids, minlength=len(self.counts[name]))
@@ -114,16 +119,10 @@ class SplitStats:
         return None if self.session_ids is None else int(len(self.session_ids))
 
 
-def _arrow(frame: pd.DataFrame, meta: DatasetMeta) -> pa.Table:
-    """The columns of ``frame`` that :class:`SplitStats` reads, as one Arrow table."""
-    wanted = [LABEL, *meta.categorical, *meta.sequences, SESSION]
-    return pa.Table.from_pandas(frame[[c for c in wanted if c in frame]], preserve_index=False)
-
-
 def frame_stats(frame: pd.DataFrame, meta: DatasetMeta) -> SplitStats:
     """:class:`SplitStats` of one whole DataFrame."""
     stats = SplitStats(meta)
-    stats.add(_arrow(frame, meta))
+    stats.add(pa.Table.from_pandas(frame[stats.columns(frame.columns)], preserve_index=False))
     return stats
 
 
@@ -240,9 +239,8 @@ def run(processed: Path, out: Path, cfg: DatasetStatsConfig) -> None:
         if unavailable_result(processed, tmp / "stats.json"):
             return
         meta = DatasetMeta.read(processed)
-        stored = set(pq.read_schema(Path(processed) / "train.parquet").names)
-        columns = [c for c in [LABEL, *meta.categorical, *meta.sequences, SESSION] if c in stored]
         stats = SplitStats(meta)
+        columns = stats.columns(pq.read_schema(Path(processed) / "train.parquet").names)
         for table in iter_split(processed, "train", columns=columns):
             stats.add(table)
         summary, features, curve = split_statistics(stats, meta, cfg)
