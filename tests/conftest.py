@@ -70,6 +70,7 @@ def ci_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in cfg.experiments.flexshard.datasets:
         run(["flexshard", "--params", str(params), "--dataset", name])
     run(["distributed-check", "--params", str(params)])
+    run(["combined", "--params", str(params)])
     return params
 
 

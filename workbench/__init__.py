@@ -4,8 +4,10 @@ The package is layered; a module may import only from its own package and from p
 lower layer (``tests/test_layering.py`` walks every import to keep this true)::
 
    10  sweep               Hydra multirun over any stage (joblib / cluster launchers)
-    9  stages, replay      command lines: every pipeline stage; replaying your own traces
-    8  report/             papermill runner, report sections and claims, the seaborn theme
+    9  stages, replay,     command lines: every pipeline stage; replaying your own traces;
+       api                 the few calls a notebook cell makes (small live runs, tidy frames)
+    8  report/             papermill runner, report sections and claims, the seaborn theme,
+                           the notebooks' exploration widgets
     7  config              the configuration root: composes every layer's schema, loads conf/
     6  experiments/        one module per experiment stage, each owning its outputs
     5  training/           the trainer through the emulated cluster; the RecD trainer; Hotline's
@@ -40,5 +42,6 @@ LAYERS: dict[str, int] = {
     "report": 8,
     "stages": 9,
     "replay": 9,
+    "api": 9,
     "sweep": 10,
 }

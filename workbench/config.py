@@ -63,6 +63,7 @@ class ProfileConfig:
         esd_per_worker: samples per worker per batch of the ESD experiments.
         esd_warmup_max: ESD warm-up cap in batches (steady state usually comes earlier).
         esd_batches: global batches per ESD run.
+        combined_max_samples: train samples of each run of the ``combined`` ablation.
         recd_rows: rows of the synthetic sessions dataset of the RecD experiments.
         recd_window: rows per partition (clustering window) of the RecD experiments.
         recd_batches: batches of each RecD training run.
@@ -94,6 +95,7 @@ class ProfileConfig:
     esd_per_worker: int = field(default=64, metadata=in_range(1, None))
     esd_warmup_max: int = field(default=400, metadata=in_range(0, None))
     esd_batches: int = field(default=40, metadata=in_range(1, None))
+    combined_max_samples: int = field(default=131072, metadata=in_range(1, None))
     recd_rows: int = field(default=200_000, metadata=in_range(10, None))
     recd_window: int = field(default=16384, metadata=in_range(1, None))
     recd_batches: int = field(default=40, metadata=in_range(1, None))
@@ -188,7 +190,11 @@ class WorkbenchConfig:
                 ("experiments.hotline.hardware", self.experiments.hotline.hardware,
                  list(self.hardware)),
                 ("experiments.flexshard.datasets", self.experiments.flexshard.datasets,
-                 self.pipeline.datasets)):
+                 self.pipeline.datasets),
+                ("experiments.combined.dataset", [self.experiments.combined.dataset],
+                 self.pipeline.datasets),
+                ("experiments.combined.model", [self.experiments.combined.model],
+                 list(self.models))):
             for name in names:
                 if name not in known:
                     raise ConfigError(f"{owner} names '{name}', which is not one of {known}")

@@ -32,6 +32,8 @@ Stages::
     distributed-check  the emulator against real processes (torch.distributed, gloo, shaped
                    links): counters, bytes, parameters, phase times, ESD in wall time
                                                   -> results/distributed_check/<ds>
+    combined       the five mechanisms in one training run, and their ablation (bytes, time,
+                   AUC)                                   -> results/combined/<ds>
     notebook NAME  execute notebooks/NAME.py with papermill            -> reports/NAME/
     report         gather every notebook section                       -> reports/README.md
 
@@ -62,7 +64,7 @@ log = logging.getLogger("workbench.stages")
 
 STAGES = ("download", "preprocess", "prepare", "dataset-stats", "het-cache", "calibrate",
           "het-train", "het-time", "esd", "dedup", "recd", "hotline-popularity", "hotline",
-          "flexshard", "distributed-check", "notebook", "report")
+          "flexshard", "distributed-check", "combined", "notebook", "report")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -124,7 +126,7 @@ def _calibrate(cfg: WorkbenchConfig, ds: DatasetConfig | None) -> Path:
 
     exps = cfg.experiments
     names = {"train": exps.het_train.dataset, "time": exps.het_time.dataset,
-             "esd": exps.esd.dataset}
+             "esd": exps.esd.dataset, "combined": exps.combined.dataset}
     if ds is not None:
         names = {k: ds.name for k in names}
     shapes_of = {}
@@ -135,7 +137,8 @@ def _calibrate(cfg: WorkbenchConfig, ds: DatasetConfig | None) -> Path:
         cfg.models, shapes_of, train_dataset=names["train"], train_model=exps.het_train.model,
         time_dataset=names["time"], time_models=exps.het_time.models,
         fig2_dim=exps.het_time.fig2_dim, dim_sweep=exps.het_time.dim_sweep,
-        esd_dataset=names["esd"], esd_model=exps.esd.train_model)
+        esd_dataset=names["esd"], esd_model=exps.esd.train_model,
+        combined_dataset=names["combined"], combined_model=exps.combined.model)
     out = _calibration(cfg)
     calibrate.run(out, exps.calibrate, shapes=shapes, wire_dims=dims, seed=cfg.seed,
                   merge=ds is not None, progress=cfg.profile.progress)
@@ -175,6 +178,17 @@ def _esd(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
     esd.run(_processed(cfg, ds.name), out, exp, train=cfg.experiments.het_train,
             dataset=ds, model=cfg.models[exp.train_model], cluster=cfg.cluster,
             calibration=_calibration(cfg), seed=cfg.seed, progress=cfg.profile.progress)
+    return out
+
+
+def _combined(cfg: WorkbenchConfig, ds: DatasetConfig) -> Path:
+    from workbench.experiments import combined
+
+    exp = cfg.experiments.combined
+    out = _results(cfg, "combined", ds.name)
+    combined.run(_processed(cfg, ds.name), out, exp, esd=cfg.experiments.esd, dataset=ds,
+                 model=cfg.models[exp.model], cluster=cfg.cluster,
+                 calibration=_calibration(cfg), seed=cfg.seed, progress=cfg.profile.progress)
     return out
 
 
@@ -260,7 +274,8 @@ def _notebook(cfg: WorkbenchConfig, name: str | None, params: Path | None) -> Pa
 #: Stages that run on one dataset the configuration names (``experiments.<stage>.dataset``)
 #: unless the command line picks another.
 SINGLE_DATASET = {"het-train": "het_train", "het-time": "het_time", "esd": "esd",
-                  "hotline": "hotline", "distributed-check": "het_train"}
+                  "hotline": "hotline", "distributed-check": "het_train",
+                  "combined": "combined"}
 
 
 def _picked(args: argparse.Namespace) -> bool:
@@ -315,7 +330,8 @@ def run(argv: list[str] | None = None) -> Path:
     experiments = {"dataset-stats": _dataset_stats, "het-cache": _het_cache, "dedup": _dedup,
                    "recd": _recd, "het-train": _het_train, "het-time": _het_time, "esd": _esd,
                    "hotline-popularity": _hotline_popularity, "hotline": _hotline,
-                   "flexshard": _flexshard, "distributed-check": _distributed_check}
+                   "flexshard": _flexshard, "distributed-check": _distributed_check,
+                   "combined": _combined}
     if args.stage in experiments:
         return experiments[args.stage](cfg, ds)
     if args.stage == "calibrate":

@@ -97,8 +97,8 @@ class EdgeCluster:
         return np.stack([c.counters for c in self.caches]).copy()
 
     def end_iteration(self, compute_s: np.ndarray | float = 0.0, dense_bytes: float = 0.0,
-                      dense_sync: str = "allreduce", sparse_sync: str = "ps"
-                      ) -> dict[str, np.ndarray]:
+                      dense_sync: str = "allreduce", sparse_sync: str = "ps",
+                      hidden_s: np.ndarray | float = 0.0) -> dict[str, np.ndarray]:
         """Close an iteration: per-worker counter deltas, bytes and seconds.
 
         Args:
@@ -109,6 +109,8 @@ class EdgeCluster:
             sparse_sync: ``ps`` (rows pulled and pushed as the caches counted) or
                 ``allgather`` (embeddings replicated on every worker; each worker's updated
                 rows are all-gathered: HET's AllReduce baseline).
+            hidden_s: per-worker compute that overlaps this iteration's communication even
+                without prefetch (Hotline's popular micro-batch; see :func:`time_model`).
 
         Returns:
             :func:`time_model` for this iteration, one value per worker; the counter deltas
@@ -119,7 +121,7 @@ class EdgeCluster:
         self._last = now
         record = {k: v[0] for k, v in time_model(
             delta[None], self.links, self.dim, compute_s, dense_bytes, dense_sync,
-            sparse_sync).items()}
+            sparse_sync, hidden_s).items()}
         self.clock_s += record["iter_s"] + record["dense_s"]
         self._deltas.append(delta)
         self.records.append(record)

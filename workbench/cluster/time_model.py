@@ -29,6 +29,9 @@ sample) are the calibrated forward + backward + optimizer time of the model on t
 (gflops x 1e9)`` and ``a = 0`` (:class:`ComputeCost`).
 
 **Overlap.** ``none``: a worker reads, computes, then writes: ``iter_j = compute_j + comm_j``.
+With Hotline's popular micro-batch (``hidden_j`` of the compute needs no row of this
+iteration's transfer) the two overlap even so: ``iter_j = max(hidden_j, comm_j) + compute_j -
+hidden_j``.
 ``prefetch`` (HET: asynchronous requests, the next batch's keys prefetched, push and pull fused):
 the communication of one iteration runs while the previous one computes, so in the steady state
 ``iter_j = max(compute_j, comm_j)``. The protocol's order of reads and writes is the same under
@@ -203,7 +206,8 @@ class Links:
 
 def time_model(counters: np.ndarray, links: Links, dim: int,
                compute_s: np.ndarray | float = 0.0, dense_bytes: float = 0.0,
-               dense_sync: str = "allreduce", sparse_sync: str = "ps") -> dict[str, np.ndarray]:
+               dense_sync: str = "allreduce", sparse_sync: str = "ps",
+               hidden_s: np.ndarray | float = 0.0) -> dict[str, np.ndarray]:
     """Bytes and seconds of iterations from their counter deltas (the time model above).
 
     Args:
@@ -214,6 +218,11 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
         dense_bytes: dense parameter bytes synchronised per iteration.
         dense_sync: ``allreduce`` or ``ps`` (see :meth:`EdgeCluster.end_iteration`).
         sparse_sync: ``ps`` or ``allgather``.
+        hidden_s: the part of ``compute_s`` that needs none of this iteration's communication
+            (Hotline's popular micro-batch, whose rows are all in the worker's hot tier), so it
+            runs while the rows are fetched even without prefetch: ``iter_j = max(hidden_j,
+            comm_j) + compute_j - hidden_j`` under ``none`` (under ``prefetch`` every compute
+            already overlaps the communication).
 
     Returns:
         Arrays ``[iterations, workers]``: ``pulled_rows``, ``pushed_rows``,
@@ -276,7 +285,8 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
         raise ValueError(f"sparse_sync {sparse_sync!r} with dense_sync {dense_sync!r}: "
                          "supported are ps with ps or allreduce, and allgather with allreduce")
     compute = np.broadcast_to(np.asarray(compute_s, dtype=np.float64), shape)
-    iteration = np.maximum(compute, comm) if fused else compute + comm
+    hidden = np.minimum(np.broadcast_to(np.asarray(hidden_s, dtype=np.float64), shape), compute)
+    iteration = np.maximum(compute, comm) if fused else np.maximum(hidden, comm) + compute - hidden
     if dense_ps:  # already inside comm
         dense = np.zeros(shape)
         wire = np.full(shape, 2.0 * dense_bytes)

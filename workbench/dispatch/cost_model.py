@@ -15,7 +15,8 @@ spends moving one row over its link, and the real state of every worker's HET ca
     deduplicated:  sum_j sum_{k used on j} A[j, k]            ILP: a key is paid once per worker
 
 ``P_j(dirty evict)`` = dirty lines / capacity when j's cache is full (else 0). Worker j takes
-``cap_j`` samples (equal shares by default).
+``cap_j`` samples (equal shares by default). Rows every worker holds outside its cache (a hot
+tier replicated on every worker, ``local``) cost nothing anywhere: ``A[:, k] = 0``.
 """
 
 from __future__ import annotations
@@ -33,10 +34,14 @@ class CostModel:
     Args:
         cluster: the emulated cluster whose caches and links are read.
         wire_dim: embedding width used for row bytes (the cluster may move narrower rows).
+        local: ``bool[rows]``, rows replicated on every worker outside the caches (never
+            moved, so free on every worker); None: none.
     """
 
-    def __init__(self, cluster: EdgeCluster, wire_dim: int | None = None) -> None:
+    def __init__(self, cluster: EdgeCluster, wire_dim: int | None = None,
+                 local: np.ndarray | None = None) -> None:
         self.cluster = cluster
+        self.local = local
         dim = cluster.dim if wire_dim is None else wire_dim
         self.tau = dim * 4 / cluster.links.bandwidth_Bps  # seconds per row, per worker
 
@@ -52,6 +57,8 @@ class CostModel:
                               cache.dirty_fraction(), cost[j], dirty[j])
         sync = self.tau[:, None] * dirty
         cost += sync.sum(axis=0, keepdims=True) - sync  # others' pushes of keys dirty there
+        if self.local is not None:
+            cost[:, self.local[uniq]] = 0.0
         return cost
 
     def batch(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -32,15 +32,18 @@ def make_dispatcher(name: str, cluster: EdgeCluster, capacities: np.ndarray, *,
                     time_limit_s: float = 1.0, budget_s: float = 0.05,
                     small_instance: int = 2048, seconds_per_variable: float | None = None,
                     objective: str = "total", heuristic_rounds: int = 1,
-                    predictor: str | None = None, seed: int = 0) -> Dispatcher:
-    """Build a dispatcher by name for ``cluster`` (LAIA's snapshots get the caches' capacity)."""
+                    predictor: str | None = None, seed: int = 0,
+                    local: np.ndarray | None = None) -> Dispatcher:
+    """Build a dispatcher by name for ``cluster`` (LAIA's snapshots get the caches' capacity;
+    ``local`` marks rows replicated on every worker outside the caches, free to ESD's cost
+    model; LAIA, as Herald, knows no such tier)."""
     workers = cluster.workers
     if name in ("contiguous", "random"):
         return Dispatcher(name, workers, capacities, seed)
     if name == "laia":
         return LaiaBaseline(workers, capacities, cluster.server.rows, cluster.spec.capacity)
     if name in ("esd_heuristic", "esd_greedy", "esd_exact", "hybriddis"):
-        return EsdDispatcher(name, workers, capacities, CostModel(cluster, wire_dim), mode,
+        return EsdDispatcher(name, workers, capacities, CostModel(cluster, wire_dim, local), mode,
                              time_limit_s, budget_s, small_instance, seconds_per_variable,
                              objective, heuristic_rounds, predictor)
     raise ValueError(f"dispatcher {name!r}: must be one of {DISPATCHERS}")

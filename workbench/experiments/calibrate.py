@@ -237,7 +237,8 @@ def clock_summary(cluster: ClusterConfig, compute: ComputeCost,
 def required(models: dict[str, ModelConfig], shapes_of: dict[str, tuple[int, int]], *,
              train_dataset: str, train_model: str, time_dataset: str, time_models: list[str],
              fig2_dim: int, dim_sweep: list[int], esd_dataset: str,
-             esd_model: str) -> tuple[list[ModelShape], list[int]]:
+             esd_model: str, combined_dataset: str | None = None,
+             combined_model: str | None = None) -> tuple[list[ModelShape], list[int]]:
     """What the timed experiments need calibrated: model shapes and wire widths.
 
     Args:
@@ -248,6 +249,7 @@ def required(models: dict[str, ModelConfig], shapes_of: dict[str, tuple[int, int
             Fig. 7 at each model's width, Fig. 9c: ``train_model`` at every width of
             ``dim_sweep``).
         esd_dataset, esd_model: ``esd``'s end-to-end training.
+        combined_dataset, combined_model: the ``combined`` ablation's training (None: none).
     """
     def shape(name: str, dataset: str, dim: int | None = None) -> ModelShape:
         model = models[name] if dim is None else dataclasses.replace(models[name],
@@ -255,6 +257,8 @@ def required(models: dict[str, ModelConfig], shapes_of: dict[str, tuple[int, int
         return ModelShape(name, model, *shapes_of[dataset])
 
     shapes = [shape(train_model, train_dataset), shape(esd_model, esd_dataset)]
+    if combined_dataset is not None and combined_model is not None:
+        shapes.append(shape(combined_model, combined_dataset))
     for name in time_models:
         shapes += [shape(name, time_dataset), shape(name, time_dataset, fig2_dim)]
     shapes += [shape(train_model, time_dataset, d) for d in dim_sweep]

@@ -11,7 +11,22 @@ One iteration over a global batch of ``W x b`` samples::
     clock: the cluster's time model on this iteration's counters + the compute cost
 
 Embedding rows get plain SGD on the per-sample loss (the mean-loss gradient times the batch
-size), as HET's cache path does; the dense optimizer is configurable. Compute time comes from a
+size), as HET's cache path does; the dense optimizer is configurable.
+
+Three more mechanisms combine with any system (the ``combined`` experiment)::
+
+    dedup (RecD IKJT)   worker w reads each distinct key of its samples once (U_w = unique keys,
+                        inverse lookup expands them per occurrence) and writes ONE update row
+                        per distinct key (the occurrences' rows summed), so the cache's
+                        update clock ticks once per key and iteration, not once per occurrence
+    replicated rows     a hot set held by every worker outside its cache (Hotline's hot tier,
+      (hot tier)        FlexShard's replicated tier): read locally, never pulled; the workers'
+                        updates of the rows touched this iteration are all-reduced with the
+                        dense gradient (4 D bytes per touched row joins the ring AllReduce)
+    popular overlap     Hotline's micro-batches: a worker's popular samples (every key
+      (Hotline)         replicated) need no transfer, so their compute hides the fetch of the
+                        other samples' rows (``hidden_s`` of the clock; under prefetch every
+                        compute overlaps already) Compute time comes from a
 :class:`~workbench.cluster.time_model.ComputeCost` (the committed calibration of this machine,
 or the FLOP model), never from the wall clock of this run, so metrics are deterministic:
 ``(per_batch + per_sample x b) / speed_j`` for worker j with b samples.
@@ -227,6 +242,10 @@ class Trainer:
             size); None: an equal share each.
         budget_fraction: a cost-aware dispatcher's decision budget = this x the previous
             iteration's compute (its overrun is charged to the clock).
+        dedup: RecD's deduplicated reads and writes (one row per distinct key per worker).
+        replicated: ``bool[table_rows]``, rows held by every worker outside its cache (a hot
+            tier); their updates are all-reduced each iteration. None: none.
+        overlap_popular: Hotline's popular micro-batch hides the fetch (needs ``replicated``).
     """
 
     def __init__(self, model_cfg: ModelConfig, n_dense: int, n_sparse: int, table_rows: int,
@@ -235,8 +254,17 @@ class Trainer:
                  asp_staleness: int | None = None, threads: int = 1,
                  dispatcher_factory=None, compute: ComputeCost | None = None,
                  software: SoftwareCost | None = None,
-                 capacities: np.ndarray | None = None, budget_fraction: float = 1.0) -> None:
+                 capacities: np.ndarray | None = None, budget_fraction: float = 1.0,
+                 dedup: bool = False, replicated: np.ndarray | None = None,
+                 overlap_popular: bool = False) -> None:
         torch.set_num_threads(threads)
+        if replicated is not None and (system.kind in ("plain", "ps", "allreduce")
+                                       or replicated.shape != (table_rows,)):
+            raise ValueError("replicated rows need a cache or hybrid system (BSP over a PS) and "
+                             f"a bool[{table_rows}] mask; got {system.kind!r}, shape "
+                             f"{getattr(replicated, 'shape', None)}")
+        if overlap_popular and replicated is None:
+            raise ValueError("overlap_popular (Hotline's micro-batches) needs replicated rows")
         self.cfg = model_cfg
         self.system = system
         self.workers = 1 if system.kind == "plain" else cluster_cfg.workers
@@ -262,6 +290,14 @@ class Trainer:
             self.cluster = EdgeCluster(cluster_cfg, system.cache_config(cache_cfg), table_rows,
                                        self.dim, init, software)
             self.store = ClusterStore(self.cluster)
+        self.dedup = dedup
+        self.replicated = replicated
+        self.overlap_popular = overlap_popular
+        # every worker's copy of the replicated rows: identical after each AllReduce, so one
+        self.replica = torch.from_numpy(init.copy()) if replicated is not None else None
+        self.lookup_rows = 0  # embedding rows the workers looked up (per occurrence or unique)
+        self.replicated_rows = 0  # replicated rows all-reduced this iteration (touched by any)
+        self.replicated_synced = 0  # ... summed over iterations
         self.decider = None
         if dispatcher_factory is not None:
             if self.cluster is None:
@@ -305,8 +341,7 @@ class Trainer:
         f = keys.shape[1]
         emb = np.empty((batch, f, self.dim), dtype=np.float32)
         positions = [np.flatnonzero(owner == w) for w in range(self.workers)]
-        for w, pos in enumerate(positions):
-            emb[pos] = self.store.read(w, keys[pos].ravel()).reshape(len(pos), f, self.dim)
+        plans = [self._read(w, keys[pos].ravel(), emb, pos) for w, pos in enumerate(positions)]
         emb_t = torch.from_numpy(emb).requires_grad_(True)
         dense_t = torch.from_numpy(split.dense[idx])
         labels_t = torch.from_numpy(split.labels[idx])
@@ -318,11 +353,67 @@ class Trainer:
         loss.backward()
         self._dense_update(model)
         updates = (-self.cfg.lr_sparse * batch) * emb_t.grad.numpy()
-        for w, pos in enumerate(positions):
-            self.store.write(w, keys[pos].ravel(), updates[pos].reshape(-1, self.dim))
-        self._clock()
+        touched = [self._write(w, plan, updates[pos].reshape(-1, self.dim))
+                   for w, (pos, plan) in enumerate(zip(positions, plans))]
+        hidden = 0.0
+        if self.replicated is not None:
+            self.replicated_rows = len(np.unique(np.concatenate(touched)))
+            if self.overlap_popular:  # per-sample compute of each worker's popular samples
+                popular = np.array([int(self.replicated[keys[pos]].all(axis=1).sum())
+                                    for pos in positions])
+                hidden = self.compute.seconds(popular, self.speed) \
+                    - self.compute.seconds(np.zeros_like(popular), self.speed)
+        self._clock(hidden)
         self.iterations += 1
         return float(loss.detach())
+
+    def _read(self, w: int, flat: np.ndarray, emb: np.ndarray, pos: np.ndarray) -> tuple:
+        """Worker ``w``'s rows of keys ``flat`` into ``emb[pos]``: replicated rows from its
+        replica, the others through its store (each distinct key once under ``dedup``).
+
+        Returns:
+            ``(flat, remote, uniq, inverse)``: the keys, the positions in ``flat`` of those
+            read through the store, their distinct keys and the inverse lookup (the last two
+            None without dedup), for :meth:`_write`.
+        """
+        out = emb[pos].reshape(-1, self.dim) if len(pos) else np.empty((0, self.dim), np.float32)
+        remote = (np.arange(len(flat)) if self.replicated is None
+                  else np.flatnonzero(~self.replicated[flat]))
+        if self.replicated is not None and len(remote) < len(flat):
+            local = np.flatnonzero(self.replicated[flat])
+            out[local] = self.replica.numpy()[flat[local]]
+        keys = flat[remote]
+        uniq = inverse = None
+        if self.dedup:
+            uniq, inverse = np.unique(keys, return_inverse=True)
+            out[remote] = self.store.read(w, uniq)[inverse]
+            self.lookup_rows += len(np.unique(flat))  # replicated rows deduplicated as well
+        else:
+            out[remote] = self.store.read(w, keys)
+            self.lookup_rows += len(flat)
+        emb[pos] = out.reshape(len(pos), -1, self.dim)
+        return flat, remote, uniq, inverse
+
+    def _write(self, w: int, plan: tuple, rows: np.ndarray) -> np.ndarray:
+        """Worker ``w``'s update ``rows`` (one per occurrence of ``flat``): the replicated ones
+        into the replica (the AllReduce: every worker's updates summed), the others through its
+        store (summed per distinct key under ``dedup``). Returns the replicated keys touched."""
+        flat, remote, uniq, inverse = plan
+        if self.replicated is not None and len(remote) < len(flat):
+            local = np.flatnonzero(self.replicated[flat])
+            self.replica.index_add_(0, torch.from_numpy(flat[local]),
+                                    torch.from_numpy(np.ascontiguousarray(rows[local])))
+            touched = flat[local]
+        else:
+            touched = flat[:0]
+        if uniq is None:
+            self.store.write(w, flat[remote], np.ascontiguousarray(rows[remote]))
+        else:
+            summed = torch.zeros((len(uniq), self.dim))
+            summed.index_add_(0, torch.from_numpy(inverse.ravel()),
+                              torch.from_numpy(np.ascontiguousarray(rows[remote])))
+            self.store.write(w, uniq, summed.numpy())
+        return touched
 
     def _forward_model(self) -> torch.nn.Module:
         """The live model (BSP), or a copy holding parameters ``tau`` iterations old (ASP)."""
@@ -341,7 +432,7 @@ class Trainer:
                 live.grad = stale.grad
         self.optimizer.step()
 
-    def _clock(self) -> None:
+    def _clock(self, hidden: np.ndarray | float = 0.0) -> None:
         compute = self.iteration_compute_s
         if self._charge_s:  # the decision overran its budget: the iteration waits for it
             self.elapsed_s += self._charge_s
@@ -351,8 +442,10 @@ class Trainer:
             self.elapsed_s += float(compute[0])
             self.compute_s += float(compute[0])
             return
-        rec = self.cluster.end_iteration(compute, self.dense_bytes, self.system.dense_sync,
-                                         self.system.sparse_sync)
+        synced = self.dense_bytes + 4 * self.dim * self.replicated_rows
+        self.replicated_synced += self.replicated_rows
+        rec = self.cluster.end_iteration(compute, synced, self.system.dense_sync,
+                                         self.system.sparse_sync, hidden)
         if self.system.kind == "ps":  # ASP: workers run on their own clocks
             self.elapsed_s = float(self.cluster.clock_s.max())
             self.compute_s += float(compute.max())
@@ -366,6 +459,8 @@ class Trainer:
     def predict(self, split: Split, chunk: int = 8192) -> np.ndarray:
         """Logits of every sample of ``split`` with the current parameters and table."""
         table = self.store.table()
+        if self.replicated is not None:  # the replicated rows live in the workers' replica
+            table[self.replicated] = self.replica.numpy()[self.replicated]
         out = []
         for start in range(0, len(split), chunk):
             sl = slice(start, start + chunk)

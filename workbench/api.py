@@ -1,0 +1,298 @@
+"""The few calls a researcher types in a notebook cell; each answers in seconds with a tidy frame.
+
+::
+
+    from workbench import api
+    cfg = api.config(["experiments.esd.bandwidth_spread=100"])  # Hydra overrides, validated
+    data = api.load(cfg, train_samples=8192)                     # a processed dataset's splits
+    api.replay_cache(data.train.keys, data.rows, policy="lfu", cache_ratio=0.05, bound=10)
+    api.dispatch(data, ["random", "laia", "hybriddis"], cfg, bandwidth_spread=100)
+    api.train(data, cfg, steps=40, mechanisms=["esd", "het", "recd"])
+
+=================  =======================================================  ==================
+call               what it runs                                             returns
+=================  =======================================================  ==================
+``config``         compose ``conf/`` (or read a params file) + overrides    WorkbenchConfig
+``load``           a processed dataset's train / test splits                :class:`Data`
+``cluster``        the emulated edge cluster of the config (links, caches)  EdgeCluster
+``replay_cache``   samples' keys through HET caches, one setting per call   DataFrame, 1 row
+``dispatch``       dispatchers on ESD's edge cluster, warmed, then measured DataFrame, 1 / disp.
+``train``          N steps through the cluster with any mechanisms on       DataFrame per eval
+``ikjt``           batches of a table as RecD IKJTs: dedup per group        DataFrame per group
+=================  =======================================================  ==================
+
+Every call is deterministic for a given config and seed. The pipeline's stages call the same
+experiment functions at full size; these run small variants of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from workbench.config import WorkbenchConfig, load as load_config
+
+__all__ = ["Data", "config", "load", "cluster", "replay_cache", "dispatch", "train", "ikjt"]
+
+
+def config(overrides: Sequence[str] | None = None,
+           params: Path | str | None = None) -> WorkbenchConfig:
+    """The validated configuration: ``conf/`` composed (or ``params``, a composed params file,
+    read) with Hydra ``overrides`` such as ``"experiments.esd.bandwidth_spread=100"``."""
+    return load_config(list(overrides or []), params)
+
+
+@dataclass
+class Data:
+    """A processed dataset in memory.
+
+    Attributes:
+        name: the dataset.
+        train: the train split (dense, global keys ``[n, F]``, labels).
+        test: the test split.
+        meta: the dataset's schema (features, cardinalities).
+        rows: rows of the concatenated embedding table.
+    """
+
+    name: str
+    train: Any
+    test: Any
+    meta: Any
+    rows: int
+
+
+def load(cfg: WorkbenchConfig, dataset: str | None = None, train_samples: int | None = 16384,
+         test_samples: int | None = 4096) -> Data:
+    """The first ``train_samples`` / ``test_samples`` of a processed dataset.
+
+    Args:
+        cfg: the configuration (its ``paths.data``).
+        dataset: a key of ``datasets`` (default: ``experiments.combined.dataset``).
+        train_samples: train samples kept (None: all).
+        test_samples: test samples kept (None: all).
+
+    Raises:
+        FileNotFoundError: the dataset is not preprocessed (names the command that makes it).
+    """
+    from workbench.data.keys import table_rows
+    from workbench.data.pipeline import processed_dir
+    from workbench.data.schema import DatasetMeta
+    from workbench.experiments.het_train import load_split
+
+    name = dataset or cfg.experiments.combined.dataset
+    processed = processed_dir(cfg.paths.resolve("data"), name)
+    if not (processed / "train.parquet").exists():
+        raise FileNotFoundError(f"{processed} holds no preprocessed dataset: run `python -m "
+                                f"workbench.stages prepare --dataset {name}` (or dvc repro)")
+    meta = DatasetMeta.read(processed)
+    return Data(name, load_split(processed, meta, "train", train_samples),
+                load_split(processed, meta, "test", test_samples), meta, table_rows(meta))
+
+
+def cluster(cfg: WorkbenchConfig, rows: int, dim: int | None = None):
+    """The emulated edge cluster of ``cfg.cluster`` with ``cfg.cache`` on every worker.
+
+    Args:
+        cfg: e.g. ``config(["cluster=edge_tiers", "cache=lfu", "cache.ratio=0.05"])``.
+        rows: rows of the table.
+        dim: embedding width (default: ``cfg.model.embedding_dim``).
+
+    Returns:
+        An :class:`~workbench.cluster.edge_cluster.EdgeCluster`; ``read`` / ``write`` /
+        ``end_iteration`` drive it, ``history()`` is its tidy per-(iteration, worker) frame.
+    """
+    from workbench.cluster.edge_cluster import EdgeCluster
+
+    return EdgeCluster(cfg.cluster, cfg.cache, rows, dim or cfg.model.embedding_dim)
+
+
+def replay_cache(keys: np.ndarray, rows: int, *, policy: str = "lru", cache_ratio: float = 0.1,
+                 bound: int = 100, workers: int = 8, per_worker: int = 128, epochs: int = 1,
+                 seed: int = 0) -> pd.DataFrame:
+    """Replay samples' keys through one HET cache setting (the ``het-cache`` stage's replay).
+
+    Consecutive slices of ``per_worker`` samples go to the ``workers`` in turn; each reads its
+    keys through its cache and writes one update per occurrence, BSP.
+
+    Returns:
+        One row: the setting, ``miss_rate`` (reads with the caches full; NaN when they never
+        filled), ``miss_rate_all`` (every read, cold start included), ``rows_pulled``,
+        ``rows_pushed``, ``rows_moved``, ``rows_moved_per_key``, ``stale_pulls``,
+        ``evict_pushes``, ``keys_read``.
+    """
+    from workbench.dispatch.base import build_trace
+    from workbench.experiments.het_cache import run_once
+
+    trace = build_trace(np.asarray(keys), workers, per_worker, seed=seed, epochs=epochs)
+    res = run_once(trace, rows, policy, cache_ratio, bound, bound, "sequential")
+    return pd.DataFrame([{"policy": policy, "cache_ratio": cache_ratio, "bound": bound,
+                          "workers": workers, "per_worker": per_worker,
+                          "miss_rate": res.miss_rate, "miss_rate_all": res.miss_rate_all,
+                          "rows_pulled": res.rows_pulled,
+                          "rows_pushed": res.rows_pushed, "rows_moved": res.rows_moved,
+                          "rows_moved_per_key": res.rows_moved / max(res.keys_read, 1),
+                          "stale_pulls": res.stale_pulls, "evict_pushes": res.evict_pushes,
+                          "keys_read": res.keys_read}])
+
+
+def _clock(cfg: WorkbenchConfig, cluster, model_name: str, data: Data):
+    """The clock's compute and software costs of ``model_name`` on ``data``'s shape: the
+    committed calibration when it has them, else the FLOP model without software cost (logged:
+    a live run must answer even on a machine that never ran ``make calibrate``)."""
+    import logging
+
+    from workbench.experiments.calibrate import ModelShape, clock_costs
+    from workbench.utils.validation import ConfigError
+
+    shape = ModelShape(model_name, cfg.models[model_name], len(data.meta.dense),
+                       len(data.meta.categorical))
+    try:
+        return clock_costs(cluster, cfg.paths.resolve("results") / "calibration", shape)
+    except (ConfigError, FileNotFoundError) as err:
+        logging.getLogger(__name__).warning("no calibrated clock (%s): using the FLOP model "
+                                            "and no software cost", err)
+        flops = dataclasses.replace(cluster, compute="flops", software="off")
+        return clock_costs(flops, Path("."), shape)
+
+
+def dispatch(data: Data, dispatchers: Sequence[str] = ("random", "laia", "hybriddis"),
+             cfg: WorkbenchConfig | None = None, *, batches: int = 10, warmup_max: int = 40,
+             seed: int = 0, **esd_knobs: Any) -> pd.DataFrame:
+    """Each dispatcher on ESD's edge cluster: warm the caches, then measure ``batches``.
+
+    Args:
+        data: :func:`load`'s splits (the train samples are dispatched, wrapping around).
+        dispatchers: names (:data:`workbench.dispatch.registry.DISPATCHERS`).
+        cfg: the configuration whose ``experiments.esd`` is the base setting (default:
+            ``conf/``).
+        batches: global batches measured after the warm-up.
+        warmup_max: at most this many warm-up batches.
+        seed: seeds the random dispatcher.
+        **esd_knobs: any field of ``experiments.esd``, e.g. ``bandwidth_spread=100``,
+            ``workers=16``, ``cache_ratio=0.01``, ``per_worker=32``.
+
+    Returns:
+        One row per dispatcher: ``transfer_s_per_batch`` (seconds of row transfers summed over
+        workers), ``makespan_s_per_batch``, ``rows_per_batch``, the warm-up and the setting.
+    """
+    from workbench.experiments.esd import clock_cluster, one_run
+
+    cfg = cfg or config()
+    exp = dataclasses.replace(cfg.experiments.esd, batches=batches, warmup_max=warmup_max,
+                              **esd_knobs)
+    # HybridDis' budget: a fraction of one iteration's compute of ESD's train model
+    compute, _ = _clock(cfg, clock_cluster(exp, cfg.cluster), exp.train_model, data)
+    wire_dim = cfg.models[exp.train_model].embedding_dim
+    out = []
+    for name in dispatchers:
+        row, _ = one_run(data.train.keys, data.rows, exp, name, exp.workers, exp.per_worker,
+                         exp.cache_ratio, exp.bandwidth_spread, exp.capacity,
+                         exp.hybrid_budget_fraction, wire_dim, seed, compute)
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def train(data: Data, cfg: WorkbenchConfig | None = None, *, steps: int = 40,
+          mechanisms: Sequence[str] = (), laia: bool = False, eval_every: int | None = None,
+          seed: int = 0, **combined_knobs: Any) -> pd.DataFrame:
+    """Train ``steps`` iterations through ESD's edge cluster with any mechanisms on.
+
+    Args:
+        data: :func:`load`'s splits (the first ``steps x workers x per_worker`` train samples).
+        cfg: the configuration (``experiments.combined`` is the base; default: ``conf/``).
+        steps: iterations.
+        mechanisms: any of ``esd``, ``het``, ``recd``, ``hotline``, ``flexshard`` (see
+            :mod:`workbench.experiments.combined`).
+        laia: dispatch with Herald's LAIA instead (of ESD or the baseline).
+        eval_every: iterations between test evaluations (default: steps / 4).
+        seed: seeds the model, the dispatcher and the profile.
+        **combined_knobs: any field of ``experiments.combined``, e.g. ``cache_ratio=0.1``,
+            ``bound=10``, ``hot_fraction=0.02``, ``bandwidth_spread=100``.
+
+    Returns:
+        One row per evaluation: ``iteration``, ``test_auc``, ``time_s`` (emulated),
+        ``compute_s``, ``comm_s``, ``bytes``, ... and the run's settings; the frame's
+        ``attrs["totals"]`` holds the ablation row of the run (bytes by kind, rows, lookups).
+
+    Raises:
+        ValueError: an unknown mechanism, or fewer train samples than ``steps`` batches.
+    """
+    from workbench.experiments.combined import ablation_row, replicated_sets, run_cluster, \
+        train_run
+    from workbench.experiments.config import MECHANISMS
+
+    cfg = cfg or config()
+    bad = set(mechanisms) - set(MECHANISMS)
+    if bad:
+        raise ValueError(f"mechanisms {sorted(bad)}: must be among {MECHANISMS}")
+    exp = dataclasses.replace(cfg.experiments.combined, eval_every=eval_every or max(1, steps // 4),
+                              epochs=1, **combined_knobs)
+    need = steps * exp.workers * exp.per_worker
+    if len(data.train) < need:
+        raise ValueError(f"{steps} steps of {exp.workers} x {exp.per_worker} samples need "
+                         f"{need} train samples; {data.name} has {len(data.train)} loaded "
+                         "(api.load(..., train_samples=...))")
+    model = cfg.models[exp.model]
+    compute, software = _clock(cfg, run_cluster(exp, cfg.cluster, het=True), exp.model, data)
+    sets = replicated_sets(data.train.keys, data.rows, exp, model.embedding_dim, seed)
+    on = frozenset(mechanisms)
+    metrics, history, trainer = train_run(data.train.head(need), data.test, data.meta, exp,
+                                          cfg.experiments.esd, model, cfg.cluster, on, laia,
+                                          sets, compute, software, seed)
+    name = "+".join(m for m in MECHANISMS if m in on) or "none"
+    dispatcher = "laia" if laia else exp.esd_dispatcher if "esd" in on \
+        else exp.baseline_dispatcher
+    metrics.insert(0, "run", name)
+    target = exp.target_auc if exp.target_auc is not None else (
+        cfg.datasets[data.name].target_auc if data.name in cfg.datasets else cfg.dataset.target_auc)
+    metrics.attrs["totals"] = ablation_row(name, on, dispatcher, metrics, history, trainer,
+                                           target)
+    metrics.attrs["clock"] = compute.describe()
+    return metrics
+
+
+def ikjt(table, keys: Sequence[str], groups: Sequence[Sequence[str]],
+         batch_size: int = 256, batches: int = 8) -> pd.DataFrame:
+    """Cut a table into batches and convert each to an IKJT: the dedup factor per group.
+
+    Args:
+        table: a pyarrow Table or pandas DataFrame with one list or scalar column per key
+            (a RecD partition, ``data/partitions/<dataset>/clustered/...``).
+        keys: the sparse features.
+        groups: RecD's dedup groups, e.g. ``[["user_id", "history"]]``; the other keys stay
+            plain.
+        batch_size: rows per batch.
+        batches: the first this many full batches.
+
+    Returns:
+        One row per (batch, group): ``values`` (ids in the KJT), ``unique_rows``, ``rows``,
+        ``dedup_factor`` (rows / unique rows), ``ikjt_values`` (ids kept).
+    """
+    import pyarrow as pa
+
+    from workbench.sparse.jagged_tensor import to_ikjt
+    from workbench.sparse.reader import table_to_kjt
+
+    if isinstance(table, pd.DataFrame):
+        table = pa.Table.from_pandas(table, preserve_index=False)
+    grouped = {k for g in groups for k in g}
+    plain = [k for k in keys if k not in grouped]
+    out = []
+    for b in range(min(batches, table.num_rows // batch_size)):
+        kjt = table_to_kjt(table.slice(b * batch_size, batch_size), keys)
+        inv = to_ikjt(kjt, groups, plain=plain)
+        for group in groups:
+            kept = sum(len(inv.values(k)) for k in group)
+            total = sum(len(kjt[k].values()) for k in group)
+            out.append({"batch": b, "group": "+".join(group), "rows": batch_size,
+                        "unique_rows": inv.num_unique(group),
+                        "dedup_factor": inv.dedup_factor(group), "values": total,
+                        "ikjt_values": kept})
+    if not out:
+        raise ValueError(f"{table.num_rows} rows hold no batch of {batch_size}")
+    return pd.DataFrame(out)
