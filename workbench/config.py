@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("command", choices=["dump", "check"])
     parser.add_argument("overrides", nargs="*")
     parser.add_argument("-o", "--out", type=Path, default=None)
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     try:
         composed = compose(args.overrides)
         validate(composed)

@@ -30,8 +30,8 @@ per worker, no peer links) FlexShard's per-node and row-sharded tiers have no co
 placement is its replicated tier; under HET's prefetch every compute already overlaps the
 communication, so Hotline's micro-batch overlap only shows when ``het`` is off.
 
-Runs (``ablation.csv``, one row each): ``none``; each mechanism alone; ``all``; all but each;
-and ``all (laia)``, all with Herald's LAIA dispatching instead of ESD. Every run trains the same
+Runs (``ablation.csv``, one row each): ``none``; each mechanism alone; the configured pairs;
+``all``; all but each; and ``all (laia)``, all with Herald's LAIA dispatching instead of ESD. Every run trains the same
 model from the same initial parameters on the same samples, on the calibrated clock.
 """
 
@@ -60,14 +60,17 @@ log = logging.getLogger(__name__)
 TOTALS = ("embedding_bytes", "meta_bytes", "dense_bytes", "pulled_rows", "pushed_rows")
 
 
-def runs(mechanisms: list[str]) -> list[tuple[str, frozenset[str], bool]]:
+def runs(mechanisms: list[str], pairs: list[list[str]] = ()
+         ) -> list[tuple[str, frozenset[str], bool]]:
     """The ablation's runs: ``(name, mechanisms on, LAIA instead of ESD)``.
 
-    none; each mechanism alone; all; all but each; all with LAIA (when ``esd`` is switched).
+    none; each mechanism alone; each pair of ``pairs``; all; all but each; all with LAIA (when
+    ``esd`` is switched).
     """
     every = frozenset(mechanisms)
     out = [("none", frozenset(), False)]
     out += [(f"{m} only", frozenset([m]), False) for m in mechanisms]
+    out += [(f"{a} + {b}", frozenset([a, b]), False) for a, b in pairs]
     out.append(("all", every, False))
     if len(mechanisms) > 2:
         out += [(f"all - {m}", every - {m}, False) for m in mechanisms]
@@ -202,7 +205,7 @@ def run(processed: Path, out: Path, exp: CombinedConfig, *, esd: EsdConfig,
     clock = run_cluster(exp, cluster, het=True)
     compute, software = clock_costs(clock, calibration, ModelShape(
         exp.model, model, len(meta.dense), len(meta.categorical)))
-    plan = runs(exp.mechanisms)
+    plan = runs(exp.mechanisms, exp.pairs)
     table, curves, iterations = [], [], []
     for name, on, laia in tqdm(plan, disable=not progress, desc="combined"):
         metrics, history, trainer = train_run(train, test, meta, exp, esd, model, cluster, on,
@@ -217,8 +220,8 @@ def run(processed: Path, out: Path, exp: CombinedConfig, *, esd: EsdConfig,
         log.info("%s: %.4g s emulated, %.4g MB moved, AUC %.4f", name, table[-1]["time_s"],
                  table[-1]["bytes"] / 1e6, table[-1]["final_auc"])
     popular = {m: float(sets[m][train.keys].all(axis=1).mean()) for m in sets}
-    summary = {"dataset": meta.name, "table_rows": rows, "train_samples": len(train),
-               "test_samples": len(test), "target_auc": target, **dataclasses.asdict(exp),
+    summary = {**dataclasses.asdict(exp), "dataset": meta.name, "table_rows": rows,
+               "train_samples": len(train), "test_samples": len(test), "target_auc": target,
                "esd_options": esd.dispatcher_options(),
                "hybrid_budget_fraction": esd.hybrid_budget_fraction,
                "replicated_rows": {m: int(s.sum()) for m, s in sets.items()},

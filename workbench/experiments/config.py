@@ -692,6 +692,8 @@ class CombinedConfig:
         model: the model trained (a key of ``models``).
         mechanisms: the mechanisms the ablation switches (a subset of :data:`MECHANISMS`);
             the runs are: none, each alone, all, all but each, and all with LAIA dispatching.
+        pairs: pairs of mechanisms also run together alone (their interaction: does one
+            shrink the other's gain?).
         esd_dispatcher: the dispatcher when ``esd`` is on (``hybriddis`` or an ESD solver).
         baseline_dispatcher: the dispatcher when it is off.
         workers: edge workers.
@@ -717,6 +719,8 @@ class CombinedConfig:
     dataset: str = "synthetic"
     model: str = "wdl"
     mechanisms: list[str] = field(default_factory=lambda: list(MECHANISMS), metadata=nonempty())
+    pairs: list[list[str]] = field(default_factory=lambda: [
+        ["esd", "recd"], ["esd", "het"], ["het", "hotline"], ["hotline", "flexshard"]])
     esd_dispatcher: str = "hybriddis"
     baseline_dispatcher: str = "random"
     workers: int = field(default=8, metadata=in_range(2, 1024))
@@ -739,6 +743,10 @@ class CombinedConfig:
     def __post_init__(self) -> None:
         check_each("mechanisms", self.mechanisms, lambda m: m in MECHANISMS,
                    f"one of {MECHANISMS}")
+        for i, pair in enumerate(self.pairs):
+            if len(pair) != 2 or len(set(pair)) != 2 or not set(pair) <= set(self.mechanisms):
+                raise ConfigError(f"experiments.combined.pairs[{i}] = {pair}: must be two "
+                                  f"different mechanisms of {self.mechanisms}")
         if len(set(self.mechanisms)) != len(self.mechanisms):
             raise ConfigError(f"experiments.combined.mechanisms = {self.mechanisms}: each at "
                               "most once")
