@@ -113,8 +113,8 @@ def ablation_row(name: str, on: frozenset[str], dispatcher: str, metrics: pd.Dat
     from workbench.training.trainer import time_to_target
 
     totals = {k: float(history[k].sum()) for k in TOTALS}
-    workers = trainer.workers
-    replicated_bytes = 2 * (workers - 1) / workers * 4 * trainer.dim * trainer.replicated_synced
+    workers = trainer.workers  # every worker sends 2 (W-1)/W of the ring; summed over workers
+    replicated_bytes = 2 * (workers - 1) * 4 * trainer.dim * trainer.replicated_synced
     last = metrics.iloc[-1]
     return {"run": name, **{m: m in on for m in MECHANISMS}, "dispatcher": dispatcher,
             "bytes": totals["embedding_bytes"] + totals["meta_bytes"] + totals["dense_bytes"],
