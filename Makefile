@@ -1,8 +1,8 @@
 # Two commands set everything up and run it:
 #   make repro   virtualenv + install + params.yaml from conf/ + dvc repro (the embedded default)
 #   make test    virtualenv + install (with dev extras) + the whole test suite
-# Also: make lab (JupyterLab on the notebooks), make params, make calibrate, make bench,
-# make clean.
+# Also: make lab (JupyterLab on the notebooks), make notebooks (their .ipynb, for papermill),
+# make params, make calibrate, make bench, make clean.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
@@ -11,7 +11,7 @@ PY     := $(BIN)/python
 # pytest workers: 2 cores here and in CI.
 JOBS   ?= 2
 
-.PHONY: repro test lab params calibrate install install-dev bench clean
+.PHONY: repro test lab notebooks params calibrate install install-dev bench clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -50,7 +50,18 @@ calibrate: params
 test: install-dev
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -n $(JOBS) -q
 
-lab: install
+# The notebooks live in git as jupytext percent scripts (notebooks/*.py); JupyterLab and papermill
+# want .ipynb: each is converted (gitignored) when its script is newer, keeping its outputs, e.g.
+#   make notebooks
+#   papermill notebooks/esd.ipynb out.ipynb -p params_file params.yaml -p bandwidth_spread 100
+NOTEBOOKS := $(patsubst %.py,%.ipynb,$(wildcard notebooks/*.py))
+
+notebooks: $(NOTEBOOKS)
+
+notebooks/%.ipynb: notebooks/%.py $(VENV)/.installed
+	$(BIN)/jupytext --to ipynb --update $<
+
+lab: install notebooks
 	$(BIN)/jupyter lab notebooks/
 
 bench: install

@@ -23,6 +23,10 @@
 # %% tags=["parameters"]
 params_file = "params.yaml"  # the composed config of the run whose outputs are shown
 out_dir = "reports/datasets"  # where figures, tables and section.json go
+# the live exploration at the end (not part of the report) starts at these; None: the config's
+dataset = None  # a preprocessed dataset of the pipeline
+samples = None  # train samples counted
+top_fraction = None  # the top fraction of rows marked (HET: 0.1)
 
 # %%
 import json
@@ -160,3 +164,20 @@ pd.DataFrame([c.__dict__ for c in section.claims])
 
 # %%
 section.save()
+
+# %% [markdown]
+# ## Explore (live, not part of the report)
+#
+# Everything above reads the pipeline's outputs in `results/`. The widgets below rerun a small
+# variant live through `workbench.api`, in seconds: the access skew of the first train samples of
+# a dataset: the share of all lookups taken by the most-accessed fraction of the embedding rows,
+# on the dataset, sample count and fraction chosen (a small sample understates the tail). Nothing
+# here goes into the report. Under papermill the cell runs once at the parameters' values (e.g.
+# `-p dataset ...`; None: the configuration's); in JupyterLab (`make notebooks lab`) moving a
+# widget reruns and redraws it.
+
+# %%
+from workbench import explorers
+
+explorer = explorers.show("datasets", cfg, dataset=dataset, samples=samples,
+                          top_fraction=top_fraction)

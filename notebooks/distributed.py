@@ -27,6 +27,9 @@
 # %% tags=["parameters"]
 params_file = "params.yaml"  # the composed config of the run whose outputs are shown
 out_dir = "reports/distributed"  # where figures, tables and section.json go
+# the live exploration at the end (not part of the report) starts at these; None: the config's
+bandwidth_gbps = None  # every worker's link, Gb/s
+latency_ms = None  # every worker's link latency, ms
 
 # %%
 import json
@@ -192,3 +195,19 @@ section.note(
 
 # %%
 section.save()
+
+# %% [markdown]
+# ## Explore (live, not part of the report)
+#
+# Everything above reads the pipeline's outputs in `results/`. The widgets below rerun a small
+# variant live through `workbench.api`, in seconds: the emulated clock of this section's small
+# cluster (no process is spawned) on the chosen link, a few iterations without a cache and with
+# HET's: milliseconds per iteration of compute and of communication. Nothing here goes into the
+# report. Under papermill the cell runs once at the parameters' values (e.g. `-p bandwidth_gbps
+# ...`; None: the configuration's); in JupyterLab (`make notebooks lab`) moving a widget reruns
+# and redraws it.
+
+# %%
+from workbench import explorers
+
+explorer = explorers.show("distributed", cfg, bandwidth_gbps=bandwidth_gbps, latency_ms=latency_ms)

@@ -24,6 +24,10 @@
 # %% tags=["parameters"]
 params_file = "params.yaml"  # the composed config of the run whose outputs are shown
 out_dir = "reports/esd"  # where figures, tables and section.json go
+# the live exploration at the end (not part of the report) starts at these; None: the config's
+bandwidth_spread = None  # fastest / slowest edge link
+cache_ratio = None  # cache rows per worker, share of the table
+per_worker = None  # samples per worker per batch
 
 # %%
 import json
@@ -394,3 +398,20 @@ runs
 
 # %%
 section.save()
+
+# %% [markdown]
+# ## Explore (live, not part of the report)
+#
+# Everything above reads the pipeline's outputs in `results/`. The widgets below rerun a small
+# variant live through `workbench.api`, in seconds: the dispatchers of the end-to-end runs on
+# ESD's edge cluster at the chosen bandwidth spread, cache size and batch, warmed and then
+# measured for 10 batches: transmission cost per batch. Nothing here goes into the report. Under
+# papermill the cell runs once at the parameters' values (e.g. `-p bandwidth_spread ...`; None:
+# the configuration's); in JupyterLab (`make notebooks lab`) moving a widget reruns and redraws
+# it.
+
+# %%
+from workbench import explorers
+
+explorer = explorers.show("esd", cfg, bandwidth_spread=bandwidth_spread, cache_ratio=cache_ratio,
+                          per_worker=per_worker)

@@ -24,6 +24,10 @@
 # %% tags=["parameters"]
 params_file = "params.yaml"  # the composed config of the run whose outputs are shown
 out_dir = "reports/flexshard"  # where figures, tables and section.json go
+# the live exploration at the end (not part of the report) starts at these; None: the config's
+replicated_fraction = None  # rows replicated on every device, share of the table
+devices = None  # devices (whole nodes)
+per_device = None  # samples per device per iteration
 
 # %%
 import matplotlib.pyplot as plt
@@ -219,3 +223,20 @@ section.note("On the smaller tables (" + ", ".join(
 
 # %%
 section.save()
+
+# %% [markdown]
+# ## Explore (live, not part of the report)
+#
+# Everything above reads the pipeline's outputs in `results/`. The widgets below rerun a small
+# variant live through `workbench.api`, in seconds: FlexShard's replicated tier on the chosen
+# number of devices and batch, over the experiment's replicated fractions (the chosen one
+# marked): the largest device's memory against the expected all-to-all savings, both relative to
+# row-wise sharding. Nothing here goes into the report. Under papermill the cell runs once at the
+# parameters' values (e.g. `-p replicated_fraction ...`; None: the configuration's); in
+# JupyterLab (`make notebooks lab`) moving a widget reruns and redraws it.
+
+# %%
+from workbench import explorers
+
+explorer = explorers.show("flexshard", cfg, replicated_fraction=replicated_fraction,
+                          devices=devices, per_device=per_device)

@@ -26,6 +26,10 @@
 # %% tags=["parameters"]
 params_file = "params.yaml"  # the composed config of the run whose outputs are shown
 out_dir = "reports/het"  # where figures, tables and section.json go
+# the live exploration at the end (not part of the report) starts at these; None: the config's
+policy = None  # cache policy: lru, lfu or lfuopt
+cache_ratio = None  # cache rows per worker, share of the table
+bound = None  # staleness bound s
 
 # %%
 import matplotlib.pyplot as plt
@@ -213,3 +217,19 @@ section.table(workers[["dataset", "workers", "steps", "epochs", "rows_moved_per_
 
 # %%
 section.save()
+
+# %% [markdown]
+# ## Explore (live, not part of the report)
+#
+# Everything above reads the pipeline's outputs in `results/`. The widgets below rerun a small
+# variant live through `workbench.api`, in seconds: the HET cache replay of the first train
+# samples at the chosen policy and staleness bound, over a sweep of cache sizes (the chosen one
+# marked): rows moved per key read and the miss rate over every read (the full-cache miss rate is
+# undefined when a small run never fills the caches). Nothing here goes into the report. Under
+# papermill the cell runs once at the parameters' values (e.g. `-p policy ...`; None: the
+# configuration's); in JupyterLab (`make notebooks lab`) moving a widget reruns and redraws it.
+
+# %%
+from workbench import explorers
+
+explorer = explorers.show("het", cfg, policy=policy, cache_ratio=cache_ratio, bound=bound)

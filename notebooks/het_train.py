@@ -37,6 +37,9 @@
 # %% tags=["parameters"]
 params_file = "params.yaml"  # the composed config of the run whose outputs are shown
 out_dir = "reports/het_train"  # where figures, tables and section.json go
+# the live exploration at the end (not part of the report) starts at these; None: the config's
+bound = None  # staleness bound s
+cache_ratio = None  # cache rows per worker, share of the table
 
 # %%
 import json
@@ -457,3 +460,18 @@ for ours, theirs in (("PS (ASP), no cache", "TF PS"), ("Hybrid, no cache", "TF P
 
 # %%
 section.save()
+
+# %% [markdown]
+# ## Explore (live, not part of the report)
+#
+# Everything above reads the pipeline's outputs in `results/`. The widgets below rerun a small
+# variant live through `workbench.api`, in seconds: a few iterations of training through ESD's
+# edge cluster with HET's cache at the chosen bound and size, against the same run without a
+# cache: test AUC against emulated time. Nothing here goes into the report. Under papermill the
+# cell runs once at the parameters' values (e.g. `-p bound ...`; None: the configuration's); in
+# JupyterLab (`make notebooks lab`) moving a widget reruns and redraws it.
+
+# %%
+from workbench import explorers
+
+explorer = explorers.show("het_train", cfg, bound=bound, cache_ratio=cache_ratio)

@@ -26,6 +26,9 @@
 # %% tags=["parameters"]
 params_file = "params.yaml"  # the composed config of the run whose outputs are shown
 out_dir = "reports/hotline"  # where figures, tables and section.json go
+# the live exploration at the end (not part of the report) starts at these; None: the config's
+hot_fraction = None  # hot-memory budget, fraction of the table's rows
+profile_rate = None  # fraction of the inputs profiled
 
 # %%
 import json
@@ -379,3 +382,19 @@ section.claim(Claim(
 
 # %%
 section.save()
+
+# %% [markdown]
+# ## Explore (live, not part of the report)
+#
+# Everything above reads the pipeline's outputs in `results/`. The widgets below rerun a small
+# variant live through `workbench.api`, in seconds: the hot set of the first train inputs over a
+# sweep of hot-memory budgets (the chosen one marked), from the profile at the chosen rate and
+# from a full pass: the share of popular inputs and of lookups that hit the hot set. Nothing here
+# goes into the report. Under papermill the cell runs once at the parameters' values (e.g. `-p
+# hot_fraction ...`; None: the configuration's); in JupyterLab (`make notebooks lab`) moving a
+# widget reruns and redraws it.
+
+# %%
+from workbench import explorers
+
+explorer = explorers.show("hotline", cfg, hot_fraction=hot_fraction, profile_rate=profile_rate)

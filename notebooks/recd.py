@@ -27,6 +27,9 @@
 # %% tags=["parameters"]
 params_file = "params.yaml"  # the composed config of the run whose outputs are shown
 out_dir = "reports/recd"  # where figures, tables and section.json go
+# the live exploration at the end (not part of the report) starts at these; None: the config's
+dedup_group = None  # the dedup group, e.g. one feature of it (None: the configured group)
+batch_size = None  # rows per batch
 
 # %%
 import json
@@ -283,3 +286,19 @@ section.claim(Claim(
 
 # %%
 section.save()
+
+# %% [markdown]
+# ## Explore (live, not part of the report)
+#
+# Everything above reads the pipeline's outputs in `results/`. The widgets below rerun a small
+# variant live through `workbench.api`, in seconds: the first batches of the RecD partitions
+# (`data/partitions/<dataset>`) converted to IKJTs for the chosen dedup group and batch size: the
+# dedup factor per batch of the session-clustered and the shuffled layouts. Nothing here goes
+# into the report. Under papermill the cell runs once at the parameters' values (e.g. `-p
+# dedup_group ...`; None: the configuration's); in JupyterLab (`make notebooks lab`) moving a
+# widget reruns and redraws it.
+
+# %%
+from workbench import explorers
+
+explorer = explorers.show("recd", cfg, dedup_group=dedup_group, batch_size=batch_size)

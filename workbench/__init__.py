@@ -3,7 +3,8 @@ r"""DLRM training-systems workbench: ESD, HET, RecD, Hotline and FlexShard at la
 The package is layered; a module may import only from its own package and from packages of a
 lower layer (``tests/test_layering.py`` walks every import to keep this true)::
 
-   10  sweep               Hydra multirun over any stage (joblib / cluster launchers)
+   10  sweep, explorers    Hydra multirun over any stage (joblib / cluster launchers); the
+                           notebooks' exploration sections (report's widgets over api)
     9  stages, replay,     command lines: every pipeline stage; replaying your own traces;
        api                 the few calls a notebook cell makes (small live runs, tidy frames)
     8  report/             papermill runner, report sections and claims, the seaborn theme,
@@ -44,4 +45,5 @@ LAYERS: dict[str, int] = {
     "replay": 9,
     "api": 9,
     "sweep": 10,
+    "explorers": 10,
 }

@@ -19,6 +19,9 @@ call               what it runs                                             retu
 ``dispatch``       dispatchers on ESD's edge cluster, warmed, then measured DataFrame, 1 / disp.
 ``train``          N steps through the cluster with any mechanisms on       DataFrame per eval
 ``ikjt``           batches of a table as RecD IKJTs: dedup per group        DataFrame per group
+``access_skew``    share of lookups taken by the top fractions of rows      DataFrame / fraction
+``hot_tier``       Hotline's hot set per budget: popular inputs, hot hits   DataFrame / budget
+``flexshard``      FlexShard's replicated tier against row-wise sharding    DataFrame / fraction
 =================  =======================================================  ==================
 
 Every call is deterministic for a given config and seed. The pipeline's stages call the same
@@ -37,7 +40,8 @@ import pandas as pd
 
 from workbench.config import WorkbenchConfig, load as load_config
 
-__all__ = ["Data", "config", "load", "cluster", "replay_cache", "dispatch", "train", "ikjt"]
+__all__ = ["Data", "config", "load", "cluster", "replay_cache", "dispatch", "train", "ikjt",
+           "access_skew", "hot_tier", "flexshard"]
 
 
 def config(overrides: Sequence[str] | None = None,
@@ -296,3 +300,143 @@ def ikjt(table, keys: Sequence[str], groups: Sequence[Sequence[str]],
     if not out:
         raise ValueError(f"{table.num_rows} rows hold no batch of {batch_size}")
     return pd.DataFrame(out)
+
+
+def access_skew(keys: np.ndarray, rows: int, fractions: Sequence[float]) -> pd.DataFrame:
+    """The share of all lookups taken by the most-accessed ``fractions`` of the table's rows.
+
+    HET's Fig. 3 view (all tables pooled), on the samples given rather than a whole split
+    (the ``dataset_stats`` stage's numbers).
+
+    Args:
+        keys: ``int64[n, F]`` global keys (``load(...).train.keys``).
+        rows: rows of the concatenated table.
+        fractions: fractions of the rows, each in ``(0, 1]`` (at least one row each).
+
+    Returns:
+        One row per fraction: ``fraction``, ``top_rows``, ``lookup_share``; ``samples`` and
+        ``rows_seen`` (rows looked up at least once) of the keys.
+    """
+    from workbench.experiments.dataset_stats import top_share
+
+    keys = np.asarray(keys)
+    counts = np.bincount(keys.ravel(), minlength=rows)
+    return pd.DataFrame([{"fraction": f, "top_rows": max(1, int(np.ceil(f * rows))),
+                          "lookup_share": top_share(counts, f), "samples": keys.shape[0],
+                          "rows_seen": int((counts > 0).sum())} for f in fractions])
+
+
+def hot_tier(keys: np.ndarray, rows: int, hot_fractions: Sequence[float], *,
+             profile_rate: float = 0.05, seed: int = 0) -> pd.DataFrame:
+    """Hotline's hot set at each budget: the share of popular inputs and of lookups that hit.
+
+    The ``hotline_popularity`` stage's measure on the samples given: a ``profile_rate`` profile
+    (drawn with replacement, FAE) and a full pass count the accesses per row; the hot set is
+    the most-counted rows that fit the budget; an input is popular iff all its lookups hit it.
+
+    Args:
+        keys: ``int64[n, F]`` global keys (``load(...).train.keys``).
+        rows: rows of the concatenated table.
+        hot_fractions: hot-memory budgets as fractions of the table's rows.
+        profile_rate: fraction of the inputs profiled, in ``(0, 1]``.
+        seed: seeds the profile's draw.
+
+    Returns:
+        One row per (profile, budget): ``profile`` (``profile`` or ``full pass``),
+        ``hot_fraction``, ``hot_rows``, ``popular_fraction``, ``lookup_hit_share``.
+    """
+    from workbench.data.popularity import (FLOAT_BYTES, hot_keys, hot_mask, popular_mask,
+                                           profile_counts)
+
+    keys = np.asarray(keys)
+    counts = {"profile": profile_counts(keys, rows, profile_rate, np.random.default_rng(seed)),
+              "full pass": np.bincount(keys.ravel(), minlength=rows)}
+    out = []
+    for profile, c in counts.items():
+        for f in hot_fractions:
+            # a budget of int(f x rows) rows (dim 1: a row is FLOAT_BYTES bytes)
+            mask = hot_mask(hot_keys(c, int(f * rows) * FLOAT_BYTES, 1), rows)
+            out.append({"profile": profile, "profile_rate": profile_rate, "hot_fraction": f,
+                        "hot_rows": int(mask.sum()),
+                        "popular_fraction": float(popular_mask(keys, mask).mean()),
+                        "lookup_hit_share": float(mask[keys].mean())})
+    return pd.DataFrame(out)
+
+
+def flexshard(cfg: WorkbenchConfig, replicated_fractions: Sequence[float] | None = None, *,
+              dataset: str | None = None, devices: int | None = None,
+              per_device: int | None = None, node_tier: bool = False,
+              candidates: int = 64) -> pd.DataFrame:
+    """FlexShard's replicated tier against row-wise sharding (RW), expected from a profile.
+
+    The ``flexshard`` stage's curve (the authors' figure) at one topology: the access
+    probability of the sequence table's rows is estimated from the lookups of
+    ``profile_batches`` iterations; for each fraction f the ``t1 = f N`` hottest rows are
+    replicated on every device and the rest row-sharded (``hot_dp``); with ``node_tier`` also
+    FlexShard's plan, whose node tier is the fastest of ``candidates`` cut points within RW's
+    memory.
+
+    Args:
+        cfg: the configuration (``experiments.flexshard``, ``topology``, ``paths.data``).
+        replicated_fractions: fractions of the rows (default: the experiment's).
+        dataset: a dataset with a sequence feature (default: ``claims_dataset``).
+        devices: devices (whole nodes of ``topology.devices_per_node``; default: the
+            topology's).
+        per_device: samples per device per iteration (default: ``per_device_batch``).
+        node_tier: also FlexShard's plan (its cut search takes seconds on a large table).
+        candidates: node-tier cut points searched.
+
+    Returns:
+        One row per (plan, fraction): ``t1``, ``t2``, ``seconds`` (expected all-to-all, forward
+        + backward), ``memory`` (bytes, the largest device), ``memory_vs_rw_mib``,
+        ``savings_vs_rw_ms`` and the setting.
+
+    Raises:
+        FileNotFoundError: the dataset is not preprocessed.
+        ValueError: it has no sequence feature, or ``devices`` is not whole nodes.
+    """
+    from workbench.data.pipeline import processed_dir
+    from workbench.experiments.flexshard import SequenceLookups, estimate_probability, \
+        fraction_curve
+    from workbench.sharding.planner import candidate_cuts, evaluate_cuts
+    from workbench.sharding.plans import rank_order, row_wise
+    from workbench.sharding.topology import Topology
+    from workbench.sharding.traffic import expected_traffic, memory, traffic_summary
+
+    exp = cfg.experiments.flexshard
+    name = dataset or exp.claims_dataset
+    processed = processed_dir(cfg.paths.resolve("data"), name)
+    if not (processed / "train.parquet").exists():
+        raise FileNotFoundError(f"{processed} holds no preprocessed dataset: run `python -m "
+                                f"workbench.stages prepare --dataset {name}` (or dvc repro)")
+    g = cfg.topology.devices_per_node
+    if devices is not None and (devices < g or devices % g):
+        raise ValueError(f"devices = {devices}: must be whole nodes of {g}")
+    fractions = list(exp.replicated_fractions if replicated_fractions is None
+                     else replicated_fractions)
+    exp = dataclasses.replace(exp, replicated_fractions=fractions,
+                              per_device_batch=per_device or exp.per_device_batch)
+    data = SequenceLookups.read(processed, exp.sequence_feature)
+    topo = Topology.from_config(cfg.topology, nodes=devices // g if devices else None)
+    n, row_bytes = data.rows, 4 * exp.embedding_dim
+    profile = [data.iteration(t, topo.devices, exp.per_device_batch)[1]
+               for t in range(exp.profile_batches)]
+    probability = estimate_probability(np.bincount(np.concatenate(profile), minlength=n),
+                                       exp.probability_estimator)
+    lookups = float(np.mean([r.size for r in profile])) / topo.devices
+    rw = row_wise(n, topo)
+    rw_traffic = expected_traffic(rw, probability, lookups, row_bytes, topo)
+    rw_memory = float(memory(rw, rw_traffic, row_bytes, topo)["total"].max())
+    order = rank_order(probability)
+    cuts = candidate_cuts(n, candidates, np.rint(np.asarray(fractions) * n))
+    searches = {"hot_dp": evaluate_cuts(probability, topo, lookups, row_bytes, cuts,
+                                        node_tier=False, weighted=False, order=order)}
+    if node_tier:
+        searches["flexshard"] = evaluate_cuts(probability, topo, lookups, row_bytes, cuts,
+                                              order=order)
+    curve = fraction_curve(exp, {"rw_memory": rw_memory, "searches": searches,
+                                 "limit": rw_memory if exp.memory_limit == "rw" else None}, n)
+    curve["savings_vs_rw_ms"] = (traffic_summary(rw_traffic, topo)["seconds"]
+                                 - curve["seconds"]) * 1e3
+    return curve.assign(dataset=name, table_rows=n, devices=topo.devices,
+                        per_device=exp.per_device_batch)

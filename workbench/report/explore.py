@@ -82,7 +82,8 @@ class Explorer:
         import ipywidgets as w
 
         self._run, self._plot, self.controls, self.title = run, plot, dict(controls), title
-        self.figure, self.ax = plt.subplots(figsize=figsize)
+        # tight, not the theme's constrained layout (tight_layout below would warn on every run)
+        self.figure, self.ax = plt.subplots(figsize=figsize, layout="tight")
         plt.close(self.figure)  # shown through the output widget, not by the inline backend
         self.output = w.Output()
         self.status = w.HTML()
@@ -124,11 +125,15 @@ class Explorer:
         self.status.value = "<i>" + ", ".join(f"{k} = {v:g}" if isinstance(v, float)
                                               else f"{k} = {v}"
                                               for k, v in self.values.items()) + "</i>"
-        from IPython.display import display
+        import io
 
+        from IPython.display import Image, display
+
+        png = io.BytesIO()  # a PNG: under the Agg backend (set_theme) a figure displays as text
+        self.figure.savefig(png, format="png")
         with self.output:
             self.output.clear_output(wait=True)
-            display(self.figure)
+            display(Image(png.getvalue()))
         return self.data
 
     def widget(self):

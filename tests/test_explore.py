@@ -1,0 +1,167 @@
+"""The notebooks' exploration sections: the Explorer itself, each notebook's builder on the ci
+pipeline's data, and a papermill parameter reaching the live run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench import explorers
+from workbench.config import load
+from workbench.report.explore import Explorer, dropdown, slider
+
+
+def _artists(ax) -> list[np.ndarray]:
+    """What the axes draws: every line's x and y data, every bar's position and size."""
+    out = [np.asarray(line.get_xydata(), dtype=float) for line in ax.get_lines()]
+    out += [np.array([p.get_x(), p.get_y(), p.get_width(), p.get_height()])
+            for p in ax.patches]
+    return out
+
+
+def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    return len(a) == len(b) and all(x.shape == y.shape and np.allclose(x, y, equal_nan=True)
+                                    for x, y in zip(a, b))
+
+
+# -- the Explorer ---------------------------------------------------------------------------------
+@pytest.fixture
+def toy() -> tuple[Explorer, list[dict]]:
+    calls: list[dict] = []
+
+    def run(scale: float, kind: str) -> pd.DataFrame:
+        calls.append({"scale": scale, "kind": kind})
+        return pd.DataFrame({"x": [1.0, 2.0, 3.0], "y": [scale, 2 * scale, 3 * scale],
+                             "kind": kind})
+
+    def plot(frame: pd.DataFrame, ax) -> None:
+        if frame["kind"].iloc[0] == "line":
+            ax.plot(frame["x"], frame["y"])
+        else:
+            ax.bar(frame["x"], frame["y"])
+
+    explorer = Explorer(run, plot, {"scale": slider(1.0, 0.5, 4.0, 0.5, "scale"),
+                                    "kind": dropdown("line", ["line", "bar"], "kind")},
+                        title="toy")
+    return explorer, calls
+
+
+def test_explorer_runs_once_at_the_widgets_values(toy) -> None:
+    explorer, calls = toy
+    assert calls == [{"scale": 1.0, "kind": "line"}]
+    assert explorer.values == {"scale": 1.0, "kind": "line"}
+    assert list(explorer.data["y"]) == [1.0, 2.0, 3.0]
+    (line,) = explorer.ax.get_lines()
+    assert list(line.get_ydata()) == [1.0, 2.0, 3.0]
+    assert "scale = 1" in explorer.status.value and "kind = line" in explorer.status.value
+
+
+def test_update_reruns_and_redraws(toy) -> None:
+    explorer, calls = toy
+    before = _artists(explorer.ax)
+    frame = explorer.update(scale=2.0)
+    assert frame is explorer.data and list(frame["y"]) == [2.0, 4.0, 6.0]
+    assert explorer.controls["scale"].value == 2.0  # the widget follows
+    assert explorer.values == {"scale": 2.0, "kind": "line"}
+    (line,) = explorer.ax.get_lines()  # redrawn on a cleared axes: one line, new data
+    assert list(line.get_ydata()) == [2.0, 4.0, 6.0]
+    assert not _same(before, _artists(explorer.ax))
+    assert "scale = 2" in explorer.status.value
+    explorer.update(kind="bar")
+    assert not explorer.ax.get_lines()
+    assert [p.get_height() for p in explorer.ax.patches] == [2.0, 4.0, 6.0]
+    assert calls[-1] == {"scale": 2.0, "kind": "bar"} and len(calls) == 3
+
+
+def test_moving_a_widget_reruns(toy) -> None:
+    explorer, calls = toy
+    explorer.controls["scale"].value = 3.0  # as the browser would
+    assert calls[-1] == {"scale": 3.0, "kind": "line"}
+    assert list(explorer.data["y"]) == [3.0, 6.0, 9.0]
+    explorer.update(scale=3.5, kind="bar")  # two knobs at once: one run, not one per knob
+    assert len(calls) == 3 and calls[-1] == {"scale": 3.5, "kind": "bar"}
+
+
+def test_unknown_knob_raises_and_changes_nothing(toy) -> None:
+    explorer, calls = toy
+    with pytest.raises(KeyError, match="unknown knob"):
+        explorer.update(scale=2.0, cache="lru")
+    assert len(calls) == 1 and explorer.controls["scale"].value == 1.0
+
+
+def test_widget_builds(toy) -> None:
+    import ipywidgets as w
+
+    explorer, _ = toy
+    box = explorer.widget()
+    assert isinstance(box, w.VBox)
+    title, controls, status, output = box.children
+    assert "toy" in title.value
+    assert list(controls.children) == list(explorer.controls.values())
+    assert status is explorer.status and output is explorer.output
+
+
+# -- each notebook's explorer on the ci pipeline's data ----------------------------------------
+# notebook -> (initial values, an update, a column of the frame the update must change)
+CASES = {
+    "datasets": ({"samples": 4096, "top_fraction": 0.05}, {"samples": 1024}, "lookup_share"),
+    "het": ({"policy": "lfu", "bound": 10}, {"bound": 0}, "rows_moved_per_key"),
+    # on the ci profile the dense AllReduce hides the cache's effect on time: bytes show it
+    "het_train": ({"bound": 100, "cache_ratio": 0.1}, {"bound": 0}, "bytes"),
+    "esd": ({"bandwidth_spread": 10.0}, {"bandwidth_spread": 100.0}, "transfer_s_per_batch"),
+    "recd": ({"batch_size": 128}, {"batch_size": 32}, "dedup_factor"),
+    "hotline": ({"hot_fraction": 0.05}, {"profile_rate": 1.0}, "popular_fraction"),
+    "flexshard": ({"devices": 8}, {"devices": 16}, "savings_vs_rw_ms"),
+    "distributed": ({"bandwidth_gbps": 0.1}, {"bandwidth_gbps": 1.0}, "comm_ms"),
+    "combined": ({"mechanisms": "het"}, {"mechanisms": "esd,het,hotline"}, "bytes"),
+}
+
+
+def test_every_notebook_with_an_explorer_has_a_case() -> None:
+    assert set(CASES) == set(explorers.BUILDERS)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_notebook_explorer_reruns_on_ci_data(name: str, ci_pipeline: Path) -> None:
+    initial, change, column = CASES[name]
+    explorer = explorers.BUILDERS[name](load(params=ci_pipeline), **initial)
+    assert {k: explorer.values[k] for k in initial} == initial
+    assert 2 <= len(explorer.controls) <= 4
+    before, drawn = explorer.data, _artists(explorer.ax)
+    assert len(before) and drawn, "the first run draws something"
+    after = explorer.update(**change)
+    assert {k: explorer.values[k] for k in change} == change
+    old, new = before[column].to_numpy(float), after[column].to_numpy(float)
+    assert old.shape != new.shape or not np.allclose(old, new, equal_nan=True)
+    assert not _same(drawn, _artists(explorer.ax)), "the plot is redrawn with the new data"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_missing_data_prints_a_note(name: str, ci_params: Path,
+                                    capsys: pytest.CaptureFixture) -> None:
+    assert explorers.show(name, load(params=ci_params)) is None  # nothing preprocessed there
+    assert "Explore section skipped" in capsys.readouterr().out
+
+
+def test_papermill_parameter_sets_the_initial_value(ci_pipeline: Path, tmp_path: Path) -> None:
+    from workbench.report.notebook import execute
+
+    executed = execute("esd", tmp_path / "esd.ipynb", {
+        "params_file": str(ci_pipeline), "out_dir": str(tmp_path / "esd"),
+        "bandwidth_spread": 100.0})
+    nb = json.loads(executed.read_text())
+    last = [c for c in nb["cells"] if c["cell_type"] == "code"][-1]
+    assert "explorers.show" in "".join(last["source"])
+    printed = "".join("".join(o.get("text", "")) for o in last["outputs"])
+    assert "bandwidth_spread = 100," in printed
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {})
+               for o in last["outputs"])
+    # the explorer's figure, a PNG in its output widget's saved state
+    state = nb["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    outputs = [o for m in state.values() if m["model_name"] == "OutputModel"
+               for o in m["state"]["outputs"]]
+    assert any("image/png" in o.get("data", {}) for o in outputs)

@@ -1,0 +1,534 @@
+r"""The notebooks' exploration sections: one :class:`~workbench.report.explore.Explorer` each.
+
+Each notebook ends with ``explorers.show("<notebook>", cfg, <knob>=<parameter>, ...)``, below its
+report and apart from it: the figures above read ``results/``; these rerun a small variant of the
+experiment live through :mod:`workbench.api`, in seconds, whenever a widget moves. A knob given
+as None starts at the configuration's value; a papermill parameter (``-p bandwidth_spread 100``)
+starts it elsewhere, so a papermill run executes the live variant at that value.
+
+===============  ===========================================  ================  =================
+notebook         knobs                                        api call          plot
+===============  ===========================================  ================  =================
+``datasets``     dataset, samples, top fraction               ``access_skew``   lookups vs rows
+``het``          policy, staleness bound, cache ratio         ``replay_cache``  traffic vs cache
+``het_train``    staleness bound, cache ratio                 ``train``         AUC vs time
+``esd``          bandwidth spread, cache ratio, batch         ``dispatch``      cost / dispatcher
+``recd``         dedup group, batch size                      ``ikjt``          dedup / batch
+``hotline``      hot fraction, profile rate                   ``hot_tier``      popular vs budget
+``flexshard``    replicated fraction, devices, batch          ``flexshard``     memory vs savings
+``distributed``  link bandwidth, latency                      ``train``         ms / iteration
+``combined``     mechanisms, spread, cache ratio, hot budget  ``train``         AUC vs time
+===============  ===========================================  ================  =================
+
+Every builder takes the configuration (``load(params=params_file)``: its paths are the data
+read) and the knobs' initial values, and raises :class:`FileNotFoundError` when the data it
+needs is not there; :func:`show` turns that into a printed note. Sweeps (the het, hotline and
+flexshard curves) run the configured grid plus the chosen value, which the plot marks.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import cache
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from workbench import api
+from workbench.config import WorkbenchConfig
+from workbench.report.explore import Explorer, dropdown, log_slider
+
+__all__ = ["BUILDERS", "show", "datasets", "het", "het_train", "esd", "recd", "hotline",
+           "flexshard", "distributed", "combined"]
+
+
+# -- helpers --------------------------------------------------------------------------------------
+def _or(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+def _log(value: float, lo_exp: float, hi_exp: float, label: str, step: float = 0.25):
+    """A log slider over ``10 ** [lo_exp, hi_exp]``, widened to hold ``value``."""
+    e = math.log10(value)
+    return log_slider(value, min(lo_exp, math.floor(e)), max(hi_exp, math.ceil(e)), step, label)
+
+
+def _choice(value: Any, options: Sequence[Any], label: str):
+    """A dropdown over ``options`` and ``value`` (sorted, each once)."""
+    return dropdown(value, sorted(set(options) | {value}), label)
+
+
+def _combination(value: str, presets: Sequence[str], label: str):
+    """A text box suggesting ``presets`` that takes any other value too (on Enter)."""
+    import ipywidgets as w
+
+    return w.Combobox(value=value, options=list(dict.fromkeys([value, *presets])),
+                      ensure_option=False, continuous_update=False, description=label,
+                      style={"description_width": "initial"})
+
+
+def _grid(values: Sequence[float], chosen: float) -> list[float]:
+    """The sweep: ``values`` and the chosen value, ascending, each once."""
+    return sorted(set(values) | {chosen})
+
+
+def _mark(ax, x: float, text: str) -> None:
+    """A dashed vertical line at the chosen value of a sweep."""
+    ax.axvline(x, color="0.3", ls="--", lw=0.8)
+    ax.annotate(text, (x, 0.02), xycoords=("data", "axes fraction"), xytext=(3, 0),
+                textcoords="offset points", fontsize=7)
+
+
+def _processed(cfg: WorkbenchConfig, names: Sequence[str]) -> list[str]:
+    """The datasets among ``names`` that are preprocessed under the config's ``paths.data``."""
+    from workbench.data.pipeline import processed_dir
+
+    root = cfg.paths.resolve("data")
+    return [n for n in names if (processed_dir(root, n) / "train.parquet").exists()]
+
+
+def _first(cfg: WorkbenchConfig, names: Sequence[str]) -> str:
+    """The first preprocessed dataset of ``names``.
+
+    Raises:
+        FileNotFoundError: none of them is.
+    """
+    found = _processed(cfg, names)
+    if not found:
+        raise FileNotFoundError(f"none of {list(names)} is preprocessed under "
+                                f"{cfg.paths.resolve('data')} (dvc repro makes them)")
+    return found[0]
+
+
+# -- the builders ---------------------------------------------------------------------------------
+def datasets(cfg: WorkbenchConfig, *, dataset: str | None = None, samples: int | None = None,
+             top_fraction: float | None = None) -> Explorer:
+    """HET Fig. 3 on the first samples of a dataset: the share of lookups by the top rows.
+
+    Knobs: ``dataset`` (the preprocessed datasets of the pipeline), ``samples`` (train samples
+    counted: a small sample understates the tail), ``top_fraction`` (marked on the curve;
+    default: HET's claim, 10%).
+    """
+    stats = cfg.experiments.dataset_stats
+    names = _processed(cfg, cfg.pipeline.datasets)
+    dataset = _or(dataset, names[0] if names else None)
+    if dataset not in names:
+        raise FileNotFoundError(f"dataset {dataset!r} is not preprocessed under "
+                                f"{cfg.paths.resolve('data')} (preprocessed: {names})")
+    sizes = [1024, 4096, 16384, 65536]
+    samples = _or(samples, 16384)
+
+    @cache
+    def loaded(name: str) -> api.Data:
+        return api.load(cfg, dataset=name, train_samples=max(*sizes, samples), test_samples=1)
+
+    def run(dataset: str, samples: int, top_fraction: float) -> pd.DataFrame:
+        data = loaded(dataset)
+        grid = _grid(np.geomspace(1e-4, 1.0, 25).round(6), top_fraction)
+        return api.access_skew(data.train.keys[:samples], data.rows, grid).assign(
+            dataset=dataset, chosen=lambda f: f["fraction"] == top_fraction)
+
+    def plot(frame: pd.DataFrame, ax) -> None:
+        first = frame.iloc[0]
+        ax.plot(frame["fraction"], frame["lookup_share"], marker=".",
+                label=f"{first['dataset']}: {first['samples']:,} samples")
+        ax.plot(frame["fraction"], frame["fraction"], color="grey", ls=":", label="uniform")
+        ax.plot([stats.skew_claim_fraction], [stats.skew_claim_share], "k*", ms=8,
+                label=f"HET: top {stats.skew_claim_fraction:.0%} -> "
+                      f"{stats.skew_claim_share:.0%} (Criteo)")
+        pick = frame[frame["chosen"]].iloc[0]
+        _mark(ax, pick["fraction"], f"top {pick['fraction']:.2%}: {pick['lookup_share']:.1%}")
+        ax.set(xscale="log", ylim=(0, 1.02), xlabel="fraction of embedding rows (most "
+               "accessed first)", ylabel="share of lookups")
+        ax.legend(fontsize=7, loc="upper left")
+
+    return Explorer(run, plot, {
+        "dataset": _choice(dataset, names, "dataset"),
+        "samples": _choice(samples, sizes, "train samples"),
+        "top_fraction": _log(_or(top_fraction, stats.skew_claim_fraction), -4, 0, "top rows")},
+        title="Access skew of the first samples of a dataset (live)")
+
+
+def het(cfg: WorkbenchConfig, *, policy: str | None = None, cache_ratio: float | None = None,
+        bound: int | None = None) -> Explorer:
+    """HET's cache replay over cache sizes for one policy and staleness bound.
+
+    Knobs: ``policy``, ``bound`` (s), ``cache_ratio`` (marked on the sweep: the experiment's
+    cache ratios and the chosen one). Plots rows moved per key read and the miss rate over every
+    read (cold start included: the full-cache miss rate is undefined when small runs never fill
+    the caches).
+    """
+    exp = cfg.experiments.het_cache
+    data = api.load(cfg, dataset=_first(cfg, exp.datasets),
+                    train_samples=min(65536, exp.max_samples or 65536), test_samples=1)
+
+    def run(policy: str, bound: int, cache_ratio: float) -> pd.DataFrame:
+        frame = pd.concat([api.replay_cache(data.train.keys, data.rows, policy=policy,
+                                            cache_ratio=r, bound=bound, workers=exp.workers,
+                                            per_worker=exp.batch_size)
+                           for r in _grid([0.003, 0.01, 0.03, 0.3, *exp.cache_ratios],
+                                          cache_ratio)], ignore_index=True)
+        return frame.assign(dataset=data.name, chosen=frame["cache_ratio"] == cache_ratio)
+
+    def plot(frame: pd.DataFrame, ax) -> None:
+        for col, label in (("rows_moved_per_key", "rows moved (pulled + pushed)"),
+                           ("miss_rate_all", "misses (every read)")):
+            ax.plot(frame["cache_ratio"], frame[col], marker="o", label=label)
+        pick = frame[frame["chosen"]].iloc[0]
+        _mark(ax, pick["cache_ratio"], f"{pick['rows_moved_per_key']:.3f} rows / key")
+        ax.set(xscale="log", ylim=(0, None), xlabel="cache size (share of the table)",
+               ylabel="per key read", title=f"{data.name}, {pick['policy']} s = "
+               f"{pick['bound']}, {exp.workers} workers x {exp.batch_size}, "
+               f"{len(data.train):,} samples")
+        ax.legend(fontsize=7)
+
+    return Explorer(run, plot, {
+        "policy": _choice(_or(policy, exp.policy), exp.policies, "policy"),
+        "bound": _choice(_or(bound, exp.claim_bound), [0, 10, 100, 1000, *exp.system_bounds],
+                         "staleness bound s"),
+        "cache_ratio": _log(_or(cache_ratio, exp.cache_ratio), -3, 0, "cache ratio")},
+        title="HET cache replay over cache sizes (live)")
+
+
+def _trainer(cfg: WorkbenchConfig, dataset: str, steps: int, samples: int,
+             **knobs: Any) -> Callable[..., pd.DataFrame]:
+    """``train(system, mechanisms, **values)``: :func:`workbench.api.train` of ``steps``
+    iterations on the first ``samples`` of ``dataset`` with ``knobs`` and ``values``, its rows
+    labelled ``system``; each setting runs once (a run is deterministic), so a baseline that no
+    knob changes is not rerun."""
+    data = api.load(cfg, dataset=_first(cfg, [dataset]), train_samples=samples,
+                    test_samples=2048)
+
+    @cache
+    def one(mechanisms: tuple[str, ...], **values: Any) -> pd.DataFrame:
+        return api.train(data, cfg, steps=steps, mechanisms=mechanisms, **{**knobs, **values})
+
+    def train(system: str, mechanisms: Sequence[str], **values: Any) -> pd.DataFrame:
+        return one(tuple(mechanisms), **values).assign(system=system)
+
+    return train
+
+
+def _auc_vs_time(frame: pd.DataFrame, ax, title: str) -> None:
+    """Test AUC against emulated time, one line per system (its time and bytes in the legend)."""
+    for system, part in frame.groupby("system", sort=False):
+        last = part.iloc[-1]
+        ax.plot(part["time_s"], part["test_auc"], marker="o", label=f"{system}: "
+                f"{last['time_s']:.2f} s, {last['bytes'] / 1e6:,.1f} MB")
+    ax.set(xlabel="emulated time (s)", ylabel="test AUC", title=title)
+    ax.legend(fontsize=7)
+
+
+def het_train(cfg: WorkbenchConfig, *, bound: int | None = None,
+              cache_ratio: float | None = None, steps: int = 16) -> Explorer:
+    """HET training through ESD's edge cluster: test AUC against emulated time, with the cache
+    (at the chosen bound and size) and without.
+
+    Knobs: ``bound`` (s), ``cache_ratio``. The policy is the configuration's cache policy.
+    """
+    exp, comb = cfg.experiments.het_train, cfg.experiments.combined
+    policy = cfg.cache.policy if cfg.cache.policy in ("lru", "lfu", "lfuopt") else "lru"
+    train = _trainer(cfg, exp.dataset, steps, steps * comb.workers * comb.per_worker,
+                     cache_policy=policy, eval_every=max(1, steps // 8))
+
+    def run(bound: int, cache_ratio: float) -> pd.DataFrame:
+        return pd.concat([train("no cache", []), train("HET cache", ["het"], bound=int(bound),
+                                                        cache_ratio=float(cache_ratio))],
+                         ignore_index=True)
+
+    def plot(frame: pd.DataFrame, ax) -> None:
+        _auc_vs_time(frame, ax, f"{steps} iterations of {comb.workers} x {comb.per_worker} "
+                     f"samples, {policy}, links {comb.max_bandwidth_gbps / comb.bandwidth_spread:g}"
+                     f"..{comb.max_bandwidth_gbps:g} Gb/s")
+
+    return Explorer(run, plot, {
+        "bound": _choice(_or(bound, exp.cache_bounds[-1]), [0, 10, 100, 1000, *exp.cache_bounds],
+                         "staleness bound s"),
+        "cache_ratio": _log(_or(cache_ratio, cfg.cache.ratio), -3, 0, "cache ratio")},
+        title="HET training: AUC against emulated time, with and without the cache (live)")
+
+
+def esd(cfg: WorkbenchConfig, *, bandwidth_spread: float | None = None,
+        cache_ratio: float | None = None, per_worker: int | None = None) -> Explorer:
+    """ESD's dispatchers on the edge cluster: transmission cost per batch at steady state.
+
+    Knobs: ``bandwidth_spread`` (fastest / slowest link), ``cache_ratio``, ``per_worker``
+    (samples per worker per batch). Dispatchers: the experiment's ``train_dispatchers``.
+    """
+    exp = cfg.experiments.esd
+    data = api.load(cfg, dataset=_first(cfg, [exp.dataset]), train_samples=16384,
+                    test_samples=1)
+
+    def run(bandwidth_spread: float, cache_ratio: float, per_worker: int) -> pd.DataFrame:
+        return api.dispatch(data, exp.train_dispatchers, cfg, batches=10,
+                            warmup_max=min(40, exp.warmup_max),
+                            bandwidth_spread=float(bandwidth_spread),
+                            cache_ratio=float(cache_ratio), per_worker=int(per_worker))
+
+    def plot(frame: pd.DataFrame, ax) -> None:
+        bars = ax.bar(frame["dispatcher"], frame["transfer_s_per_batch"],
+                      color=[f"C{i}" for i in range(len(frame))])
+        base = float(frame["transfer_s_per_batch"].iloc[0])
+        ax.bar_label(bars, [f"{v:.3g} s" + (f" ({v / base - 1:+.0%})" if i else "")
+                            for i, v in enumerate(frame["transfer_s_per_batch"])], fontsize=7)
+        ax.set(ylabel="transmission cost (s / batch)", xlabel="",
+               title=f"{data.name}, {exp.workers} workers; change against "
+                     f"{frame['dispatcher'].iloc[0]}")
+
+    return Explorer(run, plot, {
+        "bandwidth_spread": _log(_or(bandwidth_spread, exp.bandwidth_spread), 0, 3,
+                                 "bandwidth spread"),
+        "cache_ratio": _log(_or(cache_ratio, exp.cache_ratio), -3, 0, "cache ratio"),
+        "per_worker": _choice(_or(per_worker, exp.per_worker), [16, 32, 64, 128],
+                              "samples / worker")},
+        title="ESD: transmission cost per dispatcher (live)")
+
+
+def recd(cfg: WorkbenchConfig, *, dedup_group: str | None = None,
+         batch_size: int | None = None, batches: int = 16) -> Explorer:
+    """RecD's dedup factor per batch of the session-clustered and the shuffled partitions.
+
+    Knobs: ``dedup_group`` (the configured group, or one of its features alone), ``batch_size``.
+    Reads ``data/partitions/<dataset>`` (the ``dedup`` stage) of the first RecD dataset that
+    has them.
+    """
+    import json
+
+    from workbench.data.partition import read_partitions
+    from workbench.experiments.dedup import PARTITIONS_META
+
+    exp = cfg.experiments.recd
+    root = cfg.paths.resolve("data") / "partitions"
+    metas = [json.loads((root / n / PARTITIONS_META).read_text()) for n in exp.datasets
+             if (root / n / PARTITIONS_META).exists()]
+    meta = next((m for m in metas if m.get("available") and m.get("groups")), None)
+    if meta is None:
+        raise FileNotFoundError(f"no RecD partitions under {root} for {exp.datasets} "
+                                "(the dedup stage writes them)")
+    groups = {"+".join(g): g for g in meta["groups"]}
+    groups.update({k: [k] for g in meta["groups"] for k in g if len(g) > 1})
+    columns = sorted({k for g in meta["groups"] for k in g})
+    layouts = {layout: read_partitions(root / meta["dataset"] / layout, columns)
+               for layout in ("clustered", "shuffled")}
+
+    def run(dedup_group: str, batch_size: int) -> pd.DataFrame:
+        group = groups[dedup_group]
+        return pd.concat([api.ikjt(table, group, [group], batch_size=int(batch_size),
+                                   batches=batches).assign(layout=layout)
+                          for layout, table in layouts.items()], ignore_index=True)
+
+    def plot(frame: pd.DataFrame, ax) -> None:
+        for layout, part in frame.groupby("layout", sort=False):
+            ax.plot(part["batch"], part["dedup_factor"], marker="o",
+                    label=f"{layout}: mean {part['dedup_factor'].mean():.2f}x")
+        ax.set(ylim=(0, None), xlabel="batch (partition order)",
+               ylabel="dedup factor (rows / unique rows)",
+               title=f"{meta['dataset']}, group {frame['group'].iloc[0]}, batch "
+                     f"{int(frame['rows'].iloc[0]):,}, window {meta['window']:,}")
+        ax.legend(fontsize=7)
+
+    first = next(iter(groups))
+    if dedup_group is not None and dedup_group not in groups:
+        raise ValueError(f"dedup_group = {dedup_group!r}: one of {list(groups)}")
+    return Explorer(run, plot, {
+        "dedup_group": dropdown(_or(dedup_group, first), list(groups), "dedup group"),
+        "batch_size": _choice(_or(batch_size, exp.train_batch_size), exp.batch_sizes,
+                              "batch size")},
+        title="RecD: dedup factor per batch, clustered against shuffled partitions (live)")
+
+
+def hotline(cfg: WorkbenchConfig, *, hot_fraction: float | None = None,
+            profile_rate: float | None = None) -> Explorer:
+    """Hotline's hot set against the hot-memory budget: popular inputs and lookups that hit.
+
+    Knobs: ``hot_fraction`` (the budget as a fraction of the table's rows; default: the
+    experiment's ``budget_mb`` at full Criteo scale, scaled), ``profile_rate``.
+    """
+    exp = cfg.experiments.hotline
+    data = api.load(cfg, dataset=_first(cfg, [exp.dataset]), train_samples=65536,
+                    test_samples=1)
+    budget = exp.budget_mb * 2**20 / (exp.full_scale_rows * exp.full_scale_dim * 4)
+
+    def run(hot_fraction: float, profile_rate: float) -> pd.DataFrame:
+        frame = api.hot_tier(data.train.keys, data.rows,
+                             _grid(exp.popularity_fractions, hot_fraction),
+                             profile_rate=profile_rate)
+        return frame.assign(chosen=frame["hot_fraction"] == hot_fraction)
+
+    def plot(frame: pd.DataFrame, ax) -> None:
+        for (profile, part), colour in zip(frame.groupby("profile", sort=False), ("C0", "C1")):
+            for col, ls, what in (("popular_fraction", "-", "popular inputs"),
+                                  ("lookup_hit_share", "--", "lookups hot")):
+                ax.plot(part["hot_fraction"], part[col], ls=ls, marker=".", color=colour,
+                        label=f"{what} ({profile})")
+        pick = frame[frame["chosen"] & (frame["profile"] == "profile")].iloc[0]
+        _mark(ax, pick["hot_fraction"], f"{pick['popular_fraction']:.1%} popular")
+        ax.set(xscale="log", ylim=(0, 1.02), xlabel="hot-memory budget (fraction of the rows)",
+               ylabel="share", title=f"{data.name}, {len(data.train):,} inputs, profile "
+               f"{pick['profile_rate']:g}")
+        ax.legend(fontsize=6, loc="upper left")
+
+    return Explorer(run, plot, {
+        "hot_fraction": _log(_or(hot_fraction, budget), -3.5, 0, "hot fraction"),
+        "profile_rate": _choice(_or(profile_rate, exp.profile_rate), [0.01, 0.05, 0.2, 1.0],
+                                "profile rate")},
+        title="Hotline: popular inputs against the hot-memory budget (live)")
+
+
+def flexshard(cfg: WorkbenchConfig, *, replicated_fraction: float | None = None,
+              devices: int | None = None, per_device: int | None = None) -> Explorer:
+    """FlexShard's replicated tier: memory against all-to-all savings relative to RW.
+
+    Knobs: ``replicated_fraction`` (marked on the curve of the experiment's fractions;
+    default: the combined experiment's), ``devices``, ``per_device`` (samples per device).
+    """
+    exp = cfg.experiments.flexshard
+    dataset = _first(cfg, [exp.claims_dataset, *exp.datasets])
+    topo = cfg.topology
+
+    def run(replicated_fraction: float, devices: int, per_device: int) -> pd.DataFrame:
+        frame = api.flexshard(cfg, _grid(exp.replicated_fractions, replicated_fraction),
+                              dataset=dataset, devices=int(devices),
+                              per_device=int(per_device))
+        return frame.assign(chosen=frame["replicated_fraction"] == replicated_fraction)
+
+    def plot(frame: pd.DataFrame, ax) -> None:
+        ax.plot(frame["savings_vs_rw_ms"], frame["memory_vs_rw_mib"], marker="o", ms=3,
+                label="replicated tier only (t2 = 0)")
+        for _, r in frame.iloc[::2].iterrows():
+            ax.annotate(f"{100 * r['replicated_fraction']:.2g}%",
+                        (r["savings_vs_rw_ms"], r["memory_vs_rw_mib"]), fontsize=6,
+                        xytext=(2, 2), textcoords="offset points")
+        pick = frame[frame["chosen"]].iloc[0]
+        ax.plot([pick["savings_vs_rw_ms"]], [pick["memory_vs_rw_mib"]], "r*", ms=10,
+                label=f"{100 * pick['replicated_fraction']:.2g}% = {pick['t1']:,} rows: "
+                      f"{pick['memory_vs_rw_mib']:+.2f} MiB, {pick['savings_vs_rw_ms']:.3g} ms")
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set(xlabel="all-to-all savings vs RW (ms / iteration)",
+               ylabel="memory vs RW (MiB, largest device)",
+               title=f"{dataset}: {pick['devices']} devices x {pick['per_device']} samples")
+        ax.legend(fontsize=7)
+
+    devices_now = topo.nodes * topo.devices_per_node
+    return Explorer(run, plot, {
+        "replicated_fraction": _log(_or(replicated_fraction,
+                                        cfg.experiments.combined.replicated_fraction),
+                                    -3.5, -1, "replicated fraction", step=0.1),
+        "devices": _choice(_or(devices, devices_now), [*exp.device_sweep, devices_now],
+                           "devices"),
+        "per_device": _choice(_or(per_device, exp.per_device_batch), [32, 128, 512, 2048],
+                              "samples / device")},
+        title="FlexShard: memory against all-to-all savings over the replicated fraction (live)")
+
+
+def distributed(cfg: WorkbenchConfig, *, bandwidth_gbps: float | None = None,
+                latency_ms: float | None = None, steps: int = 4) -> Explorer:
+    """The emulated clock of the distributed check's small cluster on one link setting.
+
+    Knobs: ``bandwidth_gbps`` and ``latency_ms`` of every worker's link (default: the check's
+    first link). Plots emulated milliseconds per iteration (compute, communication) without a
+    cache and with HET's; no process is spawned.
+    """
+    exp = cfg.experiments.distributed_check
+    per_worker = exp.batch_size // exp.workers
+    train = _trainer(cfg, cfg.experiments.het_train.dataset, steps, steps * exp.batch_size,
+                     workers=exp.workers, per_worker=per_worker, bandwidth_spread=1.0,
+                     cache_policy=exp.cache_policy, cache_ratio=exp.cache_ratio,
+                     bound=exp.bounds[-1], eval_every=steps)
+
+    def run(bandwidth_gbps: float, latency_ms: float) -> pd.DataFrame:
+        link = {"max_bandwidth_gbps": float(bandwidth_gbps), "latency_ms": float(latency_ms)}
+        last = pd.concat([train("no cache", [], **link), train("HET cache", ["het"], **link)]
+                         ).groupby("system", sort=False).tail(1)
+        return pd.DataFrame({"system": last["system"],
+                             "compute_ms": 1e3 * last["compute_s"] / last["iteration"],
+                             "comm_ms": 1e3 * last["comm_s"] / last["iteration"],
+                             "iteration_ms": 1e3 * last["time_s"] / last["iteration"]})
+
+    def plot(frame: pd.DataFrame, ax) -> None:
+        ax.barh(frame["system"], frame["compute_ms"], label="compute")
+        ax.barh(frame["system"], frame["comm_ms"], left=frame["compute_ms"],
+                label="communication")
+        for y, total in enumerate(frame["iteration_ms"]):
+            ax.annotate(f"{total:.1f} ms / iteration", (total, y), xytext=(3, 0),
+                        textcoords="offset points", va="center", fontsize=7)
+        ax.set(xlabel="emulated ms per iteration",
+               title=f"{exp.workers} workers x {per_worker} samples, {steps} iterations")
+        ax.legend(fontsize=7, loc="lower right")
+
+    return Explorer(run, plot, {
+        "bandwidth_gbps": _log(_or(bandwidth_gbps, exp.bandwidth_gbps[0]), -2, 1,
+                               "link Gb/s"),
+        "latency_ms": _log(_or(latency_ms, exp.latency_ms[0]), -1, 2, "latency ms")},
+        title="The emulated clock on one link setting, without and with HET's cache (live)")
+
+
+def combined(cfg: WorkbenchConfig, *, mechanisms: str | Sequence[str] | None = None,
+             bandwidth_spread: float | None = None, cache_ratio: float | None = None,
+             hot_fraction: float | None = None, steps: int = 16) -> Explorer:
+    """The mechanisms in one training run through ESD's edge cluster, against none of them.
+
+    Knobs: ``mechanisms`` (any comma-separated set: ``"esd,het"``, ``"none"``, ...; default:
+    every one of ``experiments.combined.mechanisms``; the box suggests none, each alone, all and
+    all but each), ``bandwidth_spread``, ``cache_ratio`` (HET's) and
+    ``hot_fraction`` (Hotline's). Plots test AUC against emulated time, bytes in the legend.
+    """
+    exp = cfg.experiments.combined
+    every = ",".join(exp.mechanisms)
+    if mechanisms is not None and not isinstance(mechanisms, str):
+        mechanisms = ",".join(mechanisms) or "none"
+    train = _trainer(cfg, exp.dataset, steps, steps * exp.workers * exp.per_worker,
+                     eval_every=max(1, steps // 8))
+
+    def run(mechanisms: str, bandwidth_spread: float, cache_ratio: float,
+            hot_fraction: float) -> pd.DataFrame:
+        spread = {"bandwidth_spread": float(bandwidth_spread)}
+        on = [m.strip() for m in mechanisms.split(",") if m.strip() not in ("", "none")]
+        runs = [train("none", [], **spread)]
+        if on:
+            runs.append(train("+".join(on), on, cache_ratio=float(cache_ratio),
+                              hot_fraction=float(hot_fraction), **spread))
+        return pd.concat(runs, ignore_index=True)
+
+    def plot(frame: pd.DataFrame, ax) -> None:
+        _auc_vs_time(frame, ax, f"{steps} iterations of {exp.workers} x {exp.per_worker} "
+                     f"samples on {exp.dataset}")
+
+    return Explorer(run, plot, {
+        "mechanisms": _combination(_or(mechanisms, every), [
+            "none", *exp.mechanisms, every,
+            *(",".join(n for n in exp.mechanisms if n != m) for m in exp.mechanisms)],
+            "mechanisms"),
+        "bandwidth_spread": _log(_or(bandwidth_spread, exp.bandwidth_spread), 0, 3,
+                                 "bandwidth spread"),
+        "cache_ratio": _log(_or(cache_ratio, exp.cache_ratio), -3, 0, "cache ratio"),
+        "hot_fraction": _log(_or(hot_fraction, exp.hot_fraction), -3.5, 0, "hot fraction")},
+        title="The mechanisms together: AUC against emulated time, against none (live)")
+
+
+#: notebook -> its explorer's builder
+BUILDERS: dict[str, Callable[..., Explorer]] = {
+    "datasets": datasets, "het": het, "het_train": het_train, "esd": esd, "recd": recd,
+    "hotline": hotline, "flexshard": flexshard, "distributed": distributed,
+    "combined": combined}
+
+
+def show(name: str, cfg: WorkbenchConfig, **initial: Any) -> Explorer | None:
+    """Build notebook ``name``'s explorer at ``initial`` (None: the config's value), print the
+    values it ran with and display it; print a note instead when its data is missing.
+
+    Returns:
+        The explorer (``explorer.update(knob=value)`` reruns it), or None when skipped.
+    """
+    from IPython.display import display
+
+    try:
+        explorer = BUILDERS[name](cfg, **initial)
+    except FileNotFoundError as err:
+        print(f"Explore section skipped: {err}")
+        return None
+    print(f"{explorer.title}: {re.sub('<[^>]+>', '', explorer.status.value)}")
+    display(explorer)
+    return explorer
