@@ -58,7 +58,9 @@ setting = (f"{summary['dataset']} ({summary['table_rows']:,}-row table, "
            f"{exp.hot_fraction:.1%} of rows ({summary['replicated_rows']['hotline']:,}); "
            f"FlexShard: replicated {exp.replicated_fraction:.1%} "
            f"({summary['replicated_rows']['flexshard']:,}); ESD: {exp.esd_dispatcher}, off: "
-           f"{exp.baseline_dispatcher}; clock: {summary['clock']['describe']}")
+           f"{exp.baseline_dispatcher}; clock: "
+           + summary['clock']['describe'].replace("overlap prefetch", "overlap prefetch with "
+                                                  "het on, none with het off"))
 section = Section(
     name="combined", title="The mechanisms combined: ablation on the edge cluster",
     out_dir=out_dir,

@@ -7,7 +7,7 @@ from them: the figures above read ``results/``; an explorer runs a small variant
     knobs (sliders, dropdowns) --on change--> run(**knobs) -> DataFrame --> plot(frame, ax)
                                                     |                          |
                                                explorer.data            explorer.figure
-                                                                    (redrawn in an Output)
+                                                              (a display updated in place)
 
 Under papermill (no browser, no widget events) the constructor's first run with the default
 values is all that happens: the cell still executes, and its figure is in the executed notebook.
@@ -84,8 +84,11 @@ class Explorer:
         self._run, self._plot, self.controls, self.title = run, plot, dict(controls), title
         # tight, not the theme's constrained layout (tight_layout below would warn on every run)
         self.figure, self.ax = plt.subplots(figsize=figsize, layout="tight")
-        plt.close(self.figure)  # shown through the output widget, not by the inline backend
-        self.output = w.Output()
+        plt.close(self.figure)  # shown through a display handle, not by the inline backend
+        # The plot is a display with an id, updated in place (update_display_data), not an
+        # ipywidgets Output: nbclient (papermill) could wait forever on an Output's capture.
+        self._handle = None
+        self.png = b""
         self.status = w.HTML()
         self.data = pd.DataFrame()
         self.values: dict[str, Any] = {}
@@ -127,25 +130,27 @@ class Explorer:
                                               for k, v in self.values.items()) + "</i>"
         import io
 
-        from IPython.display import Image, display
+        from IPython.display import Image
 
         png = io.BytesIO()  # a PNG: under the Agg backend (set_theme) a figure displays as text
         self.figure.savefig(png, format="png")
-        with self.output:
-            self.output.clear_output(wait=True)
-            display(Image(png.getvalue()))
+        self.png = png.getvalue()
+        if self._handle is not None:  # shown already: redraw in place
+            self._handle.update(Image(self.png))
         return self.data
 
     def widget(self):
-        """The explorer as one widget: title, controls, status line, plot."""
+        """The explorer's controls as one widget: title, controls, status line (the plot is
+        displayed below it by :meth:`_ipython_display_`)."""
         import ipywidgets as w
 
         header = [w.HTML(f"<b>{self.title}</b>")] if self.title else []
         return w.VBox([*header, w.HBox(list(self.controls.values()),
                                        layout=w.Layout(flex_flow="row wrap")),
-                       self.status, self.output])
+                       self.status])
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
+        from IPython.display import Image, display
 
         display(self.widget())
+        self._handle = display(Image(self.png), display_id=True)
