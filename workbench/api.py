@@ -44,6 +44,28 @@ __all__ = ["Data", "config", "load", "cluster", "replay_cache", "dispatch", "tra
            "access_skew", "hot_tier", "flexshard"]
 
 
+def preprocessed(cfg: WorkbenchConfig, name: str) -> bool:
+    """Whether dataset ``name`` is preprocessed under the config's ``paths.data``."""
+    from workbench.data.pipeline import processed_dir
+
+    return (processed_dir(cfg.paths.resolve("data"), name) / "train.parquet").exists()
+
+
+def _processed(cfg: WorkbenchConfig, name: str) -> Path:
+    """``data/processed/<name>``.
+
+    Raises:
+        FileNotFoundError: the dataset is not preprocessed (names the command that makes it).
+    """
+    from workbench.data.pipeline import processed_dir
+
+    processed = processed_dir(cfg.paths.resolve("data"), name)
+    if not preprocessed(cfg, name):
+        raise FileNotFoundError(f"{processed} holds no preprocessed dataset: run `python -m "
+                                f"workbench.stages prepare --dataset {name}` (or dvc repro)")
+    return processed
+
+
 def config(overrides: Sequence[str] | None = None,
            params: Path | str | None = None) -> WorkbenchConfig:
     """The validated configuration: ``conf/`` composed (or ``params``, a composed params file,
@@ -84,15 +106,11 @@ def load(cfg: WorkbenchConfig, dataset: str | None = None, train_samples: int | 
         FileNotFoundError: the dataset is not preprocessed (names the command that makes it).
     """
     from workbench.data.keys import table_rows
-    from workbench.data.pipeline import processed_dir
     from workbench.data.schema import DatasetMeta
     from workbench.experiments.het_train import load_split
 
     name = dataset or cfg.experiments.combined.dataset
-    processed = processed_dir(cfg.paths.resolve("data"), name)
-    if not (processed / "train.parquet").exists():
-        raise FileNotFoundError(f"{processed} holds no preprocessed dataset: run `python -m "
-                                f"workbench.stages prepare --dataset {name}` (or dvc repro)")
+    processed = _processed(cfg, name)
     meta = DatasetMeta.read(processed)
     return Data(name, load_split(processed, meta, "train", train_samples),
                 load_split(processed, meta, "test", test_samples), meta, table_rows(meta))
@@ -226,8 +244,8 @@ def train(data: Data, cfg: WorkbenchConfig | None = None, *, steps: int = 40,
     Raises:
         ValueError: an unknown mechanism, or fewer train samples than ``steps`` batches.
     """
-    from workbench.experiments.combined import ablation_row, replicated_sets, run_cluster, \
-        train_run
+    from workbench.experiments.combined import ablation_row, dispatcher_for, replicated_sets, \
+        run_cluster, train_run
     from workbench.experiments.config import MECHANISMS
 
     cfg = cfg or config()
@@ -249,13 +267,11 @@ def train(data: Data, cfg: WorkbenchConfig | None = None, *, steps: int = 40,
                                           cfg.experiments.esd, model, cfg.cluster, on, laia,
                                           sets, compute, software, seed)
     name = "+".join(m for m in MECHANISMS if m in on) or "none"
-    dispatcher = "laia" if laia else exp.esd_dispatcher if "esd" in on \
-        else exp.baseline_dispatcher
     metrics.insert(0, "run", name)
     target = exp.target_auc if exp.target_auc is not None else (
         cfg.datasets[data.name].target_auc if data.name in cfg.datasets else cfg.dataset.target_auc)
-    metrics.attrs["totals"] = ablation_row(name, on, dispatcher, metrics, history, trainer,
-                                           target)
+    metrics.attrs["totals"] = ablation_row(name, on, dispatcher_for(exp, on, laia), metrics,
+                                           history, trainer, target)
     metrics.attrs["clock"] = compute.describe()
     return metrics
 
@@ -395,20 +411,16 @@ def flexshard(cfg: WorkbenchConfig, replicated_fractions: Sequence[float] | None
         FileNotFoundError: the dataset is not preprocessed.
         ValueError: it has no sequence feature, or ``devices`` is not whole nodes.
     """
-    from workbench.data.pipeline import processed_dir
-    from workbench.experiments.flexshard import SequenceLookups, estimate_probability, \
-        fraction_curve
+    from workbench.experiments.flexshard import SequenceLookups, fraction_curve, \
+        profile_probability, row_wise_baseline
     from workbench.sharding.planner import candidate_cuts, evaluate_cuts
-    from workbench.sharding.plans import rank_order, row_wise
+    from workbench.sharding.plans import rank_order
     from workbench.sharding.topology import Topology
-    from workbench.sharding.traffic import expected_traffic, memory, traffic_summary
+    from workbench.sharding.traffic import traffic_summary
 
     exp = cfg.experiments.flexshard
     name = dataset or exp.claims_dataset
-    processed = processed_dir(cfg.paths.resolve("data"), name)
-    if not (processed / "train.parquet").exists():
-        raise FileNotFoundError(f"{processed} holds no preprocessed dataset: run `python -m "
-                                f"workbench.stages prepare --dataset {name}` (or dvc repro)")
+    processed = _processed(cfg, name)
     g = cfg.topology.devices_per_node
     if devices is not None and (devices < g or devices % g):
         raise ValueError(f"devices = {devices}: must be whole nodes of {g}")
@@ -419,14 +431,8 @@ def flexshard(cfg: WorkbenchConfig, replicated_fractions: Sequence[float] | None
     data = SequenceLookups.read(processed, exp.sequence_feature)
     topo = Topology.from_config(cfg.topology, nodes=devices // g if devices else None)
     n, row_bytes = data.rows, 4 * exp.embedding_dim
-    profile = [data.iteration(t, topo.devices, exp.per_device_batch)[1]
-               for t in range(exp.profile_batches)]
-    probability = estimate_probability(np.bincount(np.concatenate(profile), minlength=n),
-                                       exp.probability_estimator)
-    lookups = float(np.mean([r.size for r in profile])) / topo.devices
-    rw = row_wise(n, topo)
-    rw_traffic = expected_traffic(rw, probability, lookups, row_bytes, topo)
-    rw_memory = float(memory(rw, rw_traffic, row_bytes, topo)["total"].max())
+    _, probability, lookups = profile_probability(data, exp, topo.devices)
+    rw_traffic, rw_memory = row_wise_baseline(probability, topo, lookups, row_bytes)
     order = rank_order(probability)
     cuts = candidate_cuts(n, candidates, np.rint(np.asarray(fractions) * n))
     searches = {"hot_dp": evaluate_cuts(probability, topo, lookups, row_bytes, cuts,

@@ -83,10 +83,7 @@ def _mark(ax, x: float, text: str) -> None:
 
 def _processed(cfg: WorkbenchConfig, names: Sequence[str]) -> list[str]:
     """The datasets among ``names`` that are preprocessed under the config's ``paths.data``."""
-    from workbench.data.pipeline import processed_dir
-
-    root = cfg.paths.resolve("data")
-    return [n for n in names if (processed_dir(root, n) / "train.parquet").exists()]
+    return [n for n in names if api.preprocessed(cfg, n)]
 
 
 def _first(cfg: WorkbenchConfig, names: Sequence[str]) -> str:

@@ -98,6 +98,14 @@ def replicated_sets(keys: np.ndarray, rows: int, exp: CombinedConfig, dim: int,
     return {"hotline": hot, "flexshard": hot_mask(tier0, rows)}
 
 
+def dispatcher_for(exp: CombinedConfig, on: frozenset[str], laia: bool) -> str:
+    """The dispatcher of a run: LAIA when asked, ESD's when ``esd`` is on, else the
+    baseline."""
+    if laia:
+        return "laia"
+    return exp.esd_dispatcher if "esd" in on else exp.baseline_dispatcher
+
+
 def run_cluster(exp: CombinedConfig, cluster: ClusterConfig, het: bool) -> ClusterConfig:
     """ESD's base edge links with the clock settings of ``cluster``; overlap is HET's
     prefetch when ``het`` is on, none otherwise."""
@@ -143,8 +151,7 @@ def train_run(train, test, meta: DatasetMeta, exp: CombinedConfig, esd: EsdConfi
     for mech in ("hotline", "flexshard"):
         if mech in on:
             replicated = sets[mech] if replicated is None else replicated | sets[mech]
-    dispatcher = "laia" if laia else exp.esd_dispatcher if "esd" in on \
-        else exp.baseline_dispatcher
+    dispatcher = dispatcher_for(exp, on, laia)
     model_cfg = dataclasses.replace(model, batch_size=exp.workers * exp.per_worker)
     system = SystemSpec(f"cache s={exp.bound}", "cache", exp.bound) if het \
         else SystemSpec("hybrid", "hybrid")
@@ -210,9 +217,8 @@ def run(processed: Path, out: Path, exp: CombinedConfig, *, esd: EsdConfig,
     for name, on, laia in tqdm(plan, disable=not progress, desc="combined"):
         metrics, history, trainer = train_run(train, test, meta, exp, esd, model, cluster, on,
                                               laia, sets, compute, software, seed)
-        dispatcher = "laia" if laia else exp.esd_dispatcher if "esd" in on \
-            else exp.baseline_dispatcher
-        table.append(ablation_row(name, on, dispatcher, metrics, history, trainer, target))
+        table.append(ablation_row(name, on, dispatcher_for(exp, on, laia), metrics, history,
+                                  trainer, target))
         curves.append(metrics.assign(run=name))
         per_iter = history.groupby("iteration")[list(TOTALS)].sum()
         per_iter["step_s"] = history.groupby("iteration")["step_s"].first()

@@ -130,13 +130,33 @@ def estimate_probability(counts: np.ndarray, estimator: str = "good_turing") -> 
     return p
 
 
+def profile_probability(data: "SequenceLookups", exp: FlexShardConfig,
+                        devices: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """The profile of the first ``exp.profile_batches`` iterations of ``devices`` x
+    ``exp.per_device_batch`` samples: ``(counts per row, access probability per row,
+    lookups per device per iteration)``."""
+    profile = [data.iteration(t, devices, exp.per_device_batch)[1]
+               for t in range(exp.profile_batches)]
+    counts = np.bincount(np.concatenate(profile), minlength=data.rows)
+    return (counts, estimate_probability(counts, exp.probability_estimator),
+            float(np.mean([r.size for r in profile])) / devices)
+
+
+def row_wise_baseline(probability: np.ndarray, topo: Topology, lookups: float,
+                      row_bytes: int) -> tuple[np.ndarray, float]:
+    """Row-wise sharding, the baseline: its expected traffic and its largest device's
+    memory (weights + buffers), the limit FlexShard's planner must stay within."""
+    rw = row_wise(probability.size, topo)
+    traffic = expected_traffic(rw, probability, lookups, row_bytes, topo)
+    return traffic, float(memory(rw, traffic, row_bytes, topo)["total"].max())
+
+
 def build_plans(exp: FlexShardConfig, probability: np.ndarray, topo: Topology,
                 lookups: float, row_bytes: int, extra_cuts: np.ndarray = ()) -> dict[str, Any]:
     """Every configured plan at ``topo``, the planner's searches and RW's memory limit."""
     n = probability.size
     rw = row_wise(n, topo)
-    rw_traffic = expected_traffic(rw, probability, lookups, row_bytes, topo)
-    rw_memory = float(memory(rw, rw_traffic, row_bytes, topo)["total"].max())
+    rw_traffic, rw_memory = row_wise_baseline(probability, topo, lookups, row_bytes)
     limit = rw_memory if exp.memory_limit == "rw" else None
     cuts = candidate_cuts(n, exp.candidate_cuts, extra_cuts)
     rw_seconds = traffic_summary(rw_traffic, topo)["seconds"]
@@ -252,11 +272,7 @@ def run(processed: Path, out: Path, exp: FlexShardConfig, *, topology: TopologyC
         data = SequenceLookups.read(processed, exp.sequence_feature)
         base = Topology.from_config(topology)
         row_bytes = 4 * exp.embedding_dim
-        b = exp.per_device_batch
-        profile_src = [data.iteration(t, base.devices, b) for t in range(exp.profile_batches)]
-        counts = np.bincount(np.concatenate([r for _, r in profile_src]), minlength=data.rows)
-        probability = estimate_probability(counts, exp.probability_estimator)
-        lookups = float(np.mean([r.size for _, r in profile_src])) / base.devices
+        counts, probability, lookups = profile_probability(data, exp, base.devices)
         replay = range(exp.profile_batches, exp.profile_batches + exp.replay_batches)
         n = data.rows
         extra_cuts = np.rint(np.asarray(exp.replicated_fractions) * n)
@@ -300,7 +316,7 @@ def run(processed: Path, out: Path, exp: FlexShardConfig, *, topology: TopologyC
             "dataset": processed.name, "available": True, "table_rows": n,
             "rows_seen_in_profile": int((counts > 0).sum()),
             "embedding_dim": exp.embedding_dim, "row_bytes": row_bytes,
-            "per_device_batch": b, "lookups_per_device": lookups,
+            "per_device_batch": exp.per_device_batch, "lookups_per_device": lookups,
             "mean_sequence_length": float(data.lengths.mean()),
             "top_0.1%_share": float(np.sort(probability)[::-1][:max(1, n // 1000)].sum()),
             "top_1%_share": float(np.sort(probability)[::-1][:max(1, n // 100)].sum()),
