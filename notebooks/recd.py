@@ -216,7 +216,8 @@ axes[2].xaxis.set_major_formatter(ScalarFormatter())
 axes[2].xaxis.set_minor_formatter(NullFormatter())
 axes[2].legend(fontsize=7)
 section.figure(fig, "training",
-               "Training throughput (forward, backward, Adagrad step) on KJT and IKJT batches, "
+               "Training throughput (forward, backward with row-indexed sparse table gradients, "
+               "Adagrad step on the rows read) on KJT and IKJT batches, "
                "the per-step losses of both paths (they coincide), and the speedup against the "
                "batch's dedup factor",
                setting=f"batch {exp.train_batch_size}, {cfg.profile.recd_batches} batches, "

@@ -270,9 +270,10 @@ def _session_kjt(rng: np.random.Generator, batch: int, rows: int) -> KeyedJagged
     })
 
 
+@pytest.mark.parametrize("sparse", [True, False])
 @pytest.mark.parametrize("mode", ["sum", "mean"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_dedup_pooled_lookup_matches_expanded(mode: str, seed: int) -> None:
+def test_dedup_pooled_lookup_matches_expanded(mode: str, seed: int, sparse: bool) -> None:
     rng = np.random.default_rng(seed)
     rows, dim, batch = 30, 5, 40
     kjt = _session_kjt(rng, batch, rows)
@@ -282,14 +283,24 @@ def test_dedup_pooled_lookup_matches_expanded(mode: str, seed: int) -> None:
     upstream = torch.from_numpy(rng.standard_normal((batch, dim)))
     for key in kjt.keys():
         t_ref = weights.clone().requires_grad_(True)
-        ref = pooled_lookup(t_ref, kjt[key], mode)
+        ref = pooled_lookup(t_ref, kjt[key], mode, sparse=False)  # dense reference
         (ref * upstream).sum().backward()
         t_dd = weights.clone().requires_grad_(True)
-        out = dedup_pooled_lookup(t_dd, ikjt, key, mode)
+        out = dedup_pooled_lookup(t_dd, ikjt, key, mode, sparse=sparse)
         (out * upstream).sum().backward()
         assert out.shape == (batch, dim) and out.dtype == torch.float64
         assert torch.equal(out, ref)  # same bags, same order: bit-identical forward
-        torch.testing.assert_close(t_dd.grad, t_ref.grad, rtol=0, atol=1e-12)
+        assert t_dd.grad.is_sparse == sparse and not t_ref.grad.is_sparse
+        torch.testing.assert_close(t_dd.grad.to_dense(), t_ref.grad, rtol=0, atol=1e-12)
+
+
+def test_pooled_lookup_sparse_gradient_is_row_indexed() -> None:
+    table = torch.zeros(1000, 3, requires_grad=True)
+    jt = JaggedTensor(np.array([7, 7, 999, 0]), np.array([2, 0, 2]))
+    pooled_lookup(table, jt).sum().backward()  # sparse by default
+    grad = table.grad.coalesce()
+    assert table.grad.is_sparse and grad.indices().tolist() == [[0, 7, 999]]
+    assert grad.values().tolist() == [[1.0] * 3, [2.0] * 3, [1.0] * 3]
 
 
 def test_pooled_lookup_values() -> None:

@@ -77,6 +77,7 @@ def test_recd_stage_outputs(ci_pipeline: Path) -> None:
     wide = losses.pivot_table(index=["layout", "step"], columns="path", values="loss")
     np.testing.assert_allclose(wide["ikjt"], wide["kjt"], rtol=1e-4)
     summary = json.loads((out / "summary.json").read_text())
+    assert summary["settings"]["table_gradients"] == "sparse"
     work = summary["layouts"]["clustered"]["train_work"]
     assert work["ikjt"]["rows"] < work["kjt"]["rows"]
     values = summary["layouts"]["clustered"]["preprocess_values"]

@@ -27,9 +27,9 @@ FWD = {"rtol": 1e-5, "atol": 1e-6}
 GRAD = {"rtol": 1e-4, "atol": 1e-6}
 
 
-def make_model(n_dense: int = 4, seed: int = 0) -> RecDModel:
+def make_model(n_dense: int = 4, seed: int = 0, sparse_gradients: bool = True) -> RecDModel:
     return RecDModel(n_dense, FEATURES, GROUPS, D, [16], [16, 8], seq_heads=2,
-                     seq_max_length=MAX_LEN, seed=seed)
+                     seq_max_length=MAX_LEN, seed=seed, sparse_gradients=sparse_gradients)
 
 
 def make_batch(rng: np.random.Generator, n_sessions: int, per_session: int, n_dense: int = 4,
@@ -64,7 +64,7 @@ def grads(model: RecDModel, dense: torch.Tensor | None, sparse: object,
     loss = torch.nn.functional.binary_cross_entropy_with_logits(
         model(dense, sparse), torch.from_numpy(labels))
     loss.backward()
-    return {n: p.grad.clone() for n, p in model.named_parameters()}
+    return {n: p.grad.to_dense() for n, p in model.named_parameters()}  # tables: sparse grads
 
 
 # -- equivalence KJT vs IKJT ----------------------------------------------------------------------
@@ -151,6 +151,51 @@ def test_trainer_steps_equal(optimizer: str) -> None:
     dense, kjt, _ = batches[0]
     np.testing.assert_allclose(t_ikjt.predict(dense, to_ikjt(kjt, GROUPS)),
                                t_kjt.predict(dense, kjt), rtol=1e-5, atol=1e-6)
+
+
+# -- sparse (row-indexed) vs dense table gradients -------------------------------------------------
+
+
+def test_table_gradients_are_sparse_and_equal_dense() -> None:
+    rng = np.random.default_rng(8)
+    dense, kjt, labels = make_batch(rng, n_sessions=4, per_session=5, max_hist=MAX_LEN)
+    for sparse in (kjt, to_ikjt(kjt, GROUPS)):
+        g_dense = grads(make_model(sparse_gradients=False), dense, sparse, labels)
+        model = make_model(sparse_gradients=True)
+        grads(model, dense, sparse, labels)
+        for name, table in model.tables.items():
+            assert table.grad.is_sparse, name
+            assert table.grad.coalesce().indices().shape[1] < table.shape[0]  # rows read only
+            torch.testing.assert_close(table.grad.to_dense(), g_dense[f"tables.{name}"],
+                                       rtol=1e-5, atol=1e-7, msg=name)
+        # item_id's table is shared with the history tower: both features' rows arrive
+        rows = set(model.tables["item_id"].grad.coalesce().indices()[0].tolist())
+        assert set(kjt["item_id"].values().tolist()) <= rows
+        assert set(kjt["hist_item_id"].values().tolist()) - set(kjt["item_id"].values()) \
+            <= rows
+        assert not any(p.grad.is_sparse for n, p in model.named_parameters()
+                       if not n.startswith("tables."))
+    model = make_model(sparse_gradients=False)
+    grads(model, dense, kjt, labels)
+    assert not any(t.grad.is_sparse for t in model.tables.values())
+
+
+@pytest.mark.parametrize("layout", ["kjt", "ikjt"])
+@pytest.mark.parametrize("optimizer", ["adagrad", "sgd"])
+def test_sparse_and_dense_gradients_train_alike(optimizer: str, layout: str) -> None:
+    # a shared table (hist_item_id reads item_id's) and a sequence tower included
+    rng = np.random.default_rng(9)
+    batches = [make_batch(rng, n_sessions=4, per_session=6) for _ in range(4)]
+    models = {sp: make_model(seed=11, sparse_gradients=sp) for sp in (True, False)}
+    trainers = {sp: RecDTrainer(m, lr=0.05, optimizer=optimizer) for sp, m in models.items()}
+    for dense, kjt, labels in batches:
+        sparse = kjt if layout == "kjt" else to_ikjt(kjt, GROUPS)
+        loss = {sp: t.step(dense, sparse, labels) for sp, t in trainers.items()}
+        assert loss[True] == pytest.approx(loss[False], rel=1e-6)
+        assert models[True].tables["item_id"].grad.is_sparse
+        assert not models[False].tables["item_id"].grad.is_sparse
+    for (name, p), q in zip(models[True].named_parameters(), models[False].parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=name)
 
 
 def test_predict_is_sigmoid_of_forward_in_eval_mode() -> None:

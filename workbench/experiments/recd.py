@@ -11,7 +11,10 @@ rows and runs two paths on them::
 * ``timing.csv`` (wall clock, machine-dependent): preprocessing seconds for the KJT path (the
   transforms on every row) and the IKJT path (``to_ikjt`` plus the transforms on the unique rows),
   and training seconds (forward, backward, optimizer step) on KJT and IKJT batches, per layout;
-  the best of ``repeats`` alternating runs. The reader hands the trainer ready batches, as in
+  the best of ``repeats`` alternating runs. The tables get row-indexed (sparse COO) gradients
+  and Adagrad updates only the rows read (:class:`~workbench.models.recd.RecDModel`'s
+  default), so a step's cost follows the ids it reads, which dedup reduces, not the table
+  sizes, which are the same on both paths. The reader hands the trainer ready batches, as in
   RecD, so conversion is part of preprocessing, not of training.
 * ``training.csv``: the loss of every step on both paths (the IKJT path trains the same model:
   equal up to float summation order).
@@ -41,6 +44,9 @@ from workbench.training.recd_trainer import RecDTrainer
 from workbench.utils.timing import best_seconds
 
 log = logging.getLogger(__name__)
+
+#: The models' tables get row-indexed (sparse COO) gradients (see :mod:`workbench.models.recd`).
+SPARSE_GRADIENTS = True
 
 
 @dataclass(frozen=True)
@@ -135,7 +141,8 @@ def build_model(meta: dict[str, Any], exp: RecdConfig, seed: int) -> RecDModel:
                 for key in meta["keys"]]
     return RecDModel(len(meta["dense"]), features, [*groups, *([k] for k in plain)],
                      exp.embedding_dim, exp.bottom_mlp, exp.top_mlp,
-                     seq_heads=exp.seq_heads, seq_max_length=exp.max_history, seed=seed)
+                     seq_heads=exp.seq_heads, seq_max_length=exp.max_history, seed=seed,
+                     sparse_gradients=SPARSE_GRADIENTS)
 
 
 def training_timing(batches: list[Batch], meta: dict[str, Any], transforms: FeatureTransforms,
@@ -248,7 +255,8 @@ def run(partitions: Path, out: Path, exp: RecdConfig, seed: int,
         pd.concat(losses).to_csv(tmp / "training.csv", index=False, float_format="%.8g")
         summary["settings"] = {"batch_size": exp.train_batch_size, "repeats": exp.repeats,
                                "embedding_dim": exp.embedding_dim,
-                               "max_history": exp.max_history, "torch_threads": 1}
+                               "max_history": exp.max_history, "torch_threads": 1,
+                               "table_gradients": "sparse" if SPARSE_GRADIENTS else "dense"}
         write_json(tmp / "summary.json", summary)
         for (layout, phase, size), sel in frame.groupby(["layout", "phase", "batch_size"]):
             rate = sel.set_index("path")["samples_per_s"]

@@ -66,6 +66,20 @@ floating-point summation order (the expansion's backward sums the gradients of d
 before they reach the parameters; padded widths may differ). :meth:`RecDModel.work` counts the
 rows and ids the per-group compute processes, the quantity RecD's dedup reduces.
 
+Gradients w.r.t. the tables are row-indexed. Both lookups read a table through a
+sparse-gradient op (``embedding_bag(..., sparse=True)`` for pooled features,
+``embedding(..., sparse=True)`` in the tower), so ``T_k.grad`` is a sparse COO tensor: one
+``[D]`` row per id read in the batch (the unique rows' ids on the IKJT path; padded tower
+positions add zero rows for id 0), whatever ``num_rows`` is. A table shared by two features gets
+both features' rows (autograd concatenates the two sparse gradients; the optimizer coalesces
+them). Why: a dense gradient is a ``[num_rows, D]`` tensor zero-filled by the backward and swept
+in full by the optimizer every step, a cost that grows with the table, not with the batch. On a
+1M-row table it makes the whole step several times slower (``benchmarks/embedding_backward.py``),
+swamps the compute dedup saves, and the IKJT/KJT training ratio then measures the table size
+rather than dedup. In exact arithmetic both give the same update with SGD and with Adagrad (an
+untouched row's gradient, Adagrad state increment and update are zero); ``sparse_gradients=False``
+restores the dense path, for optimizers that reject sparse gradients (Adam, AdamW, weight decay).
+
 MHA uses ``bias=False``: an additive key bias has a gradient that is exactly zero in exact
 arithmetic (softmax is shift-invariant) but floating-point noise in practice, which Adagrad would
 turn into +-lr updates of arbitrary sign, so the two paths would drift apart.
@@ -247,12 +261,15 @@ class SequenceTower(nn.Module):
         positions = (kept.unsqueeze(1) - 1 - col.unsqueeze(0)).clamp(min=0)
         return ids, positions, valid
 
-    def forward(self, jt: JaggedTensor, table: Tensor) -> Tensor:
+    def forward(self, jt: JaggedTensor, table: Tensor, sparse: bool = True) -> Tensor:
         """Encode each list.
 
         Args:
             jt: U lists of ids (rows of one sequence feature).
             table: ``[num_rows, D]`` embedding table of the ids (gradients flow to it).
+            sparse: the gradient w.r.t. ``table`` is a sparse COO tensor with one row per
+                looked-up position (padding reads row 0 with weight 0) if True, a dense
+                ``[num_rows, D]`` tensor if False.
 
         Returns:
             ``[U, D]``; a row with an empty list is exactly zero.
@@ -272,7 +289,7 @@ class SequenceTower(nn.Module):
             return table.new_zeros(0, self.dim)
         ids, positions, valid = self.padded(jt)
         weight = valid.to(table.dtype).unsqueeze(-1)                      # [U, W, 1]
-        x = (F.embedding(ids, table) + self.positions[positions]) * weight
+        x = (F.embedding(ids, table, sparse=sparse) + self.positions[positions]) * weight
         # Padded keys are masked with -inf; an empty row instead sees its (zero) position 0,
         # so no softmax row is all -inf (NaN); its output is dropped by the pooling weights.
         attend = valid.clone()
@@ -307,9 +324,15 @@ class RecDModel(nn.Module):
         seq_max_length: sequence lists are left-truncated to their last ``seq_max_length`` ids.
         seed: if given, parameters are initialised from ``torch.manual_seed(seed)`` inside a
             forked RNG (the global generator is left untouched); ``None``: the global generator.
+        sparse_gradients: gradients w.r.t. the tables are row-indexed sparse COO tensors
+            (True, the default: the cost of backward and optimizer step follows the ids read,
+            not the table size) or dense ``[num_rows, D]`` tensors (False: for optimizers that
+            reject sparse gradients, e.g. Adam or weight decay). Forward and updates are equal
+            either way up to float summation order.
 
     Attributes:
         features: the feature specs, by name (ordered).
+        sparse_gradients: as given (read at every forward).
         groups: the dedup groups.
         tables: ``nn.ParameterDict`` table name -> ``[num_rows, D]`` (uniform in
             ``+-1/sqrt(num_rows)``, as DLRM).
@@ -336,7 +359,7 @@ class RecDModel(nn.Module):
     def __init__(self, n_dense: int, features: Sequence[FeatureSpec],
                  groups: Sequence[Sequence[str]], embedding_dim: int, bottom_mlp: Sequence[int],
                  top_mlp: Sequence[int], seq_heads: int = 2, seq_max_length: int = 20,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, sparse_gradients: bool = True) -> None:
         super().__init__()
         features = list(features)
         if n_dense < 0:
@@ -376,6 +399,7 @@ class RecDModel(nn.Module):
         self.n_dense = n_dense
         self.embedding_dim = embedding_dim
         self.seq_max_length = seq_max_length
+        self.sparse_gradients = bool(sparse_gradients)
 
         with torch.random.fork_rng(devices=[], enabled=seed is not None):
             if seed is not None:
@@ -435,13 +459,13 @@ class RecDModel(nn.Module):
 
         Returns:
             ``[rows, D]``: the embedding bag (sum) of a pooled feature, the tower output of a
-            sequence feature.
+            sequence feature; the table's gradient is sparse iff :attr:`sparse_gradients`.
         """
         spec = self.features[name]
         table = self.tables[spec.table_name]
         if spec.kind == "pooled":
-            return pooled_lookup(table, jt, "sum")
-        return self.towers[name](jt, table)
+            return pooled_lookup(table, jt, "sum", sparse=self.sparse_gradients)
+        return self.towers[name](jt, table, sparse=self.sparse_gradients)
 
     def embeddings(self, sparse: SparseBatch) -> Tensor:
         """All feature vectors, computed per dedup group and expanded to the batch.

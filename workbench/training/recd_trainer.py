@@ -3,6 +3,15 @@
 One optimizer over every parameter (embedding tables included), BCE-with-logits; the same steps
 on a KJT batch and on its IKJT agree up to float summation order (the model computes per dedup
 group on unique rows and expands through the inverse lookup).
+
+The tables' gradients are row-indexed sparse COO tensors by default
+(``RecDModel(sparse_gradients=True)``), so a step costs in proportion to the ids read, not to the
+table sizes. Both optimizers offered take them in ``torch.optim``'s sparse path: plain ``SGD``
+and ``Adagrad``, neither with weight decay, which rejects sparse gradients (each updates only the
+rows present; an absent row has a zero gradient, a zero Adagrad increment and a zero
+update in the dense path too, so both paths give the same parameters up to float rounding).
+``zero_grad(set_to_none=True)`` drops the sparse gradients between steps, and nothing here
+clips or rescales gradients.
 """
 
 from __future__ import annotations
@@ -21,9 +30,10 @@ class RecDTrainer:
     """Minimal trainer: BCE-with-logits, one optimizer over every parameter (tables included).
 
     Args:
-        model: the model.
+        model: the model (sparse or dense table gradients: both optimizers accept either).
         lr: learning rate (> 0).
-        optimizer: ``"adagrad"`` (DLRM's usual choice) or ``"sgd"``.
+        optimizer: ``"adagrad"`` (DLRM's usual choice) or ``"sgd"`` (plain: no momentum or
+            weight decay).
 
     Example:
         >>> trainer = RecDTrainer(model, lr=0.05)          # doctest: +SKIP
@@ -63,7 +73,10 @@ class RecDTrainer:
         loss = F.binary_cross_entropy_with_logits(logits, labels_t)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        self.optimizer.step()
+        # Sparse table gradients come from the embedding backward, valid by construction: opt
+        # out of torch's sparse invariant checks explicitly (left unset, torch warns).
+        with torch.sparse.check_sparse_tensor_invariants(enable=False):
+            self.optimizer.step()
         return float(loss.detach())
 
     def predict(self, dense: Tensor | np.ndarray | None, sparse: SparseBatch) -> np.ndarray:
