@@ -7,6 +7,7 @@ server rows and versions) must agree on random traces.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from reference_het import RefHET
 
 from workbench.cluster.cache import COUNTERS, CacheSpec, ParameterServer, WorkerCache
+from workbench.utils.bitset import bitset_arrays, drain_sorted, mark
 
 POLICY = st.sampled_from(["lru", "lfu", "lfuopt", "none"])
 
@@ -203,3 +205,81 @@ def test_bad_inputs() -> None:
     with pytest.raises(ValueError, match="cache policy"):
         CacheSpec("fifo", 1, 0, 0)
     assert set(COUNTERS) == set(c.counter_dict())
+
+
+# --- speed mechanisms: bitmap dedup, shared key-major state, the reused dedup --------------
+
+@numba.njit
+def _bitset_dedup(keys, bitmap, summary, out):
+    for k in keys:
+        mark(bitmap, summary, k)
+    return drain_sorted(bitmap, summary, out)
+
+
+@given(keys=st.lists(st.integers(0, 9_999), max_size=300), rows=st.integers(10_000, 20_000))
+@settings(max_examples=80, deadline=None)
+def test_bitset_lists_distinct_keys_sorted_and_empties(keys, rows) -> None:
+    bitmap, summary = bitset_arrays(rows)
+    arr = np.array(keys, dtype=np.int64)
+    out = np.empty(len(arr), dtype=np.int64)
+    m = _bitset_dedup(arr, bitmap, summary, out)
+    assert out[:m].tolist() == sorted(set(keys))
+    assert not bitmap.any() and not summary.any()  # ready for the next call
+
+
+def test_server_unique_matches_numpy() -> None:
+    ps = ParameterServer(np.zeros((70_000, 1)))
+    keys = np.random.default_rng(0).integers(0, 70_000, size=5_000)
+    for _ in range(2):  # the second call finds the bitmap emptied by the first
+        uniq, inv = ps.unique(keys)
+        ref_uniq, ref_inv = np.unique(keys, return_inverse=True)
+        np.testing.assert_array_equal(uniq, ref_uniq)
+        np.testing.assert_array_equal(inv, ref_inv)
+
+
+@given(policy=POLICY, trace=steps)
+@settings(max_examples=60, deadline=None)
+def test_cluster_caches_on_shared_state_equal_private_caches(policy, trace) -> None:
+    """An EdgeCluster's caches (key-major slot table, stacked lines) behave as private ones."""
+    from workbench.cluster.config import CacheConfig, ClusterConfig
+    from workbench.cluster.edge_cluster import EdgeCluster
+
+    init = np.random.default_rng(0).normal(size=(16, 3)).astype(np.float32)
+    cluster = EdgeCluster(ClusterConfig(workers=3), CacheConfig(policy=policy, rows=4,
+                                                                 read_bound=1, write_bound=1),
+                          16, 3, init_values=init)
+    ps = ParameterServer(init)
+    private = [WorkerCache(cluster.spec, ps) for _ in range(3)]
+    for w, keys, then_write in trace:
+        keys = np.array(keys, dtype=np.int64)
+        np.testing.assert_array_equal(cluster.read(w, keys), private[w].read(keys))
+        if then_write:
+            cluster.write(w, keys, -0.5)
+            private[w].write(keys, -0.5)
+    np.testing.assert_array_equal(cluster.server.values, ps.values)
+    for w in range(3):
+        assert cluster.caches[w].counter_dict() == private[w].counter_dict()
+        assert cluster.caches[w].eviction_order() == private[w].eviction_order()
+        np.testing.assert_array_equal(cluster.slot_of[:, w], private[w].slot_of)
+
+
+def test_write_reuses_the_reads_dedup_only_for_the_same_keys() -> None:
+    """A write of the keys just read skips its dedup; a caller that refills its key buffer in
+    place between read and write must not get the old keys' dedup."""
+    def run(reuse_buffer: bool) -> tuple[np.ndarray, dict]:
+        ps = ParameterServer(np.zeros((10, 2)))
+        cache = WorkerCache(CacheSpec("lru", 4, 0, 0), ps)
+        buf = np.array([1, 2, 2, 3], dtype=np.int64)
+        cache.read(buf)
+        new = np.array([7, 7, 8, 9], dtype=np.int64)
+        if reuse_buffer:
+            buf[:] = new
+            cache.write(buf, 1.0)
+        else:
+            cache.write(new, 1.0)
+        return ps.values.copy(), cache.counter_dict()
+
+    in_place, fresh = run(True), run(False)
+    np.testing.assert_array_equal(in_place[0], fresh[0])
+    assert in_place[1] == fresh[1]
+    assert in_place[0][7].tolist() == [2.0, 2.0]  # both occurrences of key 7 pushed

@@ -211,3 +211,26 @@ def test_worker_capacities_follow_speed_and_link() -> None:
     assert caps[3] == caps.max() and caps[0] == caps.min() and caps[2] < caps[3]
     one = ClusterConfig(workers=3, bandwidth_gbps=[0.001, 1.0, 1.0])
     assert worker_capacities(one, 1, "proportional").min() >= 1  # everyone keeps a sample
+
+
+@given(seed=st.integers(0, 200), workers=st.integers(1, 4))
+@settings(max_examples=30, deadline=None)
+def test_cost_model_equals_its_definition_per_worker(seed, workers) -> None:
+    """The one-pass kernel over the key-major slot table gives the module docstring's A."""
+    rng = np.random.default_rng(seed)
+    cl = _cluster(workers=workers, rows=40, cap=6, bound=1,
+                  bandwidths=tuple(rng.uniform(0.1, 1, workers)))
+    for _ in range(8):
+        w = int(rng.integers(workers))
+        keys = rng.integers(0, 40, size=5)
+        cl.read(w, keys)
+        cl.write(w, keys, 0.5)
+    uniq = np.unique(rng.integers(0, 40, size=25))
+    model = CostModel(cl)
+    states = [c.key_state(uniq) for c in cl.caches]
+    expected = np.empty((workers, len(uniq)))
+    for j, (present, stale, _) in enumerate(states):
+        expected[j] = model.tau[j] * (~present * (1 + cl.caches[j].dirty_fraction()) + stale)
+    sync = np.array([model.tau[j] * states[j][2] for j in range(workers)])
+    expected += sync.sum(axis=0) - sync
+    np.testing.assert_allclose(model.key_costs(uniq), expected, rtol=1e-12)

@@ -33,8 +33,13 @@ every key every step).
 
 Layout (struct of arrays, so the kernels compile with numba and nothing loops per key in Python):
 
-* ``slot_of[rows]``: the cache slot holding a key, or -1;
-* ``lines[C, 7]``: key, version, updates, prev, next, bucket, freq of each slot;
+* ``slot_of[rows]`` (int32): the cache slot holding a key, or -1; in an
+  :class:`~workbench.cluster.edge_cluster.EdgeCluster`, column w of one key-major ``[rows, W]``
+  table (:func:`cluster_slots`), so the ESD cost model reads every worker's slot of a key from
+  one memory line;
+* ``links[C, 4]`` (int32): prev, next, bucket, freq of each slot (the list links, 16 bytes a
+  line, apart from the rest so a list walk stays in the core's L2 cache);
+* ``lines[C, 3]`` (int64): key, version, updates of each slot;
 * ``vecs[2, C, D]``: value and grad of each slot (float32, as on the wire);
 * ``buckets[NB, 5]``: freq, head, tail, prev, next of each bucket (an LRU list of lines);
   LRU uses bucket 0, LFUOpt buckets 1..9 (use counts), LFU a sorted list of buckets allocated
@@ -46,6 +51,11 @@ Layout (struct of arrays, so the kernels compile with numba and nothing loops pe
 
 Between two writes a line can be evicted dirty at most once (a re-inserted line is clean), so
 the queue never holds more than C entries.
+
+Speed (``benchmarks/cache_replay.py``): the sorted unique keys of a call come from the server's
+two-level bitmap (:mod:`workbench.utils.bitset`, no sort), and a write of the keys just read
+reuses the read's; touches prefetch the lines of the slots a few keys ahead, and their list
+neighbours (:mod:`workbench.utils.prefetch`).
 """
 
 from __future__ import annotations
@@ -56,6 +66,8 @@ import numba as nb
 import numpy as np
 
 from workbench.cluster.linked_list import HEAD, NEXT, PREV, TAIL, push_front, unlink
+from workbench.utils.bitset import bitset_arrays, drain_sorted, mark
+from workbench.utils.prefetch import prefetch
 
 POLICIES = {"none": 0, "lru": 1, "lfu": 2, "lfuopt": 3}
 LFUOPT_PERMANENT = 10  # HET's kUseCntMax: uses after which an LFUOpt line is never evicted
@@ -71,9 +83,11 @@ C_INDEX = {name: i for i, name in enumerate(COUNTERS)}
 PULL_COUNTERS = ("miss_pulls", "stale_pulls")
 PUSH_COUNTERS = ("bound_pushes", "evict_pushes", "uncached_pushes", "flush_pushes")
 
-# lines[] columns: a line is a node of its bucket's list (workbench.cluster.linked_list)
+# links[] columns (int32): a line is a node of its bucket's list (workbench.cluster.linked_list)
 _PREV, _NEXT = PREV, NEXT
-_KEY, _VER, _UPD, _BUCKET, _FREQ = range(2, 7)
+_BUCKET, _FREQ = 2, 3
+# lines[] columns (int64)
+_KEY, _VER, _UPD = 0, 1, 2
 #: lines[] columns read by other modules: the cached row's version, its unpushed updates
 LINE_VERSION, LINE_UPDATES = _VER, _UPD
 # buckets[] columns: a bucket is a list of lines, and a node of the chain of LFU buckets
@@ -82,6 +96,8 @@ _BFREQ, _BPREV, _BNEXT = range(2, 5)
 # meta[] entries
 _POLICY, _CAP, _SIZE, _FIRST, _FREE_TOP, _QLEN, _PERM, _DIRTY = range(8)
 _NONE, _LRU, _LFU, _LFUOPT = 0, 1, 2, 3
+# prefetch distances (in touches) of a line and of its list neighbours
+_AHEAD, _NEAR = 8, 4
 
 
 # ------------------------------------------------------------------------------------------
@@ -90,14 +106,14 @@ _NONE, _LRU, _LFU, _LFUOPT = 0, 1, 2, 3
 # ------------------------------------------------------------------------------------------
 
 @nb.njit(cache=True, _nrt=False)
-def _unlink(lines, buckets, s):
-    unlink(lines, buckets, lines[s, _BUCKET], s)
+def _unlink(links, buckets, s):
+    unlink(links, buckets, links[s, _BUCKET], s)
 
 
 @nb.njit(cache=True, _nrt=False)
-def _push_front(lines, buckets, s, b):
-    push_front(lines, buckets, b, s)
-    lines[s, _BUCKET] = b
+def _push_front(links, buckets, s, b):
+    push_front(links, buckets, b, s)
+    links[s, _BUCKET] = b
 
 
 @nb.njit(cache=True, _nrt=False)
@@ -140,39 +156,56 @@ def _drop_bucket_if_empty(buckets, free_b, meta, b):
 # ------------------------------------------------------------------------------------------
 
 @nb.njit(cache=True, _nrt=False)
-def _touch(lines, buckets, free_b, meta, s):
+def _touch(links, buckets, free_b, meta, s):
     policy = meta[_POLICY]
     if policy == _LRU:
-        _unlink(lines, buckets, s)
-        _push_front(lines, buckets, s, 0)
+        _unlink(links, buckets, s)
+        _push_front(links, buckets, s, 0)
     elif policy == _LFU:
-        b = lines[s, _BUCKET]
-        f = lines[s, _FREQ] + 1
+        b = links[s, _BUCKET]
+        f = links[s, _FREQ] + 1
         nxt = buckets[b, _BNEXT]
         if nxt >= 0 and buckets[nxt, _BFREQ] == f:
             nb_ = nxt
         else:
             nb_ = _new_bucket(buckets, free_b, meta, f, b)
-        _unlink(lines, buckets, s)
-        _push_front(lines, buckets, s, nb_)
-        lines[s, _FREQ] = f
+        _unlink(links, buckets, s)
+        _push_front(links, buckets, s, nb_)
+        links[s, _FREQ] = f
         _drop_bucket_if_empty(buckets, free_b, meta, b)
     elif policy == _LFUOPT:
-        f = lines[s, _FREQ]
+        f = links[s, _FREQ]
         if f >= LFUOPT_PERMANENT:
             return
-        _unlink(lines, buckets, s)
+        _unlink(links, buckets, s)
         f += 1
-        lines[s, _FREQ] = f
+        links[s, _FREQ] = f
         if f >= LFUOPT_PERMANENT:
-            lines[s, _BUCKET] = -1
+            links[s, _BUCKET] = -1
             meta[_PERM] += 1
         else:
-            _push_front(lines, buckets, s, f)
+            _push_front(links, buckets, s, f)
 
 
 @nb.njit(cache=True, _nrt=False)
-def _victim(lines, buckets, meta):
+def _touch_all(links, buckets, free_b, meta, slots):
+    """Touch every cached slot of ``slots`` (-1: not cached) in order, prefetching the links
+    (and their list neighbours) a few touches ahead."""
+    m = slots.shape[0]
+    width = links.shape[1]
+    for j in range(m):
+        if j + _AHEAD < m and slots[j + _AHEAD] >= 0:
+            prefetch(links, slots[j + _AHEAD] * width)
+        if j + _NEAR < m and slots[j + _NEAR] >= 0:
+            t = slots[j + _NEAR]
+            prefetch(links, links[t, _PREV] * width)
+            prefetch(links, links[t, _NEXT] * width)
+        if slots[j] >= 0:
+            _touch(links, buckets, free_b, meta, slots[j])
+
+
+@nb.njit(cache=True, _nrt=False)
+def _victim(links, buckets, meta):
     policy = meta[_POLICY]
     if policy == _LRU:
         return buckets[0, _BTAIL]
@@ -185,7 +218,7 @@ def _victim(lines, buckets, meta):
 
 
 @nb.njit(cache=True, _nrt=False)
-def _insert(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counters, key):
+def _insert(slot_of, links, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counters, key):
     """Give ``key`` a slot (evicting when full); return it, or -1 when it cannot be cached."""
     cap = meta[_CAP]
     if cap == 0:
@@ -194,7 +227,7 @@ def _insert(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, count
         s = meta[_SIZE]
         meta[_SIZE] += 1
     else:
-        s = _victim(lines, buckets, meta)
+        s = _victim(links, buckets, meta)
         if s < 0:
             return -1
         counters[_EVICTIONS] += 1
@@ -206,26 +239,26 @@ def _insert(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, count
             for d in range(vecs.shape[2]):
                 queue_g[q, d] = vecs[1, s, d]
             meta[_QLEN] = q + 1
-        b = lines[s, _BUCKET]
-        _unlink(lines, buckets, s)
+        b = links[s, _BUCKET]
+        _unlink(links, buckets, s)
         if meta[_POLICY] == _LFU:
             _drop_bucket_if_empty(buckets, free_b, meta, b)
         slot_of[lines[s, _KEY]] = -1
     lines[s, _KEY] = key
-    lines[s, _FREQ] = 1
+    links[s, _FREQ] = 1
     slot_of[key] = s
     policy = meta[_POLICY]
     if policy == _LRU:
-        _push_front(lines, buckets, s, 0)
+        _push_front(links, buckets, s, 0)
     elif policy == _LFUOPT:
-        _push_front(lines, buckets, s, 1)
+        _push_front(links, buckets, s, 1)
     else:
         first = meta[_FIRST]
         if first >= 0 and buckets[first, _BFREQ] == 1:
             b1 = first
         else:
             b1 = _new_bucket(buckets, free_b, meta, 1, -1)
-        _push_front(lines, buckets, s, b1)
+        _push_front(links, buckets, s, b1)
     return s
 
 
@@ -234,26 +267,19 @@ def _insert(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, count
 # ------------------------------------------------------------------------------------------
 
 @nb.njit(cache=True)
-def _unique(keys, scratch):
+def _unique(keys, bitmap, summary, scratch):
     """Sorted unique keys and, per occurrence, the index of its key in the unique array.
 
-    ``scratch[k + 1, 0]`` stamps key k when it is first seen in this call (the stamp is
-    ``scratch[0, 0]``, bumped per call) and ``scratch[k + 1, 1]`` holds its position; both sit in
-    one cache line. O(n + m log m) for n keys with m distinct, no sort of the whole batch.
+    The keys pass through the server's two-level bitmap (:mod:`workbench.utils.bitset`: sorted
+    without a sort, O(n + m + rows / 4096) for n keys with m distinct); ``scratch[k + 1, 1]``
+    then receives key k's position.
     """
     n = keys.shape[0]
-    scratch[0, 0] += 1
-    tick = scratch[0, 0]
-    uniq = np.empty(n, np.int64)
-    m = 0
     for i in range(n):
-        k = keys[i] + 1
-        if scratch[k, 0] != tick:
-            scratch[k, 0] = tick
-            uniq[m] = k - 1
-            m += 1
-    uniq = np.sort(uniq[:m])
-    for j in range(m):
+        mark(bitmap, summary, keys[i])
+    uniq = np.empty(n, np.int64)
+    uniq = uniq[:drain_sorted(bitmap, summary, uniq)]
+    for j in range(uniq.shape[0]):
         scratch[uniq[j] + 1, 1] = j
     inv = np.empty(n, np.int64)
     for i in range(n):
@@ -262,19 +288,19 @@ def _unique(keys, scratch):
 
 
 @nb.njit(cache=True)
-def _read(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counters,
-          srv_val, srv_ver, scratch, keys, read_bound, out, want_values):
-    uniq, inv = _unique(keys, scratch)
+def _read(slot_of, links, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counters,
+          srv_val, srv_ver, keys, uniq, inv, read_bound, out, want_values):
     m = uniq.shape[0]
     slots = np.empty(m, np.int64)
+    for j in range(m):
+        slots[j] = slot_of[uniq[j]]
+    _touch_all(links, buckets, free_b, meta, slots)
     misses = 0
     stale = 0
     for j in range(m):
         u = uniq[j]
-        s = slot_of[u]
-        slots[j] = s
+        s = slots[j]
         if s >= 0:
-            _touch(lines, buckets, free_b, meta, s)
             if srv_ver[u] - lines[s, _VER] > read_bound:
                 stale += 1
                 lines[s, _VER] = srv_ver[u]
@@ -296,7 +322,7 @@ def _read(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counter
     for j in range(m):
         if slots[j] < 0:
             u = uniq[j]
-            s = _insert(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta,
+            s = _insert(slot_of, links, lines, vecs, buckets, free_b, queue_i, queue_g, meta,
                         counters, u)
             if s >= 0:
                 lines[s, _VER] = srv_ver[u]
@@ -338,18 +364,15 @@ def _push_row(srv_val, srv_ver, key, src, row, updates, log_i, log_g):
 
 
 @nb.njit(cache=True)
-def _write(slot_of, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counters,
-           srv_val, srv_ver, scratch, keys, grads, const_grad, write_bound, per_occurrence,
+def _write(slot_of, links, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counters,
+           srv_val, srv_ver, keys, uniq, inv, grads, const_grad, write_bound, per_occurrence,
            log_i, log_g):
-    uniq, inv = _unique(keys, scratch)
     m = uniq.shape[0]
     dim = vecs.shape[2]
     slots = np.empty(m, np.int64)
     for j in range(m):
-        s = slot_of[uniq[j]]
-        slots[j] = s
-        if s >= 0:
-            _touch(lines, buckets, free_b, meta, s)
+        slots[j] = slot_of[uniq[j]]
+    _touch_all(links, buckets, free_b, meta, slots)
     direct = np.zeros((m, dim), np.float32)
     occurrences = np.zeros(m, np.int64)
     per_row = grads.shape[0] > 0
@@ -448,8 +471,14 @@ class ParameterServer:
         self.versions = np.zeros(len(self.values), dtype=np.int64)
         # Dedup scratch shared by the caches of this server (kernels run one at a time):
         # row k + 1 holds key k's last-seen stamp and its position in the unique array;
-        # [0, 0] is the call counter.
+        # [0, 0] is the call counter. The caches' sorted dedup (_unique) marks keys in a
+        # two-level bitmap, left all zero between calls.
         self.scratch = np.zeros((len(self.values) + 1, 2), dtype=np.int64)
+        self.bitmap, self.bitmap_summary = bitset_arrays(len(self.values))
+
+    def unique(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Sorted unique ``keys`` (``int64``, contiguous) and each occurrence's index in them."""
+        return _unique(keys, self.bitmap, self.bitmap_summary, self.scratch)
 
     @property
     def rows(self) -> int:
@@ -481,12 +510,31 @@ class CacheSpec:
             raise ValueError("cache capacity and bounds must be >= 0")
 
 
+def cluster_slots(spec: CacheSpec, rows: int, workers: int) -> tuple[np.ndarray, np.ndarray]:
+    """The state W caches of one spec share, for :class:`WorkerCache`'s ``slot_of`` and
+    ``lines`` (worker w gets ``slot_of[:, w]`` and ``lines[w]``).
+
+    Returns:
+        ``slot_of``: ``int32[rows, W]``, key-major (all workers' slots of a key on one line);
+        ``lines``: ``int64[W, max(C, 1), 3]``.
+    """
+    cap = 0 if spec.policy == "none" else int(spec.capacity)
+    return (np.full((rows, workers), -1, dtype=np.int32),
+            np.full((workers, max(cap, 1), 3), -1, dtype=np.int64))
+
+
 class WorkerCache:
     """One edge worker's embedding cache bound to a :class:`ParameterServer`.
 
     Args:
         spec: policy, capacity (rows; forced to 0 for ``none``) and bounds.
         server: the parameter server whose rows are cached.
+        log_pushes: record the rows each write pushes (:meth:`pushes`).
+        slot_of: the slot of every key, ``int32[rows]`` filled with -1; a view of the cluster's
+            key-major ``[rows, W]`` table (:func:`cluster_slots`) lets the ESD cost model read
+            every worker's state of a key from one memory line. None: a private array.
+        lines: key, version and updates of every slot, ``int64[max(C, 1), 3]`` filled with -1
+            (a view of :func:`cluster_slots`' stacked lines); None: a private array.
 
     Example::
 
@@ -497,15 +545,29 @@ class WorkerCache:
     """
 
     def __init__(self, spec: CacheSpec, server: ParameterServer,
-                 log_pushes: bool = False) -> None:
+                 log_pushes: bool = False, slot_of: np.ndarray | None = None,
+                 lines: np.ndarray | None = None) -> None:
         self.spec = spec
         self.log_pushes = log_pushes
         self.server = server
         cap = 0 if spec.policy == "none" else int(spec.capacity)
         dim = server.dim
         n_buckets = cap + LFUOPT_PERMANENT + 2
-        self.slot_of = np.full(server.rows, -1, dtype=np.int32)  # 4 bytes per row per worker
-        self.lines = np.full((max(cap, 1), 7), -1, dtype=np.int64)
+        if slot_of is None:
+            slot_of = np.full(server.rows, -1, dtype=np.int32)  # 4 bytes per row per worker
+        if lines is None:
+            lines = np.full((max(cap, 1), 3), -1, dtype=np.int64)
+        if slot_of.shape != (server.rows,) or slot_of.dtype != np.int32:
+            raise ValueError(f"slot_of: int32[{server.rows}] expected, got "
+                             f"{slot_of.dtype}{list(slot_of.shape)}")
+        if lines.shape != (max(cap, 1), 3) or lines.dtype != np.int64:
+            raise ValueError(f"lines: int64[{max(cap, 1)}, 3] expected, got "
+                             f"{lines.dtype}{list(lines.shape)}")
+        self.slot_of = slot_of
+        self.lines = lines
+        # the list links apart from the keys and versions: the lists' pointer chasing reads
+        # 16-byte rows that stay in the core's L2 cache for 100k-line caches
+        self.links = np.full((max(cap, 1), 4), -1, dtype=np.int32)
         self.vecs = np.zeros((2, max(cap, 1), dim), dtype=np.float32)
         self.buckets = np.full((n_buckets, 5), -1, dtype=np.int64)
         self.buckets[:, _BFREQ] = np.arange(n_buckets)  # LRU bucket 0, LFUOpt buckets 1..9
@@ -523,6 +585,9 @@ class WorkerCache:
         # push log (log_pushes): row 0 of _log_i = entry count, then (key, updates) per push
         self._log_i = np.zeros((0, 2), dtype=np.int64)
         self._log_g = np.zeros((0, dim), dtype=np.float32)
+        # (keys, sorted unique keys, inverse) of the last read or write: a write of the same
+        # keys skips its dedup
+        self._last_dedup: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
     def size(self) -> int:
@@ -535,9 +600,20 @@ class WorkerCache:
         return int(self.meta[_CAP])
 
     def _state(self) -> tuple:
-        return (self.slot_of, self.lines, self.vecs, self.buckets, self.free_b, self.queue_i,
+        return (self.slot_of, self.links, self.lines, self.vecs, self.buckets, self.free_b, self.queue_i,
                 self.queue_g, self.meta, self.counters, self.server.values,
-                self.server.versions, self.server.scratch)
+                self.server.versions)
+
+    def _dedup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``keys`` as contiguous int64 with their sorted unique keys and inverse. A write of the
+        keys just read (the protocol's usual read-then-write) reuses the read's dedup."""
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        last = self._last_dedup
+        if last is not None and last[0].shape == keys.shape and np.array_equal(last[0], keys):
+            return last
+        uniq, inv = self.server.unique(keys)
+        self._last_dedup = (keys.copy(), uniq, inv)  # a copy: the caller may reuse its buffer
+        return keys, uniq, inv
 
     def read(self, keys: np.ndarray, want_values: bool = True) -> np.ndarray:
         """Read ``keys`` (duplicates allowed); return one float32 row per occurrence.
@@ -545,18 +621,18 @@ class WorkerCache:
         With ``want_values=False`` only the protocol runs (counters, policy, pulls) and an
         empty array is returned.
         """
-        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        keys, uniq, inv = self._dedup(keys)
         out = np.empty((len(keys) if want_values else 0, self.server.dim), dtype=np.float32)
-        _read(*self._state(), keys, self.spec.read_bound, out, want_values)
+        _read(*self._state(), keys, uniq, inv, self.spec.read_bound, out, want_values)
         return out
 
     def write(self, keys: np.ndarray, grads: np.ndarray | float) -> None:
         """Apply one update row per occurrence of ``keys`` (``grads``: ``[len(keys), dim]``,
         already ``-lr * gradient``), or the same scalar update to every element."""
-        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        keys, uniq, inv = self._dedup(keys)
         self._reset_log(len(keys) + self.capacity)  # a write pushes <= unique keys + queue
         if np.isscalar(grads):
-            _write(*self._state(), keys, self._no_grads, np.float32(grads),
+            _write(*self._state(), keys, uniq, inv, self._no_grads, np.float32(grads),
                    self.spec.write_bound, self.spec.clock == "update", self._log_i,
                    self._log_g)
         else:
@@ -564,7 +640,8 @@ class WorkerCache:
             if grads.shape != (len(keys), self.server.dim):
                 raise ValueError(f"grads has shape {grads.shape}; expected "
                                  f"({len(keys)}, {self.server.dim})")
-            _write(*self._state(), keys, grads, np.float32(0.0), self.spec.write_bound,
+            _write(*self._state(), keys, uniq, inv, grads, np.float32(0.0),
+                   self.spec.write_bound,
                    self.spec.clock == "update", self._log_i, self._log_g)
 
     def flush(self) -> None:
@@ -655,5 +732,5 @@ class WorkerCache:
             s = int(self.buckets[b, _BTAIL])
             while s >= 0:
                 order.append(int(self.lines[s, _KEY]))
-                s = int(self.lines[s, _PREV])
+                s = int(self.links[s, _PREV])
         return order

@@ -23,7 +23,13 @@ import math
 import numpy as np
 import pandas as pd
 
-from workbench.cluster.cache import COUNTERS, CacheSpec, ParameterServer, WorkerCache
+from workbench.cluster.cache import (
+    COUNTERS,
+    CacheSpec,
+    ParameterServer,
+    WorkerCache,
+    cluster_slots,
+)
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.time_model import BYTES_PER_FLOAT, Links, SoftwareCost, time_model
 
@@ -73,7 +79,11 @@ class EdgeCluster:
                              f"({table_rows}, {dim})")
         self.server = ParameterServer(values)
         self.spec = cache_spec(cache, table_rows)
-        self.caches = [WorkerCache(self.spec, self.server) for _ in range(self.workers)]
+        # key-major slots and stacked lines (cluster_slots): the cost model reads every
+        # worker's state of a key from one memory line
+        self.slot_of, self.lines = cluster_slots(self.spec, table_rows, self.workers)
+        self.caches = [WorkerCache(self.spec, self.server, slot_of=self.slot_of[:, w],
+                                   lines=self.lines[w]) for w in range(self.workers)]
         self._last = self.counters()
         self._deltas: list[np.ndarray] = []
         self.records: list[dict[str, np.ndarray]] = []

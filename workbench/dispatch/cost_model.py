@@ -26,6 +26,9 @@ import numpy as np
 
 from workbench.cluster.cache import LINE_UPDATES, LINE_VERSION
 from workbench.cluster.edge_cluster import EdgeCluster
+from workbench.utils.prefetch import prefetch
+
+_AHEAD = 8  # keys between a prefetch and its use
 
 
 class CostModel:
@@ -46,20 +49,16 @@ class CostModel:
         self.tau = dim * 4 / cluster.links.bandwidth_Bps  # seconds per row, per worker
 
     def key_costs(self, uniq: np.ndarray) -> np.ndarray:
-        """``A[W, U]`` for the unique keys ``uniq`` (one compiled pass per worker)."""
-        caches = self.cluster.caches
-        cost = np.empty((len(caches), len(uniq)))
-        dirty = np.zeros((len(caches), len(uniq)), dtype=np.bool_)
-        versions = self.cluster.server.versions
-        for j, cache in enumerate(caches):
-            _worker_key_costs(cache.slot_of, cache.lines, versions, uniq,
-                              cache.spec.read_bound, float(self.tau[j]),
-                              cache.dirty_fraction(), cost[j], dirty[j])
-        sync = self.tau[:, None] * dirty
-        cost += sync.sum(axis=0, keepdims=True) - sync  # others' pushes of keys dirty there
+        """``A[W, U]`` for the unique keys ``uniq`` (one compiled pass over the keys, reading
+        every worker's slot of a key from the cluster's key-major slot table)."""
+        cluster = self.cluster
+        p_dirty = np.array([cache.dirty_fraction() for cache in cluster.caches])
+        cost = np.empty((len(uniq), cluster.workers))  # key-major: a key's W costs together
+        _key_costs(cluster.slot_of, cluster.lines, cluster.server.versions, uniq,
+                   cluster.spec.read_bound, self.tau, p_dirty, cost)
         if self.local is not None:
-            cost[:, self.local[uniq]] = 0.0
-        return cost
+            cost[self.local[uniq]] = 0.0
+        return cost.T  # [W, U], Fortran-ordered: the solvers read a key's W costs in a row
 
     def batch(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(A[W, U], indptr, indices)``: key costs and the samples' unique keys as CSR."""
@@ -71,17 +70,33 @@ class CostModel:
 
 
 @nb.njit(cache=True)
-def _worker_key_costs(slot_of, lines, versions, uniq, read_bound, tau, p_dirty, out, dirty):
-    """Row j of A: tau x (miss x (1 + p_dirty) + stale); and which keys are dirty at j."""
-    for u in range(uniq.shape[0]):
+def _key_costs(slot_of, lines, versions, uniq, read_bound, tau, p_dirty, out):
+    """``out[u, j]`` = A[j, uniq[u]]: tau_j x (miss x (1 + p_dirty_j) + stale), plus the pushes
+    every other worker holding the key dirty makes (``slot_of[rows, W]``, ``lines[W, C, 3]``)."""
+    workers = tau.shape[0]
+    n = uniq.shape[0]
+    dirty = np.zeros(workers, np.bool_)
+    row = np.empty(workers)
+    miss = tau * (1.0 + p_dirty)
+    for u in range(n):
+        if u + _AHEAD < n:  # the keys are random rows: start loading a few keys ahead
+            ahead = uniq[u + _AHEAD]
+            prefetch(slot_of, ahead * workers)
+            prefetch(versions, ahead)
         k = uniq[u]
-        s = slot_of[k]
-        if s < 0:
-            out[u] = tau * (1.0 + p_dirty)
-            dirty[u] = False
-        else:
-            out[u] = tau if versions[k] - lines[s, LINE_VERSION] > read_bound else 0.0
-            dirty[u] = lines[s, LINE_UPDATES] > 0
+        sync = 0.0
+        for j in range(workers):
+            s = slot_of[k, j]
+            if s < 0:
+                row[j] = miss[j]
+                dirty[j] = False
+            else:
+                row[j] = tau[j] if versions[k] - lines[j, s, LINE_VERSION] > read_bound else 0.0
+                dirty[j] = lines[j, s, LINE_UPDATES] > 0
+                if dirty[j]:
+                    sync += tau[j]
+        for j in range(workers):  # others' pushes of keys dirty there
+            out[u, j] = row[j] + (sync - tau[j] if dirty[j] else sync)
 
 
 @nb.njit(cache=True)

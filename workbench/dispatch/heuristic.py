@@ -18,9 +18,11 @@ what random costs (kept as ``esd_greedy`` for that lesson).
     repeat up to `rounds` times:                       local improvement under capacity
         D[i, b] = sum_{k in K_i} A[b, k] [no sample on b uses k]
                 - sum_{k in K_i} A[x_i, k] [i is the only sample on x_i using k]
-        for every worker pair (a, b): samples on a sorted by D[., b], samples on b by D[., a];
-            pair them off in that order while the estimated swap gain is positive, and swap a
-            pair iff its exact delta (recomputed on the current claim counts) is < 0
+        for every worker pair (a, b): samples on a sorted by D[., b], samples on b by D[., a]
+            (ties by sample index); pair them off in that order while the estimated swap gain
+            is positive, and swap a pair iff its exact delta (recomputed on the current claim
+            counts) is < 0. Only candidates under (-1e-12 - the other side's best) are sorted:
+            no other can be reached before the estimate stops being a gain.
     stop when a round swaps nothing
 
 Every swap keeps each worker's count, so the plan stays feasible for any capacities; the
@@ -155,6 +157,49 @@ def _apply_move(indptr, indices, count, x, i, a, b):  # pragma: no cover - compi
 
 
 @nb.njit(cache=True)
+def _candidates(members, D, col, below):  # pragma: no cover - compiled
+    """``members`` whose ``D[., col]`` is under ``below``, by increasing delta (ties: ascending
+    sample index, as ``members`` is). A pair (t-th of a, t-th of b) is tried only while the
+    deltas sum under -1e-12, so a member at or over ``below`` (-1e-12 - the other side's
+    best) is never reached: dropping it leaves the swaps as the full sorted lists give them."""
+    keep = np.empty(members.size, np.int64)
+    m = 0
+    for i in members:
+        if D[i, col] < below:
+            keep[m] = i
+            m += 1
+    keep = keep[:m]
+    values = np.empty(m)
+    for t in range(m):
+        values[t] = D[keep[t], col]
+    return keep[np.argsort(values, kind="mergesort")]
+
+
+@nb.njit(cache=True)
+def _column_min(members, D, col):  # pragma: no cover - compiled
+    best = np.inf
+    for i in members:
+        best = min(best, D[i, col])
+    return best
+
+
+@nb.njit(cache=True, _nrt=False)
+def _replace_member(members, size, w, old, new):  # pragma: no cover - compiled
+    """In w's ascending member list, replace sample ``old`` by ``new`` (order kept)."""
+    row = members[w]
+    t = 0
+    while row[t] != old:
+        t += 1
+    while t + 1 < size[w] and row[t + 1] < new:  # shift left over smaller members
+        row[t] = row[t + 1]
+        t += 1
+    while t > 0 and row[t - 1] > new:  # or right over larger ones
+        row[t] = row[t - 1]
+        t -= 1
+    row[t] = new
+
+
+@nb.njit(cache=True)
 def _swap_improve(A, indptr, indices, x, rounds):  # pragma: no cover - compiled
     """Pairwise swaps that lower the dedup cost (see the module docstring); returns
     ``(swaps, rounds run)``."""
@@ -165,6 +210,11 @@ def _swap_improve(A, indptr, indices, x, rounds):  # pragma: no cover - compiled
         for p in range(indptr[i], indptr[i + 1]):
             count[x[i], indices[p]] += 1
     D = np.empty((n, w))
+    members = np.empty((w, n), np.int64)  # each worker's samples, ascending
+    size = np.zeros(w, np.int64)
+    for i in range(n):
+        members[x[i], size[x[i]]] = i
+        size[x[i]] += 1
     swaps = 0
     done = 0
     for _ in range(rounds):
@@ -176,12 +226,17 @@ def _swap_improve(A, indptr, indices, x, rounds):  # pragma: no cover - compiled
         improved = False
         for a in range(w):
             for b in range(a + 1, w):
-                on_a = np.flatnonzero(x == a)
-                on_b = np.flatnonzero(x == b)
+                on_a = members[a, :size[a]]
+                on_b = members[b, :size[b]]
                 if on_a.size == 0 or on_b.size == 0:
                     continue
-                ca = on_a[np.argsort(D[on_a, b])]  # best candidates a -> b first
-                cb = on_b[np.argsort(D[on_b, a])]
+                min_a = _column_min(on_a, D, b)
+                min_b = _column_min(on_b, D, a)
+                if min_a + min_b >= -1e-12:
+                    continue  # not even the two best candidates gain
+                # best candidates a -> b first; only those that can pair into a gain
+                ca = _candidates(on_a, D, b, -1e-12 - min_b)
+                cb = _candidates(on_b, D, a, -1e-12 - min_a)
                 for t in range(min(ca.size, cb.size)):
                     i, j = ca[t], cb[t]
                     if D[i, b] + D[j, a] >= -1e-12:
@@ -193,6 +248,8 @@ def _swap_improve(A, indptr, indices, x, rounds):  # pragma: no cover - compiled
                     d2 = _move_delta(A, indptr, indices, count, j, b, a)
                     if d1 + d2 < -1e-12:
                         _apply_move(indptr, indices, count, x, j, b, a)
+                        _replace_member(members, size, a, i, j)
+                        _replace_member(members, size, b, j, i)
                         swaps += 1
                         improved = True
                     else:

@@ -102,7 +102,9 @@ def check_cap(cap, n: int, w: int | None = None) -> np.ndarray:
 
 
 def check_keys(A, indptr, indices) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    A = np.ascontiguousarray(A, dtype=np.float64)
+    A = np.asarray(A, dtype=np.float64)
+    if not (A.flags.c_contiguous or A.flags.f_contiguous):
+        A = np.ascontiguousarray(A)  # the kernels take either order (the cost model's is F)
     if A.ndim != 2:
         raise ValueError(f"A: expected a 2-D [W, U] array, got shape {A.shape}")
     if not np.all(np.isfinite(A)) or np.any(A < 0):

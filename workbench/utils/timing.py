@@ -1,41 +1,71 @@
 """Wall-clock timing shared by the throughput stages and the benchmarks.
 
 Timings on a shared machine are noisy, so a comparison runs every contender once per round,
-alternating, for several rounds and keeps each one's best (least disturbed) time.
+alternating, for several rounds. The stages keep each one's best (least disturbed) time; the
+benchmarks report the median with its min and max (:func:`spread`).
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 
-def best_seconds(runs: Mapping[str, Callable[[], object]], repeats: int,
-                 warmup: bool = False) -> dict[str, float]:
-    """Best wall time of each callable over ``repeats`` alternating rounds.
+def repeat_seconds(runs: Mapping[str, Callable[[], object]], repeats: int,
+                   warmup: bool = False) -> dict[str, list[float]]:
+    """Wall times of each callable over ``repeats`` alternating rounds.
 
     Args:
         runs: name -> callable to time.
-        repeats: rounds; each round calls every callable once, in the mapping's order.
+        repeats: rounds; each round calls every callable once, in the mapping's order, so a
+            disturbance of the machine hits every contender alike.
         warmup: call each callable once, untimed, first (JIT compilation, allocator, caches).
 
     Returns:
-        name -> the shortest time in seconds.
+        name -> its ``repeats`` times in seconds, in round order.
     """
     if repeats < 1:
         raise ValueError(f"repeats = {repeats}: must be >= 1")
     if warmup:
         for fn in runs.values():
             fn()
-    best = dict.fromkeys(runs, float("inf"))
+    times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, fn in runs.items():
             start = time.perf_counter()
             fn()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def best_seconds(runs: Mapping[str, Callable[[], object]], repeats: int,
+                 warmup: bool = False) -> dict[str, float]:
+    """Best wall time of each callable over ``repeats`` alternating rounds
+    (:func:`repeat_seconds`): the least disturbed run.
+
+    Returns:
+        name -> the shortest time in seconds.
+    """
+    return {name: min(t) for name, t in repeat_seconds(runs, repeats, warmup).items()}
+
+
+def spread(samples: Sequence[float]) -> dict[str, float | int]:
+    """Median, min and max of repeated measurements (a benchmark's summary of one contender).
+
+    Args:
+        samples: one value per run (seconds, or a rate).
+
+    Returns:
+        ``{"median", "min", "max", "n"}``.
+    """
+    if len(samples) == 0:
+        raise ValueError("spread of no samples")
+    arr = sorted(float(x) for x in samples)
+    return {"median": float(statistics.median(arr)), "min": arr[0], "max": arr[-1],
+            "n": len(arr)}
 
 
 def pin_one_core() -> None:
