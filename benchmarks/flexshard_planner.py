@@ -32,14 +32,9 @@ from workbench.sharding.plans import rank_order, row_wise, tiered
 from workbench.sharding.topology import Topology
 from workbench.sharding.traffic import expected_traffic, memory, replay_traffic
 from workbench.utils.io import write_json
+from workbench.utils.timing import spread
 
 ZIPF, DIM, PER_DEVICE, LENGTH, CANDIDATES = 1.05, 64, 512, 20, 256
-
-
-def stats(values: list[float]) -> dict[str, float]:
-    """Median, min and max."""
-    return {"median": float(np.median(values)), "min": float(np.min(values)),
-            "max": float(np.max(values))}
 
 
 def main() -> None:
@@ -85,8 +80,8 @@ def main() -> None:
         "benchmark": "flexshard_planner", "machine": platform.machine(), "rows": n,
         "devices": topo.devices, "candidate_cuts": int(cuts.size),
         "pairs_per_search": int(searches[0].t1.size), "searches": 2,
-        "plan_seconds": stats(total), **{f"{k}_seconds": stats(v) for k, v in times.items()},
-        "replay_lookups_per_s": stats([lookups / t for t in times["replay"]]),
+        "plan_seconds": spread(total), **{f"{k}_seconds": spread(v) for k, v in times.items()},
+        "replay_lookups_per_s": spread([lookups / t for t in times["replay"]]),
         "chosen": {"t1": int(s.t1[k]), "t2": int(s.t2[k]),
                    "expected_seconds": float(s.seconds[k])}}
     write_json(args.out, result)

@@ -28,6 +28,7 @@ from workbench.data.popularity import hot_keys, hot_mask, popular_mask, profile_
 from workbench.models.config import ModelConfig
 from workbench.training.hotline import TieredTrainer
 from workbench.utils.io import write_json
+from workbench.utils.timing import spread
 
 MODEL = {"tables": 26, "dim": 16, "bottom": [512, 256, 64], "top": [512, 256],
          "rows_per_table": 13_000, "batch": 1024}
@@ -44,12 +45,6 @@ def keys_for(w: dict, n: int, rng: np.random.Generator) -> np.ndarray:
     rows = w["rows_per_table"]
     cols = [(rng.zipf(w["zipf"], n) % rows) + rows * t for t in range(w["tables"])]
     return np.stack(cols, axis=1).astype(np.int64)
-
-
-def stats(values: list[float]) -> dict[str, float]:
-    """Median, min and max."""
-    return {"median": float(np.median(values)), "min": float(np.min(values)),
-            "max": float(np.max(values))}
 
 
 def run_workload(name: str, w: dict, steps: int, warmup: int, device: str) -> dict:
@@ -93,15 +88,15 @@ def run_workload(name: str, w: dict, steps: int, warmup: int, device: str) -> di
         for tr in trainers.values():
             tr.close()
     popular = float(popular_mask(keys, hot_mask(hot, rows)).mean())
-    per = {v: {"step_s": stats(walls[v]),
-               "samples_per_s": stats([batch / x for x in walls[v]])} for v in VARIANTS}
+    per = {v: {"step_s": spread(walls[v]),
+               "samples_per_s": spread([batch / x for x in walls[v]])} for v in VARIANTS}
     return {"workload": {**w, "table_rows": rows,
                          "table_mb": rows * dim * 4 / 2**20, "budget_fraction": BUDGET_FRACTION,
                          "hot_rows": int(hot.size), "popular_fraction": popular,
                          "steps": steps, "warmup": warmup},
             "schemes": per,
-            "hotline_sum_of_parts_over_wall": stats(parts),
-            "hotline_sequential_over_pipelined": stats(seq_ratio),
+            "hotline_sum_of_parts_over_wall": spread(parts),
+            "hotline_sequential_over_pipelined": spread(seq_ratio),
             "hotline_speedup_over_hybrid": per["hybrid"]["step_s"]["median"]
             / per["hotline"]["step_s"]["median"]}
 
