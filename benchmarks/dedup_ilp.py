@@ -1,7 +1,7 @@
 """Benchmark: up to which batch size the deduplicated ILP (``esd_exact``, ``exact_mode: dedup``)
 is exact within its time limit, on this machine.
 
-Instances as ``dispatch_throughput.py``: Zipf(1.05) keys over 26 tables (1M rows), 8 workers
+Instances as ``dispatch_throughput.py``'s own workload: Zipf(1.05) keys over 26 tables (1M rows), 8 workers
 (4 for the smallest) with links 0.1..1 Gb/s and 10% LRU caches warmed by random dispatch; the
 cost model prices every (worker, key). For each batch size: whether HiGHS proved optimality
 within ``--time-limit``, the wall time against the limit (model build included), the plan
@@ -33,13 +33,13 @@ TABLES, ROWS_PER_TABLE = 26, 38_462
 
 def instance(per_worker: int, workers: int, seed: int = 0):
     """A warmed cluster's cost model output for one batch of ``workers x per_worker``."""
-    from dispatch_throughput import zipf_keys
+    from dispatch_throughput import own_keys
 
     rows = TABLES * ROWS_PER_TABLE
     cluster = EdgeCluster(ClusterConfig(workers=workers, bandwidth_gbps=list(
         np.geomspace(0.1, 1.0, workers))), CacheConfig(policy="lru", ratio=0.1), rows, dim=4)
     n = workers * per_worker
-    keys = zipf_keys(n * 11, seed)
+    keys = own_keys(n * 11, ROWS_PER_TABLE, 1.05, seed)
     rng = np.random.default_rng(seed)
     for t in range(10):  # warm the caches
         batch = keys[t * n:(t + 1) * n]

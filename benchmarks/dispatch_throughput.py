@@ -58,9 +58,9 @@ def reference_keys(samples: int, rows_per_table: int, zipf_a: float) -> np.ndarr
                      for t in range(TABLES)], axis=1).astype(np.int64)
 
 
-def own_keys(samples: int, rows_per_table: int, zipf_a: float) -> np.ndarray:
+def own_keys(samples: int, rows_per_table: int, zipf_a: float, seed: int = 0) -> np.ndarray:
     """``[samples, 26]`` global keys, each table Zipf(a) over a seeded rank->row map."""
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     cdf = np.cumsum(np.arange(1, rows_per_table + 1, dtype=np.float64) ** -zipf_a)
     cdf /= cdf[-1]
     ranks = np.minimum(np.searchsorted(cdf, rng.random((samples, TABLES))), rows_per_table - 1)
