@@ -67,8 +67,7 @@ def own_trace(zipf_a: float, rows: int, keys_per_step: int, steps: int) -> np.nd
     return rng.permutation(rows)[ranks].reshape(steps, keys_per_step).astype(np.int64)
 
 
-def replay(policy: str, bound: int, trace: np.ndarray, rows: int, lines: int,
-           init: np.ndarray) -> dict:
+def replay(policy: str, bound: int, trace: np.ndarray, lines: int, init: np.ndarray) -> dict:
     """One cold-start replay; seconds inside read and write, and the cache's counters."""
     cache = WorkerCache(CacheSpec(policy, lines, bound, bound), ParameterServer(init))
     seconds = 0.0
@@ -99,8 +98,8 @@ def main() -> None:
         init = np.random.default_rng(1).normal(0, 0.01, (w["rows"], WIDTH)).astype(np.float32)
         for policy in POLICIES:
             for bound in BOUNDS:
-                replay(policy, bound, trace[:20], w["rows"], w["cache_lines"], init)  # compile
-                runs = [replay(policy, bound, trace, w["rows"], w["cache_lines"], init)
+                replay(policy, bound, trace[:20], w["cache_lines"], init)  # compile
+                runs = [replay(policy, bound, trace, w["cache_lines"], init)
                         for _ in range(args.runs)]
                 rates = [r["accesses"] / r["seconds"] for r in runs]
                 row = {"workload": name, "policy": policy, "bound": bound,

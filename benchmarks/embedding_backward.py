@@ -57,7 +57,7 @@ from workbench.models.recd import FeatureSpec, RecDModel
 from workbench.sparse.jagged_tensor import JaggedTensor, KeyedJaggedTensor, pooled_lookup
 from workbench.training.recd_trainer import RecDTrainer
 from workbench.utils.io import write_json
-from workbench.utils.timing import pin_one_core, repeat_seconds, spread
+from workbench.utils.timing import paired_ratio, pin_one_core, repeat_seconds, spread
 
 LR = 0.05
 SEED = 0
@@ -67,11 +67,6 @@ RECD = {"batch": 4096, "dim": 16, "top_mlp": [64], "seq_heads": 2, "max_history"
         "rows": {"user_id": 1_000_000, "user_country": 200, "user_history": 1_000_000,
                  "item_id": 1_000_000, "item_category": 5_000},
         "sequence": {"user_history": "item_id"}, "groups": GROUPS}
-
-
-def paired_ratio(times: dict[str, list[float]], num: str, den: str) -> dict[str, float | int]:
-    """Spread of ``times[num][i] / times[den][i]`` over the rounds i (a speed-up of ``den``)."""
-    return spread([a / b for a, b in zip(times[num], times[den])])
 
 
 def summarise(times: dict[str, list[float]], samples: int) -> dict[str, dict[str, object]]:

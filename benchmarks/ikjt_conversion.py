@@ -43,7 +43,7 @@ import torch
 
 from workbench.sparse.jagged_tensor import KeyedJaggedTensor, to_ikjt, to_ikjt_by_request
 from workbench.utils.io import write_json
-from workbench.utils.timing import pin_one_core, repeat_seconds, spread
+from workbench.utils.timing import paired_ratio, pin_one_core, repeat_seconds, spread
 
 HISTORY_LENGTH = 20
 GROUPS = [["user_id", "user_country"], ["user_history"], ["item_id"], ["item_category"]]
@@ -144,8 +144,7 @@ def main() -> None:
             "samples_per_s": spread([kjt.batch_size / t for t in sec])}
         if name in baseline:
             results[name]["baseline"] = baseline[name]
-            results[name]["ratio_vs_baseline"] = spread(
-                [b / t for b, t in zip(times[baseline[name]], sec)])
+            results[name]["ratio_vs_baseline"] = paired_ratio(times, baseline[name], name)
     summary = {
         "batch_size": kjt.batch_size,
         "kjt_values": kjt.num_values(),

@@ -34,7 +34,7 @@ from workbench.data.synthetic import generate
 from workbench.models.ctr import build_model
 from workbench.training.trainer import Split, SystemSpec, Trainer
 from workbench.utils.io import write_json
-from workbench.utils.timing import pin_one_core, repeat_seconds, spread
+from workbench.utils.timing import paired_ratio, pin_one_core, repeat_seconds, spread
 
 
 def make_data(rows: int, seed: int = 0) -> tuple[Split, int]:
@@ -110,8 +110,8 @@ def main() -> None:
     times = repeat_seconds(loops, args.repeats, warmup=True)
     rate = {name: spread([samples / t for t in ts]) for name, ts in times.items()}
     # ratios per round (each round runs the three loops back to back on the same machine state)
-    plain_vs_ref = spread([r / p for r, p in zip(times["reference"], times["plain"])])
-    slowdown = spread([c / p for c, p in zip(times["cluster"], times["plain"])])
+    plain_vs_ref = paired_ratio(times, "reference", "plain")
+    slowdown = paired_ratio(times, "cluster", "plain")
     result = {
         "benchmark": "train_throughput", "model": "dlrm (Criteo Kaggle configuration)",
         "setting": {"iterations": args.iterations, "batch_size": model_cfg.batch_size,

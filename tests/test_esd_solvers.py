@@ -412,8 +412,8 @@ def regret_swap_cost(cost, indptr, indices, cap) -> float:
 
 def _swap_improve_reference(A, indptr, indices, x, rounds):
     """``_swap_improve`` written plainly: every member of both workers sorted (stably) by its
-    delta, no pruning, members found by scanning x."""
-    from workbench.dispatch.heuristic import _apply_move, _move_delta
+    delta, no pruning, members found by scanning x (the exact trial of a pair is shared)."""
+    from workbench.dispatch.heuristic import _move_delta, _try_swap
 
     w, u = A.shape
     n = len(indptr) - 1
@@ -436,15 +436,9 @@ def _swap_improve_reference(A, indptr, indices, x, rounds):
                         break
                     if x[i] != a or x[j] != b:
                         continue
-                    d1 = _move_delta(A, indptr, indices, count, i, a, b)
-                    _apply_move(indptr, indices, count, x, i, a, b)
-                    d2 = _move_delta(A, indptr, indices, count, j, b, a)
-                    if d1 + d2 < -1e-12:
-                        _apply_move(indptr, indices, count, x, j, b, a)
+                    if _try_swap(A, indptr, indices, count, x, i, j, a, b):
                         swaps += 1
                         improved = True
-                    else:
-                        _apply_move(indptr, indices, count, x, i, b, a)
         if not improved:
             break
     return swaps

@@ -187,11 +187,14 @@ def _touch(links, buckets, free_b, meta, s):
             _push_front(links, buckets, s, f)
 
 
-@nb.njit(cache=True, _nrt=False)
-def _touch_all(links, buckets, free_b, meta, slots):
-    """Touch every cached slot of ``slots`` (-1: not cached) in order, prefetching the links
-    (and their list neighbours) a few touches ahead."""
-    m = slots.shape[0]
+@nb.njit(cache=True)
+def _lookup_and_touch(slot_of, uniq, links, buckets, free_b, meta):
+    """The slot of every key of ``uniq`` (-1: not cached); touch the cached ones in key order,
+    prefetching the links (and their list neighbours) a few touches ahead."""
+    m = uniq.shape[0]
+    slots = np.empty(m, np.int64)
+    for j in range(m):
+        slots[j] = slot_of[uniq[j]]
     width = links.shape[1]
     for j in range(m):
         if j + _AHEAD < m and slots[j + _AHEAD] >= 0:
@@ -202,6 +205,7 @@ def _touch_all(links, buckets, free_b, meta, slots):
             prefetch(links, links[t, _NEXT] * width)
         if slots[j] >= 0:
             _touch(links, buckets, free_b, meta, slots[j])
+    return slots
 
 
 @nb.njit(cache=True, _nrt=False)
@@ -291,10 +295,7 @@ def _unique(keys, bitmap, summary, scratch):
 def _read(slot_of, links, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counters,
           srv_val, srv_ver, keys, uniq, inv, read_bound, out, want_values):
     m = uniq.shape[0]
-    slots = np.empty(m, np.int64)
-    for j in range(m):
-        slots[j] = slot_of[uniq[j]]
-    _touch_all(links, buckets, free_b, meta, slots)
+    slots = _lookup_and_touch(slot_of, uniq, links, buckets, free_b, meta)
     misses = 0
     stale = 0
     for j in range(m):
@@ -369,10 +370,7 @@ def _write(slot_of, links, lines, vecs, buckets, free_b, queue_i, queue_g, meta,
            log_i, log_g):
     m = uniq.shape[0]
     dim = vecs.shape[2]
-    slots = np.empty(m, np.int64)
-    for j in range(m):
-        slots[j] = slot_of[uniq[j]]
-    _touch_all(links, buckets, free_b, meta, slots)
+    slots = _lookup_and_touch(slot_of, uniq, links, buckets, free_b, meta)
     direct = np.zeros((m, dim), np.float32)
     occurrences = np.zeros(m, np.int64)
     per_row = grads.shape[0] > 0
@@ -600,8 +598,8 @@ class WorkerCache:
         return int(self.meta[_CAP])
 
     def _state(self) -> tuple:
-        return (self.slot_of, self.links, self.lines, self.vecs, self.buckets, self.free_b, self.queue_i,
-                self.queue_g, self.meta, self.counters, self.server.values,
+        return (self.slot_of, self.links, self.lines, self.vecs, self.buckets, self.free_b,
+                self.queue_i, self.queue_g, self.meta, self.counters, self.server.values,
                 self.server.versions)
 
     def _dedup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -157,6 +157,20 @@ def _apply_move(indptr, indices, count, x, i, a, b):  # pragma: no cover - compi
 
 
 @nb.njit(cache=True)
+def _try_swap(A, indptr, indices, count, x, i, j, a, b):  # pragma: no cover - compiled
+    """Swap sample i (on a) with sample j (on b) iff the exact change of the dedup cost, on the
+    current claim counts, is negative; return whether it did."""
+    d1 = _move_delta(A, indptr, indices, count, i, a, b)
+    _apply_move(indptr, indices, count, x, i, a, b)
+    d2 = _move_delta(A, indptr, indices, count, j, b, a)
+    if d1 + d2 < -1e-12:
+        _apply_move(indptr, indices, count, x, j, b, a)
+        return True
+    _apply_move(indptr, indices, count, x, i, b, a)
+    return False
+
+
+@nb.njit(cache=True)
 def _candidates(members, D, col, below):  # pragma: no cover - compiled
     """``members`` whose ``D[., col]`` is under ``below``, by increasing delta (ties: ascending
     sample index, as ``members`` is). A pair (t-th of a, t-th of b) is tried only while the
@@ -243,17 +257,11 @@ def _swap_improve(A, indptr, indices, x, rounds):  # pragma: no cover - compiled
                         break  # the estimates only get worse down the lists
                     if x[i] != a or x[j] != b:
                         continue
-                    d1 = _move_delta(A, indptr, indices, count, i, a, b)
-                    _apply_move(indptr, indices, count, x, i, a, b)
-                    d2 = _move_delta(A, indptr, indices, count, j, b, a)
-                    if d1 + d2 < -1e-12:
-                        _apply_move(indptr, indices, count, x, j, b, a)
+                    if _try_swap(A, indptr, indices, count, x, i, j, a, b):
                         _replace_member(members, size, a, i, j)
                         _replace_member(members, size, b, j, i)
                         swaps += 1
                         improved = True
-                    else:
-                        _apply_move(indptr, indices, count, x, i, b, a)
         if not improved:
             break
     return swaps, done

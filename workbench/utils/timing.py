@@ -68,6 +68,17 @@ def spread(samples: Sequence[float]) -> dict[str, float | int]:
             "n": len(arr)}
 
 
+def paired_ratio(times: Mapping[str, Sequence[float]], num: str,
+                 den: str) -> dict[str, float | int]:
+    """:func:`spread` of ``times[num][i] / times[den][i]`` over the rounds i of
+    :func:`repeat_seconds` (a ratio per round, so a drift of the machine cancels out).
+
+    Returns:
+        ``{"median", "min", "max", "n"}`` of the per-round ratios.
+    """
+    return spread([a / b for a, b in zip(times[num], times[den], strict=True)])
+
+
 def pin_one_core() -> None:
     """Pin this process to the first CPU it may use (no-op where affinity is unsupported)."""
     if hasattr(os, "sched_setaffinity"):
