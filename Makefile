@@ -53,10 +53,12 @@ test: install-dev
 # The notebooks live in git as jupytext percent scripts (notebooks/*.py); JupyterLab and papermill
 # want .ipynb: each is converted (gitignored) when its script is newer, keeping its outputs, e.g.
 #   make notebooks
-#   papermill notebooks/esd.ipynb out.ipynb -p params_file params.yaml -p bandwidth_spread 100
+#   cd notebooks && ../.venv/bin/papermill esd.ipynb ../scratch/esd.ipynb -p bandwidth_spread 100
+# A notebook run by hand writes into scratch/ (gitignored), never into the committed reports/.
 NOTEBOOKS := $(patsubst %.py,%.ipynb,$(wildcard notebooks/*.py))
 
 notebooks: $(NOTEBOOKS)
+	@mkdir -p scratch
 
 notebooks/%.ipynb: notebooks/%.py $(VENV)/.installed
 	$(BIN)/jupytext --to ipynb --update $<

@@ -1,6 +1,6 @@
 """Benchmark: KJT -> IKJT conversion throughput, one core, beside a plain-torch baseline.
 
-A session-like batch (RecD, DESIGN.md 3.6): samples come in user sessions of 4..12 consecutive
+A session-like batch (RecD): samples come in user sessions of 4..12 consecutive
 samples (mean ~8); user-side keys are identical within a session (``user_id`` + ``user_country``
 deduplicated together, ``user_history`` a list of 20 ids on its own), item-side keys are unique per
 sample (``item_id``, ``item_category`` with 1..3 ids). Contenders, timed in alternating rounds

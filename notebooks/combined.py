@@ -22,8 +22,9 @@
 # hot and replicated fractions; the links are ESD's base setting).
 
 # %% tags=["parameters"]
-params_file = "params.yaml"  # the composed config of the run whose outputs are shown
-out_dir = "reports/combined"  # where figures, tables and section.json go
+params_file = "params.yaml"  # the composed config whose outputs are shown (from the repo root)
+out_dir = None  # figures, tables, section.json; None: scratch/ (dvc repro: reports/)
+dataset = None  # any preprocessed dataset (yours too); None: the pipeline's
 # knobs of the live exploration at the end (None: the config's value)
 mechanisms = None  # e.g. "esd,het,recd"
 bandwidth_spread = None
@@ -38,12 +39,12 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from workbench.config import load
+from workbench.report.notebook import notebook_config
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Section
 
 set_theme()
-cfg = load(params=params_file)
+cfg = notebook_config("combined", params_file, dataset)
 exp = cfg.experiments.combined
 res = cfg.paths.resolve("results") / "combined" / exp.dataset
 summary = json.loads((res / "summary.json").read_text())
@@ -237,8 +238,7 @@ for m in ("hotline", "flexshard"):
                      "union of the rows all workers touched, over the slowest link, after the "
                      "backward pass.")
 for line in lines:
-    section.note(line)
-print("\n\n".join(lines))
+    section.note(line)  # shown rendered here, and in the report
 
 # %%
 section.save()

@@ -21,10 +21,10 @@
 # `dvc repro`, and re-run this notebook to see its effect.
 
 # %% tags=["parameters"]
-params_file = "params.yaml"  # the composed config of the run whose outputs are shown
-out_dir = "reports/datasets"  # where figures, tables and section.json go
+params_file = "params.yaml"  # the composed config whose outputs are shown (from the repo root)
+out_dir = None  # figures, tables, section.json; None: scratch/ (dvc repro: reports/)
+dataset = None  # any preprocessed dataset (yours too); None: the pipeline's
 # the live exploration at the end (not part of the report) starts at these; None: the config's
-dataset = None  # a preprocessed dataset of the pipeline
 samples = None  # train samples counted
 top_fraction = None  # the top fraction of rows marked (HET: 0.1)
 
@@ -35,13 +35,13 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from workbench.config import load
 from workbench.report import verdict
+from workbench.report.notebook import notebook_config
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Claim, Section
 
 set_theme()
-cfg = load(params=params_file)
+cfg = notebook_config("datasets", params_file, dataset)
 stats_cfg = cfg.experiments.dataset_stats
 results = cfg.paths.resolve("results") / "dataset_stats"
 section = Section(

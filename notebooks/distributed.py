@@ -25,8 +25,9 @@
 # `conf/experiment/distributed_check.yaml`.
 
 # %% tags=["parameters"]
-params_file = "params.yaml"  # the composed config of the run whose outputs are shown
-out_dir = "reports/distributed"  # where figures, tables and section.json go
+params_file = "params.yaml"  # the composed config whose outputs are shown (from the repo root)
+out_dir = None  # figures, tables, section.json; None: scratch/ (dvc repro: reports/)
+dataset = None  # any preprocessed dataset (yours too); None: the pipeline's
 # the live exploration at the end (not part of the report) starts at these; None: the config's
 bandwidth_gbps = None  # every worker's link, Gb/s
 latency_ms = None  # every worker's link latency, ms
@@ -38,12 +39,12 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from workbench.config import load
+from workbench.report.notebook import notebook_config
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Section
 
 set_theme()
-cfg = load(params=params_file)
+cfg = notebook_config("distributed", params_file, dataset)
 exp = cfg.experiments.distributed_check
 dataset = cfg.experiments.het_train.dataset
 results = cfg.paths.resolve("results") / "distributed_check" / dataset

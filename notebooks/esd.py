@@ -17,13 +17,14 @@
 #
 # **The formalisation is ours**: the ESD paper's method section is not available, so the cost
 # model (miss pulls, update pulls, expected dirty evictions, other workers' sync pushes, each
-# weighted by the row cost of the worker's own link) and the solvers follow `DESIGN.md` §3.3 and
-# `workbench/esd.py`. Reads `results/esd/<dataset>/` (the `esd` stage). Knobs:
+# weighted by the row cost of the worker's own link) and the solvers follow
+# `workbench/dispatch/cost_model.py` and `workbench/dispatch/hybriddis.py`. Reads `results/esd/<dataset>/` (the `esd` stage). Knobs:
 # `conf/experiment/esd.yaml` (dispatchers, sweeps, cache, links, solver mode and budget).
 
 # %% tags=["parameters"]
-params_file = "params.yaml"  # the composed config of the run whose outputs are shown
-out_dir = "reports/esd"  # where figures, tables and section.json go
+params_file = "params.yaml"  # the composed config whose outputs are shown (from the repo root)
+out_dir = None  # figures, tables, section.json; None: scratch/ (dvc repro: reports/)
+dataset = None  # any preprocessed dataset (yours too); None: the pipeline's
 # the live exploration at the end (not part of the report) starts at these; None: the config's
 bandwidth_spread = None  # fastest / slowest edge link
 cache_ratio = None  # cache rows per worker, share of the table
@@ -37,13 +38,13 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from workbench.config import load
 from workbench.report import verdict
+from workbench.report.notebook import notebook_config
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Claim, Section
 
 set_theme()
-cfg = load(params=params_file)
+cfg = notebook_config("esd", params_file, dataset)
 exp = cfg.experiments.esd
 res = cfg.paths.resolve("results") / "esd" / exp.dataset
 summary = json.loads((res / "summary.json").read_text())

@@ -17,13 +17,14 @@
 #
 # **The formalisation is ours**: FlexShard's method section is unavailable (the abstract and one
 # figure of the authors). The tiers, the network and memory models and the planner follow
-# `DESIGN.md` §3.5 and `workbench/sharding/` (`topology`, `plans`, `traffic`, `planner`).
+# `workbench/sharding/` (`topology`, `plans`, `traffic`, `planner`).
 # Reads `results/flexshard/<dataset>/` (the `flexshard` stage). Knobs:
 # `conf/experiment/flexshard.yaml` and `conf/topology/*.yaml`.
 
 # %% tags=["parameters"]
-params_file = "params.yaml"  # the composed config of the run whose outputs are shown
-out_dir = "reports/flexshard"  # where figures, tables and section.json go
+params_file = "params.yaml"  # the composed config whose outputs are shown (from the repo root)
+out_dir = None  # figures, tables, section.json; None: scratch/ (dvc repro: reports/)
+dataset = None  # any preprocessed dataset (yours too); None: the pipeline's
 # the live exploration at the end (not part of the report) starts at these; None: the config's
 replicated_fraction = None  # rows replicated on every device, share of the table
 devices = None  # devices (whole nodes)
@@ -34,13 +35,13 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from workbench.config import load
 from workbench.report import verdict
+from workbench.report.notebook import notebook_config
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Claim, Section, per_dataset
 
 set_theme()
-cfg = load(params=params_file)
+cfg = notebook_config("flexshard", params_file, dataset)
 exp = cfg.experiments.flexshard
 topo_cfg = cfg.topology
 results = cfg.paths.resolve("results") / "flexshard"

@@ -24,8 +24,9 @@
 # `dvc exp run -S experiments.het_cache.cache_ratio=0.05`) and re-run to see its effect.
 
 # %% tags=["parameters"]
-params_file = "params.yaml"  # the composed config of the run whose outputs are shown
-out_dir = "reports/het"  # where figures, tables and section.json go
+params_file = "params.yaml"  # the composed config whose outputs are shown (from the repo root)
+out_dir = None  # figures, tables, section.json; None: scratch/ (dvc repro: reports/)
+dataset = None  # any preprocessed dataset (yours too); None: the pipeline's
 # the live exploration at the end (not part of the report) starts at these; None: the config's
 policy = None  # cache policy: lru, lfu or lfuopt
 cache_ratio = None  # cache rows per worker, share of the table
@@ -36,13 +37,13 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from workbench.config import load
 from workbench.report import verdict
+from workbench.report.notebook import notebook_config
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Claim, Section, per_dataset
 
 set_theme()
-cfg = load(params=params_file)
+cfg = notebook_config("het", params_file, dataset)
 exp = cfg.experiments.het_cache
 results = cfg.paths.resolve("results") / "het_cache"
 section = Section(

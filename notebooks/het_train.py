@@ -35,8 +35,9 @@
 # unit), `conf/model/`; `make calibrate` re-measures the machine.
 
 # %% tags=["parameters"]
-params_file = "params.yaml"  # the composed config of the run whose outputs are shown
-out_dir = "reports/het_train"  # where figures, tables and section.json go
+params_file = "params.yaml"  # the composed config whose outputs are shown (from the repo root)
+out_dir = None  # figures, tables, section.json; None: scratch/ (dvc repro: reports/)
+dataset = None  # any preprocessed dataset (yours too); None: the pipeline's
 # the live exploration at the end (not part of the report) starts at these; None: the config's
 bound = None  # staleness bound s
 cache_ratio = None  # cache rows per worker, share of the table
@@ -49,13 +50,13 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from workbench.config import load
 from workbench.report import verdict
+from workbench.report.notebook import notebook_config
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Claim, Section
 
 set_theme()
-cfg = load(params=params_file)
+cfg = notebook_config("het_train", params_file, dataset)
 train_exp, time_exp = cfg.experiments.het_train, cfg.experiments.het_time
 results = cfg.paths.resolve("results")
 train_dir = results / "het_train" / train_exp.dataset
@@ -133,7 +134,7 @@ section.table(sw_table, "calibration_software",
 cal_table
 
 
-# The paper's numbers [P] per model (research/seeds.md, HET section)
+# The paper's numbers [P] per model (HET's text and figures)
 PAPER_MODEL = {"wdl": "WDL", "deepfm": "DFM", "dcn": "DCN"}
 PAPER_TABLE1 = {"wdl": 5.14, "deepfm": 4.46, "dcn": 4.82}  # Hybrid / Cache s=100, time to target
 PAPER_TABLE2 = {"wdl": {0: 0.7964, 100: 0.7962, 10000: 0.7884, -1: 0.7461},

@@ -17,15 +17,16 @@
 #
 # **The formalisation is ours**: Hotline's method section is unavailable (the ISCA'24 and v1
 # abstracts, FAE's public profiler). The popularity profile, the pipeline, the FAE baseline and
-# the time model follow `DESIGN.md` §3.4, `workbench/data/popularity.py`,
+# the time model follow `workbench/data/popularity.py`,
 # `workbench/training/hotline.py` and `workbench/cluster/accelerator_time.py`. Reads
 # `results/hotline_popularity/<dataset>/` and `results/hotline/<dataset>/`. Knobs:
 # `conf/experiment/hotline.yaml` (budgets, batch sizes, schemes, the rows unit) and
 # `conf/hardware/*.yaml` (the modelled servers).
 
 # %% tags=["parameters"]
-params_file = "params.yaml"  # the composed config of the run whose outputs are shown
-out_dir = "reports/hotline"  # where figures, tables and section.json go
+params_file = "params.yaml"  # the composed config whose outputs are shown (from the repo root)
+out_dir = None  # figures, tables, section.json; None: scratch/ (dvc repro: reports/)
+dataset = None  # any preprocessed dataset (yours too); None: the pipeline's
 # the live exploration at the end (not part of the report) starts at these; None: the config's
 hot_fraction = None  # hot-memory budget, fraction of the table's rows
 profile_rate = None  # fraction of the inputs profiled
@@ -40,14 +41,14 @@ import seaborn as sns
 
 from workbench.cluster.accelerator_time import step_seconds
 from workbench.cluster.config import HardwareConfig
-from workbench.config import load
 from workbench.report import verdict
+from workbench.report.notebook import notebook_config
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Claim, Section, per_dataset
 from workbench.training.hotline import MicroBatchCounts
 
 set_theme()
-cfg = load(params=params_file)
+cfg = notebook_config("hotline", params_file, dataset)
 exp = cfg.experiments.hotline
 results = cfg.paths.resolve("results")
 res = results / "hotline" / exp.dataset

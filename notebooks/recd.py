@@ -18,15 +18,16 @@
 # **The formalisation is ours**: RecD's method section is unavailable (abstract and the IKJT
 # figure only). The layouts (windows of the log shuffled or sorted by session), the history
 # snapshot per session, the reader that builds IKJTs from request ids, the transforms and the
-# model (a DLRM with a self-attention tower over the user history) follow `DESIGN.md` §3.6,
+# model (a DLRM with a self-attention tower over the user history) follow
 # `workbench/data/partition.py`, `workbench/transforms.py` and `workbench/recd_model.py`.
 # Reads `results/dedup/<dataset>/` (the `dedup` stage) and `results/recd/<dataset>/` (the `recd`
 # stage). Knobs: `conf/experiment/recd.yaml` (window, batch sizes, dedup groups, transforms,
 # model) and the `recd_*` entries of the profile.
 
 # %% tags=["parameters"]
-params_file = "params.yaml"  # the composed config of the run whose outputs are shown
-out_dir = "reports/recd"  # where figures, tables and section.json go
+params_file = "params.yaml"  # the composed config whose outputs are shown (from the repo root)
+out_dir = None  # figures, tables, section.json; None: scratch/ (dvc repro: reports/)
+dataset = None  # any preprocessed dataset (yours too); None: the pipeline's
 # the live exploration at the end (not part of the report) starts at these; None: the config's
 dedup_group = None  # the dedup group, e.g. one feature of it (None: the configured group)
 batch_size = None  # rows per batch
@@ -39,8 +40,8 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from workbench.config import load
 from workbench.report import verdict
+from workbench.report.notebook import notebook_config
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Claim, Section
 
@@ -48,7 +49,7 @@ set_theme()
 LAYOUT_STYLE = {"style_order": ["clustered", "shuffled"],
                 "markers": {"clustered": "o", "shuffled": "X"},
                 "dashes": {"clustered": "", "shuffled": (3, 2)}}
-cfg = load(params=params_file)
+cfg = notebook_config("recd", params_file, dataset)
 exp = cfg.experiments.recd
 results = cfg.paths.resolve("results")
 section = Section(

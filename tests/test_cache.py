@@ -1,7 +1,7 @@
 """The numba HET cache against the brute-force reference model, plus hand-worked rules.
 
 The reference (``tests/reference_het.py``) is a separate, deliberately literal implementation of
-DESIGN.md §3.1; every observable (outputs, counters, cached keys, eviction order, line state,
+Hetu's cache semantics (`workbench/cluster/cache.py`); every observable (outputs, counters, cached keys, eviction order, line state,
 server rows and versions) must agree on random traces.
 """
 

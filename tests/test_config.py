@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -75,6 +76,18 @@ def test_params_overrides_and_errors(tmp_path) -> None:
         load(["dataset"], params=params)
     with pytest.raises(ConfigError, match="not found"):
         load(params=tmp_path / "missing.yaml")
+
+
+def test_params_file_is_read_from_the_repository_root_wherever_the_process_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """JupyterLab starts kernels in notebooks/: "params.yaml" still means the repository's."""
+    for cwd in (REPO_ROOT / "notebooks", tmp_path):
+        monkeypatch.chdir(cwd)
+        assert load(params="params.yaml") == load(params=PARAMS_FILE)
+    with pytest.raises(ConfigError) as err:
+        load(params="no_such_params.yaml")
+    assert str(REPO_ROOT / "no_such_params.yaml") in str(err.value)  # names the path it tried
+    assert "make params" not in str(err.value)  # the advice fits the file asked for
 
 
 def test_committed_params_yaml_matches_conf() -> None:

@@ -4,6 +4,7 @@ pipeline's data, and a papermill parameter reaching the live run."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -104,6 +105,85 @@ def test_widget_builds(toy) -> None:
     assert list(controls.children) == list(explorer.controls.values())
     assert status is explorer.status
     assert explorer.png.startswith(b"\x89PNG")  # the plot, shown below the controls
+
+
+def test_widget_error_shows_one_line_and_explorer_stays_usable(toy) -> None:
+    explorer, calls = toy
+    explorer._run_ok = explorer._run
+
+    def failing(scale: float, kind: str) -> pd.DataFrame:
+        if scale > 3.0:
+            raise ValueError("scale above 3 is not allowed\nsecond line of detail")
+        return explorer._run_ok(scale=scale, kind=kind)
+
+    explorer._run = failing
+    drawn = explorer.png
+    explorer.controls["scale"].value = 3.5  # as the browser would: no exception escapes
+    assert explorer.error == "ValueError: scale above 3 is not allowed"
+    assert "scale above 3 is not allowed" in explorer.status.value
+    assert "second line" not in explorer.status.value
+    assert explorer.png == drawn and explorer.values["scale"] == 1.0  # the last good plot stays
+    explorer.controls["scale"].value = 2.0  # still usable
+    assert explorer.error == "" and explorer.values["scale"] == 2.0
+    assert "scale = 2" in explorer.status.value
+
+
+def _slow_toy(gate: "threading.Event") -> tuple[Explorer, list[float]]:
+    started: list[float] = []
+
+    def run(scale: float) -> pd.DataFrame:
+        started.append(scale)
+        gate.wait(10)
+        return pd.DataFrame({"x": [1.0, 2.0], "y": [scale, scale]})
+
+    return Explorer(run, lambda f, ax: ax.plot(f["x"], f["y"]),
+                    {"scale": slider(1.0, 0.5, 4.0, 0.5, "scale")}, background=True), started
+
+
+def test_background_changes_supersede_the_queued_ones() -> None:
+    import threading
+
+    gate = threading.Event()
+    gate.set()
+    explorer, started = _slow_toy(gate)  # the first run, synchronous
+    gate.clear()
+    explorer.TICK = 0.01
+    explorer.controls["scale"].value = 1.5  # a press: the worker starts a run and blocks
+    deadline = time.monotonic() + 5
+    while len(started) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for value in (2.0, 2.5, 3.0):  # three more presses while that run is still working
+        explorer.controls["scale"].value = value
+    while "running" not in explorer.status.value and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert "newer change is waiting" in explorer.status.value or "running" in \
+        explorer.status.value
+    assert "running" in explorer.status.value  # progress while it works
+    gate.set()
+    assert explorer.wait(10)
+    # the run already started finishes; of the three queued changes only the last runs
+    assert started == [1.0, 1.5, 3.0]
+    assert explorer.values == {"scale": 3.0} and list(explorer.data["y"]) == [3.0, 3.0]
+    assert "scale = 3" in explorer.status.value
+
+
+def test_background_error_keeps_the_explorer_usable() -> None:
+    import threading
+
+    gate = threading.Event()
+    gate.set()
+    explorer, started = _slow_toy(gate)
+    good = explorer.png
+    explorer._run = lambda scale: (_ for _ in ()).throw(RuntimeError("the run failed"))
+    explorer.request(scale=2.0)
+    assert explorer.wait(10)
+    assert explorer.error == "RuntimeError: the run failed" and "the run failed" in \
+        explorer.status.value
+    assert explorer.png == good
+    explorer._run = lambda scale: pd.DataFrame({"x": [1.0, 2.0], "y": [scale, 0.0]})
+    explorer.request(scale=2.5)
+    assert explorer.wait(10)
+    assert explorer.error == "" and explorer.values == {"scale": 2.5}
 
 
 # -- each notebook's explorer on the ci pipeline's data ----------------------------------------

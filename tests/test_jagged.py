@@ -1,4 +1,4 @@
-"""KeyedJaggedTensor / InverseKeyedJaggedTensor (RecD, DESIGN.md 3.6)."""
+"""KeyedJaggedTensor / InverseKeyedJaggedTensor (RecD)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def test_kjt_validation_errors() -> None:
         KeyedJaggedTensor.from_dict({"a": [[1]]})["z"]
 
 
-# -- the DESIGN.md 3.6 worked example, field by field ---------------------------------------------
+# -- the module docstring's worked example, field by field ---------------------------------------------
 
 
 @pytest.mark.parametrize("method", ["hash", "sort"])

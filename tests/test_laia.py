@@ -1,7 +1,7 @@
 """Herald's LAIA dispatcher (``workbench.dispatch.laia``): hand-worked cases and a brute-force
 reference.
 
-The reference below is a deliberately literal transcription of DESIGN.md §3.2 (and of
+The reference below is a deliberately literal transcription of Herald's scheduler (and of
 Herald's ``MiniLRUCache`` / ``LaiaScheduler::get_dist``) built on ``OrderedDict``; the numba
 dispatcher must agree with it on every observable of random small traces.
 """

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +24,26 @@ def test_every_notebook_is_in_the_pipeline() -> None:
     assert NOTEBOOKS == sorted(load().pipeline.notebooks)
 
 
+def test_every_notebook_names_the_stages_it_reads() -> None:
+    from workbench.report.notebook import NOTEBOOK_STAGES
+    from workbench.stages import STAGES
+
+    assert sorted(NOTEBOOK_STAGES) == NOTEBOOKS
+    cfg = load()
+    for name, reads in NOTEBOOK_STAGES.items():
+        for stage, key in reads:
+            assert stage in STAGES, (name, stage)
+            value = cfg
+            for part in key.split("."):
+                value = getattr(value, part)  # the key exists in the config
+        source = (NOTEBOOK_DIR / f"{name}.py").read_text()
+        assert f'notebook_config("{name}", params_file, dataset)' in source
+
+
+def _outputs(executed: Path) -> list[dict]:
+    return [o for c in json.loads(executed.read_text())["cells"] for o in c.get("outputs", [])]
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_on_ci_profile(name: str, ci_pipeline: Path) -> None:
     run(["notebook", name, "--params", str(ci_pipeline)])
@@ -33,7 +56,92 @@ def test_notebook_runs_on_ci_profile(name: str, ci_pipeline: Path) -> None:
         if item["kind"] in ("figure", "table"):
             assert (out / item["file"]).stat().st_size > 0
             assert item["caption"]
-    assert (cfg.paths.resolve("reports") / "notebooks" / f"{name}.ipynb").exists()
+    executed = cfg.paths.resolve("reports") / "notebooks" / f"{name}.ipynb"
+    outputs = _outputs(executed)
+    # every figure of the report inline, the very bytes written, plus the explorer's plot
+    shown = {base64.b64decode(o["data"]["image/png"]) for o in outputs
+             if "image/png" in o.get("data", {})}
+    for item in figures:
+        assert (out / item["file"]).read_bytes() in shown, f"{item['file']} is not shown inline"
+    assert len([o for o in outputs if "image/png" in o.get("data", {})]) >= len(figures) + 1
+    tables = [i for i in section["items"] if i["kind"] == "table"]
+    html = [o for o in outputs if "<table" in "".join(o.get("data", {}).get("text/html", ""))]
+    assert len(html) >= len(tables), "every table rendered as a table"
+    assert not [o for o in outputs if o["output_type"] == "error"]
+
+
+def test_notebook_runs_from_the_notebooks_folder_as_jupyterlab_starts_it(
+        ci_pipeline: Path, tmp_path: Path) -> None:
+    """The kernel's working directory is notebooks/ (JupyterLab's, `cd notebooks && papermill`);
+    relative paths still resolve against the repository root."""
+    from workbench.report.notebook import execute
+
+    out = tmp_path / "esd"
+    executed = execute("esd", tmp_path / "esd.ipynb", {"params_file": str(ci_pipeline),
+                                                       "out_dir": str(out)}, cwd=NOTEBOOK_DIR)
+    assert (out / SECTION_FILE).exists()
+    assert any("image/png" in o.get("data", {}) for o in _outputs(executed))
+
+
+def test_out_dir_defaults_to_scratch_never_reports() -> None:
+    from workbench.utils.paths import REPO_ROOT, SCRATCH_DIR, notebook_output
+
+    assert notebook_output("esd", None) == SCRATCH_DIR / "esd"
+    assert notebook_output("esd", "reports/esd") == REPO_ROOT / "reports" / "esd"
+    assert notebook_output("esd", "/tmp/o") == Path("/tmp/o")
+    assert subprocess.run(["git", "check-ignore", "-q", str(SCRATCH_DIR / "esd" / "x.png")],
+                          cwd=REPO_ROOT).returncode == 0, "scratch/ must be ignored by git"
+    for path in NOTEBOOK_DIR.glob("*.py"):
+        assert "\nout_dir = None" in path.read_text(), f"{path.name}: out_dir must default to None"
+
+
+# -- a notebook's dataset parameter -----------------------------------------------------------
+@pytest.fixture
+def own_dataset(ci_pipeline: Path, tmp_path: Path) -> Path:
+    """A params file whose data root holds 'mine': a dataset no config names (a copy of the ci
+    pipeline's synthetic data, as `prepare dataset=local dataset.name=mine` leaves it) and the
+    het-cache results on it."""
+    from conftest import write_params
+
+    ci = load(params=ci_pipeline)
+    params = write_params(tmp_path)
+    mine = load(params=params)
+    shutil.copytree(ci.paths.resolve("data") / "processed" / "synthetic",
+                    mine.paths.resolve("data") / "processed" / "mine")
+    shutil.copytree(ci.paths.resolve("results") / "het_cache" / "synthetic",
+                    mine.paths.resolve("results") / "het_cache" / "mine")
+    return params
+
+
+def test_dataset_parameter_shows_your_own_dataset(own_dataset: Path, tmp_path: Path) -> None:
+    from workbench.report.notebook import execute, notebook_config
+
+    cfg = notebook_config("het", own_dataset, "mine")
+    assert cfg.experiments.het_cache.datasets == ["mine"] and "mine" in cfg.datasets
+    executed = execute("het", tmp_path / "het.ipynb", {
+        "params_file": str(own_dataset), "out_dir": str(tmp_path / "het"), "dataset": "mine"})
+    section = json.loads((tmp_path / "het" / SECTION_FILE).read_text())
+    assert "mine" in json.dumps(section["items"])
+    printed = "".join("".join(o.get("text", "")) for o in _outputs(executed))
+    assert "skipped" not in printed  # the explorer ran live on it
+
+
+def test_dataset_parameter_errors_name_the_command(own_dataset: Path) -> None:
+    from workbench.report.notebook import NotebookError, notebook_config
+
+    with pytest.raises(NotebookError, match="the esd stage has not run on 'mine'; run "
+                       "`python -m workbench.stages esd dataset=local dataset.name=mine"):
+        notebook_config("esd", own_dataset, "mine")
+    with pytest.raises(NotebookError, match="'absent' is not preprocessed.*prepare it with "
+                       "`python -m workbench.stages prepare dataset=local dataset.name=absent"):
+        notebook_config("het", own_dataset, "absent")
+    for bad in ("../results", "/etc", "a/b", ".."):
+        with pytest.raises(NotebookError, match="not a dataset name"):
+            notebook_config("het", own_dataset, bad)
+    with pytest.raises(NotebookError, match="params file .*nosuch.yaml not found"):
+        notebook_config("het", "nosuch.yaml")
+    err = NotebookError("one line")
+    assert err._render_traceback_() == ["NotebookError: one line"]  # no traceback in a notebook
 
 
 def test_datasets_notebook_reports_the_het_skew_claim(ci_pipeline: Path) -> None:

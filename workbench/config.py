@@ -39,7 +39,8 @@ from workbench.dispatch.config import DispatchConfig
 from workbench.experiments.config import ExperimentsConfig
 from workbench.models.config import ModelConfig
 from workbench.sharding.config import TopologyConfig
-from workbench.utils.paths import CONF_DIR, known_notebooks, resolve
+from workbench.utils.paths import (CONF_DIR, PARAMS_FILE, REPO_ROOT, cli_path, known_notebooks,
+                                    resolve)
 from workbench.utils.validation import ConfigError, from_dict, in_range, nonempty
 
 
@@ -272,14 +273,23 @@ def load(overrides: list[str] | None = None, params: Path | str | None = None) -
     Args:
         overrides: Hydra overrides (``key=value``, ``group=option``, ``+key=value``). With
             ``params`` only ``key=value`` dot-list overrides apply.
-        params: a composed ``params.yaml`` to read instead of composing ``conf/``.
+        params: a composed ``params.yaml`` to read instead of composing ``conf/``; a relative
+            path is read from the repository root (as every path of the project), wherever the
+            process or notebook kernel was started.
+
+    Raises:
+        ConfigError: the params file is missing (the message names the path tried) or a value
+            is invalid.
     """
     overrides = list(overrides or [])
     if params is None:
         return validate(compose(overrides))
-    path = Path(params)
-    if not path.exists():
-        raise ConfigError(f"{path} not found: run `make params` to generate it from conf/")
+    path = resolve(params)
+    if not path.is_file():
+        hint = ("run `make params` to generate it from conf/" if path == PARAMS_FILE
+                else "give an existing file (relative paths are read from the repository root "
+                f"{REPO_ROOT})")
+        raise ConfigError(f"params file {path} not found: {hint}")
     cfg = OmegaConf.load(path)
     bad = [o for o in overrides if "=" not in o]
     if bad:
@@ -303,7 +313,7 @@ def stage_arguments(description: str, argv: list[str] | None = None) -> tuple[Wo
     ``datasets.NAME`` (the pipeline's per-dataset stages); without it ``dataset`` is used.
     """
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--params", type=Path, default=None,
+    parser.add_argument("--params", type=cli_path, default=None,
                         help="read this composed params file instead of composing conf/")
     parser.add_argument("--dataset", default=None, help="use datasets.<NAME> from the config")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. dataset=criteo_kaggle")

@@ -57,7 +57,7 @@ from pathlib import Path
 
 from workbench.config import WorkbenchConfig, load
 from workbench.data.config import DatasetConfig
-from workbench.utils.paths import REPO_ROOT
+from workbench.utils.paths import REPO_ROOT, cli_path, repo_relative
 from workbench.utils.validation import ConfigError
 
 log = logging.getLogger("workbench.stages")
@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("stage", choices=STAGES)
     parser.add_argument("name", nargs="?", default=None,
                         help="notebook name (for the notebook stage)")
-    parser.add_argument("--params", type=Path, default=None,
+    parser.add_argument("--params", type=cli_path, default=None,
                         help="read this composed params file instead of composing conf/")
     parser.add_argument("--dataset", default=None, help="use datasets.<NAME> from the config")
     parser.add_argument("--offline", action="store_true",
@@ -267,8 +267,10 @@ def _notebook(cfg: WorkbenchConfig, name: str | None, params: Path | None) -> Pa
         raise ConfigError("the notebook stage reads run outputs through a params file: pass "
                           "--params params.yaml (make params writes it)")
     reports = cfg.paths.resolve("reports")
+    # repository-relative where possible: the executed notebook records its parameters, and a
+    # notebook resolves relative paths against the repository root
     return execute(name, reports / "notebooks" / f"{name}.ipynb",
-                   {"params_file": str(params.resolve()), "out_dir": str(reports / name)})
+                   {"params_file": repo_relative(params), "out_dir": repo_relative(reports / name)})
 
 
 #: Stages that run on one dataset the configuration names (``experiments.<stage>.dataset``)

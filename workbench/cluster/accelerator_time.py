@@ -1,6 +1,6 @@
 r"""Hotline's time model: one mini-batch of each scheme on an accelerator server, as a timeline.
 
-Our formalisation (Hotline's method section is unavailable; DESIGN.md §3.4 and the pipeline of
+Our formalisation (Hotline's method section is unavailable; the pipeline of
 :mod:`workbench.training.hotline`). The rates come from a :class:`~workbench.cluster.config.\
 HardwareConfig` (a V100 / A100-class server from ``conf/hardware/``, or this machine's rates
 fitted from the measured runs). With ``r = 4 D`` bytes per row and ``F`` the training FLOPs

@@ -1,6 +1,6 @@
 """HET's per-worker embedding cache with per-embedding bounded staleness (numba kernels).
 
-Follows the Hetu v1.0 reference semantics (DESIGN.md §3.1; research/refcode.md §1)::
+Follows the Hetu v1.0 reference semantics (Hetu's public cache code, transcribed)::
 
     worker w                                        parameter server
     +-------------------------------------+         +---------------------------+

@@ -12,7 +12,7 @@ from workbench.utils.validation import ConfigError, in_range
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    """The emulated edge cluster (DESIGN.md §3).
+    """The emulated edge cluster (`workbench/cluster/edge_cluster.py`).
 
     Per-worker lists hold either one value (every worker) or exactly ``workers`` values.
 
@@ -95,7 +95,7 @@ class ClusterConfig:
 
 @dataclass(frozen=True)
 class CacheConfig:
-    """Per-worker embedding cache with HET's bounded staleness (DESIGN.md §3.1).
+    """Per-worker embedding cache with HET's bounded staleness (`workbench/cluster/cache.py`).
 
     Attributes:
         policy: eviction policy, or ``none`` (pull and push every key every iteration).

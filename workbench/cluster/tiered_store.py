@@ -1,7 +1,7 @@
 r"""Two-tier embedding storage: hot rows in accelerator memory, every row in host memory.
 
 Hotline (ISCA 2024) and FAE (PVLDB 2021) keep the popular rows in GPU HBM and the rest in CPU
-DRAM (our formalisation of Hotline, DESIGN.md §3.4)::
+DRAM (our formalisation of Hotline)::
 
         accelerator tier  (CUDA: device memory; CPU: a separate tensor store)
         +---------------------------+

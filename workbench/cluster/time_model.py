@@ -1,6 +1,6 @@
 """The emulated cluster's clock: links, software costs, compute and overlap.
 
-DESIGN.md §3, extended with the three things a linear ``L + bytes/B`` clock misses (issue 12).
+The emulated cluster's clock (`workbench/cluster/edge_cluster.py`), extended with the three things a linear ``L + bytes/B`` clock misses (issue 12).
 
 **Messages and bytes.** Per iteration, worker j makes one read transfer (its ``u_j`` unique keys
 with their versions go up, 8 + 8 bytes each; the ``pulled_j`` rows come down, ``D x 4`` bytes

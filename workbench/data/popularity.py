@@ -1,7 +1,7 @@
 r"""Embedding popularity: access profiles, the hot set under a memory budget, popular inputs.
 
 FAE (Adnan et al., PVLDB 2021; ``DLRM/dlrm_input_profiler.py``) and Hotline (ISCA 2024, which
-inherits it; our reading, DESIGN.md §3.4) place the most-accessed embedding rows in accelerator
+inherits it; our reading) place the most-accessed embedding rows in accelerator
 memory and call a training input *popular* when every one of its lookups hits them::
 
     profile   S = round(rate x n) samples drawn uniformly WITH replacement (FAE: rate 5%)

@@ -1,6 +1,6 @@
 """ESD's cost model: expected transmission cost of every (worker, key) from the real cache states.
 
-**Our formalisation** (DESIGN.md §3.3): the ESD paper's method section is not available, so the
+**Our formalisation**: the ESD paper's method section is not available, so the
 cost model below is ours; every figure built on it says so.
 
 Per global batch of N samples and W workers, with ``tau_j = D x 4 / B_j`` the seconds worker j

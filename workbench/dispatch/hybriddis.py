@@ -1,6 +1,6 @@
 """ESD's dispatchers on the cost model: the heuristic, the exact solver and HybridDis.
 
-**Our formalisation** (DESIGN.md §3.3): the ESD paper's method section is not available. Per
+**Our formalisation** (the cost model: `workbench/dispatch/cost_model.py`): the ESD paper's method section is not available. Per
 global batch the cost model (:mod:`workbench.dispatch.cost_model`) prices every (worker, key) on
 the real cache states; then
 

@@ -3,7 +3,7 @@
 Source: HKUST-SING/herald (NSDI'24 "Embedding Scheduling"), ``laia/src/laia_scheduler.cc``
 (``LaiaScheduler::get_dist`` and ``launch``) and ``laia/include/mini_lru_cache.h``
 (``MiniLRUCache``); the per-worker counters follow ``laia/src/topk_scheduler.cc``. This is
-DESIGN.md §3.2 (research/refcode.md §2.2).
+Herald's public code (the C++ scheduler), transcribed.
 
 State: one LRU "snapshot" per worker w that simulates w's real embedding cache (capacity = w's
 cache rows; capacities may differ), each entry carrying a valid/outdated flag.

@@ -1,7 +1,8 @@
 r"""FlexShard experiments: sharding plans of a sequence embedding table, replayed on real batches.
 
-Our formalisation of FlexShard (arXiv 2301.02959; the method section is unavailable, DESIGN.md
-§3.5). The ``flexshard@<ds>`` stage, on one dataset with a sequence (user history) feature::
+Our formalisation of FlexShard (arXiv 2301.02959; the method section is unavailable;
+``workbench/sharding/``). The ``flexshard@<ds>`` stage, on one dataset with a sequence (user
+history) feature::
 
     train split, in order -> iterations of P x b samples (device d trains samples d b .. d b + b)
     profile: the lookups of the first ``profile_batches`` iterations -> p_r per row (per occurrence;

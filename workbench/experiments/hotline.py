@@ -1,6 +1,6 @@
 r"""Hotline experiments: popular inputs, the micro-batch pipeline against its baselines, timelines.
 
-Our formalisation of Hotline (ISCA 2024; DESIGN.md §3.4): the paper's method section is
+Our formalisation of Hotline (ISCA 2024; the time model: `workbench/cluster/accelerator_time.py`): the paper's method section is
 unavailable, the pipeline follows its abstracts and FAE's public profiler. Two stages:
 
 * ``hotline_popularity@<ds>`` (:func:`popularity`): for each hot-memory budget (a fraction of the

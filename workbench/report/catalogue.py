@@ -1,6 +1,6 @@
 """The catalogue of the five papers' headline claims: what the report must account for.
 
-Data only. Every entry is one claim of a paper (sources: ``research/seeds.md``; [P] read in the
+Data only. Every entry is one claim of a paper (sources: the papers; [P] read in the
 full text, [A] from the abstract). The ``report`` stage holds the notebooks' claim rows against
 it (``sections.collect``)::
 

@@ -11,16 +11,32 @@ from them: the figures above read ``results/``; an explorer runs a small variant
 
 Under papermill (no browser, no widget events) the constructor's first run with the default
 values is all that happens: the cell still executes, and its figure is in the executed notebook.
-In JupyterLab (``make lab``) moving a widget reruns and redraws. Tests call :meth:`Explorer.update`
-with values, as a widget event would, and read :attr:`Explorer.data` and the figure's artists.
+In JupyterLab (``make lab``) moving a widget reruns and redraws, in a background thread so the
+kernel stays responsive::
+
+    widget change --> pending = latest values --(worker idle?)--> worker thread:
+                      (a newer change replaces        run(**pending) while the status line
+                       a pending one: no backlog)     ticks "running... 2.5 s"; a result that a
+                                                      newer change superseded is not drawn;
+                                                      an error shows as one red line, the last
+                                                      plot stays and the explorer stays usable
+
+Tests call :meth:`Explorer.update` with values (synchronous, as scripts do) and read
+:attr:`Explorer.data` and the figure's artists; :meth:`Explorer.request` and :meth:`Explorer.wait`
+drive the background path.
 """
 
 from __future__ import annotations
 
+import html
+import threading
+import time
 from typing import Any, Callable
 
 import matplotlib.pyplot as plt
 import pandas as pd
+
+from workbench.report.display import in_kernel
 
 __all__ = ["Explorer", "slider", "log_slider", "int_slider", "dropdown"]
 
@@ -69,19 +85,28 @@ class Explorer:
             widgets' initial values are the first run's.
         title: shown above the widgets.
         figsize: the figure's size in inches.
+        background: run widget changes in a background thread (latest change wins); None:
+            when in a notebook kernel (JupyterLab), not in a plain process (tests, scripts).
 
     Attributes:
-        data: the last run's frame.
+        data: the last drawn run's frame.
         values: the knob values it ran with.
         figure: the figure (one axes), redrawn in place on every run.
+        error: the last widget-driven run's error as one line ("" when it succeeded).
+        runs: how many runs were started (the first one included).
     """
+
+    #: seconds between two ticks of the status line while a run works
+    TICK = 0.5
 
     def __init__(self, run: Callable[..., pd.DataFrame],
                  plot: Callable[[pd.DataFrame, plt.Axes], None], controls: dict[str, Any],
-                 title: str = "", figsize: tuple[float, float] = (6.0, 3.4)) -> None:
+                 title: str = "", figsize: tuple[float, float] = (6.0, 3.4),
+                 background: bool | None = None) -> None:
         import ipywidgets as w
 
         self._run, self._plot, self.controls, self.title = run, plot, dict(controls), title
+        self.background = in_kernel() if background is None else background
         # tight, not the theme's constrained layout (tight_layout below would warn on every run)
         self.figure, self.ax = plt.subplots(figsize=figsize, layout="tight")
         plt.close(self.figure)  # shown through a display handle, not by the inline backend
@@ -92,23 +117,37 @@ class Explorer:
         self.status = w.HTML()
         self.data = pd.DataFrame()
         self.values: dict[str, Any] = {}
+        self.error = ""
+        self.runs = 0
         self._updating = False
+        self._lock = threading.Lock()
+        self._pending: dict[str, Any] | None = None
+        self._worker: threading.Thread | None = None
         for name, control in self.controls.items():
             control.observe(lambda change, n=name: self._on_change(n, change), names="value")
         self.update()
 
     def _on_change(self, name: str, change: dict) -> None:
-        if not self._updating:
-            self.update(**{name: change["new"]})
+        if self._updating:
+            return
+        if self.background:
+            self.request(**{name: change["new"]})
+        else:
+            self._guarded(lambda: self.update(**{name: change["new"]}))
 
-    def update(self, **values: Any) -> pd.DataFrame:
-        """Set the named knobs (the others keep their widgets' values), rerun, redraw.
+    def _guarded(self, action: Callable[[], Any]) -> None:
+        """Run ``action``; an error becomes the status line (the last plot stays)."""
+        try:
+            action()
+            self.error = ""
+        except Exception as err:  # shown to the person at the widgets, not lost in a log
+            message = str(err).strip().splitlines()
+            self.error = f"{type(err).__name__}: {message[0] if message else ''}"
+            self.status.value = (f'<span style="color:#b00020">&#9888; {html.escape(self.error)}'
+                                 "</span> <i>(the plot shows the last good run; change a "
+                                 "value to retry)</i>")
 
-        This is the widgets' callback; call it directly to script an exploration.
-
-        Raises:
-            KeyError: a knob this explorer does not have.
-        """
+    def _set_controls(self, values: dict[str, Any]) -> None:
         unknown = set(values) - set(self.controls)
         if unknown:
             raise KeyError(f"unknown knob(s) {sorted(unknown)}: this explorer has "
@@ -119,12 +158,78 @@ class Explorer:
                 self.controls[name].value = value
         finally:
             self._updating = False
-        self.values = {name: control.value for name, control in self.controls.items()}
+
+    def update(self, **values: Any) -> pd.DataFrame:
+        """Set the named knobs (the others keep their widgets' values), rerun, redraw; in this
+        thread, now. This is how a script drives an exploration.
+
+        Raises:
+            KeyError: a knob this explorer does not have.
+        """
+        self._set_controls(values)
+        current = {name: control.value for name, control in self.controls.items()}
         self.status.value = "<i>running…</i>"
-        self.data = self._run(**self.values)
+        self.runs += 1
+        self._draw(current, self._run(**current))
+        return self.data
+
+    def request(self, **values: Any) -> None:
+        """Ask for a rerun at these knob values in the background: the latest request wins (a
+        pending one is replaced, a running one finishes but is not drawn)."""
+        self._set_controls(values)
+        with self._lock:
+            self._pending = {name: control.value for name, control in self.controls.items()}
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._work, daemon=True,
+                                                name=f"explorer {self.title}")
+                self._worker.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the background runs to finish; whether they did within ``timeout``."""
+        worker = self._worker
+        if worker is not None:
+            worker.join(timeout)
+            return not worker.is_alive()
+        return True
+
+    def _work(self) -> None:
+        """The background worker: run the latest request until none is pending."""
+        while True:
+            with self._lock:
+                current, self._pending = self._pending, None
+                if current is None:
+                    self._worker = None
+                    return
+            done = threading.Event()
+            ticker = threading.Thread(target=self._tick, args=(done, time.monotonic()),
+                                      daemon=True)
+            ticker.start()
+            try:
+                self.runs += 1
+                result: list[pd.DataFrame] = []
+                self._guarded(lambda: result.append(self._run(**current)))
+            finally:
+                done.set()
+                ticker.join()
+            with self._lock:
+                superseded = self._pending is not None
+            if result and not superseded:
+                self._guarded(lambda: self._draw(current, result[0]))
+
+    def _tick(self, done: threading.Event, start: float) -> None:
+        """Keep the status line saying how long the current run has worked."""
+        while not done.wait(self.TICK):
+            with self._lock:
+                waiting = " — a newer change is waiting" if self._pending else ""
+            self.status.value = (f"<i>&#8987; running… {time.monotonic() - start:.1f} s"
+                                 f"{waiting}</i>")
+
+    def _draw(self, values: dict[str, Any], frame: pd.DataFrame) -> None:
+        """Plot ``frame`` (the run at ``values``) and update the shown image and status."""
         self.ax.clear()
-        self._plot(self.data, self.ax)
+        self._plot(frame, self.ax)
         self.figure.tight_layout()
+        self.data, self.values = frame, values
         self.status.value = "<i>" + ", ".join(f"{k} = {v:g}" if isinstance(v, float)
                                               else f"{k} = {v}"
                                               for k, v in self.values.items()) + "</i>"
@@ -137,7 +242,6 @@ class Explorer:
         self.png = png.getvalue()
         if self._handle is not None:  # shown already: redraw in place
             self._handle.update(Image(self.png))
-        return self.data
 
     def widget(self):
         """The explorer's controls as one widget: title, controls, status line (the plot is

@@ -1,23 +1,178 @@
-"""Execute a jupytext percent notebook with papermill (the figure stages of the pipeline).
+"""The notebooks' side of the pipeline: executing them (papermill), and the config each shows.
 
 Notebooks live in git as ``notebooks/<name>.py`` (``# %%`` cells, one cell tagged
-``parameters``). The stage converts the text notebook in memory, injects the parameters and
-executes it; the notebook reads run outputs (metrics files), never recomputes experiments, and
-writes its figures and ``section.json`` into ``reports/<name>/``. The executed ``.ipynb`` (which
-holds per-cell timestamps, so it differs on every run) goes to ``reports/notebooks/`` and nothing
-depends on it.
+``parameters``). The ``notebook`` stage converts the text notebook in memory, injects the
+parameters and executes it; the notebook reads run outputs (metrics files), never recomputes
+experiments, and writes its figures and ``section.json`` into ``reports/<name>/``. The executed
+``.ipynb`` (which holds per-cell timestamps, so it differs on every run) goes to
+``reports/notebooks/`` and nothing depends on it.
+
+Every notebook opens with :func:`notebook_config`, so it behaves the same wherever it runs::
+
+    parameters cell: params_file, out_dir, dataset (+ the explorer's knobs)
+        |  (papermill -p, or edited in JupyterLab; relative paths from the repository root)
+        v
+    notebook_config(name, params_file, dataset)
+        - load the params file (ConfigError -> NotebookError naming the path tried)
+        - dataset given: a plain name, preprocessed under paths.data; mounted as datasets.<name>
+          when no config names it; NOTEBOOK_STAGES' keys all set to it
+        - every stage the notebook reads has results for its datasets, or NotebookError with
+          the command that computes them
+        v
+    WorkbenchConfig  ->  results/<stage>/<dataset>/  ->  Section(out_dir=None: scratch/<name>)
+
+:class:`NotebookError` shows in a notebook as its one-line message, without a traceback.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from workbench.utils.paths import NOTEBOOK_DIR, REPO_ROOT, known_notebooks
+from workbench.utils.paths import NOTEBOOK_DIR, REPO_ROOT, known_notebooks, repo_relative
+
+if TYPE_CHECKING:
+    from workbench.config import WorkbenchConfig
 
 log = logging.getLogger(__name__)
+
+#: Per notebook: the stages whose results it reads (``results/<stage>/<dataset>/``), each with
+#: the config key naming its dataset(s). A notebook's ``dataset`` parameter sets every key.
+NOTEBOOK_STAGES: dict[str, tuple[tuple[str, str], ...]] = {
+    "datasets": (("dataset-stats", "pipeline.datasets"),),
+    "het": (("het-cache", "experiments.het_cache.datasets"),),
+    "het_train": (("het-train", "experiments.het_train.dataset"),
+                  ("het-time", "experiments.het_time.dataset")),
+    "esd": (("esd", "experiments.esd.dataset"),),
+    "recd": (("dedup", "experiments.recd.datasets"), ("recd", "experiments.recd.datasets")),
+    "hotline": (("hotline-popularity", "experiments.hotline.popularity_datasets"),
+                ("hotline", "experiments.hotline.dataset")),
+    "flexshard": (("flexshard", "experiments.flexshard.datasets"),),
+    "distributed": (("distributed-check", "experiments.het_train.dataset"),),
+    "combined": (("combined", "experiments.combined.dataset"),),
+}
+#: The file that says a stage ran, where it is not ``summary.json``.
+_SUMMARY = {"dataset-stats": "stats.json"}
+#: Keys that follow the notebook's dataset without a stage of their own.
+_ALSO = {"flexshard": ("experiments.flexshard.claims_dataset",)}
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+class NotebookError(Exception):
+    """A notebook's input is missing or wrong. In a notebook it shows as its one-line message,
+    without a traceback (IPython's ``_render_traceback_``); papermill reports the same line."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
+def notebook_config(name: str, params_file: str | Path = "params.yaml",
+                    dataset: str | None = None) -> WorkbenchConfig:
+    """The configuration a notebook shows, with its ``dataset`` parameter applied.
+
+    Args:
+        name: the notebook (a key of :data:`DATASET_KEYS`).
+        params_file: the composed config of the run whose outputs are shown (relative: from the
+            repository root, wherever the kernel started).
+        dataset: None (the pipeline's datasets), or the name of any preprocessed dataset under
+            ``paths.data`` (one of the pipeline's, or your own prepared with
+            ``dataset=local dataset.name=NAME``): every key of :data:`DATASET_KEYS` then names it,
+            so the notebook reads ``results/<stage>/<dataset>/`` and its live section runs on it.
+
+    Raises:
+        NotebookError: the params file is missing or invalid, the name is not a plain name, the
+            dataset is not preprocessed (the message gives the command that prepares it), or the
+            notebook's stages have not run on it (the message gives their commands).
+    """
+    from workbench.config import load
+    from workbench.data.pipeline import processed_dir
+    from workbench.utils.validation import ConfigError
+
+    try:
+        cfg = load(params=params_file)
+    except ConfigError as err:
+        raise NotebookError(str(err)) from None
+    if dataset is None:
+        _check_results(name, cfg, params_file)
+        return cfg
+    if not isinstance(dataset, str) or not _PLAIN_NAME.fullmatch(dataset):
+        raise NotebookError(f"dataset parameter {dataset!r} is not a dataset name (letters, "
+                            "digits, '_', '-', '.'; not a path)")
+    data = processed_dir(cfg.paths.resolve("data"), dataset)
+    if not (data / "train.parquet").is_file():
+        prepare = (f"python -m workbench.stages prepare --params {repo_relative(params_file)} "
+                   f"--dataset {dataset}" if dataset in cfg.datasets else
+                   f"python -m workbench.stages prepare dataset=local dataset.name={dataset} "
+                   "dataset.path=<folder of your files> dataset.format=<format>")
+        raise NotebookError(f"dataset {dataset!r} is not preprocessed ({repo_relative(data)} has "
+                            f"no train.parquet): prepare it with `{prepare}`")
+    overrides = [] if dataset in cfg.datasets else _mount(cfg, dataset, data)
+    keys = [key for _, key in NOTEBOOK_STAGES[name]] + list(_ALSO.get(name, ()))
+    if "pipeline.datasets" in keys:  # the notebook over every dataset shows this one alone
+        overrides.append(f"pipeline.datasets=[{dataset}]")
+    else:
+        names = dict.fromkeys([*cfg.pipeline.datasets, dataset])
+        overrides.append(f"pipeline.datasets=[{','.join(names)}]")
+    for key in dict.fromkeys(keys):
+        if key != "pipeline.datasets":
+            many = key.endswith("datasets")
+            overrides.append(f"{key}=[{dataset}]" if many else f"{key}={dataset}")
+    try:
+        cfg = load(overrides, params_file)
+    except ConfigError as err:
+        raise NotebookError(f"dataset {dataset!r}: {err}") from None
+    _check_results(name, cfg, params_file)
+    return cfg
+
+
+def _mount(cfg: WorkbenchConfig, dataset: str, data: Path) -> list[str]:
+    """Overrides mounting a preprocessed dataset the config does not name as ``datasets.<name>``
+    (a ``local`` source whose path is its processed folder; its raw format from the download
+    manifest, only read again if someone re-prepares it)."""
+    import json
+
+    manifest = cfg.paths.resolve("data") / "raw" / dataset / "manifest.json"
+    raw_format = "criteo_tsv"
+    if manifest.is_file():
+        raw_format = json.loads(manifest.read_text()).get("format") or raw_format
+    return [f"datasets.{dataset}.name={dataset}", f"datasets.{dataset}.source=local",
+            f"datasets.{dataset}.format={raw_format}",
+            f"datasets.{dataset}.path={repo_relative(data)}"]
+
+
+def _named(cfg: WorkbenchConfig, key: str) -> list[str]:
+    """The dataset name(s) under a dotted config key."""
+    value: Any = cfg
+    for part in key.split("."):
+        value = getattr(value, part)
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _check_results(name: str, cfg: WorkbenchConfig, params_file: str | Path) -> None:
+    """Every stage the notebook reads has results for each dataset it names.
+
+    Raises:
+        NotebookError: one has not (the message gives the command that computes it).
+    """
+    from workbench.data.pipeline import processed_dir
+
+    for stage, key in NOTEBOOK_STAGES[name]:
+        for dataset in _named(cfg, key):
+            out = cfg.paths.resolve("results") / stage.replace("-", "_") / dataset
+            if (out / _SUMMARY.get(stage, "summary.json")).is_file():
+                continue
+            mounted = cfg.datasets[dataset].path == repo_relative(
+                processed_dir(cfg.paths.resolve("data"), dataset))
+            command = (f"python -m workbench.stages {stage} dataset=local dataset.name={dataset} "
+                       "dataset.path=<folder of your files> dataset.format=<format>" if mounted
+                       else f"python -m workbench.stages {stage} --params "
+                       f"{repo_relative(params_file)} --dataset {dataset}")
+            raise NotebookError(f"{repo_relative(out)} holds no results: the {stage} stage has "
+                                f"not run on {dataset!r}; run `{command}` (or `dvc repro` for "
+                                "the pipeline's datasets)")
 
 
 def notebook_path(name: str) -> Path:
@@ -44,6 +199,7 @@ def execute(name: str, executed: Path, parameters: dict[str, Any], cwd: Path = R
         papermill.PapermillExecutionError: a cell failed (the message names the cell and error).
     """
     import jupytext
+    import nbformat
     import papermill as pm
 
     from workbench.utils.io import atomic_path
@@ -55,5 +211,11 @@ def execute(name: str, executed: Path, parameters: dict[str, Any], cwd: Path = R
     with atomic_path(executed, suffix=".ipynb") as tmp:
         pm.execute_notebook(nb, str(tmp), parameters=parameters, kernel_name="python3",
                             cwd=str(cwd), progress_bar=False, execution_timeout=timeout)
+        # papermill records the input notebook whole and the temporary output's absolute path:
+        # name them as the repository does instead (no machine-specific path in the copy)
+        done = nbformat.read(tmp, as_version=4)
+        done.metadata.papermill["input_path"] = repo_relative(notebook_path(name))
+        done.metadata.papermill["output_path"] = repo_relative(executed)
+        nbformat.write(done, tmp)
     log.info("executed %s -> %s", name, executed)
     return executed

@@ -7,6 +7,7 @@ the metadata that would change on every run (PNG ``Software``, PDF ``CreationDat
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import matplotlib
@@ -22,7 +23,13 @@ PALETTE = "colorblind"
 
 
 def set_theme() -> None:
-    """Apply the workbench theme (paper context, ticks, colour-blind palette, fixed DPI)."""
+    """Apply the workbench theme (paper context, ticks, colour-blind palette, fixed DPI).
+
+    The theme's constrained layout makes seaborn's grids warn that they switch to a tight one
+    (harmless, and noise with an absolute path in every notebook): that warning is silenced.
+    """
+    warnings.filterwarnings("ignore", message="The figure layout has changed to tight",
+                            category=UserWarning)
     sns.set_theme(context="paper", style="ticks", palette=PALETTE, rc={
         "figure.dpi": 110,
         "savefig.dpi": 150,

@@ -33,10 +33,12 @@ from typing import Any
 
 import pandas as pd
 
+from workbench.report import display
 from workbench.report.catalogue import CATALOGUE
 from workbench.report.plotting import save_figure
 from workbench.report.verdict import DEFINITIONS, STATES, Verdict, not_built
 from workbench.utils.io import write_json, write_text
+from workbench.utils.paths import notebook_output, repo_relative
 
 SECTION_FILE = "section.json"
 CLAIM_COLUMNS = ["paper", "claim", "paper_value", "measured", "setting", "state", "rule", "note"]
@@ -97,52 +99,70 @@ class Section:
     Args:
         name: the notebook's name (its output folder under ``reports/``).
         title: section heading.
-        out_dir: where figures, tables and ``section.json`` are written.
+        out_dir: where figures, tables and ``section.json`` are written; None (a notebook run by
+            hand) is ``scratch/<name>``, a relative path is relative to the repository root
+            (:func:`workbench.utils.paths.notebook_output`).
         intro: Markdown paragraph under the heading (say here when a model is ours).
+
+    Every item is also shown in the notebook cell that adds it (:mod:`workbench.report.display`).
     """
 
     name: str
     title: str
-    out_dir: Path
+    out_dir: Path | str | None = None
     intro: str = ""
     items: list[dict[str, Any]] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.out_dir = Path(self.out_dir)
+        self.out_dir = notebook_output(self.name, self.out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        if self.intro:
+            display.markdown(self.intro)
 
-    def figure(self, fig: Any, name: str, caption: str, setting: str) -> Path:
-        """Save ``fig`` as ``<name>.png`` and record it with its caption and setting."""
+    def figure(self, fig: Any, name: str, caption: str, setting: str) -> None:
+        """Save ``fig`` as ``<name>.png``, record it with its caption and setting, show it.
+
+        Returns nothing, so a cell ending in this call shows the figure, not a path."""
         path = save_figure(fig, self.out_dir / f"{name}.png")
         self.items.append({"kind": "figure", "file": path.name, "caption": caption,
                            "setting": setting})
-        return path
+        display.image(path)
 
     def table(self, frame: pd.DataFrame, name: str, caption: str, setting: str = "",
-              floatfmt: str = ".4g") -> Path:
-        """Save ``frame`` as ``<name>.csv`` and record it (shown as a Markdown table)."""
+              floatfmt: str = ".4g") -> None:
+        """Save ``frame`` as ``<name>.csv``, record it (a Markdown table in the report), show it
+        as a table."""
         path = self.out_dir / f"{name}.csv"
         write_text(path, frame.to_csv(index=False, float_format="%.6g"))
         self.items.append({"kind": "table", "file": path.name, "caption": caption,
                            "setting": setting,
                            "markdown": _markdown(frame, floatfmt)})
-        return path
+        display.table(frame, caption, floatfmt)
 
     def note(self, text: str) -> None:
-        """A Markdown paragraph between items."""
+        """A Markdown paragraph between items (shown rendered)."""
         self.items.append({"kind": "note", "text": text})
+        display.markdown(text)
 
     def claim(self, claim: Claim) -> None:
-        """Add a row to the claims table."""
+        """Add a row to the claims table (shown when the section is saved)."""
         self.claims.append(claim)
 
-    def save(self) -> Path:
-        """Write ``section.json`` (atomically)."""
+    def save(self) -> None:
+        """Write ``section.json`` (atomically); show this section's claim rows and where the
+        section went."""
         path = self.out_dir / SECTION_FILE
         write_json(path, {"name": self.name, "title": self.title, "intro": self.intro,
                           "items": self.items, "claims": [asdict(c) for c in self.claims]})
-        return path
+        if self.claims:
+            shown = ["paper", "claim", "paper_value", "measured", "state"]
+            display.table(pd.DataFrame([asdict(c) for c in self.claims])[shown],
+                          "Claims of this section (rows of the report's claims table)")
+        kinds = pd.Series([i["kind"] for i in self.items], dtype=object).value_counts()
+        display.markdown(f"*Section `{self.name}` written to `{repo_relative(self.out_dir)}/`: "
+                         f"{kinds.get('figure', 0)} figures, {kinds.get('table', 0)} tables, "
+                         f"{len(self.claims)} claim rows.*")
 
 
 def per_dataset(results: Path, datasets: list[str], csvs: list[str], section: Section,

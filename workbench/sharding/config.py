@@ -10,7 +10,7 @@ from workbench.utils.validation import ConfigError, in_range
 
 @dataclass(frozen=True)
 class TopologyConfig:
-    """A two-level cluster: ``nodes`` x ``devices_per_node`` accelerators (DESIGN.md §3.5).
+    """A two-level cluster: ``nodes`` x ``devices_per_node`` accelerators (`workbench/sharding/topology.py`).
 
     Bandwidths are per device and per direction, in GB/s (1e9 bytes/s).
 

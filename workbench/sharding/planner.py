@@ -1,6 +1,6 @@
 r"""FlexShard's cut points: how many of the hottest rows to replicate everywhere and per node.
 
-Our formalisation (DESIGN.md §3.5). Rows are ranked by access probability; a plan is the pair
+Our formalisation (plans: `workbench/sharding/plans.py`). Rows are ranked by access probability; a plan is the pair
 of cut points ``(t1, u)``, ``0 <= t1 <= u <= N``: ranks ``[0, t1)`` replicated on every device,
 ``[t1, u)`` replicated per node and row-sharded inside it, ``[u, N)`` row-sharded over all
 devices (:func:`~workbench.sharding.plans.tiered`, ``t2 = u - t1``). The planner minimises the

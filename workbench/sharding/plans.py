@@ -1,6 +1,6 @@
 r"""Sharding plans of one embedding table: where each row lives and where a lookup goes.
 
-Our formalisation of FlexShard's tiers (DESIGN.md §3.5; research/seeds.md §3) and of the plans
+Our formalisation of FlexShard's tiers (the tiers as the paper's abstract states them) and of the plans
 it is compared with (TorchRec's planner options, HugeCTR's hybrid embedding). A plan gives every
 row ``r`` of an N-row table a tier and an owner::
 

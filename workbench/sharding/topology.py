@@ -1,6 +1,6 @@
 r"""A two-level accelerator topology and the time of one all-to-all on it.
 
-Our formalisation (FlexShard's topology and network model were not obtained; DESIGN.md §3.5)::
+Our formalisation (FlexShard's topology and network model were not obtained)::
 
         node 0                    node 1                      node n-1 (slow: speed s)
    +-----------------+      +-----------------+         +-----------------+

@@ -1,6 +1,6 @@
 r"""The all-to-all traffic of a sharding plan, expected and replayed, and its memory.
 
-Our formalisation (DESIGN.md §3.5). Data parallel: device d trains its own ``b`` samples; each
+Our formalisation (the topology: `workbench/sharding/topology.py`). Data parallel: device d trains its own ``b`` samples; each
 occurrence of a row in a sample's sequence is one lookup (sequence embeddings are not pooled, so
 every occurrence is sent). The device that serves a lookup (:meth:`Plan.serving`) sends the row,
 ``row_bytes = 4 D``, to the device that made it; the backward pass sends the gradient back::

@@ -4,13 +4,13 @@ A KJT holds, for every key (sparse feature) and every sample of the batch, one v
 of int64 ids. As in torchrec, ``lengths`` is key-major: all ``B`` samples of key 0, then all ``B``
 samples of key 1, and so on; ``values`` is the concatenation of the lists in the same order.
 
-An IKJT (RecD, MLSys'23; DESIGN.md section 3.6) partitions the keys into *dedup groups*. A *row* of
+An IKJT (RecD, MLSys'23; our formalisation) partitions the keys into *dedup groups*. A *row* of
 a group is the tuple of the group's per-key lists for one sample; two samples are duplicates iff
 every key of the group has identical lists. Each group keeps only its unique rows (per key: values
 and lengths of the unique rows) and ONE ``inverse_lookup[B]`` mapping each sample to its unique
 row. Unique rows are numbered in first-occurrence order, so the layout is deterministic.
 
-Worked example (DESIGN.md 3.6), batch of 3, groups ``[["b"], ["c", "d"]]``::
+Worked example, batch of 3, groups ``[["b"], ["c", "d"]]``::
 
     KJT (key-major)                       IKJT
     sample:   0        1        2         group (b)        unique rows: [3,4,5] | [4,5,6]

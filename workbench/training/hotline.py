@@ -1,7 +1,7 @@
 r"""Hotline's popular / non-popular micro-batch pipeline and its baselines, executed for real.
 
 Our formalisation of Hotline (ISCA 2024; the paper's method section is unavailable here: from
-the abstracts and FAE's public code, DESIGN.md §3.4). Every scheme trains the same model on the
+the abstracts and FAE's public code; the time model is `workbench/cluster/accelerator_time.py`). Every scheme trains the same model on the
 same mini-batches from a :class:`~workbench.cluster.tiered_store.TieredEmbeddingStore`; they
 differ only in where rows live and what overlaps::
 
