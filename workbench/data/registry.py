@@ -5,8 +5,8 @@ mirrors tried in order, published checksums, exact size when known), the archive
 extract, the raw format its parser expects, its licence/terms and, for datasets behind a login
 (Kaggle, Tianchi), a hint telling the user how to place the files by hand.
 
-The facts (URLs, md5/sha256, sizes, member names) come from the project's research note on the
-datasets (``shared/research/data.md``). Downloading and verification live in
+The facts (URLs, md5/sha256, sizes, member names) come from the datasets' own publishers (their
+download pages and release notes). Downloading and verification live in
 :mod:`workbench.data.download`; this module has no side effects.
 
 Example::
