@@ -46,9 +46,9 @@ __all__ = ["Data", "config", "load", "cluster", "replay_cache", "dispatch", "tra
 
 def preprocessed(cfg: WorkbenchConfig, name: str) -> bool:
     """Whether dataset ``name`` is preprocessed under the config's ``paths.data``."""
-    from workbench.data.pipeline import processed_dir
+    from workbench.data.pipeline import is_preprocessed
 
-    return (processed_dir(cfg.paths.resolve("data"), name) / "train.parquet").exists()
+    return is_preprocessed(cfg.paths.resolve("data"), name)
 
 
 def _processed(cfg: WorkbenchConfig, name: str) -> Path:

@@ -63,6 +63,12 @@ def processed_dir(data_root: Path, name: str) -> Path:
     return data_root / "processed" / name
 
 
+def is_preprocessed(data_root: Path, name: str) -> bool:
+    """Whether dataset ``name`` has been preprocessed under ``data_root`` (its train split is
+    there)."""
+    return (processed_dir(data_root, name) / "train.parquet").is_file()
+
+
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     """The sha256 of a file, read in 1 MiB chunks."""
     digest = hashlib.sha256()

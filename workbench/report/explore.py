@@ -93,7 +93,6 @@ class Explorer:
         values: the knob values it ran with.
         figure: the figure (one axes), redrawn in place on every run.
         error: the last widget-driven run's error as one line ("" when it succeeded).
-        runs: how many runs were started (the first one included).
     """
 
     #: seconds between two ticks of the status line while a run works
@@ -118,7 +117,6 @@ class Explorer:
         self.data = pd.DataFrame()
         self.values: dict[str, Any] = {}
         self.error = ""
-        self.runs = 0
         self._updating = False
         self._lock = threading.Lock()
         self._pending: dict[str, Any] | None = None
@@ -169,7 +167,6 @@ class Explorer:
         self._set_controls(values)
         current = {name: control.value for name, control in self.controls.items()}
         self.status.value = "<i>running…</i>"
-        self.runs += 1
         self._draw(current, self._run(**current))
         return self.data
 
@@ -205,7 +202,6 @@ class Explorer:
                                       daemon=True)
             ticker.start()
             try:
-                self.runs += 1
                 result: list[pd.DataFrame] = []
                 self._guarded(lambda: result.append(self._run(**current)))
             finally:

@@ -32,7 +32,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workbench.utils.paths import NOTEBOOK_DIR, REPO_ROOT, known_notebooks, repo_relative
+from workbench.utils.paths import (NOTEBOOK_DIR, REPO_ROOT, known_notebooks, repo_relative,
+                                   resolve)
 
 if TYPE_CHECKING:
     from workbench.config import WorkbenchConfig
@@ -74,13 +75,13 @@ def notebook_config(name: str, params_file: str | Path = "params.yaml",
     """The configuration a notebook shows, with its ``dataset`` parameter applied.
 
     Args:
-        name: the notebook (a key of :data:`DATASET_KEYS`).
+        name: the notebook (a key of :data:`NOTEBOOK_STAGES`).
         params_file: the composed config of the run whose outputs are shown (relative: from the
             repository root, wherever the kernel started).
         dataset: None (the pipeline's datasets), or the name of any preprocessed dataset under
             ``paths.data`` (one of the pipeline's, or your own prepared with
-            ``dataset=local dataset.name=NAME``): every key of :data:`DATASET_KEYS` then names it,
-            so the notebook reads ``results/<stage>/<dataset>/`` and its live section runs on it.
+            ``dataset=local dataset.name=NAME``): every key of :data:`NOTEBOOK_STAGES` then names
+            it, so the notebook reads ``results/<stage>/<dataset>/`` and its live section runs on it.
 
     Raises:
         NotebookError: the params file is missing or invalid, the name is not a plain name, the
@@ -88,9 +89,10 @@ def notebook_config(name: str, params_file: str | Path = "params.yaml",
             notebook's stages have not run on it (the message gives their commands).
     """
     from workbench.config import load
-    from workbench.data.pipeline import processed_dir
+    from workbench.data.pipeline import is_preprocessed, processed_dir
     from workbench.utils.validation import ConfigError
 
+    params_file = resolve(params_file)  # from the repository root, as load() reads it
     try:
         cfg = load(params=params_file)
     except ConfigError as err:
@@ -102,14 +104,15 @@ def notebook_config(name: str, params_file: str | Path = "params.yaml",
         raise NotebookError(f"dataset parameter {dataset!r} is not a dataset name (letters, "
                             "digits, '_', '-', '.'; not a path)")
     data = processed_dir(cfg.paths.resolve("data"), dataset)
-    if not (data / "train.parquet").is_file():
+    if not is_preprocessed(cfg.paths.resolve("data"), dataset):
         prepare = (f"python -m workbench.stages prepare --params {repo_relative(params_file)} "
                    f"--dataset {dataset}" if dataset in cfg.datasets else
                    f"python -m workbench.stages prepare dataset=local dataset.name={dataset} "
                    "dataset.path=<folder of your files> dataset.format=<format>")
         raise NotebookError(f"dataset {dataset!r} is not preprocessed ({repo_relative(data)} has "
                             f"no train.parquet): prepare it with `{prepare}`")
-    overrides = [] if dataset in cfg.datasets else _mount(cfg, dataset, data)
+    mounted = dataset not in cfg.datasets
+    overrides = _mount(cfg, dataset, data) if mounted else []
     keys = [key for _, key in NOTEBOOK_STAGES[name]] + list(_ALSO.get(name, ()))
     if "pipeline.datasets" in keys:  # the notebook over every dataset shows this one alone
         overrides.append(f"pipeline.datasets=[{dataset}]")
@@ -124,7 +127,7 @@ def notebook_config(name: str, params_file: str | Path = "params.yaml",
         cfg = load(overrides, params_file)
     except ConfigError as err:
         raise NotebookError(f"dataset {dataset!r}: {err}") from None
-    _check_results(name, cfg, params_file)
+    _check_results(name, cfg, params_file, mounted=dataset if mounted else None)
     return cfg
 
 
@@ -151,24 +154,25 @@ def _named(cfg: WorkbenchConfig, key: str) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def _check_results(name: str, cfg: WorkbenchConfig, params_file: str | Path) -> None:
+def _check_results(name: str, cfg: WorkbenchConfig, params_file: Path,
+                   mounted: str | None = None) -> None:
     """Every stage the notebook reads has results for each dataset it names.
+
+    Args:
+        mounted: the dataset :func:`_mount` added (no config names it: its stages run with
+            ``dataset=local``), if any.
 
     Raises:
         NotebookError: one has not (the message gives the command that computes it).
     """
-    from workbench.data.pipeline import processed_dir
-
     for stage, key in NOTEBOOK_STAGES[name]:
         for dataset in _named(cfg, key):
             out = cfg.paths.resolve("results") / stage.replace("-", "_") / dataset
             if (out / _SUMMARY.get(stage, "summary.json")).is_file():
                 continue
-            mounted = cfg.datasets[dataset].path == repo_relative(
-                processed_dir(cfg.paths.resolve("data"), dataset))
             command = (f"python -m workbench.stages {stage} dataset=local dataset.name={dataset} "
-                       "dataset.path=<folder of your files> dataset.format=<format>" if mounted
-                       else f"python -m workbench.stages {stage} --params "
+                       "dataset.path=<folder of your files> dataset.format=<format>"
+                       if dataset == mounted else f"python -m workbench.stages {stage} --params "
                        f"{repo_relative(params_file)} --dataset {dataset}")
             raise NotebookError(f"{repo_relative(out)} holds no results: the {stage} stage has "
                                 f"not run on {dataset!r}; run `{command}` (or `dvc repro` for "
