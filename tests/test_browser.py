@@ -145,6 +145,15 @@ def browser(lab: dict) -> Iterator:
                 (lab["out"] / "timings.json").write_text(json.dumps(lab["timings"], indent=1))
 
 
+def _accept_dialog(page) -> None:
+    """Accept a dialog JupyterLab opened over the notebook (e.g. kernel selection while a busy
+    machine starts the kernel slowly), as a person would before going on."""
+    dialog = page.locator(".jp-Dialog")
+    if dialog.count() and dialog.first.is_visible():
+        dialog.first.locator(".jp-Dialog-button.jp-mod-accept").first.click()
+        dialog.first.wait_for(state="hidden", timeout=30_000)
+
+
 def _open_and_run_all(browser, lab: dict, name: str):
     """Open ``notebooks/<name>.ipynb`` from the file browser, Run All, wait until every code
     cell has run; returns the page and the seconds Run All took."""
@@ -161,13 +170,14 @@ def _open_and_run_all(browser, lab: dict, name: str):
                            timeout=120_000)
     start = time.monotonic()
     for attempt in range(3):
+        _accept_dialog(page)
         # click into the notebook first, as a person does: the Run menu acts on the focused
         # panel (after a double-click in the file browser the focus can stay there); a Run All
         # given while the kernel is still connecting can do nothing: then a person clicks again
-        page.locator(".jp-Notebook .jp-Cell .jp-InputPrompt").first.click()
-        page.get_by_role("menuitem", name="Run", exact=True).click()
-        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
         try:
+            page.locator(".jp-Notebook .jp-Cell .jp-InputPrompt").first.click()
+            page.get_by_role("menuitem", name="Run", exact=True).click()
+            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
             page.wait_for_function("""() => [...document.querySelectorAll(
                 '.jp-CodeCell .jp-InputPrompt')].some(
                     p => /\\[(\\*|\\d+)\\]/.test(p.textContent))""", timeout=60_000, polling=250)
