@@ -1,8 +1,8 @@
 # Two commands set everything up and run it:
-#   make repro   virtualenv + install + params.yaml from conf/ + dvc repro (the embedded default)
+#   make repro   virtualenv + install + params.yaml from workbench/conf/ + dvc repro (the embedded default)
 #   make test    virtualenv + install (with dev extras) + the whole test suite
 # Also: make lab (JupyterLab on the notebooks), make notebooks (their .ipynb, for papermill),
-# make params, make calibrate, make bench, make clean.
+# make params, make calibrate, make bench, make lint (ruff + mypy), make clean.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
@@ -11,7 +11,7 @@ PY     := $(BIN)/python
 # pytest workers: 2 cores here and in CI.
 JOBS   ?= 2
 
-.PHONY: repro test lab notebooks params calibrate install install-dev bench clean
+.PHONY: repro test lab notebooks params calibrate install install-dev bench lint clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -75,5 +75,17 @@ bench: install
 	  echo "== $$b $$args"; $(PY) $$b $$args || exit 1; \
 	done; echo "make bench: $$(( $$(date +%s) - start )) s"
 
+# Linter and type checker (versions pinned in the dev extra, configured in pyproject.toml).
+lint: install-dev
+	$(BIN)/ruff check workbench tests benchmarks
+	$(BIN)/mypy
+
 clean:
 	rm -rf data/raw data/processed .dvc/cache .dvc/tmp
+
+# The documentation site from docs/ (mkdocs.yml; pinned in the dev extra) with warnings as errors
+# (broken links, missing pages, docstring warnings), into site/ (gitignored). The API reference is
+# generated from the docstrings on every build. NO_MKDOCS_2_WARNING silences Material's notice.
+.PHONY: docs
+docs: install-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d site

@@ -1,12 +1,12 @@
 """Benchmark: up to which batch size the deduplicated ILP (``esd_exact``, ``exact_mode: dedup``)
 is exact within its time limit, on this machine.
 
-Instances as ``dispatch_throughput.py``'s own workload: Zipf(1.05) keys over 26 tables (1M rows), 8 workers
-(4 for the smallest) with links 0.1..1 Gb/s and 10% LRU caches warmed by random dispatch; the
-cost model prices every (worker, key). For each batch size: whether HiGHS proved optimality
-within ``--time-limit``, the wall time against the limit (model build included), the plan
-returned (``dedup-milp`` or a named fallback) and its dedup cost against the regret + swap
-heuristic and the additive (transportation) optimum.
+Instances as ``dispatch_throughput.py``'s own workload: Zipf(1.05) keys over 26 tables (1M rows), 8
+workers (4 for the smallest) with links 0.1..1 Gb/s and 10% LRU caches warmed by random dispatch;
+the cost model prices every (worker, key). For each batch size: whether HiGHS proved optimality
+within ``--time-limit``, the wall time against the limit (model build included), the plan returned
+(``dedup-milp`` or a named fallback) and its dedup cost against the regret + swap heuristic and the
+additive (transportation) optimum.
 
 Usage: python benchmarks/dedup_ilp.py [--time-limit 1.0] [--out ...json]
 """
@@ -21,7 +21,7 @@ import numpy as np
 
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.edge_cluster import EdgeCluster
-from workbench.dispatch.base import assign
+from workbench.dispatch.base import RandomPermutation
 from workbench.dispatch.cost_model import CostModel
 from workbench.dispatch.exact import solve_dedup_ilp, solve_transport
 from workbench.dispatch.heuristic import regret_swap
@@ -43,7 +43,7 @@ def instance(per_worker: int, workers: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     for t in range(10):  # warm the caches
         batch = keys[t * n:(t + 1) * n]
-        x = assign("random", workers, per_worker, rng)
+        x = RandomPermutation.draw(workers, per_worker, rng)
         for w in range(workers):
             cluster.read(w, batch[x == w].ravel(), want_values=False)
             cluster.write(w, batch[x == w].ravel(), -0.01)

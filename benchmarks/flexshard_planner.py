@@ -1,17 +1,17 @@
 """Benchmark: FlexShard's planner and replay on a 64-device, multi-million-row instance.
 
-The instance, stated so anyone can rerun it: numpy ``default_rng(0)``; a table of ``--rows``
-rows (10M by default, Criteo's C3) whose access probabilities are a Zipf law ``p_r ~ 1 / r^a``
-(a = 1.05) over a random permutation of the ids; 8 nodes x 8 devices of the default topology
-(``conf/topology/two_level.yaml``: NVLink 300 GB/s, NIC 25 GB/s per device); 256 candidate cut
-positions (about 33,000 pairs of cut points), searched twice (tier-2 owners weighted by
-bandwidth and equal) as the ``flexshard`` stage does; lambda = 512 samples x 20 lookups per
-device; D = 64.
+The instance, stated so anyone can rerun it: numpy ``default_rng(0)``; a table of ``--rows`` rows
+(10M by default, Criteo's C3) whose access probabilities are a Zipf law ``p_r ~ 1 / r^a`` (a = 1.05)
+over a random permutation of the ids; 8 nodes x 8 devices of the default topology
+(``workbench/conf/topology/two_level.yaml``: NVLink 300 GB/s, NIC 25 GB/s per device); 256 candidate
+cut positions (about 33,000 pairs of cut points), searched twice (tier-2 owners weighted by
+bandwidth and equal) as the ``flexshard`` stage does; lambda = 512 samples x 20 lookups per device;
+D = 64.
 
-Timed (median, min and max of ``--repeats`` runs): ranking the rows once and, per search,
-building the prefix sums and evaluating every pair (``evaluate_cuts``), choosing within RW's memory (``best_cut``), building the plan
-(``tiered``), and replaying one iteration of 64 x 512 x 20 lookups through it
-(``replay_traffic``), in lookups per second.
+Timed (median, min and max of ``--repeats`` runs): ranking the rows once and, per search, building
+the prefix sums and evaluating every pair (``evaluate_cuts``), choosing within RW's memory
+(``best_cut``), building the plan (``tiered``), and replaying one iteration of 64 x 512 x 20 lookups
+through it (``replay_traffic``), in lookups per second.
 
 Usage: python benchmarks/flexshard_planner.py [--rows 10000000] [--repeats 3]
        [--out benchmarks/results/flexshard_planner.json]

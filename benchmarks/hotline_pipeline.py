@@ -27,6 +27,7 @@ import torch
 from workbench.data.popularity import hot_keys, hot_mask, popular_mask, profile_counts
 from workbench.models.config import ModelConfig
 from workbench.training.hotline import TieredTrainer
+from workbench.training.trainer import ModelSpec
 from workbench.utils.io import write_json
 from workbench.utils.timing import spread
 
@@ -63,7 +64,8 @@ def run_workload(name: str, w: dict, steps: int, warmup: int, device: str) -> di
                       optimizer="adam", lr_dense=1e-3, lr_sparse=0.01)
     hot_sets = {"hybrid": np.zeros(0, np.int64), "hotline": hot, "hotline_sequential": hot,
                 "accel_only": np.arange(rows)}
-    trainers = {v: TieredTrainer(cfg, 13, w["tables"], table, hot_sets[v], device=device, seed=0,
+    shape = ModelSpec(cfg, 13, w["tables"], rows)
+    trainers = {v: TieredTrainer(shape, table, hot_sets[v], device=device, seed=0,
                                  overlap=v != "hotline_sequential", link_gbps=w["link_gbps"])
                 for v in VARIANTS}
     walls = {v: [] for v in VARIANTS}

@@ -1,6 +1,6 @@
 """Benchmark: training samples per second of the DLRM Criteo Kaggle configuration.
 
-Three loops over the same data and the same model module (``conf/model/dlrm.yaml``:
+Three loops over the same data and the same model module (``workbench/conf/model/dlrm.yaml``:
 bottom 13-512-256-64-16, top 512-256-1, D = 16, global batch 1,024), one torch thread each:
 
 * ``reference``: a straightforward PyTorch loop: ``nn.Embedding(sparse=True)`` tables
@@ -32,7 +32,7 @@ from workbench.config import load
 from workbench.data.config import SyntheticConfig
 from workbench.data.synthetic import generate
 from workbench.models.ctr import build_model
-from workbench.training.trainer import Split, SystemSpec, Trainer
+from workbench.training.trainer import ClusterSetup, ModelSpec, Split, SystemSpec, Trainer
 from workbench.utils.io import write_json
 from workbench.utils.timing import paired_ratio, pin_one_core, repeat_seconds, spread
 
@@ -76,8 +76,8 @@ def reference_loop(model_cfg, data: Split, rows: int, iterations: int) -> float:
 def trainer_loop(model_cfg, data: Split, rows: int, iterations: int, system: SystemSpec,
                  cluster: ClusterConfig, cache: CacheConfig) -> float:
     """Seconds for ``iterations`` steps of the workbench trainer."""
-    trainer = Trainer(model_cfg, data.dense.shape[1], data.keys.shape[1], rows, system,
-                      cluster, cache, seed=0)
+    trainer = Trainer(ModelSpec(model_cfg, data.dense.shape[1], data.keys.shape[1], rows),
+                      system, ClusterSetup(cluster, cache), seed=0)
     start = time.perf_counter()
     for it in range(iterations):
         trainer.step(data, it * model_cfg.batch_size)

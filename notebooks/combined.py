@@ -18,7 +18,7 @@
 # **The composition is ours**: each mechanism is the one its own stage builds (ESD's, Hotline's
 # and FlexShard's formalisations are ours too), trained together through one emulated cluster
 # (`workbench/experiments/combined.py`). Reads `results/combined/<dataset>/` (the `combined`
-# stage). Knobs: `conf/experiment/combined.yaml` (which mechanisms, the pairs, the cache, the
+# stage). Knobs: `workbench/conf/stages/combined.yaml` (which mechanisms, the pairs, the cache, the
 # hot and replicated fractions; the links are ESD's base setting).
 
 # %% tags=["parameters"]

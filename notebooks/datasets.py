@@ -17,7 +17,7 @@
 #
 # Reads the `dataset_stats` stage outputs (`results/dataset_stats/<dataset>/`) of every dataset
 # the pipeline ran on: the embedded synthetic default and each real sample that was present.
-# Change a knob (e.g. `dataset.synthetic.top1_share` in `conf/dataset/synthetic.yaml`), rerun
+# Change a knob (e.g. `dataset.synthetic.top1_share` in `workbench/conf/dataset/synthetic.yaml`), rerun
 # `dvc repro`, and re-run this notebook to see its effect.
 
 # %% tags=["parameters"]

@@ -22,7 +22,7 @@
 # (`workbench/cluster/remote_ps.py`), dense gradients averaged with a real `all_reduce`, every
 # link shaped in its sender (token bucket + latency, `workbench/cluster/shaped_link.py`).
 # Reads `results/distributed_check/<dataset>/` (the `distributed_check` stage). Knobs:
-# `conf/experiment/distributed_check.yaml`.
+# `workbench/conf/stages/distributed_check.yaml`.
 
 # %% tags=["parameters"]
 params_file = "params.yaml"  # the composed config whose outputs are shown (from the repo root)

@@ -19,7 +19,7 @@
 # model (miss pulls, update pulls, expected dirty evictions, other workers' sync pushes, each
 # weighted by the row cost of the worker's own link) and the solvers follow
 # `workbench/dispatch/cost_model.py` and `workbench/dispatch/hybriddis.py`. Reads `results/esd/<dataset>/` (the `esd` stage). Knobs:
-# `conf/experiment/esd.yaml` (dispatchers, sweeps, cache, links, solver mode and budget).
+# `workbench/conf/stages/esd.yaml` (dispatchers, sweeps, cache, links, solver mode and budget).
 
 # %% tags=["parameters"]
 params_file = "params.yaml"  # the composed config whose outputs are shown (from the repo root)

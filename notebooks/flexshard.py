@@ -19,7 +19,7 @@
 # figure of the authors). The tiers, the network and memory models and the planner follow
 # `workbench/sharding/` (`topology`, `plans`, `traffic`, `planner`).
 # Reads `results/flexshard/<dataset>/` (the `flexshard` stage). Knobs:
-# `conf/experiment/flexshard.yaml` and `conf/topology/*.yaml`.
+# `workbench/conf/stages/flexshard.yaml` and `workbench/conf/topology/*.yaml`.
 
 # %% tags=["parameters"]
 params_file = "params.yaml"  # the composed config whose outputs are shown (from the repo root)

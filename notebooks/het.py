@@ -20,7 +20,7 @@
 # HET caches over one parameter server, following the Hetu v1.0 protocol (per-row versions,
 # pull iff the server is more than s updates ahead, push once a line holds more than s updates,
 # dirty evictions pushed). No model is trained here: rows moved depend only on the keys, the
-# policy, the cache size and the bound. Change a knob in `conf/experiment/het_cache.yaml` (or
+# policy, the cache size and the bound. Change a knob in `workbench/conf/stages/het_cache.yaml` (or
 # `dvc exp run -S experiments.het_cache.cache_ratio=0.05`) and re-run to see its effect.
 
 # %% tags=["parameters"]

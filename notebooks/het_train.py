@@ -30,9 +30,9 @@
 # max(compute, communication) instead of their sum. The AllReduce of dense parameters is never
 # hidden.
 #
-# Knobs: `conf/experiment/het_train.yaml`, `conf/experiment/het_time.yaml`, `conf/cluster/`
-# (bandwidth, latency, `overlap`, `compute`, `software`), `conf/cache/` (`clock`: the bound's
-# unit), `conf/model/`; `make calibrate` re-measures the machine.
+# Knobs: `workbench/conf/stages/het_train.yaml`, `workbench/conf/stages/het_time.yaml`, `workbench/conf/cluster/`
+# (bandwidth, latency, `overlap`, `compute`, `software`), `workbench/conf/cache/` (`clock`: the bound's
+# unit), `workbench/conf/model/`; `make calibrate` re-measures the machine.
 
 # %% tags=["parameters"]
 params_file = "params.yaml"  # the composed config whose outputs are shown (from the repo root)

@@ -20,8 +20,8 @@
 # the time model follow `workbench/data/popularity.py`,
 # `workbench/training/hotline.py` and `workbench/cluster/accelerator_time.py`. Reads
 # `results/hotline_popularity/<dataset>/` and `results/hotline/<dataset>/`. Knobs:
-# `conf/experiment/hotline.yaml` (budgets, batch sizes, schemes, the rows unit) and
-# `conf/hardware/*.yaml` (the modelled servers).
+# `workbench/conf/stages/hotline.yaml` (budgets, batch sizes, schemes, the rows unit) and
+# `workbench/conf/hardware/*.yaml` (the modelled servers).
 
 # %% tags=["parameters"]
 params_file = "params.yaml"  # the composed config whose outputs are shown (from the repo root)
@@ -93,7 +93,7 @@ section = Section(
            "'accelerator' tier is a separate tensor store in the same DRAM and change from run "
            "to run; **modelled** numbers apply the time model to the same mini-batches with "
            "the rates of a V100- and an A100-class server: spec-sheet peaks with efficiencies "
-           "and a host gather rate that are **our assumptions** (`conf/hardware/`)."))
+           "and a host gather rate that are **our assumptions** (`workbench/conf/hardware/`)."))
 
 # %% [markdown]
 # ## Popular inputs against the hot-memory budget
@@ -319,7 +319,7 @@ section.note(
     "as host work dominates; counted per distinct row (a deduplicating hybrid, like the "
     f"measured implementation) {at_rate['unique']:.2f}x, at most {limit['unique']:.2f}x. The "
     "modelled factors rest on that assumed host rate and on the efficiencies in "
-    "`conf/hardware/`: they are a model's, not a measurement. On this machine the "
+    "`workbench/conf/hardware/`: they are a model's, not a measurement. On this machine the "
     "'accelerator' tier shares the CPU's DRAM: the hybrid's host gather takes "
     f"{gather_ms:.2f} ms of a {1e3 * hyb['wall_s'].median():.1f} ms mini-batch. "
     + (f"The PCIe link is emulated at {link['link_gbps']:.3g} GB/s ({link['link']}): the "
@@ -339,7 +339,7 @@ section.note(
 WALL_CLOCK_TIE = 0.05
 meas = summary["speedup_measured"]
 noise = float(sweep[sweep["source"] == "measured"]["spread"].median())
-hw_note = ("our time model with assumed efficiencies and host rate (conf/hardware); "
+hw_note = ("our time model with assumed efficiencies and host rate (workbench/conf/hardware); "
            f"rows per {exp.rows_unit}; the paper's hardware and baselines' internals are unknown")
 section.claim(Claim(
     paper="Hotline", claim="lower end-to-end training time than the Intel-optimised CPU-GPU "

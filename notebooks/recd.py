@@ -21,7 +21,7 @@
 # model (a DLRM with a self-attention tower over the user history) follow
 # `workbench/data/partition.py`, `workbench/transforms.py` and `workbench/recd_model.py`.
 # Reads `results/dedup/<dataset>/` (the `dedup` stage) and `results/recd/<dataset>/` (the `recd`
-# stage). Knobs: `conf/experiment/recd.yaml` (window, batch sizes, dedup groups, transforms,
+# stage). Knobs: `workbench/conf/stages/recd.yaml` (window, batch sizes, dedup groups, transforms,
 # model) and the `recd_*` entries of the profile.
 
 # %% tags=["parameters"]
@@ -221,7 +221,7 @@ section.figure(fig, "training",
                "Adagrad step on the rows read) on KJT and IKJT batches, "
                "the per-step losses of both paths (they coincide), and the speedup against the "
                "batch's dedup factor",
-               setting=f"batch {exp.train_batch_size}, {cfg.profile.recd_batches} batches, "
+               setting=f"batch {exp.train_batch_size}, {exp.train_batches} batches, "
                f"D = {exp.embedding_dim}, history {exp.max_history}, {exp.seq_heads} heads, "
                f"lr {exp.lr}; one torch thread")
 section.table(train_speed, "train_speedup", "Training samples/s per path", floatfmt=".4g")

@@ -21,7 +21,8 @@ def shared_data_dir() -> Path:
 
 
 def write_params(directory: Path, overrides: list[str] | None = None) -> Path:
-    """Compose conf/ with the ci profile and outputs under ``directory``; write params.yaml."""
+    """Compose workbench/conf/ with the ci profile and outputs under ``directory``; write
+    params.yaml."""
     overrides = ["profile=ci", f"paths.data={directory / 'data'}",
                  f"paths.results={directory / 'results'}",
                  f"paths.reports={directory / 'reports'}",
@@ -45,32 +46,21 @@ def ci_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     Returns the params file; outputs lie beside it.
     """
-    from workbench.stages import run
+    from workbench.config import load
+    from workbench.stages import STAGES, run
+    from workbench.stages.registry import config_value
 
     root = tmp_path_factory.mktemp("pipeline")
     params = write_params(root)
-    from workbench.config import load
-
     cfg = load(params=params)
-    for name in cfg.pipeline.datasets:
-        for stage in ("download", "preprocess", "dataset-stats"):
-            run([stage, "--params", str(params), "--dataset", name])
-    for name in cfg.experiments.het_cache.datasets:
-        run(["het-cache", "--params", str(params), "--dataset", name])
-    run(["calibrate", "--params", str(params)])
-    run(["het-train", "--params", str(params)])
-    run(["het-time", "--params", str(params)])
-    run(["esd", "--params", str(params)])
-    for name in cfg.experiments.recd.datasets:
-        run(["dedup", "--params", str(params), "--dataset", name])
-        run(["recd", "--params", str(params), "--dataset", name])
-    for name in cfg.experiments.hotline.popularity_datasets:
-        run(["hotline-popularity", "--params", str(params), "--dataset", name])
-    run(["hotline", "--params", str(params)])
-    for name in cfg.experiments.flexshard.datasets:
-        run(["flexshard", "--params", str(params), "--dataset", name])
-    run(["distributed-check", "--params", str(params)])
-    run(["combined", "--params", str(params)])
+    for stage in STAGES.values():  # the registry's order: every stage after the ones it reads
+        if not stage.in_dvc or stage.name in ("notebook", "report"):
+            continue
+        if stage.datasets is None:
+            run([stage.name, "--params", str(params)])
+            continue
+        for name in config_value(cfg, stage.datasets):
+            run([stage.name, "--params", str(params), "--dataset", name])
     return params
 
 

@@ -25,8 +25,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -113,10 +113,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory, ci_pipeline: Path) -> Iterator
             try:
                 urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=5)
                 break
-            except OSError:
+            except OSError as err:
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("JupyterLab did not start: "
-                                       + (root / "server.log").read_text()[-2000:])
+                                       + (root / "server.log").read_text()[-2000:]) from err
                 time.sleep(0.5)
         keep = os.environ.get("WORKBENCH_BROWSER_OUT")
         out = Path(keep) if keep else root / "browser"

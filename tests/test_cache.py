@@ -1,8 +1,8 @@
 """The numba HET cache against the brute-force reference model, plus hand-worked rules.
 
 The reference (``tests/reference_het.py``) is a separate, deliberately literal implementation of
-Hetu's cache semantics (`workbench/cluster/cache.py`); every observable (outputs, counters, cached keys, eviction order, line state,
-server rows and versions) must agree on random traces.
+Hetu's cache semantics (`workbench/cluster/cache.py`); every observable (outputs, counters, cached
+keys, eviction order, line state, server rows and versions) must agree on random traces.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference_het import RefHET
 
+from reference_het import RefHET
 from workbench.cluster.cache import COUNTERS, CacheSpec, ParameterServer, WorkerCache
 from workbench.utils.bitset import bitset_arrays, drain_sorted, mark
 
@@ -75,7 +75,8 @@ def test_equivalent_to_reference(policy, capacity, workers, read_bound, write_bo
        write_bound=st.integers(0, 4), trace=steps)
 @settings(max_examples=150, deadline=None)
 def test_protocol_properties(policy, capacity, read_bound, write_bound, trace) -> None:
-    """No read is staler than the bound; flushing leaves the PS with every update; counters add up."""
+    """No read is staler than the bound; flushing leaves the PS with every update; counters add
+    up."""
     workers = 3
     _, ps, caches = _pair(policy, capacity, workers, read_bound, write_bound)
     init = ps.values.copy()

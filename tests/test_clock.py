@@ -11,15 +11,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_train import MODEL, _data
 
+from test_train import MODEL, _data
 from workbench.cluster.cache import C_INDEX, COUNTERS, CacheSpec, ParameterServer, WorkerCache
 from workbench.cluster.calibration import Calibration, compute_key
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.time_model import ComputeCost, Links, SoftwareCost, time_model
 from workbench.experiments import calibrate
+from workbench.experiments.config import ExperimentsConfig
 from workbench.models.config import ModelConfig
-from workbench.training.trainer import SystemSpec, Trainer, time_to_target
+from workbench.training.trainer import ClusterSetup, ModelSpec, SystemSpec, Trainer, time_to_target
 from workbench.utils.validation import ConfigError
 
 SOFTWARE = SoftwareCost(client_message_s=50e-6, client_row_s=0.1e-6, server_message_s=40e-6,
@@ -99,9 +100,9 @@ def test_compute_cost() -> None:
 def _tiny_trainer(overlap: str, software: SoftwareCost | None) -> Trainer:
     _, _, rows = _data(512)
     cluster = ClusterConfig(workers=4, overlap=overlap, bandwidth_gbps=[1.0])
-    return Trainer(MODEL, 13, 26, rows, SystemSpec("Cache s=10", "cache", 10), cluster,
-                   CacheConfig(policy="lru", ratio=0.05), seed=3,
-                   compute=ComputeCost(1e-3, 1e-4, "test"), software=software)
+    return Trainer(ModelSpec(MODEL, 13, 26, rows), SystemSpec("Cache s=10", "cache", 10),
+                   ClusterSetup(cluster, CacheConfig(policy="lru", ratio=0.05),
+                                ComputeCost(1e-3, 1e-4, "test"), software), seed=3)
 
 
 def test_prefetch_trains_identical_parameters_in_less_emulated_time() -> None:
@@ -203,10 +204,14 @@ def test_calibration_errors_name_the_stage(tmp_path: Path) -> None:
 
 def test_required_covers_every_timed_model() -> None:
     models = {"wdl": MODEL, "dcn": dataclasses.replace(MODEL, name="dcn")}
-    shapes, dims = calibrate.required(
-        models, {"a": (13, 26), "b": (5, 3)}, train_dataset="a", train_model="wdl",
-        time_dataset="a", time_models=["wdl", "dcn"], fig2_dim=32, dim_sweep=[8, 64],
-        esd_dataset="b", esd_model="wdl")
+    exps = ExperimentsConfig()
+    exps = dataclasses.replace(
+        exps, het_train=dataclasses.replace(exps.het_train, model="wdl"),
+        het_time=dataclasses.replace(exps.het_time, models=["wdl", "dcn"], fig2_dim=32,
+                                     dim_sweep=[8, 64]),
+        esd=dataclasses.replace(exps.esd, train_model="wdl"))
+    shapes, dims = calibrate.required(models, exps, {"a": (13, 26), "b": (5, 3)},
+                                      {"het_train": "a", "het_time": "a", "esd": "b"})
     keys = sorted(s.key for s in shapes)
     assert keys == sorted(["wdl/D8/dense13/sparse26", "wdl/D8/dense5/sparse3",
                            "wdl/D32/dense13/sparse26", "dcn/D8/dense13/sparse26",

@@ -1,4 +1,5 @@
-"""The combined experiment: the trainer's dedup, replicated rows and popular overlap; the ablation."""
+"""The combined experiment: the trainer's dedup, replicated rows and popular overlap; the
+ablation."""
 
 from __future__ import annotations
 
@@ -10,16 +11,22 @@ import pandas as pd
 import pytest
 import torch
 
+from test_train import MODEL, _data
 from workbench.cluster.cache import COUNTERS
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.time_model import Links, time_model
 from workbench.config import load
 from workbench.experiments.combined import runs
 from workbench.experiments.config import MECHANISMS, CombinedConfig
-from workbench.training.trainer import SystemSpec, Trainer
+from workbench.training.trainer import ClusterSetup, Mechanisms, ModelSpec, SystemSpec, Trainer
 from workbench.utils.validation import ConfigError
 
-from test_train import MODEL, _data
+
+def _trainer(rows: int, system: SystemSpec, workers: int, cache: CacheConfig,
+             **switches) -> Trainer:
+    return Trainer(ModelSpec(MODEL, 13, 26, rows), system,
+                   ClusterSetup(ClusterConfig(workers=workers), cache),
+                   switches=Mechanisms(**switches), seed=3)
 
 
 def _steps(trainer: Trainer, train, n: int = 8) -> None:
@@ -45,8 +52,8 @@ def test_dedup_gives_the_same_parameters_and_fewer_lookups(kind: str) -> None:
     train, _, rows = _data(1024)
     system = SystemSpec(kind, kind, 0)
     cache = CacheConfig(policy="lru", ratio=0.05)
-    a = Trainer(MODEL, 13, 26, rows, system, ClusterConfig(workers=4), cache, seed=3)
-    b = Trainer(MODEL, 13, 26, rows, system, ClusterConfig(workers=4), cache, seed=3, dedup=True)
+    a = _trainer(rows, system, 4, cache)
+    b = _trainer(rows, system, 4, cache, dedup=True)
     _steps(a, train)
     _steps(b, train)
     for p, q in zip(_params(a), _params(b)):
@@ -60,11 +67,10 @@ def test_dedup_gives_the_same_parameters_and_fewer_lookups(kind: str) -> None:
 
 def test_every_row_replicated_equals_plain_training_and_moves_no_row() -> None:
     train, _, rows = _data(1024)
-    plain = Trainer(MODEL, 13, 26, rows, SystemSpec("plain", "plain"), ClusterConfig(workers=1),
-                    CacheConfig(), seed=3)
+    plain = _trainer(rows, SystemSpec("plain", "plain"), 1, CacheConfig())
     everywhere = np.ones(rows, dtype=bool)
-    rep = Trainer(MODEL, 13, 26, rows, SystemSpec("hybrid", "hybrid"), ClusterConfig(workers=4),
-                  CacheConfig(policy="none"), seed=3, replicated=everywhere)
+    rep = _trainer(rows, SystemSpec("hybrid", "hybrid"), 4, CacheConfig(policy="none"),
+                   replicated=everywhere)
     _steps(plain, train)
     _steps(rep, train)
     for p, q in zip(_params(plain), _params(rep)):
@@ -80,10 +86,8 @@ def test_replicated_rows_cut_pulls_and_add_allreduce_bytes() -> None:
     hot = np.zeros(rows, dtype=bool)
     counts = np.bincount(train.keys.ravel(), minlength=rows)
     hot[np.argsort(-counts)[: rows // 50]] = True
-    kw = dict(seed=3)
-    args = (MODEL, 13, 26, rows, SystemSpec("hybrid", "hybrid"), ClusterConfig(workers=4),
-            CacheConfig(policy="none"))
-    off, on = Trainer(*args, **kw), Trainer(*args, replicated=hot, **kw)
+    args = (rows, SystemSpec("hybrid", "hybrid"), 4, CacheConfig(policy="none"))
+    off, on = _trainer(*args), _trainer(*args, replicated=hot)
     _steps(off, train)
     _steps(on, train)
     h_off, h_on = off.cluster.history(), on.cluster.history()
@@ -111,11 +115,11 @@ def test_popular_overlap_hides_compute_without_prefetch_only() -> None:
 def test_bad_mechanism_settings() -> None:
     train, _, rows = _data(256)
     with pytest.raises(ValueError, match="needs replicated"):
-        Trainer(MODEL, 13, 26, rows, SystemSpec("hybrid", "hybrid"), ClusterConfig(workers=4),
-                CacheConfig(policy="none"), overlap_popular=True)
+        _trainer(rows, SystemSpec("hybrid", "hybrid"), 4, CacheConfig(policy="none"),
+                 overlap_popular=True)
     with pytest.raises(ValueError, match="replicated rows need"):
-        Trainer(MODEL, 13, 26, rows, SystemSpec("plain", "plain"), ClusterConfig(workers=1),
-                CacheConfig(), replicated=np.ones(rows, bool))
+        _trainer(rows, SystemSpec("plain", "plain"), 1, CacheConfig(),
+                 replicated=np.ones(rows, bool))
     with pytest.raises(ConfigError, match=r"mechanisms\[0\]"):
         CombinedConfig(mechanisms=["magic"])
     with pytest.raises(ConfigError, match=r"pairs\[0\]"):

@@ -11,7 +11,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from workbench.config import compose, load, to_yaml, validate
-from workbench.utils.paths import PARAMS_FILE, REPO_ROOT
+from workbench.utils.paths import CONF_DIR, PARAMS_FILE, REPO_ROOT
 from workbench.utils.validation import ConfigError
 
 
@@ -26,18 +26,73 @@ def test_default_config_validates() -> None:
 def test_ci_profile_shrinks_the_synthetic_dataset() -> None:
     cfg = load(["profile=ci"])
     assert cfg.profile.name == "ci"
-    assert cfg.datasets["synthetic"].synthetic.rows == cfg.profile.synthetic_rows < 100_000
-    assert cfg.datasets["criteo_sample"].max_rows == cfg.profile.sample_max_rows
+    full = load([])
+    assert (cfg.datasets["synthetic"].synthetic.rows < 100_000
+            < full.datasets["synthetic"].synthetic.rows)
+    assert cfg.dataset.synthetic.rows == cfg.datasets["synthetic"].synthetic.rows
+    assert cfg.datasets["criteo_sample"].max_rows == 5000
+    assert full.datasets["criteo_sample"].max_rows is None
+    assert cfg.experiments.het_cache.batch_size < full.experiments.het_cache.batch_size
+    assert cfg.models["wdl"].embedding_dim < full.models["wdl"].embedding_dim
 
 
-@pytest.mark.parametrize("group", ["dataset", "model", "cluster", "cache", "dispatch"])
+def test_every_size_lives_in_its_own_config() -> None:
+    """No config file but the profiles defines a size for another: no ``${profile.`` anywhere,
+    and the ci profile overrides only keys that exist in the default composition."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    for path in CONF_DIR.rglob("*.yaml"):
+        assert "${profile." not in path.read_text(), path
+    full = OmegaConf.to_container(compose([]), resolve=True)
+    overrides = yaml.safe_load((CONF_DIR / "profile" / "ci.yaml").read_text())
+
+    def leaves(node, prefix=()):
+        for key, value in node.items():
+            if isinstance(value, dict):
+                yield from leaves(value, prefix + (key,))
+            else:
+                yield prefix + (key,)
+
+    for key in leaves(overrides):
+        node = full
+        for part in key:
+            assert isinstance(node, dict) and part in node, \
+                f"ci overrides unknown key {'.'.join(key)}"
+            node = node[part]
+
+
+@pytest.mark.parametrize("group", ["dataset", "model", "cluster", "cache", "dispatch",
+                                   "experiment", "profile"])
 def test_every_group_option_validates(group: str) -> None:
-    for option in sorted((REPO_ROOT / "conf" / group).glob("*.yaml")):
+    for option in sorted((CONF_DIR / group).glob("*.yaml")):
         if option.stem == "local":  # needs a path from the user
             with pytest.raises(ConfigError, match="dataset.path"):
                 load([f"{group}={option.stem}"])
             continue
         load([f"{group}={option.stem}"])
+
+
+def test_a_preset_points_its_stages_at_its_dataset() -> None:
+    base = load([])
+    cfg = load(["experiment=criteo_kaggle"])
+    assert cfg.dataset.name == "criteo_kaggle" and "criteo_kaggle" in cfg.datasets
+    assert cfg.pipeline.datasets == base.pipeline.datasets + ["criteo_kaggle"]
+    for exp in (cfg.experiments.het_train, cfg.experiments.esd, cfg.experiments.combined,
+                cfg.experiments.hotline):
+        assert exp.dataset == "criteo_kaggle"
+    # every other key is the stage's own: the preset overrides only what it names
+    assert cfg.experiments.esd.per_worker == base.experiments.esd.per_worker
+    small = load(["experiment=criteo_kaggle", "profile=ci"])
+    assert small.experiments.esd.per_worker < cfg.experiments.esd.per_worker
+
+
+def test_one_cache_size_per_paper() -> None:
+    """HET's cache size is set once (experiments.het_cache.cache_ratio), ESD's once."""
+    cfg = load(["experiments.het_cache.cache_ratio=0.2", "experiments.esd.cache_ratio=0.07"])
+    assert cfg.cache.ratio == cfg.experiments.distributed_check.cache_ratio == 0.2
+    assert cfg.experiments.combined.cache_ratio == 0.07
+    assert cfg.experiments.distributed_check.esd_cache_ratio == 0.07
 
 
 @pytest.mark.parametrize(("override", "message"), [

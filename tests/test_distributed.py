@@ -32,7 +32,6 @@ from workbench.training.distributed import (
 from workbench.training.trainer import Split, SystemSpec
 from workbench.utils.validation import ConfigError
 
-
 # ------------------------------------------------------------------------------------------
 # Shaped link
 # ------------------------------------------------------------------------------------------
@@ -280,7 +279,8 @@ def test_two_workers_and_a_server_match_the_emulated_cluster():
 
     job, train = _job(), _toy()
     real = run_distributed(job, train)
-    emulated = run_emulated(job, train, ComputeCost(0.0, 1e-6, "test"), SoftwareCost(0, 0, 0, 0, "test"))
+    emulated = run_emulated(job, train, ComputeCost(0.0, 1e-6, "test"),
+                            SoftwareCost(0, 0, 0, 0, "test"))
     check = compare(emulated, real)
     assert check["counters_identical"], check
     assert check["embedding_bytes_identical"] and check["meta_bytes_explained"]
@@ -296,14 +296,15 @@ def test_two_workers_and_a_server_match_the_emulated_cluster():
 
 def test_a_dispatcher_process_decides_like_the_emulated_dispatcher():
     from workbench.cluster.time_model import ComputeCost, SoftwareCost
-    from workbench.dispatch.registry import make_dispatcher
+    from workbench.dispatch.registry import SolverOptions
     from workbench.experiments.distributed_check import run_emulated
 
-    job, train = _job(steps=4, bound=2, dispatcher_options={}), _toy()
+    job, train = _job(steps=4, bound=2, dispatcher_options=SolverOptions()), _toy()
     job = dataclasses.replace(job, dispatcher="laia")
     real = run_distributed(job, train)
-    emulated = run_emulated(job, train, ComputeCost(0.0, 1e-6, "test"), SoftwareCost(0, 0, 0, 0, "test"),
-                            lambda cl, caps: make_dispatcher("laia", cl, caps, seed=0))
+    # the emulated trainer builds the job's dispatcher (LAIA) on its own cluster
+    emulated = run_emulated(job, train, ComputeCost(0.0, 1e-6, "test"),
+                            SoftwareCost(0, 0, 0, 0, "test"))
     assert np.array_equal(emulated.history[list(COUNTERS)].to_numpy(),
                           real.history[list(COUNTERS)].to_numpy())
     assert len(real.server["decision_s"]) == job.steps

@@ -42,7 +42,8 @@ from workbench.data.registry import RemoteFile, criteo_1tb_files, get_source
 
 
 def criteo_tsv(rows: int, seed: int = 0) -> bytes:
-    """Criteo Kaggle train.txt lines: label, I1..I13 (ints, may be empty), C1..C26 (8-hex hashes)."""
+    """Criteo Kaggle train.txt lines: label, I1..I13 (ints, may be empty), C1..C26 (8-hex
+    hashes)."""
     rng = random.Random(seed)
     lines = []
     for _ in range(rows):
@@ -110,8 +111,8 @@ class FileServer:
         """Serve ``body`` at ``path``.
 
         mode: ``good``; ``truncate`` (announce the full length, send ``cut`` bytes, close);
-        ``stall`` (send ``cut`` bytes, then nothing for 2 s); ``ignore_range`` (always 200, full body);
-        ``unsized_cut`` (no Content-Length, send ``cut`` bytes, close); ``trickle`` (one byte
+        ``stall`` (send ``cut`` bytes, then nothing for 2 s); ``ignore_range`` (always 200, full
+        body); ``unsized_cut`` (no Content-Length, send ``cut`` bytes, close); ``trickle`` (one byte
         every 0.1 s). ``headers`` replace or add response headers (e.g. Content-Type).
         """
         self.routes[path] = {"body": body, "mode": mode, "cut": cut, "headers": headers or {}}
@@ -192,7 +193,8 @@ def server():
     state = FileServer()
     state.base = f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.state = state  # type: ignore[attr-defined]
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
     thread.start()
     try:
         yield state
@@ -270,7 +272,8 @@ def test_truncated_then_resume(server, tmp_path):
         fetch(f, tmp_path, progress=False, timeout=5)
     assert not isinstance(info.value, ChecksumError)
     msg = str(info.value)
-    assert "incomplete" in msg and f"{cut} of {len(BLOB)} bytes" in msg and "run again to resume" in msg
+    assert "incomplete" in msg and f"{cut} of {len(BLOB)} bytes" in msg
+    assert "run again to resume" in msg
     part = tmp_path / "blob.bin.part"
     assert part.read_bytes() == BLOB[:cut]
     assert not (tmp_path / "blob.bin").exists()  # no partial file under the final name
@@ -468,7 +471,8 @@ def test_extract_tar_gz(tmp_path):
     assert out[0].read_bytes() == tsv
     assert all(len(line.split(b"\t")) == 40 for line in tsv.splitlines())
     assert not (tmp_path / "raw" / "test.txt").exists()
-    assert [p.name for p in (tmp_path / "raw").iterdir() if not p.name.startswith(".")] == ["train.txt"]
+    assert [p.name for p in (tmp_path / "raw").iterdir()
+            if not p.name.startswith(".")] == ["train.txt"]
     mtime = out[0].stat().st_mtime_ns
     assert extract_members(archive, ["train.txt"], tmp_path / "raw") == out
     assert out[0].stat().st_mtime_ns == mtime  # skipped: already extracted
@@ -505,7 +509,8 @@ def test_extract_missing_member(tmp_path):
 @pytest.mark.parametrize("name", ["../evil.txt", "a/../../evil.txt", "/tmp/evil.txt"])
 def test_extract_rejects_path_traversal(tmp_path, name):
     evil = {name: b"pwned"}
-    for archive, data in ((tmp_path / "e.tar.gz", tar_gz(evil)), (tmp_path / "e.zip", zip_bytes(evil))):
+    for archive, data in ((tmp_path / "e.tar.gz", tar_gz(evil)),
+                          (tmp_path / "e.zip", zip_bytes(evil))):
         archive.write_bytes(data)
         with pytest.raises(ExtractError, match="unsafe"):
             extract_members(archive, [name], tmp_path / "out")
@@ -552,7 +557,8 @@ def local_source(name: str, server: FileServer, bodies: dict[str, bytes]):
 def test_acquire_movielens_100k(server, tmp_path):
     src = local_source("movielens_100k", server, {"ml-100k.zip": zip_bytes(ML100K_MEMBERS)})
     paths = acquire(src, tmp_path / "raw", progress=False)
-    assert paths == [tmp_path / "raw" / m for m in ("ml-100k/u.data", "ml-100k/u.user", "ml-100k/u.item")]
+    assert paths == [tmp_path / "raw" / m
+                     for m in ("ml-100k/u.data", "ml-100k/u.user", "ml-100k/u.item")]
     assert paths[0].read_bytes() == ML100K_MEMBERS["ml-100k/u.data"]
     assert not (tmp_path / "raw" / "ml-100k" / "README").exists()
     n = len(server.requests)
@@ -564,7 +570,8 @@ def test_acquire_movielens_100k(server, tmp_path):
 def test_acquire_criteo_kaggle(server, tmp_path):
     tsv = criteo_tsv(300)
     src = local_source("criteo_kaggle", server,
-                       {"dac.tar.gz": tar_gz({"train.txt": tsv, "test.txt": b"", "readme.txt": b""})})
+                       {"dac.tar.gz": tar_gz({"train.txt": tsv, "test.txt": b"",
+                                              "readme.txt": b""})})
     assert acquire(src, tmp_path, progress=False) == [tmp_path / "train.txt"]
     assert (tmp_path / "train.txt").read_bytes() == tsv
     assert (tmp_path / "dac.tar.gz").exists() and parts_in(tmp_path) == []
@@ -573,7 +580,8 @@ def test_acquire_criteo_kaggle(server, tmp_path):
 def test_acquire_criteo_1tb_days(server, tmp_path):
     src = get_source("criteo_1tb")
     bodies = {f"day_{d}.gz": gzip.compress(criteo_tsv(50, seed=d)) for d in (0, 3)}
-    files = tuple(remote(f.name, bodies[f.name], server.add(f"/{f.name}", bodies[f.name]), md5=False, size=False)
+    files = tuple(remote(f.name, bodies[f.name], server.add(f"/{f.name}", bodies[f.name]),
+                         md5=False, size=False)
                   for f in criteo_1tb_files([0, 3]))
     paths = acquire(src, tmp_path, files=files, progress=False)
     assert paths == [tmp_path / "day_0.gz", tmp_path / "day_3.gz"]
@@ -589,8 +597,9 @@ def test_acquire_failure_carries_hint(dead_url, tmp_path):
     assert src.manual_hint in str(info.value) and str(tmp_path / "ml-100k.zip") in str(info.value)
 
 
-@pytest.mark.parametrize("name,fname,word", [("avazu", "train.gz", "Kaggle"),
-                                            ("taobao_user_behavior", "UserBehavior.csv", "Tianchi")])
+@pytest.mark.parametrize("name,fname,word",
+                         [("avazu", "train.gz", "Kaggle"),
+                          ("taobao_user_behavior", "UserBehavior.csv", "Tianchi")])
 def test_acquire_manual_only(server, tmp_path, name, fname, word):
     src = get_source(name)
     with pytest.raises(DownloadError) as info:

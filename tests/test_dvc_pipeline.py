@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import shared_data_dir
 
+from conftest import shared_data_dir
 from workbench.config import compose, to_yaml
 from workbench.utils.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
-COPY = ["workbench", "conf", "notebooks", "dvc.yaml", ".dvcignore", "pyproject.toml"]
+COPY = ["workbench", "notebooks", "dvc.yaml", ".dvcignore", "pyproject.toml"]
 
 
 def _sh(args: list[str], cwd: Path) -> str:
@@ -60,7 +60,8 @@ def test_repro_runs_everything_then_nothing(repo: Path) -> None:
     assert "Running stage 'calibrate'" not in first  # frozen: never re-measured by repro
     assert "Running stage 'report'" in first
     report = (repo / "reports" / "README.md").read_text()
-    assert "## Claims" in report and "het_fig3_access_skew.png" in report
+    assert "## Claims" in report and "(datasets/README.md" in report
+    assert "het_fig3_access_skew.png" in (repo / "reports" / "datasets" / "README.md").read_text()
     second = _sh([str(Path(sys.executable).parent / "dvc"), "repro"], repo)
     assert "Running stage" not in second, second
 

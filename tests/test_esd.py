@@ -18,8 +18,9 @@ from workbench.config import load
 from workbench.dispatch.base import run_dispatch
 from workbench.dispatch.cost_model import CostModel
 from workbench.dispatch.objective import additive_cost, additive_matrix, dedup_cost
-from workbench.dispatch.registry import make_dispatcher
+from workbench.dispatch.registry import DispatcherSpec, SolverOptions, make_dispatcher
 from workbench.utils.paths import REPO_ROOT
+from workbench.utils.validation import ConfigError
 
 
 def _cluster(workers=2, rows=20, cap=4, bound=1, bandwidths=(1.0, 0.5)) -> EdgeCluster:
@@ -67,14 +68,13 @@ def test_exact_beats_heuristic_and_hybrid_never_worse(seed, workers, per) -> Non
     cost, indptr, indices = CostModel(cl).batch(batch)
     C = additive_matrix(cost, indptr, indices)
     heur = make_dispatcher("esd_heuristic", cl, caps).decide(batch, 0).assignment
-    heur_dedup = make_dispatcher("esd_heuristic", cl, caps, mode="dedup").decide(
+    dedup = SolverOptions(mode="dedup", time_limit_s=5)
+    heur_dedup = make_dispatcher("esd_heuristic", cl, caps, SolverOptions(mode="dedup")).decide(
         batch, 0).assignment
     exact = make_dispatcher("esd_exact", cl, caps).decide(batch, 0).assignment
-    exact_dedup = make_dispatcher("esd_exact", cl, caps, mode="dedup",
-                                  time_limit_s=5).decide(batch, 0).assignment
+    exact_dedup = make_dispatcher("esd_exact", cl, caps, dedup).decide(batch, 0).assignment
     hybrid = make_dispatcher("hybriddis", cl, caps).decide(batch, 0)
-    hybrid_dedup = make_dispatcher("hybriddis", cl, caps, mode="dedup",
-                                   time_limit_s=5).decide(batch, 0)
+    hybrid_dedup = make_dispatcher("hybriddis", cl, caps, dedup).decide(batch, 0)
     for x in (heur, heur_dedup, exact, exact_dedup, hybrid.assignment,
               hybrid_dedup.assignment):
         assert np.bincount(x, minlength=workers).tolist() == caps.tolist()
@@ -91,13 +91,13 @@ def test_hybriddis_switches_to_the_heuristic_over_budget() -> None:
     cl = _cluster(workers=2, rows=50, cap=8)
     caps = np.array([8, 8])
     keys = np.random.default_rng(0).integers(0, 50, size=(16 * 5, 3))
-    hybrid = make_dispatcher("hybriddis", cl, caps, budget_s=0.0, small_instance=0)
+    hybrid = make_dispatcher("hybriddis", cl, caps, SolverOptions(budget_s=0.0, small_instance=0))
     methods = [r["method"] for r in run_dispatch(cl, keys, hybrid, 5)]
     assert methods[0].startswith("exact") and set(methods[1:]) == {"heuristic"}
-    with pytest.raises(ValueError, match="dispatcher 'nope'"):
+    with pytest.raises(ConfigError, match="dispatcher 'nope': must be one of contiguous, "):
         make_dispatcher("nope", cl, caps)
     with pytest.raises(ValueError, match="makespan"):
-        make_dispatcher("esd_exact", cl, caps, mode="dedup", objective="makespan")
+        make_dispatcher("esd_exact", cl, caps, SolverOptions(mode="dedup", objective="makespan"))
 
 
 def test_makespan_objective_balances_the_slowest_worker() -> None:
@@ -107,7 +107,8 @@ def test_makespan_objective_balances_the_slowest_worker() -> None:
     cost, indptr, indices = CostModel(cl).batch(keys)
     C = additive_matrix(cost, indptr, indices)
     total = make_dispatcher("esd_exact", cl, caps).decide(keys, 0).assignment
-    span = make_dispatcher("esd_exact", cl, caps, objective="makespan").decide(keys, 0)
+    span = make_dispatcher("esd_exact", cl, caps, SolverOptions(objective="makespan")).decide(
+        keys, 0)
     load = lambda x: max(C[x == j, j].sum() for j in range(2))  # noqa: E731
     assert load(span.assignment) <= load(total) + 1e-15
 
@@ -170,9 +171,8 @@ def test_hybriddis_overrun_is_charged_to_the_clock() -> None:
     added to the emulated time, and only that."""
     from workbench.cluster.config import CacheConfig, ClusterConfig
     from workbench.cluster.time_model import ComputeCost
-    from workbench.dispatch.registry import make_dispatcher
     from workbench.models.config import ModelConfig
-    from workbench.training.trainer import SystemSpec, Trainer
+    from workbench.training.trainer import ClusterSetup, ModelSpec, SystemSpec, Trainer
 
     rng = np.random.default_rng(0)
     from workbench.training.trainer import Split
@@ -184,12 +184,11 @@ def test_hybriddis_overrun_is_charged_to_the_clock() -> None:
     compute = ComputeCost(1e-3, 0.0, "test")  # 1 ms per iteration
     times = {}
     for spv in (1e-9, 1e-3):  # predicted exact time: ~0 s or 256 x 1 ms per batch
-        tr = Trainer(model, 3, 4, 200, SystemSpec("c", "cache", 10),
-                     ClusterConfig(workers=4, bandwidth_gbps=[0.1, 1.0, 1.0, 1.0]),
-                     CacheConfig(policy="lru", rows=40), compute=compute,
-                     dispatcher_factory=lambda cl, caps, s=spv: make_dispatcher(
-                         "hybriddis", cl, caps, small_instance=10**9,
-                         seconds_per_variable=s, predictor="fixed"))
+        tr = Trainer(ModelSpec(model, 3, 4, 200), SystemSpec("c", "cache", 10),
+                     ClusterSetup(ClusterConfig(workers=4, bandwidth_gbps=[0.1, 1.0, 1.0, 1.0]),
+                                  CacheConfig(policy="lru", rows=40), compute),
+                     DispatcherSpec("hybriddis", SolverOptions(
+                         small_instance=10**9, seconds_per_variable=spv, predictor="fixed")))
         for t in range(4):
             tr.step(split, t * 64)
         times[spv] = (tr.elapsed_s, tr.decision_s)

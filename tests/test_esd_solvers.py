@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from functools import partial
 
 import numpy as np
 import pytest
@@ -99,7 +100,7 @@ def test_transport_matches_brute_force():
         assert sol.assignment.dtype == np.int64
         assert sol.optimal
         assert sol.objective == pytest.approx(additive_cost(C, sol.assignment), abs=TOL)
-        assert sol.objective == pytest.approx(brute(cap, lambda x: additive_cost(C, x)), abs=TOL)
+        assert sol.objective == pytest.approx(brute(cap, partial(additive_cost, C)), abs=TOL)
 
 
 def test_transport_ssp_agrees_with_lsa_on_larger_tied_instances():
@@ -132,7 +133,7 @@ def test_makespan_matches_brute_force():
         sol = solve_transport(C, cap, objective="makespan", time_limit_s=10)
         check_assignment(sol.assignment, cap)
         assert sol.objective == pytest.approx(makespan(C, sol.assignment), abs=TOL)
-        assert sol.objective == pytest.approx(brute(cap, lambda x: makespan(C, x)), abs=1e-7)
+        assert sol.objective == pytest.approx(brute(cap, partial(makespan, C)), abs=1e-7)
         if sol.method == "makespan-milp":
             assert sol.optimal
 
@@ -145,7 +146,7 @@ def test_dedup_ilp_matches_brute_force():
         check_assignment(sol.assignment, cap)
         assert sol.optimal and sol.method == "dedup-milp"
         assert sol.objective == pytest.approx(dedup_cost(A, indptr, indices, sol.assignment))
-        expected = brute(cap, lambda x: dedup_cost(A, indptr, indices, x))
+        expected = brute(cap, partial(dedup_cost, A, indptr, indices))
         assert sol.objective == pytest.approx(expected, abs=1e-7)
 
 
@@ -374,15 +375,15 @@ def test_hybriddis_never_costs_more_than_the_heuristic(mode: str) -> None:
     """On the same cache state, under the model both optimise (``mode``)."""
     from workbench.cluster.config import CacheConfig, ClusterConfig
     from workbench.cluster.edge_cluster import EdgeCluster
-    from workbench.dispatch.registry import make_dispatcher
+    from workbench.dispatch.registry import SolverOptions, make_dispatcher
 
     rng = np.random.default_rng(0)
     cfg = ClusterConfig(workers=4, bandwidth_gbps=[0.1, 0.2, 0.5, 1.0], latency_ms=[1.0])
     keys = rng.zipf(1.3, size=(64 * 6, 8)) % 500
     for name in ("esd_heuristic", "hybriddis"):
         cluster = EdgeCluster(cfg, CacheConfig(policy="lru", rows=60), 500, 4)
-        disp = make_dispatcher(name, cluster, np.full(4, 16), small_instance=10**6, mode=mode,
-                               time_limit_s=0.5)
+        disp = make_dispatcher(name, cluster, np.full(4, 16), SolverOptions(
+            small_instance=10**6, mode=mode, time_limit_s=0.5))
         for t in range(6):
             batch = keys[t * 64:(t + 1) * 64]
             cost, indptr, indices = disp.cost_model.batch(batch)

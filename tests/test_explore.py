@@ -4,6 +4,7 @@ pipeline's data, and a papermill parameter reaching the live run."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -128,7 +129,7 @@ def test_widget_error_shows_one_line_and_explorer_stays_usable(toy) -> None:
     assert "scale = 2" in explorer.status.value
 
 
-def _slow_toy(gate: "threading.Event") -> tuple[Explorer, list[float]]:
+def _slow_toy(gate: threading.Event) -> tuple[Explorer, list[float]]:
     started: list[float] = []
 
     def run(scale: float) -> pd.DataFrame:
@@ -141,8 +142,6 @@ def _slow_toy(gate: "threading.Event") -> tuple[Explorer, list[float]]:
 
 
 def test_background_changes_supersede_the_queued_ones() -> None:
-    import threading
-
     gate = threading.Event()
     gate.set()
     explorer, started = _slow_toy(gate)  # the first run, synchronous

@@ -102,7 +102,8 @@ def test_stage_is_deterministic(ci_pipeline: Path) -> None:
             assert before[file] == after[file], f"{name}/{file} differs on a rerun"
 
 
-def test_dataset_without_a_sequence_feature(ci_pipeline: Path) -> None:
+def test_dataset_without_a_sequence_feature(ci_pipeline: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
     cfg = load(params=ci_pipeline)
     assert "synthetic" in cfg.pipeline.datasets  # preprocessed by the pipeline, no sequences
     argv = ["flexshard", "--params", str(ci_pipeline), "--dataset", "synthetic"]
@@ -112,6 +113,6 @@ def test_dataset_without_a_sequence_feature(ci_pipeline: Path) -> None:
     assert not out.exists()  # nothing half-written
     with pytest.raises(SystemExit) as exc:
         main(argv)
-    message = exc.value.code
-    assert isinstance(message, str) and "\n" not in message
-    assert message.startswith("NoSequenceError: synthetic")
+    assert exc.value.code == 2
+    message = capsys.readouterr().err.strip()
+    assert "\n" not in message and message.startswith("NoSequenceError: synthetic")

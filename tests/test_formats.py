@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import shared_data_dir
 
+from conftest import shared_data_dir
 from workbench.data.config import DatasetConfig
-from workbench.data.parsers import (
+from workbench.data.formats import (
     EXPECTS,
     PARSERS,
     ROW_FORMATS,
@@ -26,13 +26,13 @@ from workbench.data.parsers import (
     parse_movielens_20m,
     row_format_for,
 )
-from workbench.data.pipeline import DIRECTORY_FORMATS
-from workbench.data.schema import MalformedInputError, ParseReport
-from workbench.data.session_logs import (
+from workbench.data.formats.session_logs import (
     parse_diginetica_views,
     parse_session_clicks,
     session_clicks_format,
 )
+from workbench.data.pipeline import DIRECTORY_FORMATS
+from workbench.data.schema import MalformedInputError, ParseReport
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_session_clicks_stream_in_blocks_like_one_parse(tmp_path: Path) -> None:
 def test_session_clicks_without_buys_warn_and_label_zero(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     clicks = write(tmp_path / "yoochoose-clicks.dat", CLICKS)
-    with caplog.at_level(logging.WARNING, logger="workbench.data.session_logs"):
+    with caplog.at_level(logging.WARNING, logger="workbench.data.formats.session_logs"):
         t = parse("session_clicks", [clicks])
     assert (t.frame["label"] == 0.0).all() and len(t.frame) == 13
     assert "key-based experiments (embedding cache, dedup, dispatch)" in caplog.text

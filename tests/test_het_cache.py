@@ -15,18 +15,21 @@ from hypothesis import strategies as st
 from workbench.config import load
 from workbench.data.keys import sample_keys, table_offsets, table_rows
 from workbench.data.schema import DatasetMeta
-from workbench.dispatch.base import BASELINES, assign, build_trace, iter_trace
+from workbench.dispatch.base import BASELINES, baseline, build_trace, iter_trace
 from workbench.experiments.config import HetCacheConfig
 from workbench.experiments.het_cache import run_all, run_once
+from workbench.utils.validation import ConfigError
 
 
 @given(workers=st.integers(1, 6), per_worker=st.integers(1, 5), seed=st.integers(0, 5),
        name=st.sampled_from(["contiguous", "random"]))
 def test_dispatch_gives_every_worker_exactly_b(workers, per_worker, seed, name) -> None:
-    owner = assign(name, workers, per_worker, np.random.default_rng(seed))
+    owner = baseline(name).draw(workers, per_worker, np.random.default_rng(seed))
     assert np.bincount(owner, minlength=workers).tolist() == [per_worker] * workers
-    with pytest.raises(ValueError, match="dispatcher"):
-        assign("laia?", workers, per_worker, np.random.default_rng(0))
+    with pytest.raises(ConfigError, match=r"dispatcher 'laia\?': must be one of contiguous, "):
+        baseline("laia?")
+    with pytest.raises(ConfigError, match=r"dispatcher 'laia\?'"):
+        build_trace(np.zeros((8, 2), np.int64), workers=1, per_worker=1, dispatcher="laia?")
 
 
 def test_trace_layout_matches_brute_force() -> None:
@@ -104,10 +107,11 @@ def _reference_trace(keys, workers, per_worker, dispatcher, seed, epochs) -> np.
     batch = workers * per_worker
     steps = len(keys) // batch
     rng = np.random.default_rng(seed)
+    draw = baseline(dispatcher).draw
     out = []
     for _ in range(epochs):
         for step in range(steps):
-            owner = assign(dispatcher, workers, per_worker, rng)
+            owner = draw(workers, per_worker, rng)
             chunk = keys[step * batch: (step + 1) * batch]
             out.append([chunk[owner == w].ravel() for w in range(workers)])
     return np.array(out, dtype=np.int64)

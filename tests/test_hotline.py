@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -20,17 +20,19 @@ from workbench.models.config import ModelConfig
 from workbench.training.hotline import (
     LANES,
     MicroBatchCounts,
+    Schedule,
     TieredTrainer,
     fae_schedule,
     microbatch_counts,
     train_scheme,
 )
-from workbench.training.trainer import Split
+from workbench.training.trainer import ModelSpec, Split
 
 MODEL = ModelConfig(name="dlrm", embedding_dim=8, bottom_mlp=[16], top_mlp=[16],
                     optimizer="adam", lr_dense=1e-3, lr_sparse=0.05)
 N_DENSE, F, VOCAB, DIM, BATCH, STEPS = 13, 6, 40, 8, 64, 6
 ROWS = F * VOCAB
+SPEC = ModelSpec(MODEL, N_DENSE, F, ROWS)
 # float32 summation order differs between one backward over the mini-batch and two over its
 # micro-batches (and between one index_add_ and two): parity holds to rounding, not bitwise.
 # One training step moves the rows by up to ~1e-2, so 1e-5 still catches a lost update.
@@ -51,7 +53,7 @@ def _split(n: int, seed: int) -> Split:
     return Split(dense, keys, labels)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _data() -> tuple[Split, Split, np.ndarray, np.ndarray]:
     """(train: STEPS mini-batches, test, initial table, hot set of 24 rows)."""
     train, test = _split(STEPS * BATCH, 0), _split(128, 1)
@@ -62,14 +64,13 @@ def _data() -> tuple[Split, Split, np.ndarray, np.ndarray]:
 
 
 def _train(scheme: str, hot: np.ndarray, *, seed: int = 0, overlap: bool = True,
-           device: str = "cpu", **kwargs):
+           device: str = "cpu", is_hot: np.ndarray | None = None, **schedule):
     """Train one epoch; returns (merged table, dense parameters, metrics, steps, trainer info)."""
     train, test, table, _ = _data()
-    trainer = TieredTrainer(MODEL, N_DENSE, F, table, hot, device=device, seed=seed,
-                            overlap=overlap)
+    trainer = TieredTrainer(SPEC, table, hot, device=device, seed=seed, overlap=overlap)
     try:
-        metrics, steps = train_scheme(scheme, trainer, train, test, batch_size=BATCH,
-                                      eval_every=3, **kwargs)
+        metrics, steps = train_scheme(scheme, trainer, train, test,
+                                      Schedule(BATCH, 3, **schedule), is_hot=is_hot)
         params = [p.detach().cpu().numpy().copy() for p in trainer.model.parameters()]
         info = {"hot_device": trainer.store.hot.device.type,
                 "host_pinned": trainer.store.host.is_pinned(),
@@ -79,7 +80,7 @@ def _train(scheme: str, hot: np.ndarray, *, seed: int = 0, overlap: bool = True,
         trainer.close()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cpu_run(scheme: str, hot_kind: str, seed: int = 0, overlap: bool = True):
     _, _, _, hot = _data()
     keys = {"none": np.zeros(0, dtype=np.int64), "hot": hot, "all": np.arange(ROWS)}[hot_kind]
@@ -319,8 +320,8 @@ def test_fae_schedule_covers_each_sample_once_in_interleaved_rounds(flags, batch
         assert runs == ["hot", "normal"] * rounds
         # both kinds finish together: each round runs an equal share of each kind
         lengths = [len(list(g)) for _, g in itertools.groupby(kinds)]
-        for kind, total, share in (("hot", n_hot, lengths[0::2]),
-                                   ("normal", n_normal, lengths[1::2])):
+        for _kind, total, share in (("hot", n_hot, lengths[0::2]),
+                                    ("normal", n_normal, lengths[1::2])):
             assert sum(share) == total
             assert all(total // rounds <= n <= -(-total // rounds) for n in share)
 
@@ -529,7 +530,7 @@ def test_step_records_are_consistent() -> None:
 
 def test_step_hot_rejects_cold_keys() -> None:
     train, _, table, hot = _data()
-    trainer = TieredTrainer(MODEL, N_DENSE, F, table, hot, seed=0)
+    trainer = TieredTrainer(SPEC, table, hot, seed=0)
     try:
         popular = popular_mask(train.keys, hot_mask(hot, ROWS))
         idx = np.flatnonzero(~popular)[:8]
@@ -568,7 +569,7 @@ def test_fae_trains_in_phases() -> None:
     # ... but the model of hybrid steps over FAE's mini-batches in FAE's order: the phase syncs
     # lose no update of either tier
     _, _, table, _ = _data()
-    reference = TieredTrainer(MODEL, N_DENSE, F, table, np.zeros(0, dtype=np.int64), seed=0)
+    reference = TieredTrainer(SPEC, table, np.zeros(0, dtype=np.int64), seed=0)
     try:
         plan = fae_schedule(popular_mask(train.keys, is_hot), BATCH, 2)
         assert [k for k, _ in plan] == [{"hybrid": "normal"}.get(k, k) for k in kinds]
@@ -583,12 +584,14 @@ def test_fae_trains_in_phases() -> None:
 
 def test_train_scheme_rejects_bad_arguments() -> None:
     train, test, table, hot = _data()
-    trainer = TieredTrainer(MODEL, N_DENSE, F, table, hot, seed=0)
+    trainer = TieredTrainer(SPEC, table, hot, seed=0)
     try:
         with pytest.raises(ValueError):
-            train_scheme("gpu_only", trainer, train, test, batch_size=BATCH, eval_every=3)
+            train_scheme("gpu_only", trainer, train, test, Schedule(BATCH, 3))
         with pytest.raises(ValueError):
-            train_scheme("fae", trainer, train, test, batch_size=BATCH, eval_every=3)
+            train_scheme("fae", trainer, train, test, Schedule(BATCH, 3))
+        with pytest.raises(ValueError, match="table of 3 rows"):
+            TieredTrainer(SPEC, table[:3], hot, seed=0)
     finally:
         trainer.close()
 

@@ -72,7 +72,7 @@ def test_kjt_validation_errors() -> None:
         KeyedJaggedTensor.from_dict({"a": [[1]]})["z"]
 
 
-# -- the module docstring's worked example, field by field ---------------------------------------------
+# -- the module docstring's worked example, field by field -----------------------------------------
 
 
 @pytest.mark.parametrize("method", ["hash", "sort"])

@@ -251,7 +251,10 @@ def test_build_model_rejects_unknown_name_and_no_features() -> None:
 def test_default_dlrm_matches_facebookresearch_criteo_layout() -> None:
     """bottom 13-512-256-64-16, top (16 + 27*26/2 = 367)-512-256-1."""
     model = build_model(ModelConfig(name="dlrm"), 13, 26)
-    sizes = lambda mlp: [(m.in_features, m.out_features) for m in mlp if isinstance(m, nn.Linear)]
+
+    def sizes(mlp: nn.Module) -> list[tuple[int, int]]:
+        return [(m.in_features, m.out_features) for m in mlp if isinstance(m, nn.Linear)]
+
     assert sizes(model.dense_arch) == [(13, 512), (512, 256), (256, 64), (64, 16)]
     assert sizes(model.over_arch) == [(367, 512), (512, 256), (256, 1)]
 

@@ -168,7 +168,8 @@ def test_report_gathers_sections(ci_pipeline: Path) -> None:
     reports = load(params=ci_pipeline).paths.resolve("reports")
     text = (reports / "README.md").read_text()
     assert "## Verdicts" in text and "## Claims" in text and "| HET" in text
-    assert "## Provenance" in text and "![HET Fig. 3" in text
+    assert "## Provenance" in text and "(datasets/README.md" in text
+    assert "![HET Fig. 3" in (reports / "datasets" / "README.md").read_text()
     claims = pd.read_csv(reports / "claims.csv")
     assert list(claims.columns) == CLAIM_COLUMNS
     assert set(claims["state"]) <= set(verdict.STATES)

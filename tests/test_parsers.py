@@ -1,4 +1,4 @@
-"""Tests for workbench.data.parsers: real samples (when present), malformed rows, gzip, max_rows."""
+"""Tests for workbench.data.formats: real samples (when present), malformed rows, gzip, max_rows."""
 
 from __future__ import annotations
 
@@ -12,9 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.data.parsers import (
-    CRITEO_CATEGORICAL,
-    CRITEO_DENSE,
+from workbench.data.formats import (
     PARSERS,
     parse,
     parse_avazu_csv,
@@ -24,6 +22,7 @@ from workbench.data.parsers import (
     parse_movielens_100k,
     parse_taobao_user_behavior,
 )
+from workbench.data.formats.criteo import CRITEO_CATEGORICAL, CRITEO_DENSE
 from workbench.data.schema import MalformedInputError, RawTable
 
 

@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import shared_data_dir, write_params
 
+from conftest import shared_data_dir, write_params
 from workbench.config import load
 from workbench.data import pipeline, registry
 from workbench.data.preprocess import read_split
 from workbench.data.schema import DatasetMeta
 from workbench.stages import run
 from workbench.utils.paths import REPO_ROOT
+from workbench.utils.validation import ConfigError
 
 
 def _digest(directory: Path) -> dict[str, str]:
@@ -139,7 +140,7 @@ def test_stage_needs_download_first(tmp_path: Path) -> None:
 
 
 def test_unknown_pipeline_dataset_is_a_config_error(ci_params: Path) -> None:
-    with pytest.raises(SystemExit):
+    with pytest.raises(ConfigError, match="--dataset 'nope' is not configured"):
         run(["download", "--params", str(ci_params), "--dataset", "nope"])
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from reference_het import RefHET
 
+from reference_het import RefHET
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.edge_cluster import EdgeCluster, cache_capacity, replay, summarize
 from workbench.cluster.time_model import Links
@@ -90,7 +90,8 @@ def test_time_model_and_records() -> None:
     cl.read(0, np.array([1, 2, 2]))
     cl.write(0, np.array([1, 2, 2]), 0.5)
     rec = cl.end_iteration(compute_s=np.array([0.01, 0.02]), dense_bytes=1000)
-    # worker 0: read = 1 ms + (2 keys x 16 B + 2 rows x 16 B) / 125e6 B/s; push = 1 ms + 2 x 32 B / ...
+    # worker 0: read = 1 ms + (2 keys x 16 B + 2 rows x 16 B) / 125e6 B/s;
+    #           push = 1 ms + 2 x 32 B / ...
     read_s = 1e-3 + (2 * 16 + 2 * 16) / 125e6
     push_s = 1e-3 + 2 * (16 + 16) / 125e6
     assert rec["comm_s"][0] == pytest.approx(read_s + push_s)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -12,17 +14,22 @@ import pytest
 
 from workbench.report import verdict
 from workbench.report.catalogue import CATALOGUE
+from workbench.report.index import ROW_WIDTH, build, clip, write
 from workbench.report.plotting import save_figure, set_theme
 from workbench.report.sections import (
     CLAIM_COLUMNS,
+    PAGE_FILE,
+    SECTION_FILE,
     CatalogueError,
     Claim,
     Section,
     _generated,
-    build,
     collect,
     dirty_sources,
+    page,
+    write_page,
 )
+from workbench.utils.paths import REPO_ROOT
 
 
 def _figure() -> plt.Figure:
@@ -41,7 +48,7 @@ def test_figures_are_byte_deterministic(tmp_path: Path) -> None:
     assert pdf1 == pdf2
 
 
-def test_section_roundtrip_and_report(tmp_path: Path) -> None:
+def test_section_roundtrip_index_and_page(tmp_path: Path) -> None:
     reports = tmp_path / "reports"
     sec = Section("demo", "Demo section", reports / "demo", intro="Our formalisation.")
     sec.figure(_figure(), "curve", "A curve", setting="toy")
@@ -54,13 +61,46 @@ def test_section_roundtrip_and_report(tmp_path: Path) -> None:
     params = tmp_path / "params.yaml"
     params.write_text("seed: 0\n")
     text = build(reports, ["demo"], params, tmp_path)
-    assert "| HET" in text and "| direction only " in text and "| not comparable " in text
-    assert "2.81x is 0.34x of the paper's 8.2x" in text
-    assert "![A curve](demo/curve.png)" in text and "*Setting:* toy" in text
-    assert "Our formalisation." in text and "seed: 0" in text
-    saved = json.loads((reports / "demo" / "section.json").read_text())
+    assert "| HET" in text and "| direction only |" in text and "| not comparable |" in text
+    assert "[demo #1](demo/README.md#claim-1)" in text
+    assert "seed: 0" not in text and "[`params.yaml`](../params.yaml)" in text
+    # the page holds what the index leaves out: the rule with its numbers, notes, figures
+    saved = json.loads((reports / "demo" / SECTION_FILE).read_text())
     assert saved["claims"][0]["paper_value"] == "8.2x [P]"
     assert saved["claims"][0]["state"] == "direction only" and "verdict" not in saved["claims"][0]
+    body = (reports / "demo" / PAGE_FILE).read_text()
+    assert body == page(saved)
+    assert body.startswith("# Demo section\n") and "Our formalisation." in body
+    assert "### Claim 1\n" in body and "### Claim 2\n" in body
+    assert "- **Rule:** direction only: 2.81x is 0.34x of the paper's 8.2x" in body
+    assert "- **Note:** small" in body and "- **Setting:** toy" in body
+    assert "![A curve](curve.png)" in body and "*Setting:* toy" in body
+    assert "**A table** ([CSV](tab.csv))" in body and "| 0.25 |" in body
+    assert "2.81x is 0.34x" not in text  # the rule stays behind the link
+
+
+def test_hand_run_writes_its_page_into_scratch(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from workbench.utils import paths
+
+    monkeypatch.setattr(paths, "SCRATCH_DIR", tmp_path / "scratch")
+    sec = Section("demo", "Demo")  # out_dir None: a notebook run by hand
+    sec.note("a note")
+    sec.save()
+    assert sec.out_dir == tmp_path / "scratch" / "demo"
+    assert (sec.out_dir / PAGE_FILE).read_text() == page(
+        json.loads((sec.out_dir / SECTION_FILE).read_text()))
+
+
+def test_write_page_rewrites_only_a_missing_or_outdated_page(tmp_path: Path) -> None:
+    _demo(tmp_path, [Claim("HET", "a", "8.2x [P]", "6x", "toy", verdict.factor(6.0, 8.2))])
+    path = tmp_path / "demo" / PAGE_FILE
+    saved = json.loads((tmp_path / "demo" / SECTION_FILE).read_text())
+    assert not write_page(tmp_path / "demo", saved)  # Section.save wrote these bytes
+    path.unlink()
+    assert write_page(tmp_path / "demo", saved) and path.read_text() == page(saved)
+    path.write_text("stale")
+    assert write_page(tmp_path / "demo", saved) and path.read_text() == page(saved)
 
 
 def test_missing_section_names_the_stage(tmp_path: Path) -> None:
@@ -76,7 +116,8 @@ def test_pipes_inside_cells_are_escaped(tmp_path: Path) -> None:
     sec.save()
     (tmp_path / "p.yaml").write_text("seed: 0\n")
     text = build(tmp_path, ["demo"], tmp_path / "p.yaml", tmp_path)
-    assert "max \\|a - b\\| = 0" in text and "p\\|q" in text
+    assert "max \\|a - b\\| = 0" in text
+    assert "p\\|q" in (tmp_path / "demo" / PAGE_FILE).read_text()
 
 
 def _demo(reports: Path, claims: list[Claim]) -> None:
@@ -95,27 +136,92 @@ def test_claim_needs_a_verdict_or_a_valid_state() -> None:
     assert (row.state, row.rule) == ("reproduced", "by hand")
 
 
-def test_readme_opens_with_counts_then_rules_then_claims(tmp_path: Path) -> None:
+def test_index_opens_with_counts_then_claims_then_sections(tmp_path: Path) -> None:
     reports = tmp_path / "reports"
     _demo(reports, [Claim("HET", "a", "8.2x [P]", "2.81x", "toy", verdict.factor(2.81, 8.2)),
                     Claim("HET", "b", "8.2x [P]", "6x", "toy", verdict.factor(6.0, 8.2)),
-                    Claim("HET", "c", "8.2x [P]", "0.9x", "toy", verdict.factor(0.9, 8.2))])
+                    Claim("ESD", "c", "8.2x [P]", "0.9x", "toy", verdict.factor(0.9, 8.2))])
     (tmp_path / "p.yaml").write_text("seed: 0\n")
     text = build(reports, ["demo"], tmp_path / "p.yaml", tmp_path)
-    counts, rules, claims = (text.index("## Verdicts"), text.index("Rules ("),
-                             text.index("## Claims"))
-    assert counts < rules < claims < text.index("## Demo")
+    counts, rules, claims, sections = (text.index("## Verdicts"), text.index("verdict rules"),
+                                       text.index("## Claims"), text.index("## Sections"))
+    assert counts < rules < claims < sections < text.index("## Provenance")
     rows = [[cell.strip() for cell in line.strip("|").split("|")]
-            for line in text[counts:rules].splitlines()[4:] if line.startswith("|")]
+            for line in text[counts:rules].splitlines()[2:] if line.startswith("|")]
     not_built = sum(not c.built for c in CATALOGUE)
-    assert rows == [["reproduced", "1"], ["direction only", "1"], ["tie", "0"],
-                    ["contradicted", "1"], ["not comparable", "0"], ["not built", str(not_built)],
-                    ["total", str(3 + not_built)]]
+    assert rows[0][:4] == ["verdict", "claims", "HET", "ESD"]
+    assert [r[:4] for r in rows[2:]] == [
+        ["reproduced", "1", "1", "0"], ["direction only", "1", "1", "0"], ["tie", "0", "0", "0"],
+        ["contradicted", "1", "0", "1"], ["not comparable", "0", "0", "0"],
+        ["not built", str(not_built), "0", "0"], ["**total**", f"**{3 + not_built}**", "2", "1"]]
     for state in verdict.STATES:
+        assert f"| {state} |" in text[counts:rules]
         assert f"- **{state}**:" in text[rules:claims]
-    header = text[claims:].split("\n")[4]
-    assert [h.strip() for h in header.strip("|").split("|")] == CLAIM_COLUMNS
+    header = [h.strip() for h in text[claims:].split("\n")[4].strip("|").split("|")]
+    assert header == ["paper", "claim", "setting", "paper value", "ours", "verdict", "details"]
+    assert "- [Demo](demo/README.md): 3 claims (1 reproduced, 1 direction only, " \
+           "1 contradicted)" in text
     assert "[`reports/notebooks/demo.ipynb`](notebooks/demo.ipynb)" in text
+
+
+def _claims_table(text: str) -> list[str]:
+    block = text[text.index("## Claims"):text.index("## Sections")]
+    return [line for line in block.splitlines() if line.startswith("|")]
+
+
+def test_long_cells_are_clipped_behind_the_link(tmp_path: Path) -> None:
+    long = "word " * 400
+    reports = tmp_path / "reports"
+    _demo(reports, [Claim("HET", long + "| a pipe", "8.2x [P] " + long, "2.81x " + long,
+                          "setting " + long, verdict.factor(2.81, 8.2), note=long)])
+    (tmp_path / "p.yaml").write_text("seed: 0\n")
+    text = build(reports, ["demo"], tmp_path / "p.yaml", tmp_path)
+    table = _claims_table(text)
+    assert len(table) == 3 and max(map(len, table)) <= ROW_WIDTH
+    assert "word\u2026" in table[2]
+    body = (reports / "demo" / PAGE_FILE).read_text()
+    assert long.strip() + " | a pipe" in body  # the page keeps the claim in full
+    assert clip("a b `code span` c", 12) == "a b\u2026" and clip("short", 5) == "short"
+    assert len(clip("x" * 50, 10)) == 10
+
+
+def test_index_of_the_committed_sections(tmp_path: Path) -> None:
+    """The committed sections give a one-screen index: small, narrow claim rows, params linked,
+    every linked page present, the same bytes twice."""
+    from workbench.config import load
+
+    if not (REPO_ROOT / "params.yaml").exists():
+        pytest.skip("no params.yaml (make params writes it)")
+    names = list(load(params=REPO_ROOT / "params.yaml").pipeline.notebooks)
+    committed = REPO_ROOT / "reports"
+    if not all((committed / n / SECTION_FILE).exists() for n in names):
+        pytest.skip("the committed report sections are not in this checkout")
+    reports = tmp_path / "reports"
+    for name in names:
+        (reports / name).mkdir(parents=True)
+        shutil.copy(committed / name / SECTION_FILE, reports / name / SECTION_FILE)
+    params = tmp_path / "params.yaml"
+    shutil.copy(REPO_ROOT / "params.yaml", params)
+    pages = write(reports, names, params, tmp_path)
+    assert sorted(p.parent.name for p in pages) == sorted(names)  # none existed: all written
+    first = (reports / "README.md").read_bytes()
+    text = first.decode()
+    assert len(first) < 40_000
+    assert max(map(len, _claims_table(text))) <= ROW_WIDTH
+    assert "[`params.yaml`](../params.yaml)" in text
+    embedded = {line for line in set(params.read_text().splitlines()) & set(text.splitlines())
+                if len(line.strip()) > 20}
+    assert not embedded and "```yaml" not in text  # the params file is linked, not embedded
+    assert str(tmp_path) not in text and str(REPO_ROOT) not in text
+    links = re.findall(r"\]\(([\w.-]+/README\.md)(?:#([\w-]+))?\)", text)
+    assert {target for target, _ in links} == {f"{n}/{PAGE_FILE}" for n in names}
+    for target, anchor in links:
+        body = (reports / target).read_text()
+        assert not anchor or f"### Claim {anchor.split('-')[1]}\n" in body
+    assert write(reports, names, params, tmp_path) == []  # pages up to date: untouched
+    assert (reports / "README.md").read_bytes() == first  # deterministic
+    csv = pd.read_csv(reports / "claims.csv")
+    assert list(csv.columns) == CLAIM_COLUMNS and len(csv) == len(collect(reports, names)[1])
 
 
 def test_not_built_papers_get_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,7 +308,7 @@ def test_dirty_sources_ignore_generated_outputs(tmp_path: Path) -> None:
     _demo(repo / "reports", [])
     text = build(repo / "reports", ["demo"], repo / "params.yaml", repo)
     assert text.startswith("# Reproduction report\n\n> **WARNING: built from a working tree")
-    assert "> - `src.py`" in text
+    assert "1 modified sources" in text and "\n- `src.py`\n" in text
     _git(repo, "commit", "-q", "-am", "src")
     text = build(repo / "reports", ["demo"], repo / "params.yaml", repo)
     assert "WARNING" not in text

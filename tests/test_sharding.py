@@ -531,7 +531,8 @@ def _check_against_built_plans(topo, probability, lookups, row_bytes, weighted, 
 def test_evaluate_cuts_equals_built_plans(topo, probability, lookups, row_bytes, weighted,
                                           node_tier):
     """Exhaustive cuts, latencies included. The probabilities are dyadic: the closed form's
-    prefix-sum differences are exact (no rounding residual can arise), so time, memory and inter-node bytes must agree pair by pair."""
+    prefix-sum differences are exact (no rounding residual can arise), so time, memory and
+    inter-node bytes must agree pair by pair."""
     _check_against_built_plans(topo, probability, lookups, row_bytes, weighted, node_tier)
 
 

@@ -1,5 +1,5 @@
 """The PS wire protocol, the shard's hash map, the cost fit and the measurement
-(workbench.cluster.software_cost). No assertion depends on a timing."""
+(workbench.cluster.ps_protocol, shard_table, software_cost). No assertion depends on a timing."""
 
 from __future__ import annotations
 
@@ -12,21 +12,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.cluster.software_cost import (
+from workbench.cluster.ps_protocol import (
     HEADER_BYTES,
     MAGIC,
     PULL_REQUEST,
-    ShardTable,
-    SoftwareCosts,
-    _home,
     apply_push,
     decode_pull,
     encode_pull,
     encode_push,
-    fit_linear,
-    measure,
     serve_pull,
 )
+from workbench.cluster.shard_table import ShardTable, _home
+from workbench.cluster.software_cost import SoftwareCosts, fit_linear, measure
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 
@@ -164,7 +161,8 @@ def test_messages_built_in_reused_buffers_equal_fresh_ones() -> None:
     assert bytes(push) == bytes(encode_push(keys, [1, 2, 3], rows))
     apply_push(push, table)
     np.testing.assert_array_equal(table.get([9])[0], rows[2:])
-    with pytest.raises(ValueError, match="out: need a writable buffer of >= 128 bytes, got 10 bytes"):
+    with pytest.raises(ValueError,
+                       match="out: need a writable buffer of >= 128 bytes, got 10 bytes"):
         encode_push(keys, [1, 2, 3], rows, out=bytearray(10))
     with pytest.raises(ValueError, match="read-only"):
         encode_pull(keys, versions, 4, out=bytes(1000))

@@ -12,15 +12,14 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import shared_data_dir
 from workbench.data import pipeline
-from workbench.data.config import DatasetConfig, SessionConfig, SequenceConfig, SyntheticConfig
-from workbench.data.parsers import CRITEO_TSV
+from workbench.data.config import DatasetConfig, SequenceConfig, SessionConfig, SyntheticConfig
+from workbench.data.formats.criteo import CRITEO_TSV
 from workbench.data.schema import MalformedInputError, ParseReport
 from workbench.data.streaming import TableLayout, encode_streaming
 from workbench.data.synthetic import write_criteo_tsv
 from workbench.utils.timing import run_measured
-
-from conftest import shared_data_dir
 
 FILES = ("train.parquet", "test.parquet", "meta.json", "status.json")
 

@@ -18,7 +18,15 @@ from workbench.data.config import SyntheticConfig
 from workbench.data.synthetic import generate
 from workbench.experiments.het_train import scaled_bound, systems
 from workbench.models.config import ModelConfig
-from workbench.training.trainer import Split, SystemSpec, Trainer, auc_score, time_to_target
+from workbench.training.trainer import (
+    ClusterSetup,
+    ModelSpec,
+    Split,
+    SystemSpec,
+    Trainer,
+    auc_score,
+    time_to_target,
+)
 
 MODEL = ModelConfig(name="wdl", embedding_dim=8, deep_mlp=[16, 16], batch_size=64,
                     lr_dense=0.01, lr_sparse=0.05, optimizer="adam")
@@ -39,8 +47,9 @@ def _data(rows: int = 4096, seed: int = 0) -> tuple[Split, Split, int]:
 
 def _trainer(system: SystemSpec, rows: int, workers: int = 1, model: ModelConfig = MODEL,
              cache: CacheConfig | None = None) -> Trainer:
-    return Trainer(model, 13, 26, rows, system, ClusterConfig(workers=workers),
-                   cache or CacheConfig(policy="lru", ratio=0.05), seed=3)
+    return Trainer(ModelSpec(model, 13, 26, rows), system,
+                   ClusterSetup(ClusterConfig(workers=workers),
+                                cache or CacheConfig(policy="lru", ratio=0.05)), seed=3)
 
 
 @pytest.mark.parametrize("policy", ["lru", "lfu", "none"])

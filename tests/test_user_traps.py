@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 
 from workbench.config import load
-from workbench.data.parsers import MOVIELENS_FIRST_TIMESTAMP, parse
+from workbench.data.formats import parse
+from workbench.data.formats.movielens import MOVIELENS_FIRST_TIMESTAMP
 from workbench.data.preprocess import encode
 from workbench.data.schema import MalformedInputError
-from workbench.utils.paths import REPO_ROOT
+from workbench.utils.paths import CONF_DIR, REPO_ROOT
 from workbench.utils.validation import ConfigError
 
 SHARED = REPO_ROOT.parent / "shared" / "data"
@@ -144,7 +145,7 @@ def test_timestamped_sources_are_split_by_time(tmp_path: Path) -> None:
 
 
 def test_dataset_options_of_the_readme_work_for_every_dataset() -> None:
-    for option in sorted((REPO_ROOT / "conf" / "dataset").glob("*.yaml")):
+    for option in sorted((CONF_DIR / "dataset").glob("*.yaml")):
         extra = ["dataset.path=/tmp"] if option.stem == "local" else []
         cfg = load([f"dataset={option.stem}", "dataset.strict=true", "dataset.max_rows=5",
                     "dataset.files=[a.txt]", *extra])
@@ -179,7 +180,7 @@ def test_an_unknown_format_stops_before_the_download(tmp_path: Path) -> None:
     assert not (tmp_path / "data").exists()
 
 
-# ------------------------------------------------------------------------------ every stage, own data
+# -------------------------------------------------------------------------- every stage, own data
 
 
 @pytest.fixture(scope="module")

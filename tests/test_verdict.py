@@ -23,6 +23,8 @@ def test_states_in_report_order() -> None:
     assert v.STATES == ("reproduced", "direction only", "tie", "contradicted",
                         "not comparable", "not built")
     assert [state for state, _ in v.DEFINITIONS] == list(v.STATES)
+    assert list(v.SUMMARIES) == list(v.STATES)  # one short phrase each, for the index
+    assert all(0 < len(text) <= 60 and "|" not in text for text in v.SUMMARIES.values())
     with pytest.raises(ValueError, match="unknown verdict state"):
         Verdict("holds", "")
 

@@ -3,13 +3,15 @@ r"""DLRM training-systems workbench: ESD, HET, RecD, Hotline and FlexShard at la
 The package is layered; a module may import only from its own package and from packages of a
 lower layer (``tests/test_layering.py`` walks every import to keep this true)::
 
+   11  cli                 the ``workbench`` console command (stage, replay, config, sweep)
    10  sweep, explorers    Hydra multirun over any stage (joblib / cluster launchers); the
                            notebooks' exploration sections (report's widgets over api)
-    9  stages, replay,     command lines: every pipeline stage; replaying your own traces;
+    9  stages/, replay,    the stage registry and its command line; replaying your own traces;
        api                 the few calls a notebook cell makes (small live runs, tidy frames)
-    8  report/             papermill runner, report sections and claims, the seaborn theme,
-                           the notebooks' exploration widgets
-    7  config              the configuration root: composes every layer's schema, loads conf/
+    8  report/             papermill runner, report sections and their pages, the claims index,
+                           the seaborn theme, the notebooks' exploration widgets
+    7  config, conf/       the configuration root: composes every layer's schema; conf/ is the
+                           Hydra tree (package data)
     6  experiments/        one module per experiment stage, each owning its outputs
     5  training/           the trainer through the emulated cluster; the RecD trainer; Hotline's
                            pipeline; the distributed backend (real processes, torch.distributed)
@@ -19,8 +21,10 @@ lower layer (``tests/test_layering.py`` walks every import to keep this true)::
                            row lives on a two-level topology (FlexShard and its baselines)
     2  cluster/            the edge cluster: HET caches, links and clock; the cache protocol
                            between processes, framed messages, shaped links
-    1  data/               sources, downloads, parsers, synthetic data, schema, partitions
-    0  utils/              atomic I/O, logging, timing, repository paths, config validation
+    1  data/               sources, downloads, formats (parsers), synthetic data, schema,
+                           partitions
+    0  utils/              atomic I/O, logging, timing, project paths, config validation, the
+                           error family
 
 Each package's ``__init__`` says what it holds; each layer's config schema is its
 ``config.py``, composed by :mod:`workbench.config`.
@@ -46,4 +50,5 @@ LAYERS: dict[str, int] = {
     "api": 9,
     "sweep": 10,
     "explorers": 10,
+    "cli": 11,
 }

@@ -12,7 +12,8 @@
 =================  =======================================================  ==================
 call               what it runs                                             returns
 =================  =======================================================  ==================
-``config``         compose ``conf/`` (or read a params file) + overrides    WorkbenchConfig
+``config``         compose ``workbench/conf/`` (or read a params file)      WorkbenchConfig
+                   + overrides
 ``load``           a processed dataset's train / test splits                :class:`Data`
 ``cluster``        the emulated edge cluster of the config (links, caches)  EdgeCluster
 ``replay_cache``   samples' keys through HET caches, one setting per call   DataFrame, 1 row
@@ -31,14 +32,18 @@ experiment functions at full size; these run small variants of them.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from workbench.config import WorkbenchConfig, load as load_config
+from workbench.cluster.config import CachePolicy
+from workbench.config import WorkbenchConfig
+from workbench.config import load as load_config
+from workbench.utils.errors import MissingInputError
 
 __all__ = ["Data", "config", "load", "cluster", "replay_cache", "dispatch", "train", "ikjt",
            "access_skew", "hot_tier", "flexshard"]
@@ -61,15 +66,16 @@ def _processed(cfg: WorkbenchConfig, name: str) -> Path:
 
     processed = processed_dir(cfg.paths.resolve("data"), name)
     if not preprocessed(cfg, name):
-        raise FileNotFoundError(f"{processed} holds no preprocessed dataset: run `python -m "
+        raise MissingInputError(f"{processed} holds no preprocessed dataset: run `python -m "
                                 f"workbench.stages prepare --dataset {name}` (or dvc repro)")
     return processed
 
 
 def config(overrides: Sequence[str] | None = None,
            params: Path | str | None = None) -> WorkbenchConfig:
-    """The validated configuration: ``conf/`` composed (or ``params``, a composed params file,
-    read) with Hydra ``overrides`` such as ``"experiments.esd.bandwidth_spread=100"``."""
+    """The validated configuration: ``workbench/conf/`` composed (or ``params``, a composed
+    params file, read) with Hydra ``overrides`` such as ``"experiments.esd.bandwidth_spread=100"``.
+    """
     return load_config(list(overrides or []), params)
 
 
@@ -133,9 +139,9 @@ def cluster(cfg: WorkbenchConfig, rows: int, dim: int | None = None):
     return EdgeCluster(cfg.cluster, cfg.cache, rows, dim or cfg.model.embedding_dim)
 
 
-def replay_cache(keys: np.ndarray, rows: int, *, policy: str = "lru", cache_ratio: float = 0.1,
-                 bound: int = 100, workers: int = 8, per_worker: int = 128, epochs: int = 1,
-                 seed: int = 0) -> pd.DataFrame:
+def replay_cache(keys: np.ndarray, rows: int, *, policy: CachePolicy = "lru",
+                 cache_ratio: float = 0.1, bound: int = 100, workers: int = 8,
+                 per_worker: int = 128, epochs: int = 1, seed: int = 0) -> pd.DataFrame:
     """Replay samples' keys through one HET cache setting (the ``het-cache`` stage's replay).
 
     Consecutive slices of ``per_worker`` samples go to the ``workers`` in turn; each reads its
@@ -191,7 +197,7 @@ def dispatch(data: Data, dispatchers: Sequence[str] = ("random", "laia", "hybrid
         data: :func:`load`'s splits (the train samples are dispatched, wrapping around).
         dispatchers: names (:data:`workbench.dispatch.registry.DISPATCHERS`).
         cfg: the configuration whose ``experiments.esd`` is the base setting (default:
-            ``conf/``).
+            ``workbench/conf/``).
         batches: global batches measured after the warm-up.
         warmup_max: at most this many warm-up batches.
         seed: seeds the random dispatcher.
@@ -202,7 +208,7 @@ def dispatch(data: Data, dispatchers: Sequence[str] = ("random", "laia", "hybrid
         One row per dispatcher: ``transfer_s_per_batch`` (seconds of row transfers summed over
         workers), ``makespan_s_per_batch``, ``rows_per_batch``, the warm-up and the setting.
     """
-    from workbench.experiments.esd import clock_cluster, one_run
+    from workbench.experiments.esd import EsdPoint, clock_cluster, one_run
 
     cfg = cfg or config()
     exp = dataclasses.replace(cfg.experiments.esd, batches=batches, warmup_max=warmup_max,
@@ -212,9 +218,8 @@ def dispatch(data: Data, dispatchers: Sequence[str] = ("random", "laia", "hybrid
     wire_dim = cfg.models[exp.train_model].embedding_dim
     out = []
     for name in dispatchers:
-        row, _ = one_run(data.train.keys, data.rows, exp, name, exp.workers, exp.per_worker,
-                         exp.cache_ratio, exp.bandwidth_spread, exp.capacity,
-                         exp.hybrid_budget_fraction, wire_dim, seed, compute)
+        row, _ = one_run(data.train.keys, data.rows, exp, name, EsdPoint.base(exp),
+                         wire_dim=wire_dim, seed=seed, compute=compute)
         out.append(row)
     return pd.DataFrame(out)
 
@@ -226,7 +231,7 @@ def train(data: Data, cfg: WorkbenchConfig | None = None, *, steps: int = 40,
 
     Args:
         data: :func:`load`'s splits (the first ``steps x workers x per_worker`` train samples).
-        cfg: the configuration (``experiments.combined`` is the base; default: ``conf/``).
+        cfg: the configuration (``experiments.combined`` is the base; default: ``workbench/conf/``).
         steps: iterations.
         mechanisms: any of ``esd``, ``het``, ``recd``, ``hotline``, ``flexshard`` (see
             :mod:`workbench.experiments.combined`).
@@ -244,8 +249,14 @@ def train(data: Data, cfg: WorkbenchConfig | None = None, *, steps: int = 40,
     Raises:
         ValueError: an unknown mechanism, or fewer train samples than ``steps`` batches.
     """
-    from workbench.experiments.combined import ablation_row, dispatcher_for, replicated_sets, \
-        run_cluster, train_run
+    from workbench.experiments.combined import (
+        Ablation,
+        ablation_row,
+        dispatcher_for,
+        replicated_sets,
+        run_cluster,
+        train_run,
+    )
     from workbench.experiments.config import MECHANISMS
 
     cfg = cfg or config()
@@ -263,9 +274,9 @@ def train(data: Data, cfg: WorkbenchConfig | None = None, *, steps: int = 40,
     compute, software = _clock(cfg, run_cluster(exp, cfg.cluster, het=True), exp.model, data)
     sets = replicated_sets(data.train.keys, data.rows, exp, model.embedding_dim, seed)
     on = frozenset(mechanisms)
-    metrics, history, trainer = train_run(data.train.head(need), data.test, data.meta, exp,
-                                          cfg.experiments.esd, model, cfg.cluster, on, laia,
-                                          sets, compute, software, seed)
+    ablation = Ablation(data.train.head(need), data.test, data.meta, exp, cfg.experiments.esd,
+                        model, cfg.cluster, compute, software, sets, seed)
+    metrics, history, trainer = train_run(ablation, on, laia)
     name = "+".join(m for m in MECHANISMS if m in on) or "none"
     metrics.insert(0, "run", name)
     target = exp.target_auc if exp.target_auc is not None else (
@@ -361,8 +372,13 @@ def hot_tier(keys: np.ndarray, rows: int, hot_fractions: Sequence[float], *,
         One row per (profile, budget): ``profile`` (``profile`` or ``full pass``),
         ``hot_fraction``, ``hot_rows``, ``popular_fraction``, ``lookup_hit_share``.
     """
-    from workbench.data.popularity import (FLOAT_BYTES, hot_keys, hot_mask, popular_mask,
-                                           profile_counts)
+    from workbench.data.popularity import (
+        FLOAT_BYTES,
+        hot_keys,
+        hot_mask,
+        popular_mask,
+        profile_counts,
+    )
 
     keys = np.asarray(keys)
     counts = {"profile": profile_counts(keys, rows, profile_rate, np.random.default_rng(seed)),
@@ -411,8 +427,12 @@ def flexshard(cfg: WorkbenchConfig, replicated_fractions: Sequence[float] | None
         FileNotFoundError: the dataset is not preprocessed.
         ValueError: it has no sequence feature, or ``devices`` is not whole nodes.
     """
-    from workbench.experiments.flexshard import SequenceLookups, fraction_curve, \
-        profile_probability, row_wise_baseline
+    from workbench.experiments.flexshard import (
+        SequenceLookups,
+        fraction_curve,
+        profile_probability,
+        row_wise_baseline,
+    )
     from workbench.sharding.planner import candidate_cuts, evaluate_cuts
     from workbench.sharding.plans import rank_order
     from workbench.sharding.topology import Topology

@@ -1,15 +1,16 @@
-"""Configuration root: Hydra ``conf/`` -> validated, typed dataclasses -> code.
+"""Configuration root: Hydra ``workbench/conf/`` -> validated, typed dataclasses -> code.
 
 Config flows one way::
 
-    conf/*.yaml --(Hydra compose + overrides)--> DictConfig --(validate)--> WorkbenchConfig
-                 \\--(python -m workbench.config dump)--> params.yaml (what DVC tracks)
+    workbench/conf/*.yaml --(Hydra compose + overrides)--> DictConfig
+        DictConfig --(validate)--> WorkbenchConfig
+        DictConfig --(python -m workbench.config dump)--> params.yaml (what DVC tracks)
 
-* ``conf/`` is the only hand-edited configuration. ``params.yaml`` is generated from it (``make
-  params``; ``dvc exp run`` does the same composition) and committed, because ``dvc repro`` reads
-  only ``params.yaml``; a test asserts the two agree.
+* ``workbench/conf/`` is the only hand-edited configuration. ``params.yaml`` is generated from
+  it (``make params``; ``dvc exp run`` does the same composition) and committed, because
+  ``dvc repro`` reads only ``params.yaml``; a test asserts the two agree.
 * Pipeline stages read ``params.yaml`` (``--params params.yaml``), so ``dvc exp run -S key=value``
-  works. Interactive use composes ``conf/`` with Hydra overrides on the command line::
+  works. Interactive use composes ``workbench/conf/`` with Hydra overrides on the command line::
 
       python -m workbench.stages prepare dataset=criteo_kaggle dataset.max_rows=100000
 
@@ -29,7 +30,7 @@ import argparse
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -39,77 +40,31 @@ from workbench.dispatch.config import DispatchConfig
 from workbench.experiments.config import ExperimentsConfig
 from workbench.models.config import ModelConfig
 from workbench.sharding.config import TopologyConfig
-from workbench.utils.paths import (CONF_DIR, PARAMS_FILE, REPO_ROOT, cli_path, known_notebooks,
-                                    resolve)
+from workbench.utils.errors import one_line
+from workbench.utils.paths import (
+    CONF_DIR,
+    PARAMS_FILE,
+    REPO_ROOT,
+    cli_path,
+    known_notebooks,
+    resolve,
+)
 from workbench.utils.validation import ConfigError, from_dict, in_range, nonempty
 
 
 @dataclass(frozen=True)
 class ProfileConfig:
-    """Run size. ``default`` is the full embedded reproduction; ``ci`` shrinks everything.
+    """Run size: which profile composed the config (``workbench/conf/profile/``).
+
+    A profile is a global override: every size lives in its own stage's, dataset's or model's
+    config, and ``profile=ci`` overrides exactly those keys (``workbench/conf/profile/ci.yaml``).
 
     Attributes:
-        name: ``default`` or ``ci``.
-        synthetic_rows: rows of the synthetic dataset.
-        cardinality_scale: scale of Criteo's cardinalities for the synthetic dataset.
-        sample_max_rows: rows read from each real sample (null = all).
-        het_max_samples: train samples replayed by the HET cache experiments (null = all).
-        het_min_steps: iterations the HET cache experiments replay at least.
-        het_batch_size: samples per worker per iteration of the HET cache experiments.
-        train_epochs: epochs of the training experiments.
-        train_eval_every: iterations between two test evaluations.
-        train_max_samples: train samples of the training experiments (null = all).
-        train_max_test: test samples of the training experiments (null = all).
-        het_embedding_dim: embedding width of HET's models (WDL, DeepFM, DCN).
-        esd_per_worker: samples per worker per batch of the ESD experiments.
-        esd_warmup_max: ESD warm-up cap in batches (steady state usually comes earlier).
-        esd_batches: global batches per ESD run.
-        combined_max_samples: train samples of each run of the ``combined`` ablation.
-        recd_rows: rows of the synthetic sessions dataset of the RecD experiments.
-        recd_window: rows per partition (clustering window) of the RecD experiments.
-        recd_batches: batches of each RecD training run.
-        recd_preprocess_rows: rows of each RecD preprocessing-throughput run.
-        het_dim_sweep: embedding widths of HET Fig. 9c (each one is calibrated).
-        calibrate_batch_sizes: per-worker batch sizes of the compute calibration.
-        calibrate_repeats: timed repeats per calibration point.
-        hotline_sweep_steps: timed mini-batches per point of Hotline's speedup sweep.
-        flexshard_batch: samples per device per iteration of the FlexShard experiments.
-        flexshard_devices: device counts of FlexShard's scaling sweep.
-        flexshard_full_scale: cardinality scale of ``synthetic_sessions_full``.
-        flexshard_full_rows: rows of ``synthetic_sessions_full``.
-        dist_steps: iterations of every ``distributed_check`` run.
+        name: ``default`` (the full embedded reproduction) or ``ci`` (every stage in seconds).
         progress: show tqdm progress bars.
     """
 
     name: str = "default"
-    synthetic_rows: int = field(default=400_000, metadata=in_range(10, None))
-    cardinality_scale: float = field(default=0.01, metadata=in_range(0.0, 1.0, lo_open=True))
-    sample_max_rows: int | None = field(default=None, metadata=in_range(1, None))
-    het_max_samples: int | None = field(default=None, metadata=in_range(1, None))
-    het_min_steps: int = field(default=200, metadata=in_range(1, None))
-    het_batch_size: int = field(default=128, metadata=in_range(1, None))
-    train_epochs: int = field(default=1, metadata=in_range(1, None))
-    train_eval_every: int = field(default=25, metadata=in_range(1, None))
-    train_max_samples: int | None = field(default=None, metadata=in_range(1, None))
-    train_max_test: int | None = field(default=None, metadata=in_range(1, None))
-    het_embedding_dim: int = field(default=128, metadata=in_range(1, 65_536))
-    esd_per_worker: int = field(default=64, metadata=in_range(1, None))
-    esd_warmup_max: int = field(default=400, metadata=in_range(0, None))
-    esd_batches: int = field(default=40, metadata=in_range(1, None))
-    combined_max_samples: int = field(default=131072, metadata=in_range(1, None))
-    recd_rows: int = field(default=200_000, metadata=in_range(10, None))
-    recd_window: int = field(default=16384, metadata=in_range(1, None))
-    recd_batches: int = field(default=40, metadata=in_range(1, None))
-    recd_preprocess_rows: int = field(default=65536, metadata=in_range(1, None))
-    het_dim_sweep: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096])
-    calibrate_batch_sizes: list[int] = field(default_factory=lambda: [32, 64, 128, 256])
-    calibrate_repeats: int = field(default=5, metadata=in_range(1, 1000))
-    hotline_sweep_steps: int = field(default=12, metadata=in_range(1, None))
-    flexshard_batch: int = field(default=512, metadata=in_range(1, None))
-    flexshard_devices: list[int] = field(default_factory=lambda: [8, 16, 32, 64])
-    flexshard_full_scale: float = field(default=1.0, metadata=in_range(0.0, 1.0, lo_open=True))
-    flexshard_full_rows: int = field(default=100_000, metadata=in_range(10, None))
-    dist_steps: int = field(default=30, metadata=in_range(2, 100_000))
     progress: bool = True
 
 
@@ -218,7 +173,8 @@ class WorkbenchConfig:
                                   f"cluster.workers = {self.cluster.workers} (every worker takes "
                                   "an equal share of a global batch)")
         known = known_notebooks()
-        for name in self.pipeline.notebooks:
+        # an installed package outside a checkout has no notebooks/: nothing to check against
+        for name in self.pipeline.notebooks if known else []:
             if name not in known:
                 raise ConfigError(f"pipeline.notebooks names '{name}', which is not a notebook "
                                   f"in notebooks/ (known: {known})")
@@ -232,8 +188,8 @@ class WorkbenchConfig:
             return self.dataset
         if name not in self.datasets:
             raise ConfigError(f"--dataset {name!r} is not configured: choose one of "
-                              f"{sorted(self.datasets)} (conf/config.yaml mounts them under "
-                              "datasets) or select one with the override dataset=<name>")
+                              f"{sorted(self.datasets)} (workbench/conf/config.yaml mounts them "
+                              "under datasets) or select one with the override dataset=<name>")
         return self.datasets[name]
 
 
@@ -242,7 +198,8 @@ def validate(cfg: DictConfig | dict[str, Any]) -> WorkbenchConfig:
     """Resolve interpolations and validate the whole config into :class:`WorkbenchConfig`."""
     if isinstance(cfg, (DictConfig, ListConfig)):
         try:
-            data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+            data = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True,
+                                                               throw_on_missing=True))
         except Exception as err:  # interpolation errors name the key themselves
             raise ConfigError(f"cannot resolve the config: {err}") from err
     else:
@@ -251,7 +208,7 @@ def validate(cfg: DictConfig | dict[str, Any]) -> WorkbenchConfig:
 
 
 def compose(overrides: list[str] | None = None) -> DictConfig:
-    """Compose ``conf/config.yaml`` with Hydra overrides (the command-line grammar)."""
+    """Compose ``workbench/conf/config.yaml`` with Hydra overrides (the command-line grammar)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -273,8 +230,8 @@ def load(overrides: list[str] | None = None, params: Path | str | None = None) -
     Args:
         overrides: Hydra overrides (``key=value``, ``group=option``, ``+key=value``). With
             ``params`` only ``key=value`` dot-list overrides apply.
-        params: a composed ``params.yaml`` to read instead of composing ``conf/``; a relative
-            path is read from the repository root (as every path of the project), wherever the
+        params: a composed ``params.yaml`` to read instead of composing ``workbench/conf/``; a
+            relative path is read from the project root (as every path of the project), wherever the
             process or notebook kernel was started.
 
     Raises:
@@ -286,7 +243,7 @@ def load(overrides: list[str] | None = None, params: Path | str | None = None) -
         return validate(compose(overrides))
     path = resolve(params)
     if not path.is_file():
-        hint = ("run `make params` to generate it from conf/" if path == PARAMS_FILE
+        hint = ("run `make params` to generate it from workbench/conf/" if path == PARAMS_FILE
                 else "give an existing file (relative paths are read from the repository root "
                 f"{REPO_ROOT})")
         raise ConfigError(f"params file {path} not found: {hint}")
@@ -294,8 +251,10 @@ def load(overrides: list[str] | None = None, params: Path | str | None = None) -
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise ConfigError(f"override {bad[0]!r} is not key=value")
-    cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(overrides))
-    return validate(cfg)
+    merged = OmegaConf.merge(cfg, OmegaConf.from_dotlist(overrides))
+    if not isinstance(merged, DictConfig):
+        raise ConfigError(f"params file {path}: the top level must be a mapping")
+    return validate(merged)
 
 
 def to_yaml(cfg: DictConfig) -> str:
@@ -308,13 +267,13 @@ def stage_arguments(description: str, argv: list[str] | None = None) -> tuple[Wo
                                                                                argparse.Namespace]:
     """Common command line of every stage entry point.
 
-    ``--params FILE`` reads a composed params file (what DVC stages do); otherwise ``conf/`` is
-    composed. Remaining arguments are Hydra overrides. ``--dataset NAME`` picks
-    ``datasets.NAME`` (the pipeline's per-dataset stages); without it ``dataset`` is used.
+    ``--params FILE`` reads a composed params file (what DVC stages do); otherwise
+    ``workbench/conf/`` is composed. Remaining arguments are Hydra overrides. ``--dataset NAME``
+    picks ``datasets.NAME`` (the pipeline's per-dataset stages); without it ``dataset`` is used.
     """
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--params", type=cli_path, default=None,
-                        help="read this composed params file instead of composing conf/")
+                        help="read this composed params file instead of composing workbench/conf/")
     parser.add_argument("--dataset", default=None, help="use datasets.<NAME> from the config")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. dataset=criteo_kaggle")
     args = parser.parse_args(argv)
@@ -322,7 +281,7 @@ def stage_arguments(description: str, argv: list[str] | None = None) -> tuple[Wo
         cfg = load(args.overrides, args.params)
         cfg.dataset_named(args.dataset)
     except ConfigError as err:
-        parser.exit(2, f"ConfigError: {err}\n")
+        parser.exit(2, one_line(err) + "\n")
     return cfg, args
 
 
@@ -342,9 +301,10 @@ def main(argv: list[str] | None = None) -> None:
         composed = compose(args.overrides)
         validate(composed)
     except ConfigError as err:
-        parser.exit(2, f"ConfigError: {err}\n")
-    text = ("# GENERATED from conf/ by `python -m workbench.config dump` (make params).\n"
-            "# Do not edit: change conf/ instead. dvc repro reads this file.\n" + to_yaml(composed))
+        parser.exit(2, one_line(err) + "\n")
+    text = ("# GENERATED from workbench/conf/ by `python -m workbench.config dump` (make params).\n"
+            "# Do not edit: change workbench/conf/ instead. dvc repro reads this file.\n"
+            + to_yaml(composed))
     if args.command == "dump" and args.out is not None:
         if not args.out.exists() or args.out.read_text() != text:
             write_text(args.out, text)

@@ -30,13 +30,15 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from workbench import api
+from workbench.cluster.config import CachePolicy
 from workbench.config import WorkbenchConfig
 from workbench.report.explore import Explorer, dropdown, log_slider
 
@@ -69,7 +71,7 @@ def _combination(value: str, presets: Sequence[str], label: str):
                       style={"description_width": "initial"})
 
 
-def _grid(values: Sequence[float], chosen: float) -> list[float]:
+def _grid(values: Iterable[float], chosen: float) -> list[float]:
     """The sweep: ``values`` and the chosen value, ascending, each once."""
     return sorted(set(values) | {chosen})
 
@@ -161,7 +163,7 @@ def het(cfg: WorkbenchConfig, *, policy: str | None = None, cache_ratio: float |
     data = api.load(cfg, dataset=_first(cfg, exp.datasets),
                     train_samples=min(65536, exp.max_samples or 65536), test_samples=1)
 
-    def run(policy: str, bound: int, cache_ratio: float) -> pd.DataFrame:
+    def run(policy: CachePolicy, bound: int, cache_ratio: float) -> pd.DataFrame:
         frame = pd.concat([api.replay_cache(data.train.keys, data.rows, policy=policy,
                                             cache_ratio=r, bound=bound, workers=exp.workers,
                                             per_worker=exp.batch_size)

@@ -1,4 +1,5 @@
-"""Replay key traces: ``python -m workbench.replay cache`` and ``python -m workbench.replay dispatch``.
+"""Replay key traces: ``python -m workbench.replay cache`` and
+``python -m workbench.replay dispatch``.
 
 ``dispatch``: a ``.npy`` of integer keys shaped ``[samples, tables]`` (one global key per table
 per sample). Global batch t is samples ``[t W b, (t + 1) W b)``, wrapping around; the
@@ -38,9 +39,10 @@ from pathlib import Path
 import numpy as np
 
 from workbench.cluster.cache import POLICIES
+from workbench.utils.errors import UserError, one_line
 
 
-class TraceError(ValueError):
+class TraceError(UserError, ValueError):
     """The trace file is missing, unreadable or not a valid key trace."""
 
 
@@ -159,7 +161,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def run_cache(args: argparse.Namespace) -> dict:
     """Run ``replay cache`` for parsed ``args``; return the output document."""
-    from workbench.cluster.config import CacheConfig, ClusterConfig
+    from workbench.cluster.config import CacheConfig, CachePolicy, ClusterConfig
     from workbench.cluster.edge_cluster import EdgeCluster, replay, summarize
 
     _check_out(args.out)
@@ -174,7 +176,8 @@ def run_cache(args: argparse.Namespace) -> dict:
         if value < lo:
             raise TraceError(f"{name} = {value}: must be >= {lo}")
     cache_rows = args.cache_rows if args.cache_rows is not None else max(1, rows // 10)
-    policy = "none" if cache_rows == 0 else args.policy  # no lines: every key pulled and pushed
+    # no lines: every key pulled and pushed
+    policy: CachePolicy = "none" if cache_rows == 0 else args.policy
     trace, distinct = compact(trace)
     # A cache of more than `distinct` lines never fills: distinct + 1 lines behave the same.
     cluster = EdgeCluster(ClusterConfig(workers=trace.shape[1]),
@@ -256,8 +259,8 @@ def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     try:
         result = run_cache(args) if args.command == "cache" else run_dispatch_command(args)
-    except TraceError as err:
-        print(f"TraceError: {err}", file=sys.stderr)
+    except UserError as err:  # TraceError, a ConfigError of a dispatcher's settings, ...
+        print(one_line(err), file=sys.stderr)
         sys.exit(2)
     if args.out is None:
         sys.stdout.write(json.dumps(result, indent=2, allow_nan=True) + "\n")

@@ -5,7 +5,7 @@
     python -m workbench.sweep --multirun +stage=esd \\
         experiments.esd.cache_ratio=0.01,0.05,0.1 hydra/launcher=joblib hydra.launcher.n_jobs=2
 
-composes ``conf/`` once per point of the sweep (Hydra's override grammar: ``a,b,c``,
+composes ``workbench/conf/`` once per point of the sweep (Hydra's override grammar: ``a,b,c``,
 ``range(...)``, ``glob(...)``), and the launcher runs the points: ``basic`` one after another in
 this process, ``joblib`` in parallel local processes (``hydra-joblib-launcher``), or a cluster
 launcher (``hydra-submitit-launcher``'s ``submitit_slurm``, ``hydra-ray-launcher``) installed by
@@ -25,11 +25,12 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
+from typing import Any, cast
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from workbench.utils.paths import REPO_ROOT, resolve
+from workbench.utils.paths import CONF_DIR, resolve
 
 log = logging.getLogger("workbench.sweep")
 SWEEP_KEYS = ("stage", "stage_dataset")
@@ -57,8 +58,8 @@ def run_point(cfg: DictConfig, job_dir: Path) -> Path:
         raise ConfigError(f"+stage={stage}: cannot be swept (a pipeline stage other than "
                           "notebook and report)")
     dataset = cfg.get("stage_dataset")
-    plain = OmegaConf.create({k: v for k, v in OmegaConf.to_container(cfg).items()
-                              if k not in SWEEP_KEYS})
+    container = cast(dict[str, Any], OmegaConf.to_container(cfg))  # a DictConfig's: a dict
+    plain = OmegaConf.create({k: v for k, v in container.items() if k not in SWEEP_KEYS})
     results = job_dir / "results"
     calibration = resolve(plain.paths.results) / "calibration"
     if stage != "calibrate" and calibration.is_dir():
@@ -73,7 +74,7 @@ def run_point(cfg: DictConfig, job_dir: Path) -> Path:
     return stages.run(argv)
 
 
-@hydra.main(version_base="1.3", config_path=str(REPO_ROOT / "conf"), config_name="config")
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def main(cfg: DictConfig) -> None:
     """Entry point: one call per sweep point (Hydra's launcher calls it)."""
     from hydra.core.hydra_config import HydraConfig

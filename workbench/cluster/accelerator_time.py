@@ -2,8 +2,8 @@ r"""Hotline's time model: one mini-batch of each scheme on an accelerator server
 
 Our formalisation (Hotline's method section is unavailable; the pipeline of
 :mod:`workbench.training.hotline`). The rates come from a :class:`~workbench.cluster.config.\
-HardwareConfig` (a V100 / A100-class server from ``conf/hardware/``, or this machine's rates
-fitted from the measured runs). With ``r = 4 D`` bytes per row and ``F`` the training FLOPs
+HardwareConfig` (a V100 / A100-class server from ``workbench/conf/hardware/``, or this machine's
+rates fitted from the measured runs). With ``r = 4 D`` bytes per row and ``F`` the training FLOPs
 (3 x forward) of one sample::
 
     compute(n)  = [n > 0] (overhead + n F / (peak x efficiency))    one micro-batch's fwd + bwd
@@ -79,8 +79,13 @@ def step_timeline(kind: str, hw: HardwareConfig, row_bytes: int, train_flops: fl
         hw: the server's rates.
         row_bytes: bytes of one embedding row (4 D).
         train_flops: training FLOPs of one sample (3 x forward).
-        samples, popular, unique_all, unique_popular, unique_np_hot, unique_np_cold: the
-            mini-batch's sizes (:class:`workbench.training.hotline.MicroBatchCounts`).
+        samples: samples of the mini-batch (the fields below are those of
+            :class:`workbench.training.hotline.MicroBatchCounts`).
+        popular: samples whose every key is hot.
+        unique_all: distinct keys of the mini-batch.
+        unique_popular: distinct keys of the popular micro-batch (all hot).
+        unique_np_hot: distinct hot keys of the non-popular micro-batch.
+        unique_np_cold: distinct cold keys of the non-popular micro-batch (gathered from host).
 
     Returns:
         ``[(lane, phase, start, end), ...]``; the step ends at the largest ``end``.

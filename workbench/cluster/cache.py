@@ -61,6 +61,7 @@ neighbours (:mod:`workbench.utils.prefetch`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numba as nb
 import numpy as np
@@ -630,7 +631,7 @@ class WorkerCache:
         keys, uniq, inv = self._dedup(keys)
         self._reset_log(len(keys) + self.capacity)  # a write pushes <= unique keys + queue
         if np.isscalar(grads):
-            _write(*self._state(), keys, uniq, inv, self._no_grads, np.float32(grads),
+            _write(*self._state(), keys, uniq, inv, self._no_grads, np.float32(cast(float, grads)),
                    self.spec.write_bound, self.spec.clock == "update", self._log_i,
                    self._log_g)
         else:

@@ -64,7 +64,7 @@ class Calibration:
     software: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, directory: Path) -> "Calibration":
+    def load(cls, directory: Path) -> Calibration:
         """Read ``directory/calibration.json``.
 
         Raises:

@@ -1,5 +1,5 @@
-"""Config schema of the emulated cluster: workers and links (``conf/cluster/``) and the per-worker
-HET cache (``conf/cache/``)."""
+"""Config schema of the emulated cluster: workers and links (``workbench/conf/cluster/``) and the
+per-worker HET cache (``workbench/conf/cache/``)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from workbench.utils.validation import ConfigError, in_range
+
+#: The cache policies (``none``: no cache lines, every key pulled and pushed every iteration).
+CachePolicy = Literal["lru", "lfu", "lfuopt", "none"]
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,7 @@ class CacheConfig:
             HET paper's clock, section 3.1).
     """
 
-    policy: Literal["lru", "lfu", "lfuopt", "none"] = "lru"
+    policy: CachePolicy = "lru"
     ratio: float = field(default=0.1, metadata=in_range(0.0, 1.0, lo_open=True))
     rows: int | None = field(default=None, metadata=in_range(1, None))
     read_bound: int = field(default=100, metadata=in_range(0, None))
@@ -118,7 +121,8 @@ class CacheConfig:
 
 @dataclass(frozen=True)
 class HardwareConfig:
-    """An accelerator server for Hotline's time model (``conf/hardware/``, ``hardware.<name>``).
+    """An accelerator server for Hotline's time model (``workbench/conf/hardware/``,
+    ``hardware.<name>``).
 
     Every rate is an *effective* one (what the operation sustains, not the spec sheet's peak);
     ``source`` says where each number comes from. Bandwidths are in GB/s (1e9 bytes per second).

@@ -69,7 +69,7 @@ class TieredEmbeddingStore:
             raise ValueError(f"table has shape {table.shape}: need [rows, D]")
         self.device = torch.device(device)
         shaped = link_gbps is not None and self.device.type == "cpu"
-        self.link_bytes_per_s = link_gbps * 1e9 if shaped else None
+        self.link_bytes_per_s = link_gbps * 1e9 if shaped and link_gbps is not None else None
         self.link_latency_s = link_latency_us * 1e-6 if shaped else 0.0
         host = torch.from_numpy(table.copy())
         self.host = host.pin_memory() if self.device.type == "cuda" else host

@@ -1,6 +1,7 @@
 """The emulated cluster's clock: links, software costs, compute and overlap.
 
-The emulated cluster's clock (`workbench/cluster/edge_cluster.py`), extended with the three things a linear ``L + bytes/B`` clock misses (issue 12).
+The emulated cluster's clock (`workbench/cluster/edge_cluster.py`), extended with the three
+things a linear ``L + bytes/B`` clock misses (issue 12).
 
 **Messages and bytes.** Per iteration, worker j makes one read transfer (its ``u_j`` unique keys
 with their versions go up, 8 + 8 bytes each; the ``pulled_j`` rows come down, ``D x 4`` bytes
@@ -123,7 +124,7 @@ class ComputeCost:
                 raise ValueError(f"compute cost {name} = {value}: must be finite and >= 0")
 
     @classmethod
-    def from_flops(cls, train_flops_per_sample: float, gflops: float) -> "ComputeCost":
+    def from_flops(cls, train_flops_per_sample: float, gflops: float) -> ComputeCost:
         """The FLOP model: ``train FLOPs per sample / (gflops x 1e9)`` per sample, no fixed
         part."""
         return cls(0.0, train_flops_per_sample / (gflops * 1e9),
@@ -162,7 +163,7 @@ class Links:
             raise ValueError(f"overlap {self.overlap!r}: must be one of {OVERLAPS}")
 
     @classmethod
-    def from_config(cls, cfg: ClusterConfig, software: SoftwareCost | None = None) -> "Links":
+    def from_config(cls, cfg: ClusterConfig, software: SoftwareCost | None = None) -> Links:
         """Expand the config's per-worker lists (Gb/s, ms) to arrays (bytes/s, s); ``ps_Bps``
         is the servers' aggregate bandwidth (shards x per-shard bandwidth).
 

@@ -28,6 +28,7 @@ import queue
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -132,7 +133,7 @@ class Endpoint:
 
     # -- sending -----------------------------------------------------------------------------
     def send(self, dst: int, op: int, iteration: int,
-             arrays: list[tuple[np.ndarray, str]] = ()) -> None:
+             arrays: Sequence[tuple[np.ndarray, str]] = ()) -> None:
         """Send ``arrays`` (each with its byte category) to rank ``dst``."""
         self._raise_pending()
         framed = _frame(op, iteration, list(arrays))

@@ -1,5 +1,7 @@
 """Layer 1, data: dataset registry and resumable verified downloads (``registry``, ``download``),
-raw-format parsers (``parsers``), the Criteo-calibrated synthetic default (``synthetic``), the one
-columnar schema (``schema``), encoding and splits (``preprocess``), the download / preprocess
-stages (``pipeline``), global embedding keys (``keys``) and RecD's session-clustered partitions
-(``partition``). Imports only ``workbench.utils``."""
+the raw formats (the ``formats`` package: the reader ``engine`` and one module per format), the
+Criteo-calibrated synthetic default (``synthetic``), the one columnar schema (``schema``), encoding
+and splits in memory (``preprocess``) and out of core (``streaming``), the download / preprocess
+stages (``pipeline``), global embedding keys (``keys``), RecD's session-clustered partitions
+(``partition``), FAE's access profiles and hot sets (``popularity``) and the config schema of a
+dataset (``config``). Imports only ``workbench.utils``."""

@@ -1,7 +1,8 @@
 """Config schema of the data layer: a dataset (source, parsing, split) and the synthetic generator.
 
-Composed by :mod:`workbench.config` from ``conf/dataset/*.yaml`` (selected as ``dataset``, mounted
-under ``datasets.<name>``); validated by :func:`workbench.utils.validation.from_dict`.
+Composed by :mod:`workbench.config` from ``workbench/conf/dataset/*.yaml`` (selected as
+``dataset``, mounted under ``datasets.<name>``); validated by
+:func:`workbench.utils.validation.from_dict`.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ class SyntheticConfig:
     rows: int = field(default=400_000, metadata=in_range(10, 2_000_000_000))
     cardinality_scale: float = field(default=0.01, metadata=in_range(0.0, 1.0, lo_open=True))
     min_cardinality: int = field(default=2, metadata=in_range(2, None))
-    top1_share: float = field(default=0.6, metadata=in_range(0.01, 1.0, lo_open=False, hi_open=True))
+    top1_share: float = field(default=0.6,
+                              metadata=in_range(0.01, 1.0, lo_open=False, hi_open=True))
     dense_missing_rate: float = field(default=0.2, metadata=in_range(0.0, 1.0, hi_open=True))
     ctr: float = field(default=0.25, metadata=in_range(0.0, 1.0, lo_open=True, hi_open=True))
     label_noise: float = field(default=1.0, metadata=in_range(0.0, None))
@@ -80,8 +82,8 @@ class DatasetConfig:
         name: the dataset's name (also its directory under ``data/``).
         source: ``synthetic`` (embedded generator), ``url`` (a registry download), or ``local``
             (files already on disk at ``path``).
-        format: raw format of a ``url``/``local`` source (a parser of
-            :mod:`workbench.data.parsers`); ``parquet`` for the synthetic source.
+        format: raw format of a ``url``/``local`` source (a format of
+            :mod:`workbench.data.formats`); ``parquet`` for the synthetic source.
         registry: registry entry for ``url`` sources (``workbench.data.registry``).
         path: directory (or file) holding the raw files of a ``local`` source.
         files: file names inside ``path`` to read (empty = the registry's/format's defaults).
@@ -124,7 +126,8 @@ class DatasetConfig:
     files: list[str] = field(default_factory=list)
     days: list[int] = field(default_factory=list, metadata=in_range(0, 23))
     max_rows: int | None = field(default=None, metadata=in_range(1, None))
-    test_fraction: float = field(default=0.1, metadata=in_range(0.0, 1.0, lo_open=True, hi_open=True))
+    test_fraction: float = field(default=0.1,
+                                 metadata=in_range(0.0, 1.0, lo_open=True, hi_open=True))
     min_count: int = field(default=1, metadata=in_range(1, None))
     history_length: int = field(default=0, metadata=in_range(0, 10_000))
     strict: bool = False

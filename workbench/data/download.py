@@ -53,6 +53,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from workbench.data.registry import DatasetSource, RemoteFile
+from workbench.utils.errors import UserError, WorkbenchError
 from workbench.utils.io import atomic_path, write_json
 
 try:  # POSIX only; on other systems concurrent downloads of one file are not guarded
@@ -76,7 +77,7 @@ USER_AGENT = "workbench-data-download/1.0 (+python-urllib)"
 _TRUE = {"1", "true", "yes", "on"}
 
 
-class DownloadError(RuntimeError):
+class DownloadError(UserError, RuntimeError):
     """A raw file could not be obtained; the message says why and how to place it by hand."""
 
 
@@ -88,7 +89,7 @@ class ExtractError(DownloadError):
     """An archive member could not be extracted (missing, unsafe name, corrupt archive)."""
 
 
-class _MirrorFailed(Exception):
+class _MirrorFailed(WorkbenchError):
     """This URL did not deliver (before any byte was kept); try the next mirror."""
 
 
@@ -280,7 +281,8 @@ def check_file(path: Path | str, file: RemoteFile) -> str | None:
 
 
 def verify_file(path: Path | str, file: RemoteFile) -> None:
-    """Raise :class:`ChecksumError` unless ``path`` verifies against ``file`` (see :func:`check_file`)."""
+    """Raise :class:`ChecksumError` unless ``path`` verifies against ``file``
+    (see :func:`check_file`)."""
     problem = check_file(path, file)
     if problem is not None:
         raise ChecksumError(f"{file.name}: {Path(path).absolute()} does not verify: {problem}")
@@ -394,7 +396,8 @@ def fetch(
             return final
         if offline or not file.urls:
             raise ChecksumError(
-                f"{final} is present but does not verify ({problem}). Replace it with the right file"
+                f"{final} is present but does not verify ({problem}). "
+                "Replace it with the right file"
                 f"{_describe_expected(file)}" + ("" if offline else " or delete it and run again")
                 + (f".\n{hint}" if hint else ".")
             )
@@ -402,7 +405,8 @@ def fetch(
 
     if offline:
         raise DownloadError(_manual_message(
-            file, final, f"offline mode (offline=True or {OFFLINE_ENV}=1), the network is not used.", hint))
+            file, final,
+            f"offline mode (offline=True or {OFFLINE_ENV}=1), the network is not used.", hint))
     if not file.urls:
         raise DownloadError(_manual_message(file, final, "it has no download URL.", hint))
 
@@ -456,7 +460,8 @@ def _finish(fh: IO[bytes], part: Path, final: Path, file: RemoteFile, hasher: _H
         with contextlib.suppress(OSError):
             part.unlink()
         raise ChecksumError(
-            f"{file.name} downloaded from {origin} is corrupt: {problem}. The download was deleted; "
+            f"{file.name} downloaded from {origin} is corrupt: {problem}. "
+            "The download was deleted; "
             f"run again to download it afresh, or place a good copy at {final}."
         )
     fh.flush()
@@ -533,7 +538,8 @@ def _transfer(fh: IO[bytes], part: Path, url: str, file: RemoteFile, timeout: fl
                 hasher.update_from(fh, have)
             elif status in (200, 206):
                 if have:
-                    log.info("%s ignored the Range request; restarting %s from byte 0", url, file.name)
+                    log.info("%s ignored the Range request; restarting %s from byte 0", url,
+                             file.name)
                     fh.truncate(0)
                     have = 0
                 total = length
@@ -557,7 +563,8 @@ def _transfer(fh: IO[bytes], part: Path, url: str, file: RemoteFile, timeout: fl
                 f"The partial file {part} is kept; run again to resume."
             )
         return hasher, done
-    raise _MirrorFailed("could not restart the download")  # pragma: no cover - both attempts restarted
+    # both attempts restarted
+    raise _MirrorFailed("could not restart the download")  # pragma: no cover
 
 
 def _stream(resp: http.client.HTTPResponse, fh: IO[bytes], hasher: _Hasher, total: int | None,
@@ -625,7 +632,8 @@ def _target(dest_dir: Path, member: str) -> Path:
     root = dest_dir.resolve()
     resolved = target.resolve()
     if resolved != root and root not in resolved.parents:
-        raise ExtractError(f"unsafe archive member {member!r}: it would be written outside {dest_dir}")
+        raise ExtractError(f"unsafe archive member {member!r}: it would be written outside "
+                           f"{dest_dir}")
     return target
 
 
@@ -667,10 +675,10 @@ def _extract_zip(archive: Path, targets: dict[str, Path]) -> dict[str, int]:
     sizes: dict[str, int] = {}
     with zipfile.ZipFile(archive) as zf:
         index = {}
-        for info in zf.infolist():
-            norm = _normal_name(info.filename)
-            if norm is not None and not info.is_dir():
-                index[norm] = info
+        for entry in zf.infolist():
+            norm = _normal_name(entry.filename)
+            if norm is not None and not entry.is_dir():
+                index[norm] = entry
         for member, target in targets.items():
             info = index.get(member)
             if info is None:
@@ -721,12 +729,14 @@ def _extract_tar(archive: Path, targets: dict[str, Path]) -> dict[str, int]:
     return sizes
 
 
-def _missing_members_message(archive: Path, missing: Sequence[str], available: Sequence[str]) -> str:
+def _missing_members_message(archive: Path, missing: Sequence[str],
+                             available: Sequence[str]) -> str:
     shown = ", ".join(list(available)[:20]) or "none"
     return f"{archive}: member(s) {', '.join(missing)} not found; the archive has: {shown}"
 
 
-def extract_members(archive: Path | str, members: Iterable[str], dest_dir: Path | str) -> list[Path]:
+def extract_members(archive: Path | str, members: Iterable[str],
+                    dest_dir: Path | str) -> list[Path]:
     """Extract the named members of a ``.tar``/``.tar.gz``/``.zip`` archive into ``dest_dir``.
 
     Each member goes to ``dest_dir/<member path>`` through a temporary file moved into place with
@@ -768,14 +778,16 @@ def extract_members(archive: Path | str, members: Iterable[str], dest_dir: Path 
         raise
     except (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, OSError) as e:
         raise ExtractError(
-            f"cannot extract from {archive}: {type(e).__name__}: {e}. The archive may be corrupt or "
+            f"cannot extract from {archive}: {type(e).__name__}: {e}. "
+            "The archive may be corrupt or "
             "truncated; delete it and run again."
         ) from e
     st = archive.stat()
     old: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
         prev = json.loads(manifest.read_text())
-        if prev.get("archive_size") == st.st_size and prev.get("archive_mtime_ns") == st.st_mtime_ns:
+        if (prev.get("archive_size") == st.st_size
+                and prev.get("archive_mtime_ns") == st.st_mtime_ns):
             old = prev.get("members", {})
     write_json(manifest, {"archive": archive.name, "archive_size": st.st_size,
                           "archive_mtime_ns": st.st_mtime_ns, "members": {**old, **sizes}})

@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from workbench.data.schema import SESSION, TIMESTAMP, DatasetMeta
+from workbench.utils.errors import MissingInputError, UserError
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ REQUEST = "request"
 PART_NAME = "part-{:05d}.parquet"
 
 
-class NoSessionsError(ValueError):
+class NoSessionsError(UserError, ValueError):
     """The dataset has no user/session column, so there is nothing to cluster by."""
 
 
@@ -65,7 +66,7 @@ def read_train_table(processed: Path | str) -> tuple[pa.Table, DatasetMeta]:
     meta = DatasetMeta.read(processed)
     path = Path(processed) / "train.parquet"
     if not path.exists():
-        raise FileNotFoundError(f"{path} not found: run the preprocess stage for {meta.name}")
+        raise MissingInputError(f"{path} not found: run the preprocess stage for {meta.name}")
     return pq.read_table(path), meta
 
 
@@ -245,6 +246,6 @@ def read_partitions(directory: Path | str, columns: Sequence[str] | None = None)
     directory = Path(directory)
     parts = sorted(directory.glob("part-*.parquet"))
     if not parts:
-        raise FileNotFoundError(f"no part-*.parquet in {directory}: run the dedup stage")
+        raise MissingInputError(f"no part-*.parquet in {directory}: run the dedup stage")
     return pa.concat_tables([pq.read_table(p, columns=list(columns) if columns else None)
                              for p in parts])

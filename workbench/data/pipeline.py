@@ -12,9 +12,10 @@
 ``manifest.json`` lists every raw file (relative to its ``root``) with its size and sha256, so a
 changed input changes the stage's output and DVC reruns what depends on it. Downloads live in
 ``data/downloads/<source>/``, outside every DVC output: DVC deletes a stage's outputs before
-rerunning it, and a multi-GB archive, or a file a user placed there by hand, must survive that. An ``optional`` local source whose files are
-absent (the real samples in ``../shared/data``) is recorded with ``available: false`` and a reason;
-the later stages carry that through and the report says where to put the files.
+rerunning it, and a multi-GB archive, or a file a user placed there by hand, must survive that.
+An ``optional`` local source whose files are absent (the real samples in ``../shared/data``) is
+recorded with ``available: false`` and a reason; the later stages carry that through and the
+report says where to put the files.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 
 from workbench.data.config import DatasetConfig
 from workbench.data.schema import META_FILE, DatasetMeta, ParseReport
+from workbench.utils.errors import MissingInputError, UserError
 from workbench.utils.io import atomic_dir, write_json, write_text
 from workbench.utils.paths import repo_relative, resolve
 
@@ -44,7 +46,7 @@ DIRECTORY_FORMATS: dict[str, list[str]] = {
 }
 
 
-class DatasetUnavailable(RuntimeError):
+class DatasetUnavailable(UserError, RuntimeError):
     """A dataset's raw files are absent (and the dataset is not optional)."""
 
 
@@ -188,7 +190,7 @@ def read_manifest(ds: DatasetConfig, data_root: Path) -> dict[str, Any]:
 
     path = raw_dir(data_root, ds.name) / MANIFEST
     if not path.exists():
-        raise FileNotFoundError(f"{path} not found: run the download stage for {ds.name} first "
+        raise MissingInputError(f"{path} not found: run the download stage for {ds.name} first "
                                 f"(python -m workbench.stages download dataset={ds.name})")
     return json.loads(path.read_text())
 
@@ -199,7 +201,7 @@ def unavailable_result(processed: Path, out_file: Path) -> bool:
     import json
 
     if not (processed / STATUS).exists():
-        raise FileNotFoundError(f"{processed / STATUS} not found: run the preprocess stage for "
+        raise MissingInputError(f"{processed / STATUS} not found: run the preprocess stage for "
                                 f"{processed.name} first (python -m workbench.stages prepare "
                                 f"--dataset {processed.name})")
     status = json.loads((processed / STATUS).read_text())
@@ -233,7 +235,7 @@ def preprocess(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool 
     Raises:
         ValueError: ``dataset.engine=streaming`` with a format it cannot stream.
     """
-    from workbench.data.parsers import ROW_FORMATS, SESSION_LOG_FORMATS
+    from workbench.data.formats import ROW_FORMATS, SESSION_LOG_FORMATS
 
     manifest = read_manifest(ds, data_root)
     out = processed_dir(data_root, ds.name)
@@ -290,7 +292,7 @@ def _preprocess_in_memory(ds: DatasetConfig, data_root: Path, manifest: dict[str
         encoded = encode(raw, test_fraction=ds.test_fraction,
                          cardinalities=manifest["cardinalities"])
     else:
-        from workbench.data.parsers import parse
+        from workbench.data.formats import parse
 
         kwargs: dict[str, Any] = {"strict": ds.strict, "max_rows": ds.max_rows,
                                   "max_malformed_fraction": ds.max_malformed_fraction}
@@ -311,7 +313,7 @@ def _preprocess_in_memory(ds: DatasetConfig, data_root: Path, manifest: dict[str
 
 def _checked_history(ds: DatasetConfig) -> int:
     """``ds.history_length`` where the format builds a history, else 0 (ignored)."""
-    from workbench.data.parsers import ROW_FORMATS, SESSION_LOG_FORMATS
+    from workbench.data.formats import ROW_FORMATS, SESSION_LOG_FORMATS
 
     fmt = ROW_FORMATS.get(ds.format)
     builds = ds.format in DIRECTORY_FORMATS or ds.format in SESSION_LOG_FORMATS or (
@@ -323,9 +325,9 @@ def _preprocess_streaming(ds: DatasetConfig, data_root: Path, manifest: dict[str
                           tmp: Path, progress: bool) -> tuple[DatasetMeta, ParseReport]:
     from workbench.data.streaming import TableLayout, encode_streaming
 
-    options = dict(test_fraction=ds.test_fraction, memory_limit_mb=ds.memory_limit_mb,
-                   row_group_rows=ds.row_group_rows, work_dir=data_root / "processed",
-                   progress=progress)
+    options: dict[str, Any] = dict(
+        test_fraction=ds.test_fraction, memory_limit_mb=ds.memory_limit_mb,
+        row_group_rows=ds.row_group_rows, work_dir=data_root / "processed", progress=progress)
     if ds.source == "synthetic":
         import pyarrow.parquet as pq
 
@@ -339,7 +341,7 @@ def _preprocess_streaming(ds: DatasetConfig, data_root: Path, manifest: dict[str
                                   cardinalities=manifest["cardinalities"], **options)
         user_side = manifest.get("user_side", [])
     else:
-        from workbench.data.parsers import HIST_ITEM, check_report, row_format_for
+        from workbench.data.formats import HIST_ITEM, check_report, row_format_for
 
         report = ParseReport()
         fmt, paths = row_format_for(ds.format, _raw_target(ds, manifest), strict=ds.strict,
@@ -357,7 +359,8 @@ def _preprocess_streaming(ds: DatasetConfig, data_root: Path, manifest: dict[str
         layout = TableLayout(dense=fmt.dense, categorical=fmt.categorical,
                              has_session=fmt.has_session, has_timestamp=fmt.has_timestamp,
                              order_by=fmt.order_by,
-                             history=(HIST_ITEM, fmt.history_item) if sequences else None)
+                             history=((HIST_ITEM, fmt.history_item)
+                                      if sequences and fmt.history_item else None))
         result = encode_streaming(checked(), layout, tmp, min_count=ds.min_count,
                                   history_length=history, **options)
         user_side = list(fmt.user_side)

@@ -25,8 +25,8 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from workbench.data.schema import LABEL, SESSION, TIMESTAMP, RawTable
+from workbench.utils.errors import MissingInputError
 from workbench.utils.io import atomic_path
 
 log = logging.getLogger(__name__)
@@ -245,7 +246,7 @@ def read_split(directory: Path | str, split: str = "train",
         raise ValueError(f"split {split!r}: must be one of {SPLITS}")
     path = Path(directory) / f"{split}.parquet"
     if not path.exists():
-        raise FileNotFoundError(f"{path} not found: run the preprocess stage for this dataset")
+        raise MissingInputError(f"{path} not found: run the preprocess stage for this dataset")
     return pq.read_table(path, columns=columns).to_pandas()
 
 
@@ -266,7 +267,7 @@ def iter_split(directory: Path | str, split: str = "train", columns: list[str] |
         raise ValueError(f"split {split!r}: must be one of {SPLITS}")
     path = Path(directory) / f"{split}.parquet"
     if not path.exists():
-        raise FileNotFoundError(f"{path} not found: run the preprocess stage for this dataset")
+        raise MissingInputError(f"{path} not found: run the preprocess stage for this dataset")
     source = pq.ParquetFile(path)
     left = source.metadata.num_rows if max_rows is None else max_rows
     for group in range(source.num_row_groups):

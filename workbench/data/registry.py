@@ -23,6 +23,8 @@ import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from workbench.utils.errors import UserError
+
 FORMATS = (
     "criteo_tsv",
     "avazu_csv",
@@ -64,7 +66,8 @@ class RemoteFile:
         if not self.name or "/" in self.name or "\\" in self.name or self.name in (".", ".."):
             raise ValueError(f"RemoteFile.name must be a plain file name, got {self.name!r}")
         if isinstance(self.urls, str):
-            raise TypeError(f"RemoteFile.urls must be a tuple of URLs, got the string {self.urls!r}")
+            raise TypeError("RemoteFile.urls must be a tuple of URLs, got the string "
+                            f"{self.urls!r}")
         object.__setattr__(self, "urls", tuple(self.urls))
         if self.md5 is not None:
             object.__setattr__(self, "md5", self.md5.lower())
@@ -88,7 +91,8 @@ class Extract:
     """Archive members to extract from one downloaded archive.
 
     Attributes:
-        archive: the :attr:`RemoteFile.name` of the archive (``.tar.gz``/``.tgz``/``.tar``/``.zip``).
+        archive: the :attr:`RemoteFile.name` of the archive
+            (``.tar.gz``/``.tgz``/``.tar``/``.zip``).
         members: member paths inside the archive; each is extracted to ``<raw_dir>/<member>``.
     """
 
@@ -132,7 +136,8 @@ class DatasetSource:
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
-            raise ValueError(f"{self.name}: unknown format {self.format!r}; known: {', '.join(FORMATS)}")
+            raise ValueError(f"{self.name}: unknown format {self.format!r}; "
+                             f"known: {', '.join(FORMATS)}")
         object.__setattr__(self, "files", tuple(self.files))
         object.__setattr__(self, "extract", tuple(self.extract))
         names = {f.name for f in self.files}
@@ -141,7 +146,8 @@ class DatasetSource:
                 raise ValueError(f"{self.name}: extract names {ex.archive!r}, not one of its files")
 
     def members_for(self, archive_name: str) -> tuple[str, ...]:
-        """Members to extract from the archive named ``archive_name`` (empty: use the file as is)."""
+        """Members to extract from the archive named ``archive_name`` (empty: use the file as
+        is)."""
         for ex in self.extract:
             if ex.archive == archive_name:
                 return ex.members
@@ -174,12 +180,15 @@ CRITEO_KAGGLE = DatasetSource(
             md5="df9b1b3766d9ff91d5ca3eb3d23bed27",
             size=4_576_820_670,
             note="md5 computed by a third party from the official archive (public verification "
-            "script); also known as criteo-research-kaggle-display-advertising-challenge-dataset.tar.gz. "
-            "Contains train.txt (45,840,617 labelled rows, ~11 GB), test.txt (unlabelled), readme.txt.",
+            "script); also known as "
+            "criteo-research-kaggle-display-advertising-challenge-dataset.tar.gz. "
+            "Contains train.txt (45,840,617 labelled rows, ~11 GB), test.txt (unlabelled), "
+            "readme.txt.",
         ),
     ),
     manual_hint=(
-        "Download dac.tar.gz (a.k.a. criteo-research-kaggle-display-advertising-challenge-dataset.tar.gz, "
+        "Download dac.tar.gz (a.k.a. "
+        "criteo-research-kaggle-display-advertising-challenge-dataset.tar.gz, "
         "4,576,820,670 bytes) from https://ailab.criteo.com/ressources/ and save it under the name "
         "dac.tar.gz."
     ),
@@ -256,7 +265,8 @@ AVAZU = DatasetSource(
     files=(
         RemoteFile(
             name="train.gz",
-            note="~1.04 GB gzip CSV with header, 40,428,967 rows (2014-10-21..30); no official checksum.",
+            note="~1.04 GB gzip CSV with header, 40,428,967 rows (2014-10-21..30); "
+            "no official checksum.",
         ),
     ),
     manual_only=True,
@@ -281,7 +291,8 @@ _GROUPLENS_LICENCE = (
     "acknowledge GroupLens in publications; redistribution only under the same terms "
     "(see the README inside the archive)."
 )
-_CHECKSUM_NOTE = "md5 published by GroupLens (<name>.md5 sidecar); sha256 computed by a third party."
+_CHECKSUM_NOTE = ("md5 published by GroupLens (<name>.md5 sidecar); "
+                  "sha256 computed by a third party.")
 
 def _movielens(variant: str, title: str, md5: str, sha256: str, size: int | None,
                members: tuple[str, ...], size_note: str = "") -> DatasetSource:
@@ -333,7 +344,8 @@ TAOBAO_USER_BEHAVIOR = DatasetSource(
     ),
     manual_only=True,
     manual_hint=(
-        "Taobao UserBehavior needs an Alibaba Tianchi login. Open https://tianchi.aliyun.com/dataset/649, "
+        "Taobao UserBehavior needs an Alibaba Tianchi login. "
+        "Open https://tianchi.aliyun.com/dataset/649, "
         "accept the terms, download UserBehavior.csv.zip, unzip it and put UserBehavior.csv "
         "(uncompressed) in the dataset's raw directory."
     ),
@@ -361,7 +373,7 @@ SOURCES: Mapping[str, DatasetSource] = types.MappingProxyType(
 """All registered sources by name (read-only)."""
 
 
-class UnknownSourceError(KeyError, ValueError):
+class UnknownSourceError(UserError, KeyError, ValueError):
     """No dataset source of that name (a ``KeyError`` and a ``ValueError``)."""
 
     def __str__(self) -> str:  # KeyError would print the repr of the message

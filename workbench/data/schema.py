@@ -34,6 +34,8 @@ from typing import Any
 
 import pandas as pd
 
+from workbench.utils.errors import MissingInputError, UserError
+
 LABEL = "label"
 SESSION = "session"
 TIMESTAMP = "timestamp"
@@ -41,7 +43,7 @@ META_FILE = "meta.json"
 MISSING_ID = 0
 
 
-class MalformedInputError(ValueError):
+class MalformedInputError(UserError, ValueError):
     """A raw input row could not be parsed (raised in strict mode).
 
     The message always starts with ``<file>:<line>:`` so the user can open the offending row.
@@ -72,7 +74,7 @@ class ParseReport:
         if len(self.examples) < self.MAX_EXAMPLES:
             self.examples.append(f"{where}: {reason}")
 
-    def merge(self, other: "ParseReport") -> "ParseReport":
+    def merge(self, other: ParseReport) -> ParseReport:
         """Return the combined report of two parses (files concatenated, counts added)."""
         merged = ParseReport(self.files + other.files, self.rows + other.rows,
                              self.malformed + other.malformed)
@@ -166,9 +168,9 @@ class DatasetMeta:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def read(cls, directory: Path | str) -> "DatasetMeta":
+    def read(cls, directory: Path | str) -> DatasetMeta:
         """Load ``meta.json`` from an encoded dataset directory."""
         path = Path(directory) / META_FILE
         if not path.exists():
-            raise FileNotFoundError(f"{path} not found: run the preprocess stage for this dataset")
+            raise MissingInputError(f"{path} not found: run the preprocess stage for this dataset")
         return cls(**json.loads(path.read_text()))

@@ -3,7 +3,7 @@ memory bounded by ``dataset.memory_limit_mb``, not by the input size.
 
 ::
 
-    raw files --pyarrow CSV, one block at a time--> validated blocks (parsers.RowFormat.convert,
+    raw files --pyarrow CSV, one block at a time--> validated blocks (formats.RowFormat.convert,
         |                                           malformed rows counted with file and line)
         |  dense -> log1p(max(x, 0)), missing -> 0 (numpy, the in-memory path's transform)
         v  Arrow stream, _row = stored position
@@ -150,7 +150,7 @@ def encode_streaming(blocks: Iterable[dict[str, Any] | pa.RecordBatch], layout: 
 
     Args:
         blocks: the raw table's blocks (column name -> numpy or Arrow array, in schema order,
-            or Arrow record batches), e.g. :meth:`workbench.data.parsers.RowFormat.batches`.
+            or Arrow record batches), e.g. :meth:`workbench.data.formats.RowFormat.batches`.
         layout: the columns' roles.
         out_dir: where the two Parquet files go (the caller makes it atomic).
         test_fraction: the latest fraction of rows forms the test split.
@@ -168,7 +168,8 @@ def encode_streaming(blocks: Iterable[dict[str, Any] | pa.RecordBatch], layout: 
 
     Raises:
         ValueError: an id outside ``0..card-1`` with given cardinalities; no rows at all.
-        Whatever the block iterator raises (e.g. ``MalformedInputError`` in strict mode).
+        Exception: whatever the block iterator raises (e.g. ``MalformedInputError`` in strict
+            mode).
     """
     import duckdb
 

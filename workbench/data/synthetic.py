@@ -265,6 +265,7 @@ class SyntheticGenerator:
         for name in CATEGORICAL_NAMES:
             frame[name] = ids[name]
         for col, item in self.sequences.items():
+            assert self.rng_history is not None  # set whenever sequences are
             frame[col] = _history(session, ids[item], cfg.sequence.length, self.samplers[item],
                                   self.rng_history)
         if cfg.sessions.enabled:

@@ -5,10 +5,15 @@ getting exactly its capacity ``cap_j`` (``sum_j cap_j = N``; equal shares ``b`` 
 
     keys[N, F] --Dispatcher.decide(keys, batch_id)--> Decision(assignment int64[N], method, ...)
 
-The baselines every framework has:
+A dispatcher is an object of its strategy: the name is resolved to a class once, when the
+dispatcher is built (:func:`workbench.dispatch.registry.make_dispatcher`), and every batch calls
+the object's :meth:`Dispatcher.decide`; nothing parses a name per batch. The baselines every
+framework has (:class:`BaselineDispatcher`: cost-blind, one draw of the run's random stream per
+batch, :meth:`BaselineDispatcher.draw`):
 
-* ``contiguous``: worker ``w`` gets samples ``[w b, (w + 1) b)`` of the batch;
-* ``random``: a seeded random permutation of the batch, then contiguous slices.
+* ``contiguous`` (:class:`Contiguous`): worker ``w`` gets samples ``[w b, (w + 1) b)``;
+* ``random`` (:class:`RandomPermutation`): a seeded random permutation of the batch, then
+  contiguous slices.
 
 The cost-aware dispatchers build on this interface: LAIA (:mod:`workbench.dispatch.laia`), ESD's
 heuristic, exact solver and HybridDis (:mod:`workbench.dispatch.hybriddis`); names map to them in
@@ -24,37 +29,22 @@ baseline dispatcher produces (:func:`iter_trace`: the same trace, a window of st
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
 from workbench.cluster.edge_cluster import EdgeCluster
+from workbench.utils.validation import ConfigError
 
 BASELINES = ("contiguous", "random")
 #: Keys per window of :func:`iter_trace` by default (int64: 32 MiB).
 TRACE_WINDOW_KEYS = 1 << 22
 
-
-def assign(name: str, workers: int, per_worker: int | np.ndarray,
-           rng: np.random.Generator) -> np.ndarray:
-    """Worker index of every sample of one global batch.
-
-    Args:
-        name: ``contiguous`` or ``random``.
-        workers: number of workers W.
-        per_worker: samples per worker: one ``b`` for all, or ``int[W]`` capacities.
-        rng: the run's random stream (``random`` only).
-
-    Returns:
-        ``int64[sum of capacities]``, worker w appearing exactly its capacity times.
-    """
-    base = np.repeat(np.arange(workers, dtype=np.int64), per_worker)
-    if name == "contiguous":
-        return base
-    if name == "random":
-        return base[rng.permutation(len(base))]
-    raise ValueError(f"dispatcher {name!r}: must be one of {BASELINES}")
+#: One batch's draw of a baseline: ``(workers, per_worker, rng) -> worker of every sample``.
+Draw = Callable[[int, "int | np.ndarray", np.random.Generator], np.ndarray]
 
 
 def trace_steps(keys: np.ndarray, workers: int, per_worker: int) -> int:
@@ -80,24 +70,31 @@ def iter_trace(keys: np.ndarray, workers: int, per_worker: int, dispatcher: str 
     is in memory, whatever the dataset's size.
 
     Args:
-        keys, workers, per_worker, dispatcher, seed, epochs: as :func:`build_trace`.
+        keys: as :func:`build_trace`.
+        workers: as :func:`build_trace`.
+        per_worker: as :func:`build_trace`.
+        dispatcher: as :func:`build_trace`.
+        seed: as :func:`build_trace`.
+        epochs: as :func:`build_trace`.
         window_steps: steps per window (None: about ``TRACE_WINDOW_KEYS`` keys per window).
 
     Raises:
         ValueError: the data holds less than one global batch (raised here, not when the
             first window is drawn).
+        ConfigError: ``dispatcher`` is not a baseline (raised here too).
     """
+    draw = baseline(dispatcher).draw  # the name is resolved once, not per step
     steps = trace_steps(keys, workers, per_worker)
     features = keys.shape[1]
     if window_steps is None:
         window_steps = max(1, TRACE_WINDOW_KEYS // (workers * per_worker * max(1, features)))
     if window_steps < 1:
         raise ValueError(f"window_steps = {window_steps}: must be at least 1")
-    return _trace_windows(keys, workers, per_worker, dispatcher, seed, steps * epochs, steps,
+    return _trace_windows(keys, workers, per_worker, draw, seed, steps * epochs, steps,
                           window_steps)
 
 
-def _trace_windows(keys: np.ndarray, workers: int, per_worker: int, dispatcher: str, seed: int,
+def _trace_windows(keys: np.ndarray, workers: int, per_worker: int, draw: Draw, seed: int,
                    total: int, steps: int, window_steps: int) -> Iterator[np.ndarray]:
     batch = workers * per_worker
     rng = np.random.default_rng(seed)
@@ -106,7 +103,7 @@ def _trace_windows(keys: np.ndarray, workers: int, per_worker: int, dispatcher: 
         out = np.empty((min(window_steps, total - start), workers, per_worker * keys.shape[1]),
                        dtype=np.int64)
         for i in range(len(out)):  # step start + i: epoch (start + i) // steps
-            owner = assign(dispatcher, workers, per_worker, rng)
+            owner = draw(workers, per_worker, rng)
             order = np.argsort(owner, kind="stable")
             out[i] = per_epoch[(start + i) % steps][order].reshape(workers, -1)
         yield out
@@ -163,27 +160,116 @@ class Decision:
     charged_s: float = 0.0
 
 
-class Dispatcher:
-    """Base class: assigns each sample of a global batch to a worker.
+class Dispatcher(ABC):
+    """A dispatch strategy: assigns each sample of a global batch to a worker.
+
+    Each strategy is one subclass, named by its class attribute ``name`` (the name the
+    registry, the configs and the result tables use).
 
     Args:
-        name: dispatcher name.
         workers: W.
         capacities: samples per worker (``int[W]``, summing to the batch size).
-        seed: random stream of ``random``.
     """
 
-    def __init__(self, name: str, workers: int, capacities: np.ndarray, seed: int = 0) -> None:
-        self.name = name
+    name: ClassVar[str]
+
+    def __init__(self, workers: int, capacities: np.ndarray) -> None:
         self.workers = workers
         self.capacities = np.asarray(capacities, dtype=np.int64)
-        self.rng = np.random.default_rng(seed)
 
+    def set_budget(self, seconds: float) -> None:
+        """The time the next decision can hide behind (the previous iteration's compute).
+
+        Only HybridDis reads it (:class:`~workbench.dispatch.hybriddis.HybridDis`); every other
+        strategy ignores it.
+        """
+        return None
+
+    @abstractmethod
     def decide(self, keys: np.ndarray, batch_id: int) -> Decision:
         """Dispatch one batch (``keys``: ``int64[N, F]`` global keys)."""
+
+
+class BaselineDispatcher(Dispatcher):
+    """A cost-blind baseline: one draw of its seeded random stream per batch, keys unread.
+
+    Args:
+        workers: W.
+        capacities: samples per worker.
+        seed: seeds the random stream (the ``random`` baseline's permutations).
+    """
+
+    def __init__(self, workers: int, capacities: np.ndarray, seed: int = 0) -> None:
+        super().__init__(workers, capacities)
+        self.rng = np.random.default_rng(seed)
+
+    @staticmethod
+    @abstractmethod
+    def draw(workers: int, per_worker: int | np.ndarray,
+             rng: np.random.Generator) -> np.ndarray:
+        """Worker index of every sample of one global batch.
+
+        Args:
+            workers: number of workers W.
+            per_worker: samples per worker: one ``b`` for all, or ``int[W]`` capacities.
+            rng: the run's random stream.
+
+        Returns:
+            ``int64[sum of capacities]``, worker w appearing exactly its capacity times.
+        """
+
+    def owners(self) -> np.ndarray:
+        """The next batch's worker of every sample (one draw of the stream)."""
+        return self.draw(self.workers, self.capacities, self.rng)
+
+    def decide(self, keys: np.ndarray, batch_id: int) -> Decision:
+        """Dispatch one batch (``keys``: ``int64[N, F]`` global keys, not read)."""
         start = time.perf_counter()
-        out = assign(self.name, self.workers, self.capacities, self.rng)
+        out = self.owners()
         return Decision(out, self.name, time.perf_counter() - start)
+
+
+class Contiguous(BaselineDispatcher):
+    """``contiguous``: worker ``w`` gets consecutive samples (its capacity's worth)."""
+
+    name = "contiguous"
+
+    @staticmethod
+    def draw(workers: int, per_worker: int | np.ndarray,
+             rng: np.random.Generator) -> np.ndarray:
+        """Workers in order, each repeated its capacity times (``rng`` is not drawn from)."""
+        return np.repeat(np.arange(workers, dtype=np.int64), per_worker)
+
+
+class RandomPermutation(BaselineDispatcher):
+    """``random``: a seeded random permutation of the batch, then contiguous slices."""
+
+    name = "random"
+
+    @staticmethod
+    def draw(workers: int, per_worker: int | np.ndarray,
+             rng: np.random.Generator) -> np.ndarray:
+        """:meth:`Contiguous.draw` permuted by one ``rng.permutation`` of the batch."""
+        base = np.repeat(np.arange(workers, dtype=np.int64), per_worker)
+        return base[rng.permutation(len(base))]
+
+
+_BASELINE_CLASSES: dict[str, type[BaselineDispatcher]] = {
+    cls.name: cls for cls in (Contiguous, RandomPermutation)}
+assert tuple(_BASELINE_CLASSES) == BASELINES
+
+
+def baseline(name: str) -> type[BaselineDispatcher]:
+    """The baseline strategy called ``name`` (resolve it once, then draw per batch).
+
+    Raises:
+        ConfigError: ``name`` is not a baseline (the message names the allowed ones).
+    """
+    try:
+        return _BASELINE_CLASSES[name]
+    except KeyError:
+        raise ConfigError(f"dispatcher {name!r}: must be one of "
+                          f"{', '.join(BASELINES)}") from None
 
 
 def run_dispatch(cluster: EdgeCluster, keys: np.ndarray, dispatcher: Dispatcher, batches: int,
@@ -192,9 +278,10 @@ def run_dispatch(cluster: EdgeCluster, keys: np.ndarray, dispatcher: Dispatcher,
     """Dispatch and replay ``batches`` global batches of ``keys`` (``[samples, F]``).
 
     Global batch t (``start <= t < start + batches``) is samples ``[t N, (t + 1) N)`` with N =
-    the capacities' sum, wrapping around the trace. Each batch: the dispatcher decides on the current cache states; every
-    worker reads its samples' keys through its cache; then every worker writes one constant
-    update per key occurrence (BSP order); the cluster closes the iteration.
+    the capacities' sum, wrapping around the trace. Each batch: the dispatcher decides on the
+    current cache states; every worker reads its samples' keys through its cache; then every
+    worker writes one constant update per key occurrence (BSP order); the cluster closes the
+    iteration.
 
     Returns:
         One record per batch: ``assignment``, ``method``, ``decision_s``, ``predicted_cost``,

@@ -1,4 +1,4 @@
-"""Config schema of the trainer's baseline dispatch (``conf/dispatch/``).
+"""Config schema of the trainer's baseline dispatch (``workbench/conf/dispatch/``).
 
 The cost-aware dispatchers (LAIA, ESD, HybridDis) are configured by the ESD experiment
 (:class:`workbench.experiments.config.EsdConfig`).

@@ -33,7 +33,8 @@ from workbench.dispatch.objective import (
 )
 
 OBJECTIVES = ("total", "makespan")
-_HIGHS_OPTIONS = {"output_flag": False, "threads": 1, "presolve": "off", "random_seed": 0}
+_HIGHS_OPTIONS: dict[str, bool | int | str] = {"output_flag": False, "threads": 1,
+                                               "presolve": "off", "random_seed": 0}
 _INTERRUPTS = (highspy.cb.HighsCallbackType.kCallbackSimplexInterrupt,
                highspy.cb.HighsCallbackType.kCallbackIpmInterrupt,
                highspy.cb.HighsCallbackType.kCallbackMipInterrupt)

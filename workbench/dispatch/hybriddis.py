@@ -1,8 +1,8 @@
 """ESD's dispatchers on the cost model: the heuristic, the exact solver and HybridDis.
 
-**Our formalisation** (the cost model: `workbench/dispatch/cost_model.py`): the ESD paper's method section is not available. Per
-global batch the cost model (:mod:`workbench.dispatch.cost_model`) prices every (worker, key) on
-the real cache states; then
+**Our formalisation** (the cost model: `workbench/dispatch/cost_model.py`): the ESD paper's
+method section is not available. Per global batch the cost model
+(:mod:`workbench.dispatch.cost_model`) prices every (worker, key) on the real cache states; then
 
 * every solver optimises the model of ``mode``: ``additive`` (default; every sample pays its
   own keys, the transportation problem) or ``dedup`` (a key shared by samples on one worker is
@@ -22,7 +22,7 @@ the real cache states; then
   which ran and how long it took.
 
   *Budget*: the time the decision can hide behind, i.e. the previous iteration's compute on
-  the emulated clock (the trainer calls :meth:`EsdDispatcher.set_budget` every iteration; the
+  the emulated clock (the trainer calls :meth:`HybridDis.set_budget` every iteration; the
   ESD sweeps set the calibrated compute of one iteration) times ``budget_fraction``.
   *Predictor* of the exact solver's seconds for V = N x W variables: ``t(V) = a + b V``;
   ``fixed`` keeps ``a = 0, b = seconds_per_variable`` (deterministic runs); ``online`` refits
@@ -36,11 +36,18 @@ the real cache states; then
                                           |                                      |
                                           +--> exact (if N x W small or the -----+
                                                predicted time <= budget)
+
+Each dispatcher is one strategy class on the shared machinery of :class:`EsdDispatcher` (the
+cost model, the model of ``mode``, the exact solver and its time predictor):
+:class:`EsdGreedy`, :class:`EsdHeuristic`, :class:`EsdExact` and :class:`HybridDis`. Their
+settings are one :class:`SolverOptions` record (``EsdConfig.dispatcher_options()`` as fields).
 """
 
 from __future__ import annotations
 
 import time
+from abc import abstractmethod
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -48,66 +55,101 @@ from workbench.dispatch.base import Decision, Dispatcher
 from workbench.dispatch.cost_model import CostModel
 from workbench.dispatch.exact import solve_dedup_ilp, solve_transport
 from workbench.dispatch.heuristic import greedy_marginal, regret_swap
-from workbench.dispatch.objective import additive_matrix, dedup_cost, private_keys
+from workbench.dispatch.objective import (
+    Solution,
+    additive_matrix,
+    dedup_cost,
+    private_keys,
+)
 
 
-class EsdDispatcher(Dispatcher):
-    """ESD on the cost model: ``esd_heuristic``, ``esd_exact`` or ``hybriddis``.
+@dataclass(frozen=True)
+class SolverOptions:
+    """The settings of ESD's solvers (every cost-aware dispatcher but LAIA reads them).
 
-    Args:
-        name: ``esd_heuristic``, ``esd_greedy``, ``esd_exact`` or ``hybriddis``.
-        workers: W.
-        capacities: samples per worker.
-        cost_model: reads the cluster's cache states and links.
+    Attributes:
         mode: the model every solver optimises: ``additive`` (the exact solver is the
             transportation problem, exact in polynomial time) or ``dedup`` (the exact solver is
             the ILP under ``time_limit_s``).
-        time_limit_s: MILP time limit of the dedup solver.
-        budget_s: hybriddis' decision budget per batch.
+        time_limit_s: MILP time limit of the dedup and makespan solvers.
+        budget_s: hybriddis' decision budget per batch until the first
+            :meth:`~workbench.dispatch.base.Dispatcher.set_budget`.
         small_instance: hybriddis always runs the exact solver when N x W is at most this.
-        objective: ``total`` (the paper's: the summed weighted cost) or ``makespan`` (the
-            slowest worker's cost, a MILP under ``time_limit_s``; additive mode only).
         seconds_per_variable: hybriddis' predictor: the exact solver's expected seconds per
             sample-worker variable (calibrated by ``benchmarks/dispatch_throughput.py``). Fixed,
             the switch is deterministic; None learns it from the measured solves instead
             (adaptive, but then runs depend on machine speed).
+        objective: ``total`` (the paper's: the summed weighted cost) or ``makespan`` (the
+            slowest worker's cost, a MILP under ``time_limit_s``; additive mode only).
         heuristic_rounds: swap rounds of the regret heuristic.
         predictor: ``fixed`` or ``online`` (see the module docstring); None: ``online`` when
             ``seconds_per_variable`` is None, else ``fixed``.
+
+    Raises:
+        ValueError: an unknown mode, objective or predictor, ``makespan`` with the dedup
+            mode, or the fixed predictor without ``seconds_per_variable``.
     """
 
-    def __init__(self, name: str, workers: int, capacities: np.ndarray, cost_model: CostModel,
-                 mode: str = "additive", time_limit_s: float = 1.0, budget_s: float = 0.05,
-                 small_instance: int = 2048, seconds_per_variable: float | None = None,
-                 objective: str = "total", heuristic_rounds: int = 1,
-                 predictor: str | None = None) -> None:
-        super().__init__(name, workers, capacities)
-        self.heuristic_rounds = heuristic_rounds
-        if predictor is None:
-            predictor = "online" if seconds_per_variable is None else "fixed"
-        if predictor not in ("fixed", "online"):
-            raise ValueError(f"hybriddis predictor {predictor!r}: must be 'fixed' or 'online'")
-        if predictor == "fixed" and seconds_per_variable is None:
-            raise ValueError("the fixed predictor needs seconds_per_variable")
-        self.predictor = predictor
-        self._observed: list[tuple[float, float]] = []
-        self._fit = (0.0, seconds_per_variable or 0.0)
-        if mode not in ("additive", "dedup"):
-            raise ValueError(f"esd mode {mode!r}: must be 'additive' or 'dedup'")
-        if objective not in ("total", "makespan") or (objective == "makespan"
-                                                       and mode != "additive"):
-            raise ValueError(f"esd objective {objective!r} with mode {mode!r}: use 'total', or "
-                             "'makespan' with the additive mode")
-        self.objective = objective
-        self.cost_model = cost_model
-        self.mode = mode
-        self.time_limit_s = time_limit_s
-        self.budget_s = budget_s
-        self.small_instance = small_instance
+    mode: str = "additive"
+    time_limit_s: float = 1.0
+    budget_s: float = 0.05
+    small_instance: int = 2048
+    seconds_per_variable: float | None = None
+    objective: str = "total"
+    heuristic_rounds: int = 1
+    predictor: str | None = None
 
-    def set_budget(self, seconds: float) -> None:
-        """The time the next decision can hide behind (the previous iteration's compute)."""
-        self.budget_s = float(seconds)
+    def __post_init__(self) -> None:
+        if self.predictor not in (None, "fixed", "online"):
+            raise ValueError(f"hybriddis predictor {self.predictor!r}: must be 'fixed' or "
+                             "'online'")
+        if self.resolved_predictor == "fixed" and self.seconds_per_variable is None:
+            raise ValueError("the fixed predictor needs seconds_per_variable")
+        if self.mode not in ("additive", "dedup"):
+            raise ValueError(f"esd mode {self.mode!r}: must be 'additive' or 'dedup'")
+        if self.objective not in ("total", "makespan") or (self.objective == "makespan"
+                                                            and self.mode != "additive"):
+            raise ValueError(f"esd objective {self.objective!r} with mode {self.mode!r}: use "
+                             "'total', or 'makespan' with the additive mode")
+
+    @property
+    def resolved_predictor(self) -> str:
+        """``predictor``, or its default: ``online`` without ``seconds_per_variable``, else
+        ``fixed``."""
+        if self.predictor is None:
+            return "online" if self.seconds_per_variable is None else "fixed"
+        return self.predictor
+
+
+class EsdDispatcher(Dispatcher):
+    """ESD on the cost model: what its strategies share (subclasses: :class:`EsdGreedy`,
+    :class:`EsdHeuristic`, :class:`EsdExact`, :class:`HybridDis`).
+
+    Every decision prices the batch on the cost model, hands the model of ``options.mode`` to
+    the strategy's :meth:`_plan`, and records the plan's cost under that model.
+
+    Args:
+        workers: W.
+        capacities: samples per worker.
+        cost_model: reads the cluster's cache states and links.
+        options: the solvers' settings (:class:`SolverOptions`).
+    """
+
+    def __init__(self, workers: int, capacities: np.ndarray, cost_model: CostModel,
+                 options: SolverOptions | None = None) -> None:
+        super().__init__(workers, capacities)
+        options = SolverOptions() if options is None else options
+        self.options = options
+        self.heuristic_rounds = options.heuristic_rounds
+        self.predictor = options.resolved_predictor
+        self._observed: list[tuple[float, float]] = []
+        self._fit = (0.0, options.seconds_per_variable or 0.0)
+        self.objective = options.objective
+        self.cost_model = cost_model
+        self.mode = options.mode
+        self.time_limit_s = options.time_limit_s
+        self.budget_s = options.budget_s
+        self.small_instance = options.small_instance
 
     def predict_seconds(self, variables: int) -> float:
         """The exact solver's predicted seconds for ``variables`` = N x W."""
@@ -143,38 +185,81 @@ class EsdDispatcher(Dispatcher):
                                    time_limit_s=self.time_limit_s)
         return solve_dedup_ilp(cost, indptr, indices, self.capacities, self.time_limit_s)
 
+    def _timed_exact(self, cost, indptr, indices, variables: int) -> tuple[Solution, float]:
+        """The exact solver's plan and its wall seconds (observed by the online predictor)."""
+        t0 = time.perf_counter()
+        solution = self._exact(cost, indptr, indices)
+        wall = time.perf_counter() - t0
+        self._observe(variables, wall)
+        return solution, wall
+
+    def _heuristic(self, cost, indptr, indices) -> Solution:
+        return regret_swap(cost, indptr, indices, self.capacities, self.heuristic_rounds)
+
+    @abstractmethod
+    def _plan(self, cost, indptr, indices, variables: int) -> tuple[Solution, str, float]:
+        """The strategy's plan on the model: ``(solution, method, charged seconds)``."""
+
     def decide(self, keys: np.ndarray, batch_id: int) -> Decision:
         start = time.perf_counter()
         cost, indptr, indices = self._model(*self.cost_model.batch(keys))
         variables = keys.shape[0] * self.workers
-        method = {"esd_heuristic": "heuristic", "esd_greedy": "greedy",
-                  "esd_exact": "exact"}.get(self.name)
-        predicted = self.predict_seconds(variables)
-        if method is None:  # hybriddis
-            method = ("exact" if variables <= self.small_instance or predicted <= self.budget_s
-                      else "heuristic")
-        heuristic = None
-        charged = 0.0
-        if method == "greedy":
-            solution = greedy_marginal(cost, indptr, indices, self.capacities)
-        if method == "heuristic" or self.name == "hybriddis":
-            heuristic = regret_swap(cost, indptr, indices, self.capacities,
-                                    self.heuristic_rounds)
-            solution = heuristic
-        if method == "exact":
-            t0 = time.perf_counter()
-            solution = self._exact(cost, indptr, indices)
-            wall = time.perf_counter() - t0
-            self._observe(variables, wall)
-            if self.name == "hybriddis":
-                spent = wall if self.predictor == "online" else predicted
-                charged = max(0.0, spent - self.budget_s)
-            method = f"exact:{solution.method}"  # which plan: the optimum or a fallback
-            if heuristic is not None and (
-                    dedup_cost(cost, indptr, indices, heuristic.assignment)
-                    < dedup_cost(cost, indptr, indices, solution.assignment)):
-                solution, method = heuristic, f"{method}>heuristic"  # keep the cheaper plan
+        solution, method, charged = self._plan(cost, indptr, indices, variables)
         x = np.asarray(solution.assignment, dtype=np.int64)
         return Decision(x, method, time.perf_counter() - start,
                         predicted_cost=float(dedup_cost(cost, indptr, indices, x)),
                         charged_s=charged)
+
+
+class EsdGreedy(EsdDispatcher):
+    """``esd_greedy``: the plain marginal greedy in batch order (a named variant)."""
+
+    name = "esd_greedy"
+
+    def _plan(self, cost, indptr, indices, variables: int) -> tuple[Solution, str, float]:
+        return greedy_marginal(cost, indptr, indices, self.capacities), "greedy", 0.0
+
+
+class EsdHeuristic(EsdDispatcher):
+    """``esd_heuristic``: ESD's regret-ordered greedy plus pairwise swaps."""
+
+    name = "esd_heuristic"
+
+    def _plan(self, cost, indptr, indices, variables: int) -> tuple[Solution, str, float]:
+        return self._heuristic(cost, indptr, indices), "heuristic", 0.0
+
+
+class EsdExact(EsdDispatcher):
+    """``esd_exact``: the transportation optimum (additive) or the deduplicated ILP (dedup)."""
+
+    name = "esd_exact"
+
+    def _plan(self, cost, indptr, indices, variables: int) -> tuple[Solution, str, float]:
+        solution, _ = self._timed_exact(cost, indptr, indices, variables)
+        return solution, f"exact:{solution.method}", 0.0  # which plan: the optimum or a fallback
+
+
+class HybridDis(EsdDispatcher):
+    """``hybriddis``: the heuristic always, plus the exact solver when the instance is small or
+    its predicted time fits the budget; the cheaper plan wins, the overrun is charged."""
+
+    name = "hybriddis"
+
+    def set_budget(self, seconds: float) -> None:
+        """The time the next decision can hide behind (the previous iteration's compute)."""
+        self.budget_s = float(seconds)
+
+    def _plan(self, cost, indptr, indices, variables: int) -> tuple[Solution, str, float]:
+        predicted = self.predict_seconds(variables)
+        exact = variables <= self.small_instance or predicted <= self.budget_s
+        heuristic = self._heuristic(cost, indptr, indices)
+        if not exact:
+            return heuristic, "heuristic", 0.0
+        solution, wall = self._timed_exact(cost, indptr, indices, variables)
+        spent = wall if self.predictor == "online" else predicted
+        charged = max(0.0, spent - self.budget_s)
+        method = f"exact:{solution.method}"  # which plan: the optimum or a fallback
+        if (dedup_cost(cost, indptr, indices, heuristic.assignment)
+                < dedup_cost(cost, indptr, indices, solution.assignment)):
+            return heuristic, f"{method}>heuristic", charged  # keep the cheaper plan
+        return solution, method, charged

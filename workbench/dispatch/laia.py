@@ -383,11 +383,20 @@ class LaiaDispatcher:
 
 
 class LaiaBaseline(Dispatcher):
-    """Herald's LAIA (its own LRU snapshots; the caches it models are the workers')."""
+    """``laia``: Herald's LAIA (its own LRU snapshots; the caches it models are the workers').
+
+    Args:
+        workers: W.
+        capacities: samples per worker.
+        rows: rows of the embedding table.
+        cache_rows: each worker's cache capacity (its snapshot's).
+    """
+
+    name = "laia"
 
     def __init__(self, workers: int, capacities: np.ndarray, rows: int,
                  cache_rows: int) -> None:
-        super().__init__("laia", workers, capacities)
+        super().__init__(workers, capacities)
         self.laia = LaiaDispatcher(workers, rows, cache_rows)
 
     def decide(self, keys: np.ndarray, batch_id: int) -> Decision:

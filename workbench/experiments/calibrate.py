@@ -43,7 +43,7 @@ from workbench.cluster.calibration import Calibration, compute_key, software_key
 from workbench.cluster.config import ClusterConfig
 from workbench.cluster.software_cost import fit_linear, measure
 from workbench.cluster.time_model import ComputeCost, SoftwareCost
-from workbench.experiments.config import CalibrationConfig
+from workbench.experiments.config import CalibrationConfig, ExperimentsConfig
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, flops_per_sample
 from workbench.training.trainer import dense_optimizer
@@ -205,6 +205,7 @@ def clock_costs(cluster: ClusterConfig, calibration_dir: Path, shape: ModelShape
     needs = cluster.compute == "calibrated" or cluster.software == "calibrated"
     calibration = Calibration.load(calibration_dir) if needs else None
     if cluster.compute == "calibrated":
+        assert calibration is not None  # loaded whenever a cost is calibrated
         compute = calibration.compute_cost(shape.key, fingerprint(shape.model))
     else:
         model = build_model(shape.model, shape.n_dense, shape.n_sparse)
@@ -212,6 +213,7 @@ def clock_costs(cluster: ClusterConfig, calibration_dir: Path, shape: ModelShape
             3 * flops_per_sample(model, shape.n_dense, shape.n_sparse,
                                  shape.model.embedding_dim), cluster.gflops)
     if cluster.software == "calibrated":
+        assert calibration is not None
         software = calibration.software_cost(dim)
     elif cluster.software == "explicit":
         software = SoftwareCost(1e-6 * cluster.client_message_us, 1e-6 * cluster.client_row_us,
@@ -234,33 +236,35 @@ def clock_summary(cluster: ClusterConfig, compute: ComputeCost,
             "describe": f"{compute.describe()}; {software.describe()}; overlap {cluster.overlap}"}
 
 
-def required(models: dict[str, ModelConfig], shapes_of: dict[str, tuple[int, int]], *,
-             train_dataset: str, train_model: str, time_dataset: str, time_models: list[str],
-             fig2_dim: int, dim_sweep: list[int], esd_dataset: str,
-             esd_model: str, combined_dataset: str | None = None,
-             combined_model: str | None = None) -> tuple[list[ModelShape], list[int]]:
-    """What the timed experiments need calibrated: model shapes and wire widths.
+def required(models: dict[str, ModelConfig], exps: ExperimentsConfig,
+             shapes_of: dict[str, tuple[int, int]], datasets: dict[str, str]
+             ) -> tuple[list[ModelShape], list[int]]:
+    """What the timed stages need calibrated: model shapes and wire widths.
+
+    ``het_train``'s model (Fig. 6, Tables 1-2), ``esd``'s and ``combined``'s end-to-end models,
+    every ``het_time`` model at its own width and at Fig. 2's, and ``het_train``'s model at every
+    width of Fig. 9c, each on the dataset its stage runs on.
 
     Args:
         models: every configured model by name.
-        shapes_of: ``(n_dense, n_sparse)`` of each dataset named below.
-        train_dataset, train_model: ``het_train`` (Fig. 6, Tables 1-2).
-        time_dataset, time_models, fig2_dim, dim_sweep: ``het_time`` (Fig. 2 at ``fig2_dim``,
-            Fig. 7 at each model's width, Fig. 9c: ``train_model`` at every width of
-            ``dim_sweep``).
-        esd_dataset, esd_model: ``esd``'s end-to-end training.
-        combined_dataset, combined_model: the ``combined`` ablation's training (None: none).
+        exps: the stage configs (``experiments``).
+        shapes_of: ``(n_dense, n_sparse)`` of each dataset of ``datasets``.
+        datasets: the dataset each timed stage runs on: ``het_train``, ``het_time``, ``esd``
+            and ``combined`` (absent: ``combined`` is not calibrated).
     """
+    train_model, time_dataset = exps.het_train.model, datasets["het_time"]
+
     def shape(name: str, dataset: str, dim: int | None = None) -> ModelShape:
         model = models[name] if dim is None else dataclasses.replace(models[name],
                                                                      embedding_dim=dim)
         return ModelShape(name, model, *shapes_of[dataset])
 
-    shapes = [shape(train_model, train_dataset), shape(esd_model, esd_dataset)]
-    if combined_dataset is not None and combined_model is not None:
-        shapes.append(shape(combined_model, combined_dataset))
-    for name in time_models:
-        shapes += [shape(name, time_dataset), shape(name, time_dataset, fig2_dim)]
-    shapes += [shape(train_model, time_dataset, d) for d in dim_sweep]
+    shapes = [shape(train_model, datasets["het_train"]),
+              shape(exps.esd.train_model, datasets["esd"])]
+    if "combined" in datasets:
+        shapes.append(shape(exps.combined.model, datasets["combined"]))
+    for name in exps.het_time.models:
+        shapes += [shape(name, time_dataset), shape(name, time_dataset, exps.het_time.fig2_dim)]
+    shapes += [shape(train_model, time_dataset, d) for d in exps.het_time.dim_sweep]
     unique = {s.key: s for s in shapes}
     return list(unique.values()), sorted({s.model.embedding_dim for s in unique.values()})

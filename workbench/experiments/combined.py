@@ -31,28 +31,35 @@ placement is its replicated tier; under HET's prefetch every compute already ove
 communication, so Hotline's micro-batch overlap only shows when ``het`` is off.
 
 Runs (``ablation.csv``, one row each): ``none``; each mechanism alone; the configured pairs;
-``all``; all but each; and ``all (laia)``, all with Herald's LAIA dispatching instead of ESD. Every run trains the same
-model from the same initial parameters on the same samples, on the calibrated clock.
+``all``; all but each; and ``all (laia)``, all with Herald's LAIA dispatching instead of ESD.
+Every run trains the same model from the same initial parameters on the same samples, on the
+calibrated clock.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.time_model import ComputeCost, SoftwareCost
 from workbench.data.config import DatasetConfig
 from workbench.data.keys import table_rows
 from workbench.data.popularity import hot_keys, hot_mask, profile_counts
 from workbench.data.schema import DatasetMeta
 from workbench.experiments.config import MECHANISMS, CombinedConfig, EsdConfig
+from workbench.experiments.context import RunContext
 from workbench.experiments.sizing import require_global_batch
 from workbench.models.config import ModelConfig
+
+if TYPE_CHECKING:  # the trainer imports torch: loaded by the training only
+    from workbench.training.trainer import Split, Trainer
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +67,7 @@ log = logging.getLogger(__name__)
 TOTALS = ("embedding_bytes", "meta_bytes", "dense_bytes", "pulled_rows", "pushed_rows")
 
 
-def runs(mechanisms: list[str], pairs: list[list[str]] = ()
+def runs(mechanisms: list[str], pairs: Sequence[Sequence[str]] = ()
          ) -> list[tuple[str, frozenset[str], bool]]:
     """The ablation's runs: ``(name, mechanisms on, LAIA instead of ESD)``.
 
@@ -68,7 +75,7 @@ def runs(mechanisms: list[str], pairs: list[list[str]] = ()
     ``esd`` is switched).
     """
     every = frozenset(mechanisms)
-    out = [("none", frozenset(), False)]
+    out: list[tuple[str, frozenset[str], bool]] = [("none", frozenset(), False)]
     out += [(f"{m} only", frozenset([m]), False) for m in mechanisms]
     out += [(f"{a} + {b}", frozenset([a, b]), False) for a, b in pairs]
     out.append(("all", every, False))
@@ -137,44 +144,77 @@ def ablation_row(name: str, on: frozenset[str], dispatcher: str, metrics: pd.Dat
             "iterations": int(last["iteration"])}
 
 
-def train_run(train, test, meta: DatasetMeta, exp: CombinedConfig, esd: EsdConfig,
-              model: ModelConfig, cluster: ClusterConfig, on: frozenset[str], laia: bool,
-              sets: dict[str, np.ndarray], compute, software, seed: int,
-              progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, Any]:
-    """Train one combination of mechanisms; returns ``(evaluations, per-iteration cluster
-    history, trainer)``."""
-    from workbench.dispatch.registry import make_dispatcher
-    from workbench.training.trainer import SystemSpec, Trainer
+@dataclass(frozen=True, eq=False)
+class Ablation:
+    """What every run of the ablation shares (:func:`train_run` varies only the switches).
 
+    Attributes:
+        train: the train split (every run trains on the same samples, in order).
+        test: the test split (every evaluation).
+        meta: the dataset's schema (the model's inputs, the table's rows).
+        exp: the ablation's settings.
+        esd: the ESD solvers' settings (mode, limits, HybridDis' budget).
+        model: the model trained (its batch becomes ``exp.workers x exp.per_worker``).
+        cluster: the clock's settings (compute, software cost); the links are ESD's.
+        compute: the clock's compute cost.
+        software: the clock's software cost.
+        sets: Hotline's and FlexShard's replicated rows (:func:`replicated_sets`).
+        seed: seeds the model and the dispatchers.
+    """
+
+    train: Split
+    test: Split
+    meta: DatasetMeta
+    exp: CombinedConfig
+    esd: EsdConfig
+    model: ModelConfig
+    cluster: ClusterConfig
+    compute: ComputeCost
+    software: SoftwareCost
+    sets: dict[str, np.ndarray]
+    seed: int
+
+
+def train_run(ablation: Ablation, on: frozenset[str], laia: bool, progress: bool = False
+              ) -> tuple[pd.DataFrame, pd.DataFrame, Trainer]:
+    """Train one combination of mechanisms (``on``; LAIA dispatching when ``laia``); returns
+    ``(evaluations, per-iteration cluster history, trainer)``."""
+    from workbench.dispatch.registry import DispatcherSpec, SolverOptions
+    from workbench.training.trainer import (
+        ClusterSetup,
+        Mechanisms,
+        ModelSpec,
+        SystemSpec,
+        Trainer,
+    )
+
+    exp, esd, meta, sets = ablation.exp, ablation.esd, ablation.meta, ablation.sets
     het = "het" in on
     replicated = None
     for mech in ("hotline", "flexshard"):
         if mech in on:
             replicated = sets[mech] if replicated is None else replicated | sets[mech]
     dispatcher = dispatcher_for(exp, on, laia)
-    model_cfg = dataclasses.replace(model, batch_size=exp.workers * exp.per_worker)
+    model_cfg = dataclasses.replace(ablation.model, batch_size=exp.workers * exp.per_worker)
     system = SystemSpec(f"cache s={exp.bound}", "cache", exp.bound) if het \
         else SystemSpec("hybrid", "hybrid")
     cache = CacheConfig(policy=exp.cache_policy, ratio=exp.cache_ratio)
-
-    def factory(cl, caps):
-        return make_dispatcher(dispatcher, cl, caps, seed=seed, local=replicated,
-                               **esd.dispatcher_options())
-
-    trainer = Trainer(model_cfg, len(meta.dense), len(meta.categorical), table_rows(meta),
-                      system, run_cluster(exp, cluster, het), cache, seed=seed,
-                      compute=compute, software=software,
-                      budget_fraction=esd.hybrid_budget_fraction, dispatcher_factory=factory,
-                      dedup="recd" in on, replicated=replicated,
-                      overlap_popular="hotline" in on)
-    metrics = trainer.fit(train, test, epochs=exp.epochs, eval_every=exp.eval_every,
-                          progress=progress)
+    trainer = Trainer(
+        ModelSpec(model_cfg, len(meta.dense), len(meta.categorical), table_rows(meta)), system,
+        ClusterSetup(run_cluster(exp, ablation.cluster, het), cache, ablation.compute,
+                     ablation.software),
+        DispatcherSpec(dispatcher, SolverOptions(**esd.dispatcher_options())),
+        Mechanisms(dedup="recd" in on, replicated=replicated, overlap_popular="hotline" in on,
+                   budget_fraction=esd.hybrid_budget_fraction),
+        seed=ablation.seed)
+    metrics = trainer.fit(ablation.train, ablation.test, epochs=exp.epochs,
+                          eval_every=exp.eval_every, progress=progress)
+    assert trainer.cluster is not None  # the emulated trainer always has its cluster
     return metrics, trainer.cluster.history(), trainer
 
 
-def run(processed: Path, out: Path, exp: CombinedConfig, *, esd: EsdConfig,
-        dataset: DatasetConfig, model: ModelConfig, cluster: ClusterConfig, calibration: Path,
-        seed: int, progress: bool = False) -> None:
+def run(ctx: RunContext, exp: CombinedConfig, *, esd: EsdConfig, dataset: DatasetConfig,
+        model: ModelConfig, cluster: ClusterConfig) -> None:
     """The ``combined`` stage: every run of the ablation; writes ``out`` whole.
 
     Outputs: ``ablation.csv`` (one row per run: :func:`ablation_row`), ``train.csv`` (every
@@ -182,17 +222,15 @@ def run(processed: Path, out: Path, exp: CombinedConfig, *, esd: EsdConfig,
     over workers), ``summary.json`` (settings, the replicated sets, the clock).
 
     Args:
-        processed: ``data/processed/<exp.dataset>``.
-        out: ``results/combined/<exp.dataset>`` (replaced whole).
+        ctx: where it reads and writes, the seed, the clock's calibration, progress bars.
         exp: the ablation's settings.
         esd: the ESD solvers' settings (mode, limits, HybridDis' budget).
         dataset: the dataset (its ``target_auc`` unless ``exp.target_auc`` is set).
         model: the model trained (``models.<exp.model>``).
         cluster: the clock's settings (compute, software cost); links are ESD's.
-        calibration: ``results/calibration``.
-        seed: seeds the model, the dispatchers and the profile.
-        progress: show progress bars.
     """
+    processed, out, seed, calibration, progress = (ctx.processed, ctx.out, ctx.seed,
+                                                   ctx.calibration, ctx.progress)
     from tqdm.auto import tqdm
 
     from workbench.experiments.calibrate import ModelShape, clock_costs, clock_summary
@@ -213,10 +251,11 @@ def run(processed: Path, out: Path, exp: CombinedConfig, *, esd: EsdConfig,
     compute, software = clock_costs(clock, calibration, ModelShape(
         exp.model, model, len(meta.dense), len(meta.categorical)))
     plan = runs(exp.mechanisms, exp.pairs)
+    ablation = Ablation(train, test, meta, exp, esd, model, cluster, compute, software, sets,
+                        seed)
     table, curves, iterations = [], [], []
     for name, on, laia in tqdm(plan, disable=not progress, desc="combined"):
-        metrics, history, trainer = train_run(train, test, meta, exp, esd, model, cluster, on,
-                                              laia, sets, compute, software, seed)
+        metrics, history, trainer = train_run(ablation, on, laia)
         table.append(ablation_row(name, on, dispatcher_for(exp, on, laia), metrics, history,
                                   trainer, target))
         curves.append(metrics.assign(run=name))

@@ -1,21 +1,23 @@
 """Config schemas of the experiments, one section per experiment stage module of this package.
 
-========================  ==========================================  ==========================
-schema                    stage module                                mounted at
-========================  ==========================================  ==========================
-``DatasetStatsConfig``    :mod:`workbench.experiments.dataset_stats`  ``experiments.dataset_stats``
-``HetCacheConfig``        :mod:`workbench.experiments.het_cache`      ``experiments.het_cache``
-``HetTrainConfig``        :mod:`workbench.experiments.het_train`      ``experiments.het_train``
-``HetTimeConfig``         :mod:`workbench.experiments.het_time`       ``experiments.het_time``
-``EsdConfig``             :mod:`workbench.experiments.esd`            ``experiments.esd``
-``RecdConfig``            :mod:`workbench.experiments.dedup`,         ``experiments.recd``
-                          :mod:`workbench.experiments.recd`
-``HotlineConfig``         :mod:`workbench.experiments.hotline`        ``experiments.hotline``
-``FlexShardConfig``       :mod:`workbench.experiments.flexshard`      ``experiments.flexshard``
-``DistributedCheckConfig``:mod:`workbench.experiments.distributed_check` ``experiments.distributed_check``
-``CalibrationConfig``     :mod:`workbench.experiments.calibrate`      ``experiments.calibrate``
-``CombinedConfig``        :mod:`workbench.experiments.combined`       ``experiments.combined``
-========================  ==========================================  ==========================
+==========================  =====================================================================
+schema                      stage module
+==========================  =====================================================================
+``DatasetStatsConfig``      :mod:`workbench.experiments.dataset_stats`
+``HetCacheConfig``          :mod:`workbench.experiments.het_cache`
+``HetTrainConfig``          :mod:`workbench.experiments.het_train`
+``HetTimeConfig``           :mod:`workbench.experiments.het_time`
+``EsdConfig``               :mod:`workbench.experiments.esd`
+``RecdConfig``              :mod:`workbench.experiments.dedup`, :mod:`workbench.experiments.recd`
+``HotlineConfig``           :mod:`workbench.experiments.hotline`
+``FlexShardConfig``         :mod:`workbench.experiments.flexshard`
+``DistributedCheckConfig``  :mod:`workbench.experiments.distributed_check`
+``CalibrationConfig``       :mod:`workbench.experiments.calibrate`
+``CombinedConfig``          :mod:`workbench.experiments.combined`
+==========================  =====================================================================
+
+Each schema is mounted at ``experiments.<stage module>`` (``RecdConfig`` at
+``experiments.recd``).
 
 The schemas sit in this light module, not in the stage modules, so that composing and validating
 the configuration (every stage's first step, ``make params``) does not import torch, numba and

@@ -165,8 +165,9 @@ def rank_curve(counts: np.ndarray, points: int) -> pd.DataFrame:
     })
 
 
-def dataset_statistics(frame: pd.DataFrame, meta: DatasetMeta,
-                       cfg: DatasetStatsConfig) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
+def dataset_statistics(
+        frame: pd.DataFrame, meta: DatasetMeta,
+        cfg: DatasetStatsConfig) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
     """Summary, per-feature table and pooled rank curve of one dataset's train split (a whole
     DataFrame; see :func:`split_statistics`)."""
     return split_statistics(frame_stats(frame, meta), meta, cfg)

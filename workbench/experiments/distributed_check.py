@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -49,11 +48,19 @@ from workbench.data.keys import table_rows
 from workbench.data.schema import DatasetMeta
 from workbench.experiments.calibrate import ModelShape, clock_costs, clock_summary
 from workbench.experiments.config import DistributedCheckConfig, EsdConfig
+from workbench.experiments.context import RunContext
 from workbench.experiments.het_train import load_split
 from workbench.experiments.sizing import require_samples
 from workbench.models.config import ModelConfig
 from workbench.training.distributed import DistributedJob, DistributedResult, run_distributed
-from workbench.training.trainer import Split, SystemSpec, Trainer
+from workbench.training.trainer import (
+    ClusterSetup,
+    Mechanisms,
+    ModelSpec,
+    Split,
+    SystemSpec,
+    Trainer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,16 +78,19 @@ class EmulatedRun:
 
 
 def run_emulated(job: DistributedJob, train: Split, compute: ComputeCost,
-                 software: SoftwareCost, dispatcher_factory=None,
-                 budget_fraction: float = 1.0) -> EmulatedRun:
-    """The emulated trainer on the job's config for ``job.steps`` iterations, then a flush."""
-    trainer = Trainer(job.model_cfg, job.n_dense, job.n_sparse, job.table_rows, job.system,
-                      job.cluster_cfg, job.cache_cfg, seed=job.seed,
-                      dispatcher=job.dispatcher if dispatcher_factory is None else "contiguous",
-                      dispatcher_factory=dispatcher_factory, compute=compute,
-                      software=software, budget_fraction=budget_fraction)
+                 software: SoftwareCost, budget_fraction: float = 1.0) -> EmulatedRun:
+    """The emulated trainer on the job's config for ``job.steps`` iterations, then a flush.
+
+    The job's dispatcher (name and solver settings) is built on the emulated cluster; a
+    cost-aware one's decision budget is ``budget_fraction`` x one iteration's compute.
+    """
+    trainer = Trainer(ModelSpec(job.model_cfg, job.n_dense, job.n_sparse, job.table_rows),
+                      job.system, ClusterSetup(job.cluster_cfg, job.cache_cfg, compute, software),
+                      job.dispatcher_spec, Mechanisms(budget_fraction=budget_fraction),
+                      seed=job.seed)
     for step in range(job.steps):
         trainer.step(train, step * job.model_cfg.batch_size)
+    assert trainer.cluster is not None  # the emulated trainer always has its cluster
     before = trainer.cluster.counters()
     trainer.cluster.flush()
     return EmulatedRun(trainer.cluster.history(), trainer.cluster.server.values.copy(),
@@ -175,9 +185,9 @@ def fit_software(phases: pd.DataFrame, cluster: ClusterConfig, row_bytes: int
 
     Residual = measured pull seconds - the shaped links' share (two latencies, the request and
     reply bytes at the link's bandwidth); least squares ``residual = a + b x rows`` with rows =
-    keys sent + rows pulled (``row_bytes`` each on the way down). ``a`` is the per-message cost of one request/reply (client and
-    server, both directions), ``b`` the per-row cost; both constrained to be >= 0 (non-negative
-    least squares).
+    keys sent + rows pulled (``row_bytes`` each on the way down). ``a`` is the per-message cost of
+    one request/reply (client and server, both directions), ``b`` the per-row cost; both
+    constrained to be >= 0 (non-negative least squares).
     """
     from scipy.optimize import nnls
 
@@ -195,15 +205,16 @@ def fit_software(phases: pd.DataFrame, cluster: ClusterConfig, row_bytes: int
             "residual_median_s": float(np.median(residual))}
 
 
-def run(processed: Path, out: Path, exp: DistributedCheckConfig, *, dataset: DatasetConfig,
+def run(ctx: RunContext, exp: DistributedCheckConfig, *, dataset: DatasetConfig,
         model_name: str, model: ModelConfig, cluster: ClusterConfig, cache: CacheConfig,
-        esd: EsdConfig, calibration: Path, seed: int) -> None:
+        esd: EsdConfig) -> None:
     """The ``distributed_check`` stage; writes ``out`` whole (see the module docstring).
 
     ``esd`` gives the cost-aware dispatchers' settings (the ``esd`` stage's); their decision
     budget is ``esd.hybrid_budget_fraction`` x the calibrated compute of one iteration.
     """
-    from workbench.dispatch.registry import make_dispatcher
+    processed, out, seed, calibration = ctx.processed, ctx.out, ctx.seed, ctx.calibration
+    from workbench.dispatch.registry import SolverOptions
     from workbench.utils.io import atomic_dir, write_json
 
     meta = DatasetMeta.read(processed)
@@ -216,8 +227,8 @@ def run(processed: Path, out: Path, exp: DistributedCheckConfig, *, dataset: Dat
     model_cfg = dataclasses.replace(
         model, batch_size=exp.batch_size,
         optimizer=model.optimizer if exp.optimizer == "model" else exp.optimizer)
-    shape = dict(n_dense=len(meta.dense), n_sparse=len(meta.categorical),
-                 table_rows=table_rows(meta))
+    shape: dict[str, Any] = dict(n_dense=len(meta.dense), n_sparse=len(meta.categorical),
+                                 table_rows=table_rows(meta))
     check_cluster = dataclasses.replace(
         cluster, name="distributed_check", workers=exp.workers,
         bandwidth_gbps=list(exp.bandwidth_gbps), latency_ms=list(exp.latency_ms),
@@ -256,24 +267,21 @@ def run(processed: Path, out: Path, exp: DistributedCheckConfig, *, dataset: Dat
     esd_cache = dataclasses.replace(cache_cfg, ratio=exp.esd_cache_ratio)
     # the clock's costs depend on the cluster's compute and software settings only, which the
     # ESD cluster shares with the validation's: ``compute`` and ``software`` serve both
-    esd_rows = []
+    esd_rows: list[dict[str, Any]] = []
     for name in exp.esd_dispatchers:
         job = DistributedJob(model_cfg, system=SystemSpec(f"Cache s={exp.esd_bound}", "cache",
                                                           exp.esd_bound),
                              cluster_cfg=esd_cluster, cache_cfg=esd_cache, steps=exp.steps,
                              seed=seed, dispatcher=name, timeout_s=exp.timeout_s,
                              deadline_s=exp.deadline_s, **shape)
-        options = {} if name in ("contiguous", "random", "laia") else esd.dispatcher_options()
-
-        def factory(cl, caps, name=name, options=options):
-            return make_dispatcher(name, cl, caps, seed=seed, **options)
-
+        options = (SolverOptions() if name in ("contiguous", "random", "laia")
+                   else SolverOptions(**esd.dispatcher_options()))
         budget = esd.hybrid_budget_fraction * float(
             compute.seconds(job.capacity_array(), 1.0).max())
         # a baseline goes through the dispatcher process too (same message path for all)
         forced = dataclasses.replace(job, dispatcher_options=options, decision_budget_s=budget,
                                      force_dispatcher_process=True)
-        emulated = run_emulated(job, train, compute, software, factory,
+        emulated = run_emulated(forced, train, compute, software,
                                 budget_fraction=esd.hybrid_budget_fraction)
         real = run_distributed(forced, train)
         steady_emu = emulated.history[emulated.history["iteration"] >= exp.warmup]
@@ -295,10 +303,10 @@ def run(processed: Path, out: Path, exp: DistributedCheckConfig, *, dataset: Dat
             "wall_s": real.wall_s})
         log.info("%s: %.1f ms per iteration measured, %.1f ms emulated", name,
                  1e3 * esd_rows[-1]["step_s_measured"], 1e3 * esd_rows[-1]["step_s_emulated"])
-    esd = pd.DataFrame(esd_rows)
-    base = esd.iloc[0]
-    esd["speedup_measured"] = base["step_s_measured"] / esd["step_s_measured"]
-    esd["speedup_emulated"] = base["step_s_emulated"] / esd["step_s_emulated"]
+    esd_frame = pd.DataFrame(esd_rows)
+    base = esd_frame.iloc[0]
+    esd_frame["speedup_measured"] = base["step_s_measured"] / esd_frame["step_s_measured"]
+    esd_frame["speedup_emulated"] = base["step_s_emulated"] / esd_frame["step_s_emulated"]
 
     summary = {
         "dataset": dataset.name, "model": model_name, "steps": exp.steps,
@@ -318,13 +326,13 @@ def run(processed: Path, out: Path, exp: DistributedCheckConfig, *, dataset: Dat
             and checks[0]["dense_max_rel_diff"] <= exp.param_rtol),
         "counters_identical": bool(all(c["counters_identical"] for c in checks)),
     }
-    if phases.empty or esd.empty:
+    if phases.empty or esd_frame.empty:
         raise RuntimeError("distributed_check produced no timed iterations")
     with atomic_dir(out) as tmp:
         write_json(tmp / "check.json", {"bounds": [
             {k: v for k, v in c.items() if k not in ("wall_s", "startup_s")} for c in checks]})
         phases.to_csv(tmp / "phases.csv", index=False, float_format="%.6g")
-        esd.to_csv(tmp / "esd.csv", index=False, float_format="%.6g")
+        esd_frame.to_csv(tmp / "esd.csv", index=False, float_format="%.6g")
         write_json(tmp / "summary.json", {**summary, "runs": [
             {"bound": c["bound"], "wall_s": c["wall_s"], "startup_s": c["startup_s"]}
             for c in checks]})

@@ -20,29 +20,46 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
 
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.edge_cluster import EdgeCluster
-from workbench.cluster.time_model import ComputeCost, SoftwareCost
+from workbench.cluster.time_model import ComputeCost
 from workbench.data.config import DatasetConfig
 from workbench.data.keys import read_keys, table_rows
 from workbench.data.schema import DatasetMeta
 from workbench.dispatch.base import run_dispatch
-from workbench.dispatch.registry import make_dispatcher
+from workbench.dispatch.registry import DispatcherSpec, SolverOptions, make_dispatcher
 from workbench.experiments.config import EsdConfig, HetTrainConfig
+from workbench.experiments.context import RunContext
 from workbench.experiments.sizing import fitting, require_global_batch
 from workbench.models.config import ModelConfig
+
+if TYPE_CHECKING:  # the trainer imports torch: loaded by the training only
+    from workbench.training.trainer import ClusterSetup
 
 log = logging.getLogger(__name__)
 VALUE_DIM = 4  # rows moved in the replay; bytes use the model's embedding width
 
 
-def edge_cluster_config(exp: EsdConfig, workers: int, spread: float) -> ClusterConfig:
+class EdgeLinks(Protocol):
+    """The edge links' settings of a config (:class:`EsdConfig`, ``CombinedConfig``)."""
+
+    @property
+    def workers(self) -> int: ...
+    @property
+    def bandwidth_spread(self) -> float: ...
+    @property
+    def max_bandwidth_gbps(self) -> float: ...
+    @property
+    def latency_ms(self) -> float: ...
+
+
+def edge_cluster_config(exp: EdgeLinks, workers: int, spread: float) -> ClusterConfig:
     """Heterogeneous edge links: bandwidths log-spaced from max / spread to max."""
     bandwidths = np.geomspace(exp.max_bandwidth_gbps / spread, exp.max_bandwidth_gbps, workers)
     return ClusterConfig(name=f"edge x{spread:g}", workers=workers,
@@ -59,7 +76,7 @@ def edge_cluster(exp: EsdConfig, links: ClusterConfig, rows: int,
                                           write_bound=exp.bound), rows, VALUE_DIM)
 
 
-def clock_cluster(exp: EsdConfig, cluster: ClusterConfig) -> ClusterConfig:
+def clock_cluster(exp: EdgeLinks, cluster: ClusterConfig) -> ClusterConfig:
     """ESD's base edge links (:func:`edge_cluster_config`) with the clock settings of
     ``cluster`` (compute, software cost, overlap)."""
     return dataclasses.replace(
@@ -119,23 +136,48 @@ def warm_up(cluster: EdgeCluster, keys: np.ndarray, disp, exp: EsdConfig,
     return done, False, hit
 
 
-def one_run(keys: np.ndarray, rows: int, exp: EsdConfig, dispatcher: str, workers: int,
-            per_worker: int, cache_ratio: float, spread: float, capacity: str,
-            budget_fraction: float, wire_dim: int, seed: int,
-            compute: ComputeCost) -> tuple[dict[str, Any], list[dict]]:
+@dataclass(frozen=True)
+class EsdPoint:
+    """One setting of the ESD sweeps (:func:`one_run`).
+
+    Attributes:
+        workers: W.
+        per_worker: samples per worker of a global batch.
+        cache_ratio: every worker's cache, as a fraction of the table.
+        spread: fastest / slowest link bandwidth.
+        capacity: ``equal`` or ``proportional`` shares (:func:`worker_capacities`).
+        budget_fraction: HybridDis' budget, as a fraction of one iteration's compute.
+    """
+
+    workers: int
+    per_worker: int
+    cache_ratio: float
+    spread: float
+    capacity: str
+    budget_fraction: float
+
+    @classmethod
+    def base(cls, exp: EsdConfig) -> EsdPoint:
+        """The base setting of ``exp``."""
+        return cls(workers=exp.workers, per_worker=exp.per_worker, cache_ratio=exp.cache_ratio,
+                   spread=exp.bandwidth_spread, capacity=exp.capacity,
+                   budget_fraction=exp.hybrid_budget_fraction)
+
+
+def one_run(keys: np.ndarray, rows: int, exp: EsdConfig, dispatcher: str, point: EsdPoint, *,
+            wire_dim: int, seed: int, compute: ComputeCost) -> tuple[dict[str, Any], list[dict]]:
     """Warm the caches to steady state with one dispatcher, then measure ``exp.batches``.
 
-    HybridDis' budget is ``budget_fraction`` x one iteration's compute of the train model on
-    the slowest-loaded worker (``compute``: the calibrated clock); ``capacity`` is ``equal`` or
-    ``proportional`` (:func:`worker_capacities`)."""
-    links = edge_cluster_config(exp, workers, spread)
-    cluster = edge_cluster(exp, links, rows, cache_ratio)
-    caps = worker_capacities(links, per_worker, capacity)
-    disp = make_dispatcher(dispatcher, cluster, caps, wire_dim=wire_dim, seed=seed,
-                           **exp.dispatcher_options())
-    budget = budget_fraction * float(compute.seconds(caps).max())
-    if hasattr(disp, "set_budget"):
-        disp.set_budget(budget)
+    HybridDis' budget is ``point.budget_fraction`` x one iteration's compute of the train model
+    on the slowest-loaded worker (``compute``: the calibrated clock); ``point.capacity`` is
+    ``equal`` or ``proportional`` (:func:`worker_capacities`)."""
+    links = edge_cluster_config(exp, point.workers, point.spread)
+    cluster = edge_cluster(exp, links, rows, point.cache_ratio)
+    caps = worker_capacities(links, point.per_worker, point.capacity)
+    disp = make_dispatcher(dispatcher, cluster, caps, SolverOptions(**exp.dispatcher_options()),
+                           wire_dim=wire_dim, seed=seed)
+    budget = point.budget_fraction * float(compute.seconds(caps).max())
+    disp.set_budget(budget)
     warm, steady, hit = warm_up(cluster, keys, disp, exp, wire_dim)
     kept = run_dispatch(cluster, keys, disp, exp.batches, wire_dim=wire_dim, start=warm)
     transfer = np.array([r["transfer_s"].sum() for r in kept])
@@ -143,9 +185,10 @@ def one_run(keys: np.ndarray, rows: int, exp: EsdConfig, dispatcher: str, worker
     rows_moved = np.array([(r["pulled_rows"] + r["pushed_rows"]).sum() for r in kept])
     methods = pd.Series([r["method"] for r in kept]).value_counts().to_dict()
     per_worker_comm = np.mean([r["comm_s"] for r in kept], axis=0)
-    return {"dispatcher": dispatcher, "workers": workers, "per_worker": per_worker,
-            "cache_ratio": cache_ratio, "spread": spread, "capacity": capacity,
-            "budget_fraction": budget_fraction, "capacities": " ".join(map(str, caps)),
+    return {"dispatcher": dispatcher, "workers": point.workers, "per_worker": point.per_worker,
+            "cache_ratio": point.cache_ratio, "spread": point.spread,
+            "capacity": point.capacity, "budget_fraction": point.budget_fraction,
+            "capacities": " ".join(map(str, caps)),
             "worker_comm_s": " ".join(f"{c:.6g}" for c in per_worker_comm),
             "warmup_batches": warm, "steady": steady, "warm_hit_rate": hit,
             "budget_s": budget,
@@ -172,12 +215,15 @@ def dedup_ilp_probe(keys: np.ndarray, rows: int, exp: EsdConfig, wire_dim: int,
     """
     from workbench.dispatch.exact import solve_dedup_ilp
     from workbench.dispatch.heuristic import regret_swap
+    from workbench.dispatch.hybriddis import EsdDispatcher
 
     links = edge_cluster_config(exp, exp.workers, exp.bandwidth_spread)
     cluster = edge_cluster(exp, links, rows, exp.cache_ratio)
     caps = worker_capacities(links, exp.per_worker, "equal")
-    disp = make_dispatcher("esd_heuristic", cluster, caps, wire_dim=wire_dim, seed=seed,
-                           heuristic_rounds=exp.heuristic_rounds)
+    disp = make_dispatcher("esd_heuristic", cluster, caps,
+                           SolverOptions(heuristic_rounds=exp.heuristic_rounds),
+                           wire_dim=wire_dim, seed=seed)
+    assert isinstance(disp, EsdDispatcher)  # its cost model prices the probed batch
     warm, _, _ = warm_up(cluster, keys, disp, exp, wire_dim)
     n_all = int(caps.sum())
     batch = keys[np.arange(warm * n_all, (warm + 1) * n_all) % len(keys)]
@@ -198,14 +244,12 @@ def dedup_ilp_probe(keys: np.ndarray, rows: int, exp: EsdConfig, wire_dim: int,
     return pd.DataFrame(out)
 
 
-def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
-        dataset: DatasetConfig, model: ModelConfig, cluster: ClusterConfig, calibration: Path,
-        seed: int, progress: bool = False) -> None:
+def run(ctx: RunContext, exp: EsdConfig, *, train: HetTrainConfig, dataset: DatasetConfig,
+        model: ModelConfig, cluster: ClusterConfig) -> None:
     """The ``esd`` stage: sweeps, decision times, end-to-end training; writes ``out`` whole.
 
     Args:
-        processed: ``data/processed/<exp.dataset>``.
-        out: ``results/esd/<exp.dataset>`` (replaced whole).
+        ctx: where it reads and writes, the seed, the clock's calibration, progress bars.
         exp: the experiment's settings.
         train: the training run lengths (epochs, evaluation, sample caps) of HET's experiments.
         dataset: the dataset (its ``target_auc``).
@@ -213,10 +257,9 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
             width sets the bytes of a row on the wire.
         cluster: the clock's settings (``compute``, ``software``, ``overlap``, ``gflops``) of the
             end-to-end training; the links are ESD's own (:func:`edge_cluster_config`).
-        calibration: ``results/calibration`` (the clock's compute and software costs).
-        seed: seeds the dispatchers and the model.
-        progress: show progress bars.
     """
+    processed, out, seed, calibration, progress = (ctx.processed, ctx.out, ctx.seed,
+                                                   ctx.calibration, ctx.progress)
     from tqdm.auto import tqdm
 
     from workbench.utils.io import atomic_dir, write_json
@@ -233,17 +276,16 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
                            lambda w: samples >= w * exp.per_worker, skipped)
     batch_sweep = fitting("experiments.esd.batch_sweep", exp.batch_sweep,
                           lambda b: samples >= exp.workers * b, skipped)
-    base = {"workers": exp.workers, "per_worker": exp.per_worker,
-            "cache_ratio": exp.cache_ratio, "spread": exp.bandwidth_spread,
-            "capacity": exp.capacity, "budget_fraction": exp.hybrid_budget_fraction}
+    base = EsdPoint.base(exp)
+    change = dataclasses.replace
     points = [("base", base)]
-    points += [("workers", {**base, "workers": w}) for w in worker_sweep]
-    points += [("cache_ratio", {**base, "cache_ratio": c}) for c in exp.cache_sweep]
-    points += [("spread", {**base, "spread": s}) for s in exp.spread_sweep]
-    points += [("per_worker", {**base, "per_worker": b}) for b in batch_sweep]
-    points += [("capacity", {**base, "capacity": c}) for c in exp.capacity_sweep]
+    points += [("workers", change(base, workers=w)) for w in worker_sweep]
+    points += [("cache_ratio", change(base, cache_ratio=c)) for c in exp.cache_sweep]
+    points += [("spread", change(base, spread=s)) for s in exp.spread_sweep]
+    points += [("per_worker", change(base, per_worker=b)) for b in batch_sweep]
+    points += [("capacity", change(base, capacity=c)) for c in exp.capacity_sweep]
     # the budget only matters to hybriddis: the sweep runs it alone
-    points += [("budget", {**base, "budget_fraction": f}) for f in exp.budget_sweep]
+    points += [("budget", change(base, budget_fraction=f)) for f in exp.budget_sweep]
     runs_of = {sweep: [d for d in exp.dispatchers if sweep != "budget" or d == "hybriddis"]
                for sweep, _ in points}
     from workbench.experiments.calibrate import ModelShape, clock_costs
@@ -252,18 +294,18 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
     compute, software = clock_costs(cluster_cfg, calibration, ModelShape(
         exp.train_model, model, len(meta.dense), len(meta.categorical)))
     rows_out, decisions = [], []
-    done: dict[tuple, dict[str, Any]] = {}
+    done: dict[tuple[str, EsdPoint], dict[str, Any]] = {}
     bar = tqdm(total=sum(len(runs_of[sweep]) for sweep, _ in points), disable=not progress,
                desc="esd")
     for sweep, point in points:
         for name in runs_of[sweep]:
-            key = (name, *point.values())
+            key = (name, point)
             if key not in done:
-                done[key], records = one_run(keys, rows, exp, name, seed=seed,
-                                             wire_dim=wire_dim, compute=compute, **point)
+                done[key], records = one_run(keys, rows, exp, name, point, seed=seed,
+                                             wire_dim=wire_dim, compute=compute)
                 if sweep in ("base", "budget"):
                     decisions += [{"dispatcher": name, "sweep": sweep,
-                                   "budget_fraction": point["budget_fraction"],
+                                   "budget_fraction": point.budget_fraction,
                                    "budget_s": done[key]["budget_s"], "batch": t,
                                    "method": r["method"],
                                    "decision_s": r["decision_s"], "charged_s": r["charged_s"],
@@ -274,9 +316,12 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
     bar.close()
     cost = pd.DataFrame(rows_out)
     probe = dedup_ilp_probe(keys, rows, exp, wire_dim, seed)
-    train_frame, train_summary = train_end_to_end(processed, meta, exp, train, model,
-                                                  dataset.target_auc, cluster_cfg, compute,
-                                                  software, seed, progress)
+    from workbench.training.trainer import ClusterSetup
+
+    setup = ClusterSetup(cluster_cfg, CacheConfig(policy="lru", ratio=exp.cache_ratio), compute,
+                         software, worker_capacities(cluster_cfg, exp.per_worker, exp.capacity))
+    train_frame, train_summary = train_end_to_end(ctx, meta, exp, train, model,
+                                                  dataset.target_auc, setup)
     summary = {"dataset": meta.name, "table_rows": rows, "samples": int(len(keys)),
                "wire_dim": wire_dim, **dataclasses.asdict(exp), "train": train_summary,
                "skipped": skipped,
@@ -292,33 +337,47 @@ def run(processed: Path, out: Path, exp: EsdConfig, *, train: HetTrainConfig,
         write_json(tmp / "summary.json", summary)
 
 
-def train_end_to_end(processed: Path, meta: DatasetMeta, exp: EsdConfig,
+def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
                      train_exp: HetTrainConfig, model: ModelConfig, target: float,
-                     cluster_cfg: ClusterConfig, compute: ComputeCost, software: SoftwareCost,
-                     seed: int, progress: bool) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Train ``model`` through the base edge cluster (``cluster_cfg``, see
-    :func:`clock_cluster`) with each train dispatcher, on the clock's costs."""
+                     setup: ClusterSetup) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Train ``model`` through the base edge cluster with each train dispatcher.
+
+    Args:
+        ctx: the run's data, seed and progress bars.
+        meta: the dataset's schema.
+        exp: the experiment's settings (the dispatchers, the cache bound, the solvers).
+        train_exp: the training run lengths (epochs, evaluation, sample caps).
+        model: the model trained (its batch becomes ``exp.workers x exp.per_worker``).
+        target: the AUC whose time to reach is recorded.
+        setup: the base edge links (:func:`clock_cluster`), the LRU caches, the clock's
+            calibrated costs and the workers' capacities.
+    """
     from workbench.experiments.calibrate import clock_summary
     from workbench.experiments.het_train import load_split
-    from workbench.training.trainer import SystemSpec, Trainer, time_to_target
+    from workbench.training.trainer import (
+        Mechanisms,
+        ModelSpec,
+        SystemSpec,
+        Trainer,
+        time_to_target,
+    )
 
+    assert setup.compute is not None and setup.software is not None  # the calibrated clock
     model_cfg = dataclasses.replace(model, batch_size=exp.workers * exp.per_worker)
-    train = load_split(processed, meta, "train", train_exp.max_train_samples)
-    test = load_split(processed, meta, "test", train_exp.max_test_samples)
-    cache = CacheConfig(policy="lru", ratio=exp.cache_ratio)
-    frames, summary = [], {"target_auc": target, "runs": [],
-                           "clock": clock_summary(cluster_cfg, compute, software)}
+    train = load_split(ctx.processed, meta, "train", train_exp.max_train_samples)
+    test = load_split(ctx.processed, meta, "test", train_exp.max_test_samples)
+    shape = ModelSpec(model_cfg, len(meta.dense), len(meta.categorical), table_rows(meta))
+    options = SolverOptions(**exp.dispatcher_options())
+    frames: list[pd.DataFrame] = []
+    summary: dict[str, Any] = {"target_auc": target, "runs": [],
+                               "clock": clock_summary(setup.cluster, setup.compute,
+                                                      setup.software)}
     for name in exp.train_dispatchers:
-        trainer = Trainer(model_cfg, len(meta.dense), len(meta.categorical), table_rows(meta),
-                          SystemSpec(f"Cache s={exp.bound}", "cache", exp.bound), cluster_cfg,
-                          cache, seed=seed, compute=compute, software=software,
-                          capacities=worker_capacities(cluster_cfg, exp.per_worker,
-                                                       exp.capacity),
-                          budget_fraction=exp.hybrid_budget_fraction,
-                          dispatcher_factory=lambda cl, caps, n=name: make_dispatcher(
-                              n, cl, caps, seed=seed, **exp.dispatcher_options()))
+        trainer = Trainer(shape, SystemSpec(f"Cache s={exp.bound}", "cache", exp.bound), setup,
+                          DispatcherSpec(name, options),
+                          Mechanisms(budget_fraction=exp.hybrid_budget_fraction), seed=ctx.seed)
         metrics = trainer.fit(train, test, epochs=train_exp.epochs,
-                              eval_every=train_exp.eval_every, progress=progress)
+                              eval_every=train_exp.eval_every, progress=ctx.progress)
         metrics.insert(0, "dispatcher", name)
         frames.append(metrics)
         summary["runs"].append({"dispatcher": name,

@@ -22,6 +22,7 @@ device pair for RW and FlexShard), ``summary.json``. Everything is deterministic
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from workbench.sharding.plans import (
 )
 from workbench.sharding.topology import Topology
 from workbench.sharding.traffic import expected_traffic, memory, replay_traffic, traffic_summary
+from workbench.utils.errors import UserError
 from workbench.utils.validation import ConfigError
 
 log = logging.getLogger(__name__)
@@ -55,7 +57,7 @@ LABELS = {"tw": "table-wise (TW)", "rw": "row-wise (RW)", "cw": "column-wise (CW
 MIB = 2**20
 
 
-class NoSequenceError(ValueError):
+class NoSequenceError(UserError, ValueError):
     """The dataset has no sequence feature to shard."""
 
 
@@ -73,7 +75,7 @@ class SequenceLookups:
         self.offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
 
     @classmethod
-    def read(cls, processed: Path, feature: str | None) -> "SequenceLookups":
+    def read(cls, processed: Path, feature: str | None) -> SequenceLookups:
         """The train split's sequence ``feature`` (None: the first one).
 
         Raises:
@@ -131,7 +133,7 @@ def estimate_probability(counts: np.ndarray, estimator: str = "good_turing") -> 
     return p
 
 
-def profile_probability(data: "SequenceLookups", exp: FlexShardConfig,
+def profile_probability(data: SequenceLookups, exp: FlexShardConfig,
                         devices: int) -> tuple[np.ndarray, np.ndarray, float]:
     """The profile of the first ``exp.profile_batches`` iterations of ``devices`` x
     ``exp.per_device_batch`` samples: ``(counts per row, access probability per row,
@@ -153,7 +155,8 @@ def row_wise_baseline(probability: np.ndarray, topo: Topology, lookups: float,
 
 
 def build_plans(exp: FlexShardConfig, probability: np.ndarray, topo: Topology,
-                lookups: float, row_bytes: int, extra_cuts: np.ndarray = ()) -> dict[str, Any]:
+                lookups: float, row_bytes: int,
+                extra_cuts: np.ndarray | Sequence[int] = ()) -> dict[str, Any]:
     """Every configured plan at ``topo``, the planner's searches and RW's memory limit."""
     n = probability.size
     rw = row_wise(n, topo)
@@ -296,7 +299,7 @@ def run(processed: Path, out: Path, exp: FlexShardConfig, *, topology: TopologyC
                                         row_bytes, {})[0]
             return [{**extra, **row} for row in swept[key]]
 
-        sweeps = {"device_sweep": [], "skew_sweep": []}
+        sweeps: dict[str, list[dict[str, Any]]] = {"device_sweep": [], "skew_sweep": []}
         slow_cfg = replace(topology, slow_nodes=max(1, topology.slow_nodes))
         for devices in exp.device_sweep:
             topo = Topology.from_config(topology, nodes=devices // topology.devices_per_node)

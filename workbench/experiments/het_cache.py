@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.config import CacheConfig, CachePolicy, ClusterConfig
 from workbench.cluster.edge_cluster import EdgeCluster, replay, summarize
 from workbench.data.keys import read_keys, table_rows
 from workbench.data.schema import DatasetMeta
@@ -68,8 +68,8 @@ class RunResult:
         return self.rows_pulled + self.rows_pushed
 
 
-def run_once(trace: np.ndarray | Iterable[np.ndarray], rows: int, policy: str, ratio: float,
-             read_bound: int, write_bound: int, order: str) -> RunResult:
+def run_once(trace: np.ndarray | Iterable[np.ndarray], rows: int, policy: CachePolicy,
+             ratio: float, read_bound: int, write_bound: int, order: str) -> RunResult:
     """Replay a trace with one cache setting; pool the counters over workers.
 
     Args:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -47,6 +46,7 @@ from workbench.data.schema import DatasetMeta
 from workbench.dispatch.base import build_trace
 from workbench.experiments.calibrate import ModelShape, clock_costs, clock_summary
 from workbench.experiments.config import HetTimeConfig
+from workbench.experiments.context import RunContext
 from workbench.experiments.sizing import fitting, require_global_batch
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, dense_parameter_count
@@ -91,7 +91,7 @@ def _cluster(cfg: ClusterConfig, workers: int | None = None, bandwidth: float | 
     """``cfg`` resized to ``workers`` (per-worker lists repeat cyclically) and, if given, with
     every link (workers' and servers') at ``bandwidth`` Gb/s and ``ps_shards`` servers."""
     workers = cfg.workers if workers is None else workers
-    values = {}
+    values: dict[str, Any] = {}
     for key in ("bandwidth_gbps", "latency_ms", "speed"):
         per = cfg.per_worker(key)
         values[key] = per[:1] if len(set(per)) == 1 else [per[i % len(per)]
@@ -104,15 +104,13 @@ def _cluster(cfg: ClusterConfig, workers: int | None = None, bandwidth: float | 
     return dataclasses.replace(cfg, workers=workers, **values)
 
 
-def run(processed: Path, out: Path, exp: HetTimeConfig, *, per_worker: int,
+def run(ctx: RunContext, exp: HetTimeConfig, *, per_worker: int,
         models: dict[str, ModelConfig], base_model: str, cluster: ClusterConfig,
-        cache: CacheConfig, dispatcher: str, seed: int, calibration: Path,
-        progress: bool = False) -> None:
+        cache: CacheConfig, dispatcher: str) -> None:
     """The ``het_time`` stage: replays + time model; writes ``out`` whole.
 
     Args:
-        processed: ``data/processed/<exp.dataset>``.
-        out: ``results/het_time/<exp.dataset>`` (replaced whole).
+        ctx: where it reads and writes, the seed, the clock's calibration, progress bars.
         exp: the experiment's settings.
         per_worker: samples per worker per iteration (the HET cache experiments' batch).
         models: every configured model (Fig. 2 and 7 use ``exp.models``).
@@ -120,10 +118,9 @@ def run(processed: Path, out: Path, exp: HetTimeConfig, *, per_worker: int,
         cluster: the emulated cluster of the base setting.
         cache: the cache policy and size of the cache systems (their bound is the system's).
         dispatcher: the baseline dispatch of every global batch.
-        seed: seeds the dispatcher.
-        calibration: ``results/calibration`` (the clock's compute and software costs).
-        progress: show progress bars.
     """
+    processed, out, seed, calibration, progress = (ctx.processed, ctx.out, ctx.seed,
+                                                   ctx.calibration, ctx.progress)
     from tqdm.auto import tqdm
     cluster.require_emulated("het_time")
 

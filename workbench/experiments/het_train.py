@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -38,11 +38,21 @@ from workbench.data.config import DatasetConfig
 from workbench.data.keys import sample_keys, table_rows
 from workbench.data.preprocess import read_split
 from workbench.data.schema import LABEL, DatasetMeta
+from workbench.dispatch.registry import DispatcherSpec
 from workbench.experiments.calibrate import ModelShape, clock_costs, clock_summary
 from workbench.experiments.config import HetTrainConfig
+from workbench.experiments.context import RunContext
 from workbench.experiments.sizing import largest_fit, require_samples
 from workbench.models.config import ModelConfig
-from workbench.training.trainer import Split, SystemSpec, Trainer, time_to_target
+from workbench.training.trainer import (
+    ClusterSetup,
+    Mechanisms,
+    ModelSpec,
+    Split,
+    SystemSpec,
+    Trainer,
+    time_to_target,
+)
 
 log = logging.getLogger(__name__)
 INFINITE = 10**9
@@ -85,6 +95,7 @@ def staleness_systems(exp: HetTrainConfig, iterations: int) -> list[tuple[System
     for unit in exp.staleness_units:
         for s in exp.staleness:
             name = "inf" if s < 0 else f"{s:,}"
+            clock: Literal["update", "iteration"]
             if unit == "paper":
                 bound, clock = (INFINITE if s < 0 else s), "iteration"
             else:
@@ -94,24 +105,21 @@ def staleness_systems(exp: HetTrainConfig, iterations: int) -> list[tuple[System
     return out
 
 
-def run(processed: Path, out: Path, exp: HetTrainConfig, *, dataset: DatasetConfig,
-        model: ModelConfig, cluster: ClusterConfig, cache: CacheConfig, dispatcher: str,
-        seed: int, calibration: Path, progress: bool = False) -> None:
+def run(ctx: RunContext, exp: HetTrainConfig, *, dataset: DatasetConfig, model: ModelConfig,
+        cluster: ClusterConfig, cache: CacheConfig, dispatcher: str) -> None:
     """The ``het_train`` stage: every system and every Table 2 bound; writes ``out`` whole.
 
     Args:
-        processed: ``data/processed/<exp.dataset>``.
-        out: ``results/het_train/<exp.dataset>`` (replaced whole).
+        ctx: where it reads and writes, the seed, the clock's calibration, progress bars.
         exp: the experiment's settings.
         dataset: the dataset (its ``target_auc``).
         model: the model trained (``models.<exp.model>``).
         cluster: the emulated cluster.
         cache: every worker's cache (the systems set its bound).
         dispatcher: the baseline dispatch of every global batch.
-        seed: seeds the model and the dispatcher.
-        calibration: ``results/calibration`` (the clock's compute and software costs).
-        progress: show progress bars.
     """
+    processed, out, seed, calibration, progress = (ctx.processed, ctx.out, ctx.seed,
+                                                   ctx.calibration, ctx.progress)
     from workbench.utils.io import atomic_dir, write_json
     cluster.require_emulated("het_train")
 
@@ -127,11 +135,13 @@ def run(processed: Path, out: Path, exp: HetTrainConfig, *, dataset: DatasetConf
         exp.model, model, len(meta.dense), len(meta.categorical)))
     iterations = exp.epochs * (len(train) // model.batch_size)
 
+    shape = ModelSpec(model, len(meta.dense), len(meta.categorical), table_rows(meta))
+    setup = ClusterSetup(cluster, cache, compute, software)
+    dispatch = DispatcherSpec(dispatcher)
+    switches = Mechanisms(asp_staleness=exp.asp_staleness)
+
     def trainer(system: SystemSpec) -> Trainer:
-        return Trainer(model, len(meta.dense), len(meta.categorical), table_rows(meta),
-                       system, cluster, cache, seed=seed,
-                       dispatcher=dispatcher, asp_staleness=exp.asp_staleness,
-                       compute=compute, software=software)
+        return Trainer(shape, system, setup, dispatch, switches, seed=seed)
 
     runs: list[tuple[str, SystemSpec, dict[str, Any]]] = [
         ("systems", s, {"clock": cache.clock}) for s in systems(exp)]

@@ -1,7 +1,8 @@
 r"""Hotline experiments: popular inputs, the micro-batch pipeline against its baselines, timelines.
 
-Our formalisation of Hotline (ISCA 2024; the time model: `workbench/cluster/accelerator_time.py`): the paper's method section is
-unavailable, the pipeline follows its abstracts and FAE's public profiler. Two stages:
+Our formalisation of Hotline (ISCA 2024; the time model:
+`workbench/cluster/accelerator_time.py`): the paper's method section is unavailable, the pipeline
+follows its abstracts and FAE's public profiler. Two stages:
 
 * ``hotline_popularity@<ds>`` (:func:`popularity`): for each hot-memory budget (a fraction of the
   table bytes; FAE's 128 / 256 / 512 MiB at full Criteo Kaggle scale among them), the hot set of
@@ -27,11 +28,12 @@ modelled seconds on the configured servers do not).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -57,11 +59,13 @@ from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, flops_per_sample
 from workbench.training.hotline import (
     MicroBatchCounts,
+    Schedule,
     StepRecord,
     TieredTrainer,
     microbatch_counts,
     train_scheme,
 )
+from workbench.training.trainer import ModelSpec
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +144,7 @@ def _modelled(kind: str, counts: MicroBatchCounts, synced: int, hw: HardwareConf
 
 def _step_frame(scheme: str, steps: list[StepRecord]) -> pd.DataFrame:
     """One row per step: sizes, kind, measured wall time, loss, rows moved between tiers."""
-    frame = pd.DataFrame([asdict(s.counts) for s in steps])
+    frame = pd.DataFrame([asdict(cast(MicroBatchCounts, s.counts)) for s in steps])
     frame.insert(0, "step", np.arange(1, len(steps) + 1))
     frame.insert(0, "scheme", scheme)
     frame["kind"] = [s.kind for s in steps]
@@ -206,10 +210,37 @@ def _device(exp: HotlineConfig) -> str:
     return exp.device
 
 
-def _train_all(exp: HotlineConfig, model: ModelConfig, shape: tuple[int, int], table: np.ndarray,
-               hot: np.ndarray, budget: int, train, test, device: str, seed: int,
-               link_gbps: float | None, progress: bool) -> tuple[list, list, list]:
+@dataclass(frozen=True, eq=False)
+class Rig:
+    """What every measured run of the stage shares.
+
+    Attributes:
+        exp: the experiment's settings (threads, mini-batches, schemes, sweeps).
+        model: the model trained and its inputs (``table_rows`` = the table's rows).
+        table: ``float32[rows, D]``, every run's initial embedding table.
+        device: ``cpu`` or ``cuda``.
+        seed: seeds every model's initialisation.
+        link_gbps: the measured runs' host-accelerator link (:func:`measured_link`); None:
+            memory speed.
+    """
+
+    exp: HotlineConfig
+    model: ModelSpec
+    table: np.ndarray
+    device: str
+    seed: int
+    link_gbps: float | None = None
+
+    def trainer(self, hot: np.ndarray, overlap: bool = True) -> TieredTrainer:
+        """A trainer of the model from the initial table, ``hot`` in the accelerator tier."""
+        return TieredTrainer(self.model, self.table, hot, device=self.device, seed=self.seed,
+                             threads=self.exp.threads, overlap=overlap, link_gbps=self.link_gbps)
+
+
+def _train_all(rig: Rig, hot: np.ndarray, budget: int, train, test,
+               progress: bool) -> tuple[list, list, list]:
     """Train every scheme one epoch; return (metrics frames, (name, steps) pairs, span frames)."""
+    exp, table = rig.exp, rig.table
     rows = table.shape[0]
     plan = [(s, s) for s in exp.schemes]
     if exp.online_every:
@@ -219,15 +250,13 @@ def _train_all(exp: HotlineConfig, model: ModelConfig, shape: tuple[int, int], t
     for name, scheme in plan:
         start_hot = {"hybrid": np.zeros(0, np.int64), "accel_only": np.arange(rows),
                      "hotline_online": np.zeros(0, np.int64)}.get(name, hot)
-        trainer = TieredTrainer(model, *shape, table, start_hot, device=device, seed=seed,
-                                threads=exp.threads, link_gbps=link_gbps)
+        trainer = rig.trainer(start_hot)
+        schedule = Schedule(exp.batch_size, exp.eval_every, exp.fae_phase_batches,
+                            online_every=exp.online_every if name == "hotline_online" else None,
+                            budget_bytes=budget)
         try:
-            frame, steps = train_scheme(
-                scheme, trainer, train, test, batch_size=exp.batch_size,
-                eval_every=exp.eval_every, is_hot=base_hot,
-                fae_phase_batches=exp.fae_phase_batches,
-                online_every=exp.online_every if name == "hotline_online" else None,
-                budget_bytes=budget, progress=progress)
+            frame, steps = train_scheme(scheme, trainer, train, test, schedule, is_hot=base_hot,
+                                        progress=progress)
         finally:
             trainer.close()
         frame.insert(0, "scheme", name)
@@ -239,12 +268,12 @@ def _train_all(exp: HotlineConfig, model: ModelConfig, shape: tuple[int, int], t
     return metrics, step_inputs, spans
 
 
-def _sweep(exp: HotlineConfig, model: ModelConfig, shape: tuple[int, int], table: np.ndarray,
-           counts_full: np.ndarray, train, device: str, seed: int, models: Models,
-           row_bytes: int, flops: float, link_gbps: float | None) -> pd.DataFrame:
+def _sweep(rig: Rig, counts_full: np.ndarray, train, models: Models, row_bytes: int,
+           flops: float) -> pd.DataFrame:
     """Budgets x batch sizes: hybrid, Hotline and Hotline without overlap on the same mini-batches,
     alternating step by step; measured medians and modelled sums."""
-    rows, dim = table.shape
+    exp = rig.exp
+    rows, dim = rig.table.shape
     records = []
     n = len(train)
     for mb in exp.budget_mb_full:
@@ -254,9 +283,7 @@ def _sweep(exp: HotlineConfig, model: ModelConfig, shape: tuple[int, int], table
         for batch in exp.batch_sweep:
             variants = {"hybrid": (np.zeros(0, np.int64), True), "hotline": (hot, True),
                         "hotline_sequential": (hot, False)}
-            trainers = {v: TieredTrainer(model, *shape, table, h, device=device, seed=seed,
-                                         threads=exp.threads, overlap=o, link_gbps=link_gbps)
-                        for v, (h, o) in variants.items()}
+            trainers = {v: rig.trainer(h, overlap=o) for v, (h, o) in variants.items()}
             walls: dict[str, list[float]] = {v: [] for v in variants}
             modelled: dict[str, float] = {}
             try:
@@ -331,22 +358,22 @@ def _timeline(steps: pd.DataFrame, spans: pd.DataFrame, models: Models, row_byte
     return pd.DataFrame(out)
 
 
-def measured_link(exp: HotlineConfig, model: ModelConfig, shape: tuple[int, int],
-                  table: np.ndarray, train, server: HardwareConfig, flops: float, device: str,
-                  seed: int, steps: int = 4) -> tuple[float | None, dict[str, Any]]:
-    """The link bandwidth of the measured runs (``exp.link``) and how it was set.
+def measured_link(rig: Rig, train, server: HardwareConfig, flops: float,
+                  steps: int = 4) -> tuple[float | None, dict[str, Any]]:
+    """The link bandwidth of the measured runs (``rig.exp.link``) and how it was set.
 
     ``scaled``: this machine's compute seconds per sample, the median of ``steps`` untimed
     hybrid steps on the first mini-batches (after one warm-up), against ``server``'s modelled
     ones: ``link = server.link_gbps x server s/sample / this machine's s/sample``, so that a
     row takes the same share of a sample's compute on both.
     """
+    exp, device = rig.exp, rig.device
     if device != "cpu" or exp.link == "off":
         return None, {"link": "off" if device == "cpu" else "real (cuda)"}
     if exp.link == "fixed":
         return exp.link_gbps, {"link": "fixed", "link_gbps": exp.link_gbps}
-    trainer = TieredTrainer(model, *shape, table, np.zeros(0, np.int64), device=device,
-                            seed=seed, threads=exp.threads)
+    # timed at memory speed: the link is what this measures
+    trainer = dataclasses.replace(rig, link_gbps=None).trainer(np.zeros(0, np.int64))
     per_sample = []
     try:
         for t in range(steps + 1):
@@ -412,13 +439,14 @@ def run(processed: Path, out: Path, exp: HotlineConfig, *, dataset: DatasetConfi
     servers = {name: hardware[name] for name in exp.hardware}
 
     started = time.perf_counter()
-    link_gbps, link_info = measured_link(exp, model, shape, table, train,
-                                         servers[exp.hardware[0]], flops, device, seed)
+    rig = Rig(exp, ModelSpec(model, *shape, rows), table, device, seed)
+    link_gbps, link_info = measured_link(rig, train, servers[exp.hardware[0]], flops)
+    rig = dataclasses.replace(rig, link_gbps=link_gbps)
     if link_gbps is not None:
         log.info("measured runs: host-accelerator link shaped to %.3g GB/s (%s)", link_gbps,
                  link_info["link"])
-    metric_frames, step_inputs, span_frames = _train_all(
-        exp, model, shape, table, hot, budget, train, test, device, seed, link_gbps, progress)
+    metric_frames, step_inputs, span_frames = _train_all(rig, hot, budget, train, test,
+                                                         progress)
     spans = pd.concat(span_frames, ignore_index=True)
     steps = pd.concat([_step_frame(name, s) for name, s in step_inputs], ignore_index=True)
     machine = fit_machine(steps, spans, row_bytes, flops)
@@ -436,8 +464,7 @@ def run(processed: Path, out: Path, exp: HotlineConfig, *, dataset: DatasetConfi
                                 on=["scheme", "step"], how="left")
         metrics[f"model_{name}_s"] = metrics[f"model_{name}_s"].fillna(0.0)
     timeline = _timeline(steps, spans, models, row_bytes, flops, exp.timeline_step)
-    sweep = _sweep(exp, model, shape, table, counts_full, train, device, seed, models,
-                   row_bytes, flops, link_gbps)
+    sweep = _sweep(rig, counts_full, train, models, row_bytes, flops)
     full_table_gb = exp.full_scale_rows * exp.full_scale_dim * FLOAT_BYTES / 1e9
     totals = steps.groupby("scheme")[["wall_s", *[f"model_{n}_s" for n in models]]].sum()
     finals = metrics.groupby("scheme").tail(1).set_index("scheme")

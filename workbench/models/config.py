@@ -1,4 +1,5 @@
-"""Config schema of the models layer: the CTR models (``conf/model/``, ``models.<name>``)."""
+"""Config schema of the models layer: the CTR models (``workbench/conf/model/``,
+``models.<name>``)."""
 
 from __future__ import annotations
 

@@ -73,6 +73,9 @@ class DotInteraction(nn.Module):
                 [4., 4., 4.]])
     """
 
+    rows: Tensor  # buffers (register_buffer)
+    cols: Tensor
+
     def __init__(self, n_vectors: int) -> None:
         super().__init__()
         self.n_vectors = n_vectors

@@ -3,10 +3,10 @@ r"""RecD's model path: a DLRM with a user-history sequence tower, computed on de
 RecD (Zhao et al., MLSys'23) observes that the samples of a training batch share much of their
 sparse input: every impression of a user session carries the same user features and the same
 interaction history. An :class:`~workbench.sparse.jagged_tensor.InverseKeyedJaggedTensor` (IKJT)
-keeps, per *dedup group* of features, only the group's ``U_g <= B`` unique rows and one inverse lookup
-``inverse_g[B]``. Any compute that reads one group only can run on the ``U_g`` unique rows and be
-expanded afterwards with ``out[inverse_g]``; this module does that for the embedding-bag lookups
-and for the (much more expensive) sequence tower.
+keeps, per *dedup group* of features, only the group's ``U_g <= B`` unique rows and one inverse
+lookup ``inverse_g[B]``. Any compute that reads one group only can run on the ``U_g`` unique rows
+and be expanded afterwards with ``out[inverse_g]``; this module does that for the embedding-bag
+lookups and for the (much more expensive) sequence tower.
 
 Notation: B batch, D = embedding_dim, K features ``f_1..f_K`` (in the order given to
 :class:`RecDModel`), G dedup groups partitioning them, ``x_{s,k}`` the id list of feature k for
@@ -58,8 +58,8 @@ DLRM on top (a :class:`workbench.models.ctr.DLRM` fed with the e_k from above)::
 
 Deduplicated and plain paths: :meth:`RecDModel.forward` accepts either a
 :class:`~workbench.sparse.jagged_tensor.KeyedJaggedTensor` or an IKJT. With a KJT the *same* code
-runs with the group rows being all B samples (no dedup, no inverse lookup); with an IKJT it runs on the
-``U_g`` unique rows and expands through ``index_select(0, inverse_g)``. Every operation above is
+runs with the group rows being all B samples (no dedup, no inverse lookup); with an IKJT it runs on
+the ``U_g`` unique rows and expands through ``index_select(0, inverse_g)``. Every operation above is
 row-independent (no batch statistics, no cross-sample attention, MHA kept off its inference fast
 path by a float mask), so the two paths give equal logits and equal parameter gradients up to
 floating-point summation order (the expansion's backward sums the gradients of duplicate rows
@@ -95,7 +95,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -506,7 +506,7 @@ class RecDModel(nn.Module):
         """
         return self.dlrm(dense, self.embeddings(sparse))
 
-    def work(self, sparse: SparseBatch) -> dict[str, object]:
+    def work(self, sparse: SparseBatch) -> dict[str, Any]:
         """Rows and ids the per-group compute processes for a batch (before expansion).
 
         Args:

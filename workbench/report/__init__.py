@@ -1,8 +1,17 @@
-"""Layer 8, report: the notebooks' side of the pipeline (``notebook``: the papermill runner, and
-the config a notebook shows with its ``dataset`` parameter), report sections, claims and
-provenance assembled into ``reports/README.md`` (``sections``), each section's figures, tables
-and notes shown inline in the notebook cell that makes them (``display``), the verdict rules that
-grade each claim in direction and magnitude (``verdict``), the catalogue of the papers' headline
-claims the report must account for (``catalogue``), the one seaborn theme with byte-deterministic
-figures (``plotting``), and the notebooks' widgets: a live run, its plot redrawn in place, in the
-background with progress (``explore``). Imports ``workbench.config`` and ``utils``."""
+"""Layer 8, report: the notebooks' side of the pipeline. Imports ``workbench.config`` and ``utils``.
+
+==============  ===============================================================================
+``notebook``    the papermill runner, and the config a notebook shows with its ``dataset``
+                parameter
+``sections``    a notebook's report section: figures, tables, notes and claim rows, saved as
+                ``section.json`` and its page ``reports/<notebook>/README.md``
+``index``       the one-screen index ``reports/README.md`` (verdict counts, claims table,
+                section links) and ``reports/claims.csv`` (every field)
+``display``     each section's figures, tables and notes shown inline in the notebook cell
+``verdict``     the rules that grade each claim in direction and magnitude
+``catalogue``   the papers' headline claims the report must account for
+``plotting``    the one seaborn theme, byte-deterministic figures
+``explore``     the notebooks' widgets: a live run, its plot redrawn in place, in the background
+                with progress
+==============  ===============================================================================
+"""

@@ -31,7 +31,8 @@ from __future__ import annotations
 import html
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -203,14 +204,15 @@ class Explorer:
             ticker.start()
             try:
                 result: list[pd.DataFrame] = []
-                self._guarded(lambda: result.append(self._run(**current)))
+                # _guarded calls the lambda at once, in this iteration
+                self._guarded(lambda: result.append(self._run(**current)))  # noqa: B023
             finally:
                 done.set()
                 ticker.join()
             with self._lock:
                 superseded = self._pending is not None
             if result and not superseded:
-                self._guarded(lambda: self._draw(current, result[0]))
+                self._guarded(lambda: self._draw(current, result[0]))  # noqa: B023
 
     def _tick(self, done: threading.Event, start: float) -> None:
         """Keep the status line saying how long the current run has worked."""

@@ -32,8 +32,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workbench.utils.paths import (NOTEBOOK_DIR, REPO_ROOT, known_notebooks, repo_relative,
-                                   resolve)
+from workbench.utils.errors import MissingInputError, UserError
+from workbench.utils.paths import NOTEBOOK_DIR, REPO_ROOT, known_notebooks, repo_relative, resolve
 
 if TYPE_CHECKING:
     from workbench.config import WorkbenchConfig
@@ -62,12 +62,10 @@ _ALSO = {"flexshard": ("experiments.flexshard.claims_dataset",)}
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
-class NotebookError(Exception):
+class NotebookError(UserError):
     """A notebook's input is missing or wrong. In a notebook it shows as its one-line message,
-    without a traceback (IPython's ``_render_traceback_``); papermill reports the same line."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"{type(self).__name__}: {self}"]
+    without a traceback (:class:`~workbench.utils.errors.UserError`); papermill reports the same
+    line."""
 
 
 def notebook_config(name: str, params_file: str | Path = "params.yaml",
@@ -81,7 +79,8 @@ def notebook_config(name: str, params_file: str | Path = "params.yaml",
         dataset: None (the pipeline's datasets), or the name of any preprocessed dataset under
             ``paths.data`` (one of the pipeline's, or your own prepared with
             ``dataset=local dataset.name=NAME``): every key of :data:`NOTEBOOK_STAGES` then names
-            it, so the notebook reads ``results/<stage>/<dataset>/`` and its live section runs on it.
+            it, so the notebook reads ``results/<stage>/<dataset>/`` and its live section runs
+            on it.
 
     Raises:
         NotebookError: the params file is missing or invalid, the name is not a plain name, the
@@ -183,7 +182,7 @@ def notebook_path(name: str) -> Path:
     """``notebooks/<name>.py``, with a clear error listing the notebooks when absent."""
     path = NOTEBOOK_DIR / f"{name}.py"
     if not path.exists():
-        raise FileNotFoundError(f"notebook {path} not found (known notebooks: "
+        raise MissingInputError(f"notebook {path} not found (known notebooks: "
                                 f"{known_notebooks()})")
     return path
 

@@ -1,53 +1,61 @@
-"""The generated report: figures beside the paper's numbers, a claims table, provenance.
+"""Report sections: what each notebook writes, one page per section, and the claims they carry.
 
-Notebooks describe what they produce through a :class:`Section`; the ``report`` stage gathers
-every section into ``reports/README.md``::
+Notebooks describe what they produce through a :class:`Section`; :meth:`Section.save` writes the
+section's record and its page, and the ``report`` stage gathers every section into the index,
+``reports/README.md`` (:mod:`workbench.report.index`)::
 
-    notebooks/<nb>.py --papermill--> reports/<nb>/section.json   (figures, tables, claims)
+    notebooks/<nb>.py --papermill--> reports/<nb>/section.json   (figures, tables, notes, claims)
+                                     reports/<nb>/README.md      (the section's page: write_page)
                                      reports/<nb>/*.png, *.csv
-    reports/*/section.json --report--> reports/README.md  (verdict counts, rules, claims table,
-                                       reports/claims.csv  sections, provenance)
+    reports/*/section.json --report--> reports/README.md   (the index: verdict counts, a short
+                                       reports/claims.csv   claims table, links to the pages)
+
+The page is a pure function of ``section.json`` (:func:`page`), so the ``report`` stage rewrites
+a missing or outdated page to the same bytes the notebook would have written
+(:func:`write_page`); a notebook run by hand writes the same page into ``scratch/<nb>/``.
 
 A claim row is: paper, claim, paper value (with [P] full text / [A] abstract), measured value,
 the exact setting it was measured in, its verdict state and the rule that decided it
 (:mod:`workbench.report.verdict`), and a note. Rows carry the key of the headline claim they
 measure (:mod:`workbench.report.catalogue`); the report adds a ``not built`` row for every
-claim of a paper not built, and fails when a built claim of a gathered section has no row.
-Where the workbench's model of a mechanism is ours (the paper's method section is unavailable),
-the section says so next to the result.
+claim of a paper not built, and fails when a built claim of a gathered section has no row
+(:func:`collect`). Where the workbench's model of a mechanism is ours (the paper's method section
+is unavailable), the section says so next to the result.
 
-Provenance: the README names the commit it was built from and, when tracked sources differ
-from that commit (anything outside the generated :data:`GENERATED` paths), opens with a warning
-listing them.
+Provenance (:func:`provenance`): the commit the report was built from and, when tracked sources
+differ from it (anything outside the generated :data:`GENERATED` paths), the list of them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import subprocess
 from dataclasses import InitVar, asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
 from workbench.report import display
 from workbench.report.catalogue import CATALOGUE
 from workbench.report.plotting import save_figure
-from workbench.report.verdict import DEFINITIONS, STATES, Verdict, not_built
+from workbench.report.verdict import STATES, Verdict, not_built
+from workbench.utils.errors import MissingInputError, WorkbenchError
 from workbench.utils.io import write_json, write_text
 from workbench.utils.paths import notebook_output, repo_relative
 
 SECTION_FILE = "section.json"
+PAGE_FILE = "README.md"  # the section's page, beside its section.json
 CLAIM_COLUMNS = ["paper", "claim", "paper_value", "measured", "setting", "state", "rule", "note"]
 GENERATED = ("results/", "reports/", "data/", "dvc.lock", "params.yaml")  # not "sources"
 PROVENANCE_PACKAGES = ["torch", "numpy", "pandas", "pyarrow", "scipy", "numba", "hydra-core",
                        "dvc", "papermill", "jupytext", "matplotlib", "seaborn"]
 
 
-class CatalogueError(ValueError):
+class CatalogueError(WorkbenchError, ValueError):
     """Claim rows and the catalogue of headline claims disagree."""
 
 
@@ -120,11 +128,16 @@ class Section:
         if self.intro:
             display.markdown(self.intro)
 
+    @property
+    def _out(self) -> Path:
+        """``out_dir``: a ``Path`` once ``__post_init__`` has run."""
+        return cast(Path, self.out_dir)
+
     def figure(self, fig: Any, name: str, caption: str, setting: str) -> None:
         """Save ``fig`` as ``<name>.png``, record it with its caption and setting, show it.
 
         Returns nothing, so a cell ending in this call shows the figure, not a path."""
-        path = save_figure(fig, self.out_dir / f"{name}.png")
+        path = save_figure(fig, self._out / f"{name}.png")
         self.items.append({"kind": "figure", "file": path.name, "caption": caption,
                            "setting": setting})
         display.image(path)
@@ -133,7 +146,7 @@ class Section:
               floatfmt: str = ".4g") -> None:
         """Save ``frame`` as ``<name>.csv``, record it (a Markdown table in the report), show it
         as a table."""
-        path = self.out_dir / f"{name}.csv"
+        path = self._out / f"{name}.csv"
         write_text(path, frame.to_csv(index=False, float_format="%.6g"))
         self.items.append({"kind": "table", "file": path.name, "caption": caption,
                            "setting": setting,
@@ -150,19 +163,105 @@ class Section:
         self.claims.append(claim)
 
     def save(self) -> None:
-        """Write ``section.json`` (atomically); show this section's claim rows and where the
-        section went."""
-        path = self.out_dir / SECTION_FILE
+        """Write ``section.json`` and the section's page ``README.md`` (both atomically); show
+        this section's claim rows and where the section went."""
+        path = self._out / SECTION_FILE
         write_json(path, {"name": self.name, "title": self.title, "intro": self.intro,
                           "items": self.items, "claims": [asdict(c) for c in self.claims]})
+        write_page(self._out, json.loads(path.read_text()))  # the page is what the file says
         if self.claims:
             shown = ["paper", "claim", "paper_value", "measured", "state"]
             display.table(pd.DataFrame([asdict(c) for c in self.claims])[shown],
                           "Claims of this section (rows of the report's claims table)")
         kinds = pd.Series([i["kind"] for i in self.items], dtype=object).value_counts()
-        display.markdown(f"*Section `{self.name}` written to `{repo_relative(self.out_dir)}/`: "
-                         f"{kinds.get('figure', 0)} figures, {kinds.get('table', 0)} tables, "
-                         f"{len(self.claims)} claim rows.*")
+        display.markdown(f"*Section `{self.name}` written to `{repo_relative(self._out)}/` "
+                         f"(page: `{PAGE_FILE}`): {kinds.get('figure', 0)} figures, "
+                         f"{kinds.get('table', 0)} tables, {len(self.claims)} claim rows.*")
+
+
+def claim_anchor(number: int) -> str:
+    """The anchor of the ``number``-th claim (from 1) on its section's page, e.g. ``claim-3``:
+    the slug Markdown renderers (GitHub, GitLab, VS Code) give its heading ``### Claim 3``."""
+    return f"claim-{number}"
+
+
+def page(section: dict[str, Any]) -> str:
+    """The Markdown page of one section, from its ``section.json`` contents alone.
+
+    Title, a line linking the report's index and the notebook, the intro, every claim row in
+    full (paper value, ours, verdict, rule, setting, note, catalogue key) under a heading
+    ``### Claim <n>`` (anchor :func:`claim_anchor`), then under ``## Results`` the figures
+    (relative image links), tables (Markdown, with a link to the CSV) and notes in the order
+    the notebook added them. Links are relative to the section's folder, which sits one level
+    under the repository root (``reports/<nb>/``, ``scratch/<nb>/``).
+
+    Args:
+        section: the loaded ``section.json`` (``name``, ``title``, ``intro``, ``items``,
+            ``claims``).
+
+    Returns:
+        The page text; the same ``section`` always gives the same text.
+    """
+    name = section["name"]
+    lines = [f"# {section['title']}", "",
+             f"A section of the [reproduction report](../README.md), written by the notebook "
+             f"[`notebooks/{name}.py`](../../notebooks/{name}.py) from the run outputs; do not "
+             "edit.", ""]
+    if section["intro"]:
+        lines += [section["intro"], ""]
+    claims = section["claims"]
+    if claims:
+        lines += ["## Claims", "",
+                  "Paper values: [P] from the paper's full text, [A] from its abstract. The "
+                  "verdict holds in the setting given; the rule says how it was decided "
+                  "(`workbench/report/verdict.py`).", ""]
+        for number, c in enumerate(claims, 1):
+            lines += [f"### Claim {number}", "", f"**{c['paper']}:** {_one_line(c['claim'])}",
+                      "", f"- **Paper:** {_one_line(c['paper_value'])}",
+                      f"- **Ours:** {_one_line(c['measured'])}",
+                      f"- **Verdict:** {c['state']}"]
+            if c.get("rule"):
+                lines.append(f"- **Rule:** {_one_line(c['rule'])}")
+            lines.append(f"- **Setting:** {_one_line(c['setting'])}")
+            if c.get("note"):
+                lines.append(f"- **Note:** {_one_line(c['note'])}")
+            if c.get("key"):
+                lines.append(f"- **Headline claim:** `{c['key']}` "
+                             "(`workbench/report/catalogue.py`)")
+            lines.append("")
+    if section["items"]:
+        lines += ["## Results", ""]
+    for item in section["items"]:
+        if item["kind"] == "figure":
+            lines += [f"**{item['caption']}**", "", f"![{item['caption']}]({item['file']})", "",
+                      f"*Setting:* {item['setting']}", ""]
+        elif item["kind"] == "table":
+            lines += [f"**{item['caption']}** ([CSV]({item['file']}))", "", item["markdown"], ""]
+            if item["setting"]:
+                lines += [f"*Setting:* {item['setting']}", ""]
+        else:
+            lines += [item["text"], ""]
+    return "\n".join(lines)
+
+
+def write_page(out_dir: Path, section: dict[str, Any]) -> bool:
+    """Write ``out_dir/README.md``, the :func:`page` of ``section``, unless it already holds
+    exactly that text (an unchanged page keeps its file untouched).
+
+    Returns:
+        Whether the file was (re)written.
+    """
+    path = Path(out_dir) / PAGE_FILE
+    text = page(section)
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return False
+    write_text(path, text)
+    return True
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its line breaks folded into spaces (one Markdown list item)."""
+    return " ".join(str(text).split())
 
 
 def per_dataset(results: Path, datasets: list[str], csvs: list[str], section: Section,
@@ -233,7 +332,12 @@ def dirty_sources(repo: Path) -> list[str] | None:
 
 
 def provenance(repo: Path, params: Path) -> dict[str, Any]:
-    """Git commit, modified sources, Python and package versions, and the resolved config."""
+    """Git commit, modified sources, Python and package versions, and the params file's digest.
+
+    Returns:
+        ``commit`` (or ``"unknown"``), ``dirty`` (None: git cannot tell), ``dirty_files``,
+        ``python``, ``packages`` (name -> version), ``params_sha256`` (None: no params file).
+    """
     versions = {}
     for pkg in PROVENANCE_PACKAGES:
         try:
@@ -244,7 +348,8 @@ def provenance(repo: Path, params: Path) -> dict[str, Any]:
     return {"commit": _git("rev-parse", "HEAD", cwd=repo) or "unknown",
             "dirty": bool(dirty) if dirty is not None else None, "dirty_files": dirty or [],
             "python": platform.python_version(), "packages": versions,
-            "config": params.read_text() if params.exists() else "(params file not found)"}
+            "params_sha256": (hashlib.sha256(params.read_bytes()).hexdigest()
+                              if params.is_file() else None)}
 
 
 def collect(reports: Path, sections: list[str]) -> tuple[list[dict[str, Any]],
@@ -265,7 +370,7 @@ def collect(reports: Path, sections: list[str]) -> tuple[list[dict[str, Any]],
     for name in sections:
         path = reports / name / SECTION_FILE
         if not path.exists():
-            raise FileNotFoundError(f"{path} not found: the notebook stage for {name!r} has not "
+            raise MissingInputError(f"{path} not found: the notebook stage for {name!r} has not "
                                     "run (dvc repro runs it)")
         loaded.append(json.loads(path.read_text()))
     stale = [s["name"] for s in loaded if any("state" not in c for c in s["claims"])]
@@ -292,99 +397,3 @@ def collect(reports: Path, sections: list[str]) -> tuple[list[dict[str, Any]],
             claims.append(asdict(Claim(c.paper, c.claim, c.paper_value, "-", "-",
                                        verdict=not_built(c.missing), key=c.key)))
     return loaded, claims
-
-
-def _verdict_lines(claims: list[dict[str, Any]]) -> list[str]:
-    """The per-state count table and the rule definitions."""
-    counts = pd.Series([c["state"] for c in claims], dtype=object).value_counts()
-    table = pd.DataFrame({"state": [*STATES, "total"],
-                          "claim rows": [int(counts.get(s, 0)) for s in STATES] + [len(claims)]})
-    lines = ["## Verdicts", "", table.to_markdown(index=False), "",
-             "Rules (`workbench/report/verdict.py`; each row's *rule* column gives its numbers):",
-             ""]
-    lines += [f"- **{state}**: {text}." for state, text in DEFINITIONS]
-    return lines + [""]
-
-
-def _warning(prov: dict[str, Any]) -> list[str]:
-    if prov["dirty"] is None:
-        return ["> **WARNING: the git state could not be read; this report's sources are "
-                "unknown.**", ""]
-    if not prov["dirty"]:
-        return []
-    return ["> **WARNING: built from a working tree with uncommitted source changes.** The "
-            f"numbers may not match commit `{prov['commit']}`. Modified sources:", ">",
-            *[f"> - `{p}`" for p in prov["dirty_files"]], ""]
-
-
-def build(reports: Path, sections: list[str], params: Path, repo: Path) -> str:
-    """Assemble ``reports/README.md`` text from the sections' ``section.json`` files.
-
-    Raises:
-        FileNotFoundError: a section's notebook stage has not run.
-        CatalogueError: see :func:`collect`.
-    """
-    loaded, claims = collect(reports, sections)
-    prov = provenance(repo, params)
-    lines = ["# Reproduction report", "", *_warning(prov),
-             f"Built from commit `{prov['commit']}` by the `report` stage of `dvc repro`, from "
-             "the run outputs; do not edit. Each figure and table is produced by the notebook "
-             "named in its section, from the metrics files of the experiment stages.", "",
-             *_verdict_lines(claims),
-             "## Claims", "",
-             "Paper values: [P] from the paper's full text, [A] from its abstract. *State* is "
-             "the verdict in the setting given; *rule* says how it was decided.", ""]
-    if claims:
-        lines.append(_markdown(pd.DataFrame(claims, columns=CLAIM_COLUMNS)))
-    else:
-        lines.append("(no claims yet)")
-    lines.append("")
-    for sec in loaded:
-        name = sec["name"]
-        lines += [f"## {sec['title']}", "",
-                  f"Notebook: [`notebooks/{name}.py`](../notebooks/{name}.py) (executed copy: "
-                  f"[`reports/notebooks/{name}.ipynb`](notebooks/{name}.ipynb)).", ""]
-        if sec["intro"]:
-            lines += [sec["intro"], ""]
-        for item in sec["items"]:
-            if item["kind"] == "figure":
-                lines += [f"**{item['caption']}**", "",
-                          f"![{item['caption']}]({name}/{item['file']})", "",
-                          f"*Setting:* {item['setting']}", ""]
-            elif item["kind"] == "table":
-                lines += [f"**{item['caption']}** ([CSV]({name}/{item['file']}))", "",
-                          item["markdown"], ""]
-                if item["setting"]:
-                    lines += [f"*Setting:* {item['setting']}", ""]
-            else:
-                lines += [item["text"], ""]
-    lines += ["## Provenance", "",
-              f"- git commit: `{prov['commit']}`" + (
-                  " (working tree had uncommitted source changes: "
-                  + ", ".join(f"`{p}`" for p in prov["dirty_files"]) + ")"
-                  if prov["dirty"] else ""),
-              f"- Python {prov['python']}; " + ", ".join(f"{k} {v}"
-                                                      for k, v in prov["packages"].items()),
-              "", "<details><summary>Resolved configuration (params.yaml)</summary>", "",
-              "```yaml", prov["config"].rstrip(), "```", "", "</details>", ""]
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m workbench.report``: write ``reports/README.md`` and ``reports/claims.csv``."""
-    from workbench.config import stage_arguments
-    from workbench.utils.paths import REPO_ROOT
-
-    cfg, args = stage_arguments(main.__doc__ or "", argv)
-    reports = cfg.paths.resolve("reports")
-    params = args.params or (REPO_ROOT / "params.yaml")
-    sections = list(cfg.pipeline.notebooks)
-    text = build(reports, sections, Path(params), REPO_ROOT)
-    _, claims = collect(reports, sections)
-    write_text(reports / "claims.csv",
-               pd.DataFrame(claims, columns=CLAIM_COLUMNS).to_csv(index=False))
-    write_text(reports / "README.md", text)
-
-
-if __name__ == "__main__":
-    main()

@@ -35,6 +35,9 @@ The kinds, with their effect, direction and default band:
 * :func:`not_comparable` (the setting lacks what the claim needs) and :func:`not_built` (the
   mechanism is not built yet).
 
+:data:`DEFINITIONS` states each rule in full, :data:`SUMMARIES` in a short phrase (the report's
+index counts the states with it).
+
 Paper values are validated (a factor range on one side of 1x, a percent range off its baseline)
 and a bad one raises ``ValueError``: that is a mistake in the notebook, not in the measurement.
 A bad measurement never raises.
@@ -45,6 +48,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 
@@ -69,6 +73,16 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
                      "(the rule says what)"),
     (NOT_BUILT, "the mechanism is not built in the workbench yet"),
 )
+
+# One short phrase per state, for tables that count them (the report's index).
+SUMMARIES: dict[str, str] = {
+    REPRODUCED: "right direction, magnitude within the band",
+    DIRECTION_ONLY: "right direction, magnitude outside the band",
+    TIE: "no difference beyond the noise or tolerance",
+    CONTRADICTED: "wrong direction",
+    NOT_COMPARABLE: "the setting cannot measure the claim",
+    NOT_BUILT: "the mechanism is not built yet",
+}
 
 Paper = float | tuple[float, float]
 _EPS = 1e-9  # relative slack at band edges, so that 4.1 / 8.2 counts as exactly 0.5
@@ -126,7 +140,9 @@ def _series(values: object) -> np.ndarray | None:
 
 
 def _range(paper: Paper, what: str) -> tuple[float, float]:
-    lo, hi = (paper, paper) if np.isscalar(paper) else tuple(paper)  # type: ignore[misc]
+    ends: tuple[Any, ...] = ((paper, paper) if np.isscalar(paper)
+                             else tuple(cast("tuple[float, float]", paper)))
+    lo, hi = ends
     lo, hi = float(lo), float(hi)
     if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
         raise ValueError(f"{what} must be a finite number or a (low, high) range, got {paper!r}")

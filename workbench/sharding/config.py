@@ -1,4 +1,5 @@
-"""Config schema of the sharding layer: the device topology (``conf/topology/``, ``topology``)."""
+"""Config schema of the sharding layer: the device topology (``workbench/conf/topology/``,
+``topology``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from workbench.utils.validation import ConfigError, in_range
 
 @dataclass(frozen=True)
 class TopologyConfig:
-    """A two-level cluster: ``nodes`` x ``devices_per_node`` accelerators (`workbench/sharding/topology.py`).
+    """A two-level cluster: ``nodes`` x ``devices_per_node`` accelerators
+    (`workbench/sharding/topology.py`).
 
     Bandwidths are per device and per direction, in GB/s (1e9 bytes/s).
 

@@ -1,9 +1,9 @@
 r"""FlexShard's cut points: how many of the hottest rows to replicate everywhere and per node.
 
-Our formalisation (plans: `workbench/sharding/plans.py`). Rows are ranked by access probability; a plan is the pair
-of cut points ``(t1, u)``, ``0 <= t1 <= u <= N``: ranks ``[0, t1)`` replicated on every device,
-``[t1, u)`` replicated per node and row-sharded inside it, ``[u, N)`` row-sharded over all
-devices (:func:`~workbench.sharding.plans.tiered`, ``t2 = u - t1``). The planner minimises the
+Our formalisation (plans: `workbench/sharding/plans.py`). Rows are ranked by access probability; a
+plan is the pair of cut points ``(t1, u)``, ``0 <= t1 <= u <= N``: ranks ``[0, t1)`` replicated on
+every device, ``[t1, u)`` replicated per node and row-sharded inside it, ``[u, N)`` row-sharded over
+all devices (:func:`~workbench.sharding.plans.tiered`, ``t2 = u - t1``). The planner minimises the
 expected time of one iteration's all-to-all (forward + backward) subject to the memory of the
 baseline, ``max_d memory_d <= limit`` (weights + buffers, :mod:`workbench.sharding.traffic`).
 
@@ -27,7 +27,9 @@ force); on large tables ``C`` is a log-and-linear grid of ``candidates`` positio
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +58,7 @@ class CutSearch:
     inter_bytes: np.ndarray
 
 
-def candidate_cuts(n: int, count: int, extra: np.ndarray | list[int] = ()) -> np.ndarray:
+def candidate_cuts(n: int, count: int, extra: np.ndarray | Sequence[int] = ()) -> np.ndarray:
     """Sorted distinct cut positions in ``[0, n]``: all of them when ``count > n``, else 0, n,
     ``count // 2`` log-spaced and ``count // 2`` linearly spaced positions, plus ``extra``."""
     if count > n:
@@ -110,7 +112,7 @@ def evaluate_cuts(probability: np.ndarray, topo: Topology, lookups_per_device: f
     node = np.arange(n_dev) // g
     other_nodes = 1.0 - np.eye(topo.nodes)  # sums over the other nodes: exact zeros stay 0
     scale = lookups_per_device * row_bytes
-    out = {k: [] for k in ("t1", "t2", "seconds", "memory", "inter_bytes")}
+    out: dict[str, list[Any]] = {k: [] for k in ("t1", "t2", "seconds", "memory", "inter_bytes")}
     pairs = [(i, j) for i in range(len(cuts)) for j in range(i, len(cuts) if node_tier else i + 1)]
     for start in range(0, len(pairs), chunk * len(cuts)):
         ii, jj = np.array(pairs[start:start + chunk * len(cuts)]).T

@@ -1,8 +1,8 @@
 r"""Sharding plans of one embedding table: where each row lives and where a lookup goes.
 
-Our formalisation of FlexShard's tiers (the tiers as the paper's abstract states them) and of the plans
-it is compared with (TorchRec's planner options, HugeCTR's hybrid embedding). A plan gives every
-row ``r`` of an N-row table a tier and an owner::
+Our formalisation of FlexShard's tiers (the tiers as the paper's abstract states them) and of the
+plans it is compared with (TorchRec's planner options, HugeCTR's hybrid embedding). A plan gives
+every row ``r`` of an N-row table a tier and an owner::
 
     tier 0  replicated on every device                 lookup from d: served by d itself
     tier 1  replicated per node, row-sharded inside    lookup from d: device node(d) G + owner[r]
@@ -107,7 +107,8 @@ def weighted_sequence(weights: np.ndarray, n: int) -> np.ndarray:
     rest = n - counts.sum()  # largest remainders first, ties to the smaller device
     counts[np.argsort(-(share - counts), kind="stable")[:rest]] += 1
     device = np.repeat(np.arange(w.size), counts)
-    position = np.concatenate([(np.arange(c) + 0.5) / c for c in counts if c]) if n else []
+    position = (np.concatenate([(np.arange(c) + 0.5) / c for c in counts if c]) if n
+                else np.zeros(0))
     return device[np.lexsort((device, position))].astype(np.int64)
 
 

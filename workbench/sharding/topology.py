@@ -57,14 +57,14 @@ class Topology:
 
     @classmethod
     def from_config(cls, cfg: TopologyConfig, nodes: int | None = None,
-                    slow_factor: float | None = None) -> "Topology":
+                    slow_factor: float | None = None) -> Topology:
         """The topology of ``cfg``, optionally with another node count or slow-node factor
         (the sweeps); the slow nodes are the last ``cfg.slow_nodes``."""
         if nodes is not None or slow_factor is not None:
             n = cfg.nodes if nodes is None else nodes
-            speed = cfg.node_speed if len(cfg.node_speed) == 1 else (
+            node_speed = cfg.node_speed if len(cfg.node_speed) == 1 else (
                 cfg.node_speed if n == cfg.nodes else cfg.node_speed[:1])
-            cfg = replace(cfg, nodes=n, node_speed=list(speed),
+            cfg = replace(cfg, nodes=n, node_speed=list(node_speed),
                           slow_nodes=min(cfg.slow_nodes, n),
                           slow_factor=cfg.slow_factor if slow_factor is None else slow_factor)
         speed = np.broadcast_to(np.asarray(cfg.node_speed, dtype=float), (cfg.nodes,)).copy()

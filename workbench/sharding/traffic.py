@@ -1,9 +1,10 @@
 r"""The all-to-all traffic of a sharding plan, expected and replayed, and its memory.
 
-Our formalisation (the topology: `workbench/sharding/topology.py`). Data parallel: device d trains its own ``b`` samples; each
-occurrence of a row in a sample's sequence is one lookup (sequence embeddings are not pooled, so
-every occurrence is sent). The device that serves a lookup (:meth:`Plan.serving`) sends the row,
-``row_bytes = 4 D``, to the device that made it; the backward pass sends the gradient back::
+Our formalisation (the topology: `workbench/sharding/topology.py`). Data parallel: device d trains
+its own ``b`` samples; each occurrence of a row in a sample's sequence is one lookup (sequence
+embeddings are not pooled, so every occurrence is sent). The device that serves a lookup
+(:meth:`Plan.serving`) sends the row, ``row_bytes = 4 D``, to the device that made it; the backward
+pass sends the gradient back::
 
     replayed:  M[e, d] = row_bytes x #{lookups made by d and served by e != d}       (forward)
     expected:  M[e, d] = row_bytes x lambda x sum_{r served to d by e} p_r,   e != d
@@ -44,6 +45,7 @@ def expected_traffic(plan: Plan, probability: np.ndarray, lookups_per_device: fl
     p = p / p.sum() if p.sum() > 0 else p
     n_dev, g = topo.devices, topo.devices_per_node
     scale = lookups_per_device * row_bytes
+    m: np.ndarray
     if plan.column_devices is not None:
         m = np.zeros((n_dev, n_dev))
         np.add.at(m, plan.column_devices, scale / len(plan.column_devices))
@@ -77,7 +79,8 @@ def replay_traffic(plan: Plan, src: np.ndarray, rows: np.ndarray, row_bytes: int
     return m
 
 
-def memory(plan: Plan, traffic: np.ndarray, row_bytes: int, topo: Topology) -> dict[str, np.ndarray]:
+def memory(plan: Plan, traffic: np.ndarray, row_bytes: int,
+           topo: Topology) -> dict[str, np.ndarray]:
     """Per device: ``weights``, ``buffers`` (all-to-all send + receive) and ``total`` bytes."""
     weights = plan.rows_per_device(topo) * row_bytes
     m = np.array(traffic, dtype=float)

@@ -14,7 +14,7 @@ Worked example, batch of 3, groups ``[["b"], ["c", "d"]]``::
 
     KJT (key-major)                       IKJT
     sample:   0        1        2         group (b)        unique rows: [3,4,5] | [4,5,6]
-    b      [3,4,5] | [4,5,6] | [3,4,5]      b values  [3,4,5,4,5,6]   lengths [3,3] (offsets [0,3,6])
+    b      [3,4,5] | [4,5,6] | [3,4,5]      b values  [3,4,5,4,5,6]   lengths [3,3] offsets [0,3,6]
     c      [7,8]   | [7,8]   | [10]         inverse   [0,1,0]
     d      [9]     | [9]     | [11]       group (c, d)     unique rows: ([7,8],[9]) | ([10],[11])
                                             c values  [7,8,10]        lengths [2,1]
@@ -363,8 +363,9 @@ class KeyedJaggedTensor:
         sizes = {k: jts[k].batch_size for k in keys}
         if len(set(sizes.values())) > 1:
             raise ValueError(f"keys have different batch sizes: {sizes}")
-        return cls(keys, np.concatenate([jts[k].values() for k in keys]) if keys else [],
-                   np.concatenate([jts[k].lengths() for k in keys]) if keys else [])
+        empty = np.zeros(0, dtype=np.int64)  # no keys: the constructor raises
+        return cls(keys, np.concatenate([jts[k].values() for k in keys]) if keys else empty,
+                   np.concatenate([jts[k].lengths() for k in keys]) if keys else empty)
 
     def keys(self) -> list[str]:
         """Feature names in storage order."""

@@ -193,7 +193,7 @@ class Remap:
     def __post_init__(self) -> None:
         try:
             arr = np.asarray(self.table if isinstance(self.table, np.ndarray)
-                             else list(self.table))  # type: ignore[call-overload]
+                             else list(self.table))
         except (TypeError, ValueError, OverflowError) as err:
             raise ValueError(f"table must be a 1-D sequence of integers in [-2**63, 2**63 - 1], "
                              f"got {type(self.table).__name__}: {err}") from None

@@ -1,3 +1,14 @@
-"""Layer 5, training: the trainer that runs HET's systems through the emulated cluster
-(``trainer``) and the RecD trainer on KJT / IKJT batches (``recd_trainer``). Imports ``models``
-and lower."""
+"""Layer 5, training: the models trained for real, on emulated and on real systems.
+
+* ``trainer``: the trainer that runs HET's systems through the emulated cluster, built from
+  typed components (:class:`~.trainer.ModelSpec`, :class:`~.trainer.SystemSpec`,
+  :class:`~.trainer.ClusterSetup`, a :class:`~workbench.dispatch.registry.DispatcherSpec`, the
+  :class:`~.trainer.Mechanisms` switches), and time to target;
+* ``distributed``: the same runs on real processes (a parameter server, one process per worker,
+  a dispatcher process; torch.distributed over shaped links);
+* ``hotline``: Hotline's micro-batch pipeline, the CPU-GPU hybrid, FAE and accelerator-only on a
+  two-tier embedding store (:class:`~.hotline.TieredTrainer`, :func:`~.hotline.train_scheme`);
+* ``recd_trainer``: the RecD trainer on KJT / IKJT batches.
+
+Imports ``models`` and lower.
+"""

@@ -66,21 +66,23 @@ from workbench.cluster.remote_ps import RemoteCache, serve_parameter_server
 from workbench.cluster.shaped_link import ShapedLink
 from workbench.cluster.time_model import BYTES_PER_FLOAT
 from workbench.cluster.wire import Endpoint
-from workbench.dispatch.base import assign
+from workbench.dispatch.base import BASELINES, BaselineDispatcher, baseline
+from workbench.dispatch.registry import DispatcherSpec, SolverOptions
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import dense_parameter_count
 from workbench.training.trainer import Split, SystemSpec, dense_optimizer, initial_parameters
+from workbench.utils.errors import WorkbenchError
 
 __all__ = ["DistributedJob", "DistributedResult", "DistributedRunError", "Fault",
            "run_distributed", "torchrun_main"]
 
 SERVER_RANK = 0
 DISPATCH_OP = 7
-BASELINE_DISPATCHERS = ("contiguous", "random")
+BASELINE_DISPATCHERS = BASELINES
 SUPPORTED_KINDS = ("cache", "hybrid")
 
 
-class DistributedRunError(RuntimeError):
+class DistributedRunError(WorkbenchError, RuntimeError):
     """A distributed run failed: a process raised, died or the run passed its deadline."""
 
 
@@ -118,7 +120,7 @@ class DistributedJob:
             or a cost-aware name of :mod:`workbench.dispatch.registry` (dispatcher process).
         force_dispatcher_process: decide even a baseline in the dispatcher process (so that
             baselines and cost-aware dispatchers are timed on the same message path).
-        dispatcher_options: keyword arguments of ``make_dispatcher`` (cost-aware only).
+        dispatcher_options: the ESD solvers' settings (cost-aware only).
         decision_budget_s: HybridDis' budget per decision (cost-aware only).
         shaped: shape the links (False: loopback speed everywhere, for the benchmark).
         timeout_s: timeout of every torch.distributed call.
@@ -136,7 +138,7 @@ class DistributedJob:
     steps: int
     seed: int = 0
     dispatcher: str = "contiguous"
-    dispatcher_options: dict = field(default_factory=dict)
+    dispatcher_options: SolverOptions = field(default_factory=SolverOptions)
     decision_budget_s: float = 0.05
     shaped: bool = True
     timeout_s: float = 60.0
@@ -170,6 +172,11 @@ class DistributedJob:
     def world_size(self) -> int:
         """Processes: server + workers (+ dispatcher)."""
         return 1 + self.workers + int(self.has_dispatcher)
+
+    @property
+    def dispatcher_spec(self) -> DispatcherSpec:
+        """The dispatcher's name and settings (checks the name)."""
+        return DispatcherSpec(self.dispatcher, self.dispatcher_options)
 
     def cache_spec(self) -> CacheSpec:
         """The workers' cache (the emulated trainer's: :meth:`SystemSpec.cache_config`)."""
@@ -213,8 +220,8 @@ def worker_links(cfg: ClusterConfig, shaped: bool) -> list[tuple[float, float]]:
     """Per worker ``(bytes per second, one-way latency s)`` of its link (unshaped: inf, 0)."""
     if not shaped:
         return [(float("inf"), 0.0)] * cfg.workers
-    return [(b * 1e9 / 8, l * 1e-3) for b, l in zip(cfg.per_worker("bandwidth_gbps"),
-                                                    cfg.per_worker("latency_ms"))]
+    return [(b * 1e9 / 8, lat * 1e-3) for b, lat in zip(cfg.per_worker("bandwidth_gbps"),
+                                                        cfg.per_worker("latency_ms"))]
 
 
 def _free_port() -> int:
@@ -286,7 +293,7 @@ def _run_role(rank: int, job: DistributedJob, train: Split, links, workers_group
 
 
 def _server(job: DistributedJob, links, fault: Fault | None) -> dict:
-    endpoint = Endpoint({w + 1: ShapedLink(b, l) for w, (b, l) in enumerate(links)},
+    endpoint = Endpoint({w + 1: ShapedLink(b, lat) for w, (b, lat) in enumerate(links)},
                         shared=(ShapedLink(job.cluster_cfg.ps_bandwidth_gbps * 1e9 / 8)
                                 if job.shaped else None),
                         threaded=True)
@@ -300,15 +307,16 @@ def _server(job: DistributedJob, links, fault: Fault | None) -> dict:
             "busy_s": result.busy_s}
 
 
-def _positions(job: DistributedJob, rng: np.random.Generator, endpoint: Endpoint,
-               worker: int, capacities: np.ndarray) -> np.ndarray:
-    if job.has_dispatcher:
+def _positions(job: DistributedJob, own: BaselineDispatcher | None, endpoint: Endpoint,
+               worker: int) -> np.ndarray:
+    """This worker's sample positions of the next batch: the dispatcher process's message, or
+    the worker's own draw of the baseline (``own``, the emulated trainer's seeded stream)."""
+    if own is None:
         message = endpoint.recv(job.world_size - 1)
         if message.op != DISPATCH_OP:
             raise RuntimeError(f"expected a dispatch message, got opcode {message.op}")
         return message.arrays[0]
-    owner = assign(job.dispatcher, job.workers, capacities, rng)
-    return np.flatnonzero(owner == worker)
+    return np.flatnonzero(own.owners() == worker)
 
 
 def _worker(rank: int, job: DistributedJob, train: Split, links, group,
@@ -327,15 +335,16 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
     dense_bytes = BYTES_PER_FLOAT * dense_parameter_count(model)
     ring_bytes = int(2 * (workers - 1) / workers * dense_bytes) if workers > 1 else 0
     speed = float(job.cluster_cfg.per_worker("speed")[w])
-    rng = np.random.default_rng(job.seed)  # the emulated trainer's dispatch stream
-    capacities = job.capacity_array()
+    # the emulated trainer's dispatch stream, drawn by every worker (no dispatcher process)
+    own = None if job.has_dispatcher else baseline(job.dispatcher)(
+        workers, job.capacity_array(), job.seed)
     f, dim = job.n_sparse, cfg.embedding_dim
     rows, last = [], cache.counters.copy()
     traffic_last = endpoint.traffic()
     for step in range(job.steps):
         _maybe_fail(fault, rank, step)
         t0 = time.perf_counter()
-        pos = _positions(job, rng, endpoint, w, capacities)
+        pos = _positions(job, own, endpoint, w)
         idx = step * batch + pos
         keys = train.keys[idx].ravel()
         t_dispatch = time.perf_counter()
@@ -365,6 +374,7 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
         optimizer.step()
         allreduce_s = time.perf_counter() - t2
         t3 = time.perf_counter()
+        assert emb_t.grad is not None  # emb_t requires grad: backward() set it
         updates = (-cfg.lr_sparse * batch) * emb_t.grad.numpy()
         cache.write(keys, updates.reshape(-1, dim))
         push_s = time.perf_counter() - t3
@@ -391,22 +401,18 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
 
 
 def _dispatcher(job: DistributedJob, train: Split, links) -> dict:
-    from workbench.dispatch.registry import make_dispatcher
-
-    endpoint = Endpoint({w + 1: ShapedLink(b, l) for w, (b, l) in enumerate(links)},
+    endpoint = Endpoint({w + 1: ShapedLink(b, lat) for w, (b, lat) in enumerate(links)},
                         threaded=True)
     shadow = EdgeCluster(job.cluster_cfg, job.system.cache_config(job.cache_cfg),
                          job.table_rows, job.model_cfg.embedding_dim)
     capacities = job.capacity_array()
-    decider = make_dispatcher(job.dispatcher, shadow, capacities, seed=job.seed,
-                              **job.dispatcher_options)
+    decider = job.dispatcher_spec.build(shadow, capacities, seed=job.seed)
     batch = job.model_cfg.batch_size
     decision_s = []
     for step in range(job.steps):
         keys = train.keys[step * batch:(step + 1) * batch]
         start = time.perf_counter()
-        if hasattr(decider, "set_budget"):
-            decider.set_budget(job.decision_budget_s)
+        decider.set_budget(job.decision_budget_s)
         owner = decider.decide(keys, step).assignment
         decision_s.append(time.perf_counter() - start)
         positions = [np.flatnonzero(owner == w) for w in range(job.workers)]

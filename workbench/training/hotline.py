@@ -1,9 +1,10 @@
 r"""Hotline's popular / non-popular micro-batch pipeline and its baselines, executed for real.
 
-Our formalisation of Hotline (ISCA 2024; the paper's method section is unavailable here: from
-the abstracts and FAE's public code; the time model is `workbench/cluster/accelerator_time.py`). Every scheme trains the same model on the
-same mini-batches from a :class:`~workbench.cluster.tiered_store.TieredEmbeddingStore`; they
-differ only in where rows live and what overlaps::
+Our formalisation of Hotline (ISCA 2024; the paper's method section is unavailable here: from the
+abstracts and FAE's public code; the time model is `workbench/cluster/accelerator_time.py`). Every
+scheme trains the same model on the same mini-batches from a
+:class:`~workbench.cluster.tiered_store.TieredEmbeddingStore`; they differ only in where rows live
+and what overlaps::
 
   hybrid      (Intel-optimised CPU-GPU DLRM: every row in host memory)
      host  |--gather all--|                                         |--write-back--|
@@ -45,6 +46,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -53,9 +55,8 @@ from torch import Tensor
 
 from workbench.cluster.tiered_store import TieredEmbeddingStore
 from workbench.data.popularity import OnlineProfile
-from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model
-from workbench.training.trainer import Split, auc_score, dense_optimizer, log_loss
+from workbench.training.trainer import ModelSpec, Split, auc_score, dense_optimizer, log_loss
 
 __all__ = [
     "SCHEMES",
@@ -66,6 +67,7 @@ __all__ = [
     "microbatch_counts",
     "fae_schedule",
     "TieredTrainer",
+    "Schedule",
     "train_scheme",
 ]
 
@@ -202,7 +204,7 @@ class _Timeline:
         self.cuda = device.type == "cuda"
         self.t0 = time.perf_counter()
         self.spans: list[Span] = []
-        self._events: list[tuple[str, str, object, object]] = []
+        self._events: list[tuple[str, str, torch.cuda.Event, torch.cuda.Event]] = []
         if self.cuda:
             torch.cuda.synchronize()
             self.t0 = time.perf_counter()
@@ -218,9 +220,9 @@ class _Timeline:
             end.record()
             self._events.append((lane, phase, begin, end))
             return
-        begin = time.perf_counter()
+        begin_s = time.perf_counter()
         yield
-        self.spans.append(Span(lane, phase, begin - self.t0, time.perf_counter() - self.t0))
+        self.spans.append(Span(lane, phase, begin_s - self.t0, time.perf_counter() - self.t0))
 
     def finish(self) -> tuple[float, list[Span]]:
         if self.cuda:
@@ -233,13 +235,16 @@ class _Timeline:
         return wall, sorted(self.spans, key=lambda s: (s.start, s.lane))
 
 
-class _Done:
+_T = TypeVar("_T")
+
+
+class _Done(Generic[_T]):
     """A finished result with a future's ``result()`` (the sequential reference)."""
 
-    def __init__(self, value: object) -> None:
+    def __init__(self, value: _T) -> None:
         self.value = value
 
-    def result(self) -> object:
+    def result(self) -> _T:
         return self.value
 
 
@@ -247,9 +252,8 @@ class TieredTrainer:
     """Trains one model on a two-tier embedding store, one mini-batch at a time.
 
     Args:
-        model_cfg: the model and its optimizer settings.
-        n_dense: dense features.
-        n_sparse: categorical features F.
+        model: the model and its optimizer settings, the dense features and the categorical
+            features F (``model.table_rows`` = the table's rows).
         table: ``float32[rows, D]`` initial embedding table (the same for every scheme).
         hot: hot keys (the accelerator tier); empty for the hybrid baseline, all rows for
             accelerator-only.
@@ -263,13 +267,16 @@ class TieredTrainer:
             :class:`~workbench.cluster.tiered_store.TieredEmbeddingStore`); None: memory speed.
     """
 
-    def __init__(self, model_cfg: ModelConfig, n_dense: int, n_sparse: int, table: np.ndarray,
-                 hot: np.ndarray, *, device: str = "cpu", seed: int = 0, threads: int = 1,
-                 overlap: bool = True, link_gbps: float | None = None):
+    def __init__(self, model: ModelSpec, table: np.ndarray, hot: np.ndarray, *,
+                 device: str = "cpu", seed: int = 0, threads: int = 1, overlap: bool = True,
+                 link_gbps: float | None = None):
+        if len(table) != model.table_rows:
+            raise ValueError(f"table of {len(table)} rows: the model's has {model.table_rows}")
         torch.set_num_threads(threads)
         torch.manual_seed(seed)
         self.device = torch.device(device)
-        self.model = build_model(model_cfg, n_dense, n_sparse).to(self.device)
+        model_cfg, n_dense = model.config, model.n_dense
+        self.model = build_model(model_cfg, n_dense, model.n_sparse).to(self.device)
         self.optimizer = dense_optimizer(model_cfg, self.model)
         self.store = TieredEmbeddingStore(table, hot, self.device, link_gbps=link_gbps)
         self.lr_sparse = model_cfg.lr_sparse
@@ -300,6 +307,7 @@ class TieredTrainer:
         loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels,
                                                                     reduction="sum")
         (loss / total).backward()
+        assert rows.grad is not None  # rows require grad: backward() set it
         return rows.grad.mul_(-self.lr_sparse * total), float(loss.detach())
 
     def _dense_step(self) -> None:
@@ -351,12 +359,13 @@ class TieredTrainer:
         wall, spans = tl.finish()
         return StepRecord("hot", len(labels), len(labels), wall, loss / len(labels), spans)
 
-    def _gather_cold(self, keys: Tensor, tl: _Timeline) -> tuple[Tensor, object]:
+    def _gather_cold(self, keys: Tensor,
+                     tl: _Timeline) -> tuple[Tensor, torch.cuda.Event | None]:
         """Background: gather cold rows from host memory and upload them (a CUDA side stream)."""
         begin = time.perf_counter()
         staged = self.store.gather_host(keys)
         mid = time.perf_counter()
-        event = None
+        event: torch.cuda.Event | None = None
         if self._side is not None:
             with torch.cuda.stream(self._side):
                 rows = self.store.upload(staged)
@@ -453,26 +462,39 @@ def _evaluate(trainer: TieredTrainer, test: Split) -> tuple[float, float]:
     return auc_score(test.labels, logits), log_loss(test.labels, logits)
 
 
-def train_scheme(scheme: str, trainer: TieredTrainer, train: Split, test: Split, *,
-                 batch_size: int, eval_every: int, is_hot: np.ndarray | None = None,
-                 fae_phase_batches: int = 16, online_every: int | None = None,
-                 budget_bytes: int | None = None, progress: bool = False
-                 ) -> tuple[pd.DataFrame, list[StepRecord]]:
-    """Train one epoch of ``train`` with ``scheme``; evaluate on ``test`` every ``eval_every``
-    mini-batches and at the end.
+@dataclass(frozen=True)
+class Schedule:
+    """How a scheme walks its epoch (:func:`train_scheme`).
+
+    Attributes:
+        batch_size: samples per mini-batch.
+        eval_every: evaluate every this many mini-batches (and at the end).
+        fae_phase_batches: FAE's mini-batches per round of phases (:func:`fae_schedule`).
+        online_every: Hotline online: re-profile the hot set from the mini-batches seen every
+            this many mini-batches (``budget_bytes`` sizes it); None: no re-profiling.
+        budget_bytes: the hot-memory budget of the online re-profiling.
+    """
+
+    batch_size: int
+    eval_every: int
+    fae_phase_batches: int = 16
+    online_every: int | None = None
+    budget_bytes: int | None = None
+
+
+def train_scheme(scheme: str, trainer: TieredTrainer, train: Split, test: Split,
+                 schedule: Schedule, *, is_hot: np.ndarray | None = None,
+                 progress: bool = False) -> tuple[pd.DataFrame, list[StepRecord]]:
+    """Train one epoch of ``train`` with ``scheme``; evaluate on ``test`` every
+    ``schedule.eval_every`` mini-batches and at the end.
 
     Args:
         scheme: one of :data:`SCHEMES`.
         trainer: the trainer, its store holding the scheme's hot set.
         train: the training split (its order is the mini-batch order, except FAE's phases).
         test: the evaluation split.
-        batch_size: samples per mini-batch.
-        eval_every: evaluate every this many mini-batches.
+        schedule: mini-batch size, evaluation cadence, FAE's phases, online re-profiling.
         is_hot: ``bool[rows]`` FAE's classification of inputs (its profiled hot set).
-        fae_phase_batches: FAE's mini-batches per round of phases (:func:`fae_schedule`).
-        online_every: Hotline online: re-profile the hot set from the mini-batches seen every
-            this many mini-batches (``budget_bytes`` sizes it).
-        budget_bytes: the hot-memory budget of the online re-profiling.
         progress: show a progress bar.
 
     Returns:
@@ -484,11 +506,14 @@ def train_scheme(scheme: str, trainer: TieredTrainer, train: Split, test: Split,
 
     if scheme not in SCHEMES:
         raise ValueError(f"scheme {scheme!r}: must be one of {SCHEMES}")
+    batch_size, eval_every = schedule.batch_size, schedule.eval_every
+    online_every, budget_bytes = schedule.online_every, schedule.budget_bytes
     n = len(train)
     if scheme == "fae":
         if is_hot is None:
             raise ValueError("fae needs is_hot (the profiled hot set)")
-        plan = fae_schedule(is_hot[train.keys].all(axis=1), batch_size, fae_phase_batches)
+        plan = fae_schedule(is_hot[train.keys].all(axis=1), batch_size,
+                            schedule.fae_phase_batches)
     else:
         kind = {"hybrid": "hybrid", "hotline": "hotline", "accel_only": "hot"}[scheme]
         plan = [(kind, np.arange(i, min(i + batch_size, n))) for i in range(0, n, batch_size)]
@@ -516,6 +541,7 @@ def train_scheme(scheme: str, trainer: TieredTrainer, train: Split, test: Split,
                                    for s in record.spans]
             record.wall_s += shift
         if online is not None:
+            assert online_every  # there is an online profile only with it
             online.observe(keys)
             if online.batches % online_every == 0:
                 begin = time.perf_counter()

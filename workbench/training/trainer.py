@@ -31,6 +31,21 @@ Three more mechanisms combine with any system (the ``combined`` experiment)::
 or the FLOP model), never from the wall clock of this run, so metrics are deterministic:
 ``(per_batch + per_sample x b) / speed_j`` for worker j with b samples.
 
+A trainer is built from a handful of typed components rather than one flag per switch::
+
+    Trainer(ModelSpec        what is trained: model config, dense / sparse features, table rows
+            SystemSpec       which of HET's systems (below)
+            ClusterSetup     where: the cluster's links and speeds, the caches, the clock's costs,
+                             the samples of each worker
+            DispatcherSpec   who trains which sample (built once on the trainer's cluster:
+                             workbench.dispatch.registry)
+            Mechanisms)      the switches: dedup, replicated rows, popular overlap, ASP delay,
+                             the dispatch decision's budget
+
+The trainer builds the model and the table (seeded), the embedding store (a local table for
+``plain``, the emulated cluster's caches otherwise) and the dispatcher object once; every
+iteration calls the dispatcher's ``decide``.
+
 Systems (HET's, section 5):
 
 ============  ======================  ==================  =====================
@@ -51,8 +66,8 @@ import dataclasses
 import logging
 import math
 from collections import deque
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
 
 import numpy as np
 import pandas as pd
@@ -62,7 +77,8 @@ from tqdm.auto import tqdm
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.edge_cluster import EdgeCluster
 from workbench.cluster.time_model import ComputeCost, SoftwareCost
-from workbench.dispatch.base import assign
+from workbench.dispatch.base import Dispatcher
+from workbench.dispatch.registry import DispatcherSpec
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, dense_parameter_count, flops_per_sample
 
@@ -85,7 +101,7 @@ class SystemSpec:
     label: str
     kind: str
     bound: int = 0
-    clock: str | None = None
+    clock: Literal["update", "iteration"] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -110,6 +126,81 @@ class SystemSpec:
         return "allgather" if self.kind == "allreduce" else "ps"
 
 
+@dataclass(frozen=True)
+class ModelSpec:
+    """What is trained: the model and the shape of the data it reads.
+
+    Attributes:
+        config: the model and its optimiser settings (``batch_size`` is the global batch).
+        n_dense: dense features.
+        n_sparse: categorical features F.
+        table_rows: rows of the concatenated embedding table.
+    """
+
+    config: ModelConfig
+    n_dense: int
+    n_sparse: int
+    table_rows: int
+
+
+@dataclass(frozen=True)
+class ClusterSetup:
+    """Where a run trains: the emulated cluster, its caches and its clock's costs.
+
+    Attributes:
+        cluster: workers, links, speeds, compute throughput (``plain`` reads only the speed and
+            compute settings of worker 0).
+        cache: cache policy and size for ``cache`` systems (bounds come from the system).
+        compute: the workers' compute cost (``workbench.experiments.calibrate.clock_costs``
+            resolves the configured one); None: the FLOP model at ``cluster.gflops``.
+        software: the per-message / per-row software cost of the clock; None: none.
+        capacities: samples of each worker per global batch (``int[W]`` summing to the batch
+            size); None: an equal share each.
+    """
+
+    cluster: ClusterConfig
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    compute: ComputeCost | None = None
+    software: SoftwareCost | None = None
+    capacities: np.ndarray | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Mechanisms:
+    """The trainer's mechanism switches; the defaults switch every one off (HET's systems as
+    published).
+
+    Attributes:
+        dedup: RecD's deduplicated reads and writes (one row per distinct key per worker).
+        replicated: ``bool[table_rows]``, rows held by every worker outside its cache (a hot
+            tier); their updates are all-reduced each iteration. None: none.
+        overlap_popular: Hotline's popular micro-batch hides the fetch (needs ``replicated``).
+        asp_staleness: ASP dense-gradient delay in iterations of the ``ps`` system (None =
+            workers - 1).
+        budget_fraction: a cost-aware dispatcher's decision budget = this x the previous
+            iteration's compute (its overrun is charged to the clock).
+
+    Raises:
+        ValueError: ``overlap_popular`` without replicated rows.
+    """
+
+    dedup: bool = False
+    replicated: np.ndarray | None = field(default=None, compare=False)
+    overlap_popular: bool = False
+    asp_staleness: int | None = None
+    budget_fraction: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.overlap_popular and self.replicated is None:
+            raise ValueError("overlap_popular (Hotline's micro-batches) needs replicated rows")
+
+
+#: The default dispatch: contiguous slices of every global batch.
+CONTIGUOUS = DispatcherSpec("contiguous")
+#: Every mechanism switch off.
+NO_MECHANISMS = Mechanisms()
+
+
 @dataclass
 class Split:
     """One split as arrays: dense features, global embedding keys ``[n, F]``, labels."""
@@ -121,7 +212,7 @@ class Split:
     def __len__(self) -> int:
         return len(self.labels)
 
-    def head(self, n: int | None) -> "Split":
+    def head(self, n: int | None) -> Split:
         """The first ``n`` samples (all when None)."""
         return self if n is None else Split(self.dense[:n], self.keys[:n], self.labels[:n])
 
@@ -220,96 +311,82 @@ class Trainer:
     """Trains one model on one system.
 
     Args:
-        model_cfg: the model and its optimiser settings (``batch_size`` is the global batch).
-        n_dense: dense features.
-        n_sparse: categorical features F.
-        table_rows: rows of the concatenated embedding table.
+        model: the model and the data's shape (:class:`ModelSpec`).
         system: the training system.
-        cluster_cfg: workers, links, speeds, compute throughput (ignored by ``plain``).
-        cache_cfg: cache policy and size for ``cache`` systems (bounds come from ``system``).
+        cluster: the cluster, its caches and its clock (:class:`ClusterSetup`; ``plain`` uses
+            only its speed and compute settings).
+        dispatcher: how a global batch is split among workers: a baseline, or a cost-aware
+            dispatcher built on the trainer's cluster (:mod:`~workbench.dispatch.registry`;
+            not under the ``plain`` system). Built once, with the replicated rows as the cost
+            model's local tier.
+        switches: the mechanism switches (:class:`Mechanisms`).
         seed: seeds the model initialisation, the table initialisation and the dispatcher.
-        dispatcher: how a global batch is split among workers.
-        asp_staleness: ASP dense-gradient delay in iterations (None = workers - 1).
-        dispatcher_factory: builds a cost-aware dispatcher (:mod:`~workbench.dispatch.registry`) from the
-            cluster and the per-worker capacities; without it ``dispatcher`` names a baseline.
         threads: torch intra-op threads. One by default: the emulated clock does not depend on
             wall time, one thread keeps results bit-reproducible, and on a 2-core machine
             torch's OpenMP threads contend badly with the numba cache kernels.
-        compute: the workers' compute cost (``workbench.experiments.calibrate.clock_costs``
-            resolves the configured one); None: the FLOP model at ``cluster_cfg.gflops``.
-        software: the per-message / per-row software cost of the clock; None: none.
-        capacities: samples of each worker per global batch (``int[W]`` summing to the batch
-            size); None: an equal share each.
-        budget_fraction: a cost-aware dispatcher's decision budget = this x the previous
-            iteration's compute (its overrun is charged to the clock).
-        dedup: RecD's deduplicated reads and writes (one row per distinct key per worker).
-        replicated: ``bool[table_rows]``, rows held by every worker outside its cache (a hot
-            tier); their updates are all-reduced each iteration. None: none.
-        overlap_popular: Hotline's popular micro-batch hides the fetch (needs ``replicated``).
+
+    Raises:
+        ValueError: replicated rows under a system without a PS to bypass (or a mask of the
+            wrong shape), a batch the workers cannot share, bad capacities, or a cost-aware
+            dispatcher under ``plain``.
     """
 
-    def __init__(self, model_cfg: ModelConfig, n_dense: int, n_sparse: int, table_rows: int,
-                 system: SystemSpec, cluster_cfg: ClusterConfig, cache_cfg: CacheConfig,
-                 seed: int = 0, dispatcher: str = "contiguous",
-                 asp_staleness: int | None = None, threads: int = 1,
-                 dispatcher_factory=None, compute: ComputeCost | None = None,
-                 software: SoftwareCost | None = None,
-                 capacities: np.ndarray | None = None, budget_fraction: float = 1.0,
-                 dedup: bool = False, replicated: np.ndarray | None = None,
-                 overlap_popular: bool = False) -> None:
+    def __init__(self, model: ModelSpec, system: SystemSpec, cluster: ClusterSetup,
+                 dispatcher: DispatcherSpec = CONTIGUOUS, switches: Mechanisms = NO_MECHANISMS,
+                 *, seed: int = 0, threads: int = 1) -> None:
         torch.set_num_threads(threads)
+        model_cfg, cluster_cfg, table_rows = model.config, cluster.cluster, model.table_rows
+        replicated = switches.replicated
         if replicated is not None and (system.kind in ("plain", "ps", "allreduce")
                                        or replicated.shape != (table_rows,)):
             raise ValueError("replicated rows need a cache or hybrid system (BSP over a PS) and "
                              f"a bool[{table_rows}] mask; got {system.kind!r}, shape "
                              f"{getattr(replicated, 'shape', None)}")
-        if overlap_popular and replicated is None:
-            raise ValueError("overlap_popular (Hotline's micro-batches) needs replicated rows")
         self.cfg = model_cfg
         self.system = system
+        self.switches = switches
         self.workers = 1 if system.kind == "plain" else cluster_cfg.workers
         if model_cfg.batch_size % self.workers:
             raise ValueError(f"model.batch_size = {model_cfg.batch_size} is not divisible by "
                              f"cluster.workers = {self.workers}")
         self.per_worker = model_cfg.batch_size // self.workers
         self.capacities = (np.full(self.workers, self.per_worker, dtype=np.int64)
-                           if capacities is None else np.asarray(capacities, dtype=np.int64))
+                           if cluster.capacities is None
+                           else np.asarray(cluster.capacities, dtype=np.int64))
         if self.capacities.shape != (self.workers,) or self.capacities.min() < 0 \
                 or self.capacities.sum() != model_cfg.batch_size:
             raise ValueError(f"capacities {self.capacities.tolist()}: need {self.workers} "
                              f"values >= 0 summing to the batch size {model_cfg.batch_size}")
         self.dim = model_cfg.embedding_dim
-        self.dispatcher = dispatcher
-        self.rng = np.random.default_rng(seed)
-        self.model, init = initial_parameters(model_cfg, n_dense, n_sparse, table_rows, seed)
+        self.model, init = initial_parameters(model_cfg, model.n_dense, model.n_sparse,
+                                              table_rows, seed)
         self.optimizer = dense_optimizer(model_cfg, self.model)
+        self.cluster: EdgeCluster | None
         if system.kind == "plain":
             self.store: EmbeddingStore = LocalStore(init)
             self.cluster = None
         else:
-            self.cluster = EdgeCluster(cluster_cfg, system.cache_config(cache_cfg), table_rows,
-                                       self.dim, init, software)
+            self.cluster = EdgeCluster(cluster_cfg, system.cache_config(cluster.cache),
+                                       table_rows, self.dim, init, cluster.software)
             self.store = ClusterStore(self.cluster)
-        self.dedup = dedup
+        self.dedup = switches.dedup
         self.replicated = replicated
-        self.overlap_popular = overlap_popular
+        self.overlap_popular = switches.overlap_popular
         # every worker's copy of the replicated rows: identical after each AllReduce, so one
         self.replica = torch.from_numpy(init.copy()) if replicated is not None else None
         self.lookup_rows = 0  # embedding rows the workers looked up (per occurrence or unique)
         self.replicated_rows = 0  # replicated rows all-reduced this iteration (touched by any)
         self.replicated_synced = 0  # ... summed over iterations
-        self.decider = None
-        if dispatcher_factory is not None:
-            if self.cluster is None:
-                raise ValueError("a cost-aware dispatcher needs a cluster (not the plain system)")
-            self.decider = dispatcher_factory(self.cluster, self.capacities)
+        # the strategy object, built once: every iteration calls its decide()
+        self.dispatcher: Dispatcher = dispatcher.build(self.cluster, self.capacities, seed=seed,
+                                                       local=replicated)
         self.speed = np.array(cluster_cfg.per_worker("speed"))[: self.workers]
-        self.flops = 3 * flops_per_sample(self.model, n_dense, n_sparse, self.dim)
-        self.compute = (compute if compute is not None
+        self.flops = 3 * flops_per_sample(self.model, model.n_dense, model.n_sparse, self.dim)
+        self.compute = (cluster.compute if cluster.compute is not None
                         else ComputeCost.from_flops(self.flops, cluster_cfg.gflops))
         self.dense_bytes = 4 * dense_parameter_count(self.model)
-        self.tau = (self.workers - 1 if asp_staleness is None else asp_staleness) \
-            if system.kind == "ps" else 0
+        self.tau = (self.workers - 1 if switches.asp_staleness is None
+                    else switches.asp_staleness) if system.kind == "ps" else 0
         self._stale_model = copy.deepcopy(self.model) if self.tau else None
         self._snapshots: deque[dict[str, torch.Tensor]] = deque()
         self.elapsed_s = 0.0
@@ -319,18 +396,16 @@ class Trainer:
         # every iteration computes the same samples per worker: its compute is a constant, and
         # a cost-aware dispatcher's budget is a fraction of it (the time a decision hides behind)
         self.iteration_compute_s = self.compute.seconds(self.capacities, self.speed)
-        self.decision_budget_s = budget_fraction * float(self.iteration_compute_s.max())
+        self.decision_budget_s = switches.budget_fraction * float(
+            self.iteration_compute_s.max())
         self.bytes = 0.0
         self.iterations = 0
 
     def _owner(self, keys: np.ndarray) -> np.ndarray:
-        if self.decider is not None:
-            if hasattr(self.decider, "set_budget"):  # hides behind the last iteration's compute
-                self.decider.set_budget(self.decision_budget_s)
-            decision = self.decider.decide(keys, self.iterations)
-            self._charge_s = decision.charged_s
-            return decision.assignment
-        return assign(self.dispatcher, self.workers, self.capacities, self.rng)
+        self.dispatcher.set_budget(self.decision_budget_s)  # hides behind the last compute
+        decision = self.dispatcher.decide(keys, self.iterations)
+        self._charge_s = decision.charged_s
+        return decision.assignment
 
     def step(self, split: Split, start: int) -> float:
         """One iteration on samples ``[start, start + batch)``; returns the batch's loss."""
@@ -352,6 +427,7 @@ class Trainer:
         model.zero_grad(set_to_none=True)
         loss.backward()
         self._dense_update(model)
+        assert emb_t.grad is not None  # emb_t requires grad: backward() set it
         updates = (-self.cfg.lr_sparse * batch) * emb_t.grad.numpy()
         touched = [self._write(w, plan, updates[pos].reshape(-1, self.dim))
                    for w, (pos, plan) in enumerate(zip(positions, plans))]
@@ -381,6 +457,7 @@ class Trainer:
                   else np.flatnonzero(~self.replicated[flat]))
         if self.replicated is not None and len(remote) < len(flat):
             local = np.flatnonzero(self.replicated[flat])
+            assert self.replica is not None  # there is a replica whenever rows are replicated
             out[local] = self.replica.numpy()[flat[local]]
         keys = flat[remote]
         uniq = inverse = None
@@ -401,6 +478,7 @@ class Trainer:
         flat, remote, uniq, inverse = plan
         if self.replicated is not None and len(remote) < len(flat):
             local = np.flatnonzero(self.replicated[flat])
+            assert self.replica is not None  # there is a replica whenever rows are replicated
             self.replica.index_add_(0, torch.from_numpy(flat[local]),
                                     torch.from_numpy(np.ascontiguousarray(rows[local])))
             touched = flat[local]
@@ -423,6 +501,7 @@ class Trainer:
                                 self.model.state_dict().items()})
         if len(self._snapshots) > self.tau + 1:
             self._snapshots.popleft()
+        assert self._stale_model is not None  # made whenever tau > 0
         self._stale_model.load_state_dict(self._snapshots[0])
         return self._stale_model
 
@@ -460,6 +539,7 @@ class Trainer:
         """Logits of every sample of ``split`` with the current parameters and table."""
         table = self.store.table()
         if self.replicated is not None:  # the replicated rows live in the workers' replica
+            assert self.replica is not None
             table[self.replicated] = self.replica.numpy()[self.replicated]
         out = []
         for start in range(0, len(split), chunk):

@@ -42,7 +42,8 @@ def atomic_path(dest: Path | str, suffix: str = "") -> Iterator[Path]:
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp" + suffix, dir=dest.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp" + suffix,
+                                    dir=dest.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; give the usual permissions
@@ -156,7 +157,11 @@ def atomic_dirs(*dests: Path | str) -> Iterator[list[Path]]:
         tmps = [_temp_dir_beside(d) for d in paths]
         for tmp in tmps:
             # once the journal exists the temporaries belong to it (finish_commit moves them)
-            stack.callback(lambda t=tmp: t.exists() and not journal.exists() and shutil.rmtree(t))
+            def drop(t: Path = tmp) -> None:
+                if t.exists() and not journal.exists():
+                    shutil.rmtree(t)
+
+            stack.callback(drop)
         yield tmps
         write_text(journal, json.dumps([[str(t), str(d)] for t, d in zip(tmps, paths)]))
         finish_commit(paths[0])

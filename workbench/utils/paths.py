@@ -1,16 +1,65 @@
-"""Where the repository is, and paths relative to it.
+"""Where the project root is, and paths relative to it.
 
-Relative paths in the configuration (``paths.*``, a local dataset's ``path``) are relative to the
-repository root, not to the working directory, so every stage resolves them the same way
-wherever DVC or a notebook starts it.
+The project root is the directory that holds ``params.yaml``, ``data/``, ``results/``,
+``reports/``, ``scratch/`` (and, in a source checkout, ``notebooks/``). It is, in this order:
+
+1. ``$WORKBENCH_ROOT`` when that environment variable is set (and not empty); a relative value is
+   relative to the working directory;
+2. the source checkout, when the package runs from one: the package directory's parent holds
+   ``pyproject.toml`` and ``dvc.yaml`` (an editable install or ``python -m`` in the checkout);
+3. else the current working directory (a regular ``pip install .``: the package lives in
+   ``site-packages``, which is never written to).
+
+It is fixed once, when this module is imported (:data:`REPO_ROOT`; :data:`PROJECT_ROOT` is the
+same path). Relative paths in the configuration (``paths.*``, a local dataset's ``path``) are
+relative to the project root, not to the working directory, so every stage resolves them the same
+way wherever DVC or a notebook starts it. The configuration tree itself, :data:`CONF_DIR`, is
+package data (``workbench/conf/``) and always read from the package.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CONF_DIR = REPO_ROOT / "conf"
+#: The ``workbench`` package directory (in the checkout or in ``site-packages``).
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+#: Environment variable that names the project root explicitly.
+ROOT_ENV = "WORKBENCH_ROOT"
+
+
+def is_checkout(path: Path) -> bool:
+    """Whether ``path`` is a source checkout (it holds ``pyproject.toml`` and ``dvc.yaml``)."""
+    return (path / "pyproject.toml").is_file() and (path / "dvc.yaml").is_file()
+
+
+def project_root(environ: Mapping[str, str] | None = None, package_dir: Path | None = None,
+                 cwd: Path | None = None) -> Path:
+    """The project root by the rule of this module's docstring (absolute).
+
+    Args:
+        environ: the environment (default ``os.environ``).
+        package_dir: the ``workbench`` package directory (default this package's).
+        cwd: the working directory (default the process's).
+    """
+    environ = os.environ if environ is None else environ
+    package_dir = PACKAGE_DIR if package_dir is None else package_dir
+    base = Path.cwd() if cwd is None else cwd
+    value = environ.get(ROOT_ENV, "")
+    if value:
+        path = Path(value).expanduser()
+        return (path if path.is_absolute() else base / path).resolve()
+    if is_checkout(package_dir.parent):
+        return package_dir.parent
+    return base.resolve()
+
+
+#: The project root (see the module docstring); the historical name, used throughout.
+REPO_ROOT = project_root()
+PROJECT_ROOT = REPO_ROOT
+#: The Hydra configuration tree, shipped inside the package.
+CONF_DIR = PACKAGE_DIR / "conf"
 PARAMS_FILE = REPO_ROOT / "params.yaml"
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 #: Where a notebook run by hand (JupyterLab, papermill) writes its figures and tables unless told
@@ -19,14 +68,14 @@ SCRATCH_DIR = REPO_ROOT / "scratch"
 
 
 def resolve(path: Path | str) -> Path:
-    """``path`` itself when absolute, else ``REPO_ROOT / path``."""
+    """``path`` itself when absolute, else ``REPO_ROOT / path`` (the project root)."""
     p = Path(path)
     return p if p.is_absolute() else REPO_ROOT / p
 
 
 def cli_path(text: str) -> Path:
     """A path typed on a command line: relative to the shell's working directory, as a shell user
-    means it (made absolute here, so the repository-root rule of :func:`resolve` never applies)."""
+    means it (made absolute here, so the project-root rule of :func:`resolve` never applies)."""
     return Path(text).absolute()
 
 
@@ -35,13 +84,13 @@ def notebook_output(name: str, out_dir: Path | str | None) -> Path:
 
     ``None`` (a notebook opened in JupyterLab or run by hand) is ``scratch/<name>``; the
     pipeline's ``notebook`` stage passes ``reports/<name>``. A relative path is relative to the
-    repository root, wherever the kernel started.
+    project root, wherever the kernel started.
     """
     return SCRATCH_DIR / name if out_dir is None else resolve(out_dir)
 
 
 def repo_relative(path: Path | str) -> str:
-    """``path`` relative to the repository root when inside it, else absolute (portable records)."""
+    """``path`` relative to the project root when inside it, else absolute (portable records)."""
     resolved = Path(path).resolve()
     try:
         return str(resolved.relative_to(REPO_ROOT))

@@ -31,8 +31,10 @@ import typing
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
+from workbench.utils.errors import UserError
 
-class ConfigError(ValueError):
+
+class ConfigError(UserError, ValueError):
     """A configuration value is missing, unknown or outside its allowed range."""
 
 
@@ -95,7 +97,7 @@ def _convert(value: Any, tp: Any, key: str, meta: dict[str, Any] | None = None) 
         if value not in args:
             raise ConfigError(f"{key} = {value!r}: must be {_describe(tp)}")
         return value
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"{key} = {value!r}: must be a mapping of {tp.__name__} fields")
         return from_dict(tp, value, key)

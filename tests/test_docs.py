@@ -1,0 +1,73 @@
+"""The documentation: README.md fits a screen and its links resolve; the site builds strictly.
+
+README.md is the front page (what, the papers' status, the two commands, the layout); the rest is
+the mkdocs site in docs/ (``make docs``). Every relative link of the README must name a file or
+folder of the repository, and ``mkdocs build --strict`` (broken links, missing pages, docstring
+warnings of the generated API reference) must pass.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+#: The front page stays one screen of text, not a manual.
+MAX_README_BYTES = 25_000
+MAX_README_LINES = 200
+
+# [text](target) and ![alt](target); a target ends at whitespace or the closing parenthesis.
+LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def _relative_targets(markdown: str) -> list[str]:
+    """The README's link targets that are paths in the repository (no URL, no bare anchor)."""
+    markdown = re.sub(r"```.*?```", "", markdown, flags=re.S)  # code blocks hold no links
+    targets = []
+    for target in LINK.findall(markdown):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) or target.startswith("#"):
+            continue  # http:, https:, mailto:, ... or an anchor of the README itself
+        targets.append(target.split("#", 1)[0])
+    return targets
+
+
+def test_readme_links_resolve_to_files_of_the_repository() -> None:
+    targets = _relative_targets(README.read_text(encoding="utf-8"))
+    assert targets, "README.md links to no page: the docs are unreachable from the front page"
+    missing = [t for t in targets if not (ROOT / t).exists()]
+    assert not missing, f"README.md links to paths that are not in the repository: {missing}"
+
+
+def test_readme_fits_a_screen() -> None:
+    text = README.read_text(encoding="utf-8")
+    size = len(text.encode("utf-8"))
+    assert size < MAX_README_BYTES, f"README.md is {size} bytes (limit {MAX_README_BYTES})"
+    lines = len(text.splitlines())
+    assert lines <= MAX_README_LINES, f"README.md has {lines} lines (limit {MAX_README_LINES})"
+
+
+def test_readme_links_the_screenshot() -> None:
+    assert "docs/images/esd_run_all.png" in _relative_targets(README.read_text(encoding="utf-8"))
+
+
+@pytest.mark.slow
+def test_mkdocs_build_is_strict_clean(tmp_path: Path) -> None:
+    if importlib.util.find_spec("mkdocs") is None:
+        pytest.skip("mkdocs is not installed: install the dev extra (pip install -e '.[dev]')")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"),
+         "-d", str(tmp_path / "site")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, f"mkdocs build --strict failed:\n{log[-4000:]}"
+    assert (tmp_path / "site" / "index.html").is_file()
+    assert (tmp_path / "site" / "reference" / "workbench" / "index.html").is_file(), \
+        "the API reference was not generated"

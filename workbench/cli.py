@@ -1,0 +1,104 @@
+"""The ``workbench`` console command: one entry point for every ``python -m`` command line.
+
+::
+
+    workbench stage <stage> [options] [overrides]   = python -m workbench.stages ...
+    workbench replay {cache,dispatch} ...           = python -m workbench.replay ...
+    workbench config {dump,check} [overrides] ...   = python -m workbench.config ...
+    workbench sweep [--multirun] [overrides]        = python -m workbench.sweep ...
+
+Everything after the subcommand is handed, unchanged, to that module's own parser
+(``workbench stage --help`` is the stages' help). Relative paths in the configuration are
+relative to the project root (:mod:`workbench.utils.paths`): ``$WORKBENCH_ROOT``, else the source
+checkout the package runs from, else the working directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+import workbench
+
+
+@contextmanager
+def _argv(command: str, rest: list[str]) -> Iterator[None]:
+    """``sys.argv`` as the forwarded module sees it (its usage lines say ``workbench <command>``;
+    Hydra reads its overrides from ``sys.argv``)."""
+    saved = sys.argv
+    sys.argv = [f"workbench {command}", *rest]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+def _stage(rest: list[str]) -> None:
+    from workbench.stages import main
+
+    main(rest)
+
+
+def _replay(rest: list[str]) -> None:
+    from workbench.replay import main
+
+    main(rest)
+
+
+def _config(rest: list[str]) -> None:
+    from workbench.config import main
+
+    main(rest)
+
+
+def _sweep(rest: list[str]) -> None:
+    from workbench.sweep import main
+
+    main()  # a Hydra main: it parses sys.argv itself
+
+
+#: Subcommand -> (one-line help, forwarder).
+COMMANDS: dict[str, tuple[str, Callable[[list[str]], None]]] = {
+    "stage": ("run a pipeline stage: <stage> [options] [overrides]", _stage),
+    "replay": ("replay your own traces: cache | dispatch", _replay),
+    "config": ("compose the configuration: dump [-o params.yaml] | check", _config),
+    "sweep": ("Hydra multirun of a stage: --multirun +stage=<name> key=a,b", _sweep),
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="workbench",
+        description="DLRM training-systems workbench: one command for its command lines "
+                    "(workbench stage|replay|config|sweep = python -m "
+                    "workbench.stages|replay|config|sweep).",
+        epilog="Everything after a subcommand goes to that command's own parser: "
+               "`workbench <command> --help` shows its options. Relative paths of the "
+               "configuration are relative to the project root: $WORKBENCH_ROOT, else the "
+               "source checkout the package runs from, else the working directory.")
+    parser.add_argument("--version", action="version",
+                        version=f"%(prog)s {workbench.__version__}")
+    sub = parser.add_subparsers(title="commands", dest="command", metavar="<command>",
+                                required=True)
+    for name, (text, _) in COMMANDS.items():
+        sub.add_parser(name, help=text, add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the ``workbench`` console script."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in COMMANDS:
+        parser = _parser()
+        parser.parse_args(args)  # --help, --version, or exits 2 naming the bad command
+        parser.print_help()
+        sys.exit(2)
+    command, rest = args[0], args[1:]
+    with _argv(command, rest):
+        COMMANDS[command][1](rest)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+"""The report's index: ``reports/README.md``, one screen that links to one page per section.
+
+Writes, from the sections' ``reports/<nb>/section.json`` (:func:`write`)::
+
+    reports/README.md     the index (:func:`build`): how it was produced (the command, the params
+                          file linked, never embedded), verdict counts per paper, a claims table
+                          of short cells (each row links to its claim on its section's page),
+                          the list of section pages, provenance
+    reports/claims.csv    every field of every claim row (the machine-readable full record)
+    reports/<nb>/README.md  each section's page, only where missing or outdated: the same bytes
+                          its notebook writes (:func:`workbench.report.sections.write_page`)
+
+Long text (settings, rules, notes, figures, tables) lives on the section pages; the index's
+claims table clips its cells (:data:`CELL_WIDTHS`) so that no line of it exceeds
+:data:`ROW_WIDTH` characters. The output is deterministic: the same sections, params file and
+git state give the same bytes, and it holds no absolute path or host name.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from workbench.report.sections import (
+    CLAIM_COLUMNS,
+    PAGE_FILE,
+    claim_anchor,
+    collect,
+    provenance,
+    write_page,
+)
+from workbench.report.verdict import DEFINITIONS, STATES, SUMMARIES
+from workbench.utils.io import write_text
+
+ROW_WIDTH = 300  # the most characters of one line of the index's claims table
+CELL_WIDTHS = {"paper": 12, "claim": 96, "setting": 24, "paper_value": 32, "measured": 32}
+REPORT_COMMAND = "python -m workbench.stages report --params"
+ELLIPSIS = "\u2026"
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` on one line, cut to at most ``width`` characters with a trailing ellipsis.
+
+    The cut falls on a word boundary when one is near, and never inside a code span (an odd
+    backtick is dropped with what follows it).
+
+    Raises:
+        ValueError: ``width`` is below 2.
+    """
+    if width < 2:
+        raise ValueError(f"clip width must be at least 2, got {width}")
+    text = " ".join(str(text).split())
+    if len(text) <= width:
+        return text
+    cut = text[:width - 1]
+    space = cut.rfind(" ")
+    if space >= (2 * width) // 3:
+        cut = cut[:space]
+    if cut.count("`") % 2:
+        cut = cut[:cut.rfind("`")]
+    return cut.rstrip(" ,;:-(/") + ELLIPSIS
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def cell(text: str, width: int) -> str:
+    """``text`` clipped (:func:`clip`) and escaped for a Markdown table, at most ``width``
+    characters after escaping."""
+    limit = width
+    out = _escape(clip(text, limit))
+    while len(out) > width:
+        limit -= 1
+        out = _escape(clip(text, limit))
+    return out
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _papers(claims: list[dict[str, Any]]) -> list[str]:
+    """The papers in the order they first appear."""
+    return list(dict.fromkeys(c["paper"] for c in claims))
+
+
+def verdict_lines(claims: list[dict[str, Any]]) -> list[str]:
+    """The verdict counts: one row per state (total and per paper, with its meaning), then the
+    full rules, folded."""
+    papers = _papers(claims)
+    counts = pd.crosstab(pd.Series([c["state"] for c in claims], dtype=object),
+                         pd.Series([c["paper"] for c in claims], dtype=object))
+    lines = [_row(["verdict", "claims", *papers, "meaning"]),
+             _row([":--", "--:", *["--:"] * len(papers), ":--"])]
+    for state in STATES:
+        per = [int(counts.at[state, p]) if state in counts.index else 0 for p in papers]
+        lines.append(_row([state, str(sum(per)), *map(str, per), SUMMARIES[state]]))
+    lines.append(_row(["**total**", f"**{len(claims)}**",
+                       *[str(sum(c["paper"] == p for c in claims)) for p in papers], ""]))
+    return ["## Verdicts", "", *lines, "",
+            "<details><summary>The verdict rules in full "
+            "(<code>workbench/report/verdict.py</code>)</summary>", "",
+            *[f"- **{state}**: {text}." for state, text in DEFINITIONS], "", "</details>", ""]
+
+
+def claim_lines(loaded: list[dict[str, Any]], claims: list[dict[str, Any]]) -> list[str]:
+    """The claims table: short cells, each row linking its claim on its section's page; the
+    rows :func:`~workbench.report.sections.collect` added for claims not built come last,
+    without a page."""
+    header = ["paper", "claim", "setting", "paper value", "ours", "verdict", "details"]
+    lines = [_row(header), _row([":--"] * len(header))]
+    sourced = [(sec["name"], number) for sec in loaded
+               for number in range(1, len(sec["claims"]) + 1)]
+    for i, c in enumerate(claims):
+        if i < len(sourced):
+            name, number = sourced[i]
+            link = f"[{name} #{number}]({name}/{PAGE_FILE}#{claim_anchor(number)})"
+        else:
+            link = "-"
+        lines.append(_row([cell(c[k], CELL_WIDTHS[k])
+                           for k in ("paper", "claim", "setting", "paper_value", "measured")]
+                          + [c["state"], link]))
+    return ["## Claims", "",
+            "Paper values: [P] from the paper's full text, [A] from its abstract. Cells are "
+            "clipped; *details* opens the claim on its section's page (full setting, the rule "
+            "with its numbers, the note). [`claims.csv`](claims.csv) has every field.", "",
+            *(lines if claims else ["(no claims yet)"]), ""]
+
+
+def section_lines(loaded: list[dict[str, Any]]) -> list[str]:
+    """One line per section: its page, what it holds, its notebook and executed copy."""
+    lines = ["## Sections", ""]
+    for sec in loaded:
+        name = sec["name"]
+        kinds = [i["kind"] for i in sec["items"]]
+        states = pd.Series([c["state"] for c in sec["claims"]], dtype=object).value_counts()
+        verdicts = ", ".join(f"{int(states[s])} {s}" for s in STATES if s in states.index)
+        lines.append(f"- [{sec['title']}]({name}/{PAGE_FILE}): {len(sec['claims'])} claims"
+                     + (f" ({verdicts})" if verdicts else "")
+                     + f", {kinds.count('figure')} figures, {kinds.count('table')} tables; "
+                     f"notebook [`notebooks/{name}.py`](../notebooks/{name}.py), executed copy "
+                     f"[`reports/notebooks/{name}.ipynb`](notebooks/{name}.ipynb)")
+    return [*lines, ""]
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def _params_refs(reports: Path, params: Path, repo: Path) -> tuple[str, str]:
+    """How the index names the params file: in the command (relative to the repository root)
+    and as a link (relative to ``reports``); a file outside the repository is named, not
+    linked, so that no absolute path gets in."""
+    if _inside(params, repo) and _inside(reports, repo):
+        shown = params.resolve().relative_to(repo.resolve()).as_posix()
+        link = Path(os.path.relpath(params.resolve(), reports.resolve())).as_posix()
+        return shown, f"[`{shown}`]({link})"
+    return params.name, f"`{params.name}`"
+
+
+def _warning(prov: dict[str, Any]) -> list[str]:
+    if prov["dirty"] is None:
+        return ["> **WARNING: the git state could not be read; this report's sources are "
+                "unknown.**", ""]
+    if not prov["dirty"]:
+        return []
+    return ["> **WARNING: built from a working tree with uncommitted source changes.** The "
+            f"numbers may not match commit `{prov['commit']}`: {len(prov['dirty_files'])} "
+            "modified sources, listed under [Provenance](#provenance).", ""]
+
+
+def provenance_lines(prov: dict[str, Any]) -> list[str]:
+    """The commit, the modified sources (folded), Python and package versions."""
+    lines = ["## Provenance", "", f"- git commit: `{prov['commit']}`",
+             f"- Python {prov['python']}; " + ", ".join(f"{k} {v}"
+                                                      for k, v in prov["packages"].items())]
+    if prov["dirty"]:
+        lines += ["", f"<details><summary>{len(prov['dirty_files'])} modified sources (the "
+                  "working tree differed from the commit)</summary>", "",
+                  *[f"- `{p}`" for p in prov["dirty_files"]], "", "</details>"]
+    return [*lines, ""]
+
+
+def build(reports: Path, sections: list[str], params: Path, repo: Path) -> str:
+    """The text of ``reports/README.md`` from the sections' ``section.json`` files.
+
+    Args:
+        reports: the reports folder (the index's links are relative to it).
+        sections: the sections' names, in report order.
+        params: the params file the pipeline ran with (linked, never embedded).
+        repo: the repository root (git state, relative names).
+
+    Raises:
+        FileNotFoundError: a section's notebook stage has not run.
+        CatalogueError: see :func:`workbench.report.sections.collect`.
+    """
+    loaded, claims = collect(reports, sections)
+    prov = provenance(repo, params)
+    shown, linked = _params_refs(reports, params, repo)
+    digest = (f" (sha256 `{prov['params_sha256'][:12]}`)" if prov["params_sha256"]
+              else " (not found)")
+    return "\n".join([
+        "# Reproduction report", "", *_warning(prov),
+        f"Built from commit `{prov['commit']}` by `{REPORT_COMMAND} {shown}` (the `report` "
+        f"stage of `dvc repro`) with the configuration {linked}{digest}; do not edit. Each "
+        "section has its own page with its figures, tables and claims in full.", "",
+        *verdict_lines(claims), *claim_lines(loaded, claims), *section_lines(loaded),
+        *provenance_lines(prov)])
+
+
+def write(reports: Path, sections: list[str], params: Path, repo: Path) -> list[Path]:
+    """Write the index, ``claims.csv`` and every missing or outdated section page.
+
+    Returns:
+        The section pages (re)written (empty when every notebook already wrote its own).
+
+    Raises:
+        FileNotFoundError: a section's notebook stage has not run.
+        CatalogueError: see :func:`workbench.report.sections.collect`.
+    """
+    loaded, claims = collect(reports, sections)
+    pages = [reports / sec["name"] / PAGE_FILE for sec in loaded
+             if write_page(reports / sec["name"], sec)]
+    write_text(reports / "claims.csv",
+               pd.DataFrame(claims, columns=CLAIM_COLUMNS).to_csv(index=False))
+    write_text(reports / "README.md", build(reports, sections, params, repo))
+    return pages
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m workbench.report.index``: write ``reports/README.md``, ``reports/claims.csv`` and
+    any missing section page."""
+    from workbench.config import stage_arguments
+    from workbench.utils.paths import REPO_ROOT
+
+    cfg, args = stage_arguments(main.__doc__ or "", argv)
+    params = Path(args.params or (REPO_ROOT / "params.yaml"))
+    write(cfg.paths.resolve("reports"), list(cfg.pipeline.notebooks), params, REPO_ROOT)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,15 @@
+"""Layer 9, the pipeline's stages: ``python -m workbench.stages <stage> ...`` (or
+``workbench stage ...``).
+
+==============  =================================================================================
+``registry``    every stage named once: its entry point, its config, its datasets, its outputs
+                (:data:`STAGES`); the adapters that hand each stage module its config objects
+``cli``         the command line: argument parsing from the registry, one-line user errors
+``__main__``    ``python -m workbench.stages``
+==============  =================================================================================
+"""
+
+from workbench.stages.cli import main, run
+from workbench.stages.registry import STAGES, Stage, StageRun
+
+__all__ = ["STAGES", "Stage", "StageRun", "main", "run"]

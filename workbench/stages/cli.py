@@ -1,0 +1,105 @@
+"""The stages' command line: ``python -m workbench.stages <stage> [options] [overrides]``
+(also ``workbench stage ...``).
+
+The stage list and each stage's help line come from :data:`workbench.stages.registry.STAGES`.
+A user error (:class:`~workbench.utils.errors.UserError`: a bad config value, a missing dataset,
+a malformed input row, ...) prints one line, ``<Class>: <message>``, and exits non-zero;
+anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+from workbench.config import load
+from workbench.stages.registry import STAGES, StageRun
+from workbench.utils.errors import UserError, one_line
+from workbench.utils.paths import REPO_ROOT, cli_path
+
+log = logging.getLogger("workbench.stages")
+
+_OPTIONS = """\
+Common options: ``--params params.yaml`` reads the composed config DVC tracks (dvc.yaml passes
+it); without it ``workbench/conf/`` is composed. ``--dataset NAME`` picks ``datasets.NAME``; a
+Hydra override ``dataset=<name>`` (``criteo_kaggle``, or ``local`` with ``dataset.path=...``)
+picks that dataset, for every stage alike. Without either, a stage with its own dataset key
+(het-train, het-time, esd, combined, hotline, distributed-check) runs on it and the others on
+the ``dataset`` group's default. ``--offline`` (download) never touches the network.
+Everything after the options is a Hydra override, e.g.
+``python -m workbench.stages prepare dataset=movielens_1m dataset.max_rows=1000``."""
+
+
+def _description() -> str:
+    width = max(len(name) for name in STAGES)
+    lines = []
+    for stage in STAGES.values():
+        lines += textwrap.wrap(f"{stage.summary} -> {stage.output}", 96,
+                               initial_indent=f"  {stage.name:<{width}}  ",
+                               subsequent_indent=" " * (width + 6))
+    return "Run one pipeline stage.\n\nStages:\n" + "\n".join(lines) + "\n\n" + _OPTIONS
+
+
+def parser(prog: str = "python -m workbench.stages") -> argparse.ArgumentParser:
+    """The argument parser (its help lists every stage of the registry)."""
+    p = argparse.ArgumentParser(prog=prog, description=_description(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("stage", choices=list(STAGES), metavar="stage",
+                   help="one of: " + ", ".join(STAGES))
+    p.add_argument("name", nargs="?", default=None,
+                   help="notebook name (for the notebook stage)")
+    p.add_argument("--params", type=cli_path, default=None,
+                   help="read this composed params file instead of composing workbench/conf/")
+    p.add_argument("--dataset", default=None, help="use datasets.<NAME> from the config")
+    p.add_argument("--offline", action="store_true",
+                   help="download: never use the network (use files already in place)")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. dataset=avazu")
+    return p
+
+
+def _picked(args: argparse.Namespace) -> bool:
+    """Whether the command line picked a dataset (``--dataset`` or a ``dataset=`` override)."""
+    return args.dataset is not None or any(
+        o.split("=", 1)[0].lstrip("+~") == "dataset" for o in args.overrides)
+
+
+def run(argv: list[str] | None = None, prog: str = "python -m workbench.stages") -> Path:
+    """Parse ``argv``, validate the config, run the stage; return its output path.
+
+    Raises:
+        UserError: the config, the dataset or the input is wrong (shown as one line by
+            :func:`main`).
+    """
+    from workbench.utils.logs import setup
+
+    args = parser(prog).parse_intermixed_args(argv)
+    if args.name is not None and "=" in args.name:  # an override, not a notebook name
+        args.overrides.insert(0, args.name)
+        args.name = None
+    stage = STAGES[args.stage]
+    cfg = load(args.overrides, args.params)
+    picked = _picked(args)
+    ds = stage.dataset_of(cfg, args.dataset, picked)
+    setup(cfg.log_level, role=stage.name + (f"@{ds.name}" if stage.per_dataset else ""))
+    if not cfg.profile.progress:
+        os.environ["TQDM_DISABLE"] = "1"
+    return stage.run(StageRun(cfg, ds, picked=picked, params=args.params, name=args.name,
+                              offline=args.offline, overrides=tuple(args.overrides)))
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m workbench.stages") -> None:
+    """Entry point: a user error prints one line and exits with status 2 (no traceback)."""
+    try:
+        out = run(argv, prog)
+    except UserError as err:
+        print(one_line(err), file=sys.stderr)
+        sys.exit(2)
+    try:
+        shown: Path | str = out.relative_to(REPO_ROOT)
+    except ValueError:
+        shown = out
+    log.info("done: %s", shown)
