@@ -145,13 +145,31 @@ def browser(lab: dict) -> Iterator:
                 (lab["out"] / "timings.json").write_text(json.dumps(lab["timings"], indent=1))
 
 
-def _accept_dialog(page) -> None:
-    """Accept a dialog JupyterLab opened over the notebook (e.g. kernel selection while a busy
-    machine starts the kernel slowly), as a person would before going on."""
-    dialog = page.locator(".jp-Dialog")
-    if dialog.count() and dialog.first.is_visible():
-        dialog.first.locator(".jp-Dialog-button.jp-mod-accept").first.click()
-        dialog.first.wait_for(state="hidden", timeout=30_000)
+def _accept_dialog(page, within: float = 90.0) -> list[str]:
+    """Accept every dialog JupyterLab opens over the notebook (e.g. kernel selection while a busy
+    machine starts the kernel slowly), as a person would before going on; returns their texts.
+
+    A dialog whose accept button is not ready yet is given a moment; one that stays open for
+    ``within`` seconds fails the test with its text (and a screenshot in the output folder).
+    """
+    seen: list[str] = []
+    deadline = time.monotonic() + within
+    while True:
+        dialog = page.locator(".jp-Dialog")
+        if not (dialog.count() and dialog.first.is_visible()):
+            return seen
+        text = " ".join(dialog.first.inner_text().split())[:300]
+        if not seen or seen[-1] != text:
+            seen.append(text)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"a JupyterLab dialog stayed open {within:.0f} s: {seen}")
+        accept = dialog.first.locator(".jp-Dialog-button.jp-mod-accept")
+        try:
+            if accept.count() and accept.first.is_enabled():
+                accept.first.click(timeout=5_000)
+        except Exception:  # the dialog closed or re-rendered under the click: look again
+            pass
+        page.wait_for_timeout(1_000)
 
 
 def _open_and_run_all(browser, lab: dict, name: str):
@@ -170,7 +188,11 @@ def _open_and_run_all(browser, lab: dict, name: str):
                            timeout=120_000)
     start = time.monotonic()
     for attempt in range(3):
-        _accept_dialog(page)
+        try:
+            _accept_dialog(page)
+        except AssertionError:
+            page.screenshot(path=str(lab["out"] / f"{name}_dialog.png"), full_page=True)
+            raise
         # click into the notebook first, as a person does: the Run menu acts on the focused
         # panel (after a double-click in the file browser the focus can stay there); a Run All
         # given while the kernel is still connecting can do nothing: then a person clicks again
