@@ -297,3 +297,60 @@ def test_gzip_check_used_by_downloads_is_exercised_on_real_bytes() -> None:
     whole.update(data)
     cut.update(data[:-20])
     assert whole.problem() is None and "ends early" in cut.problem()
+
+
+# --- issue 31: a name from the user is a name, never a path ----------------------------------
+
+@pytest.mark.parametrize("name", ["../../victim", "a/b", "..", "/etc", ".hidden", ""])
+def test_a_dataset_name_that_is_a_path_is_refused_and_nothing_moves(tmp_path: Path,
+                                                                   name: str) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("mine")
+    local = tmp_path / "files"
+    local.mkdir()
+    (local / "train.txt").write_text("1\t" + "\t".join(["1"] * 13 + ["a"] * 26) + "\n")
+    proc = stage(tmp_path / "project", "prepare", "dataset=local", f"dataset.path={local}",
+                 "dataset.format=criteo_tsv", f"dataset.name={name}")
+    failed_with(proc, "ConfigError: dataset.name = ", "must be a plain name")
+    assert (victim / "keep.txt").read_text() == "mine"
+    assert not (tmp_path / "project").exists()  # nothing written anywhere
+
+
+@pytest.mark.parametrize("files", ["[../../etc/hostname]", "[/etc/hostname]", "[a/../../b]"])
+def test_local_files_outside_the_dataset_path_are_refused(tmp_path: Path, files: str) -> None:
+    proc = stage(tmp_path, "prepare", "dataset=local", f"dataset.path={tmp_path}",
+                 "dataset.format=criteo_tsv", f"dataset.files={files}")
+    failed_with(proc, "ConfigError: dataset.files[0] = ", "inside path")
+
+
+def test_the_path_guard_follows_links(tmp_path: Path) -> None:
+    from workbench.data.pipeline import processed_dir
+    from workbench.utils.paths import inside
+
+    root = tmp_path / "data"
+    (root / "processed").mkdir(parents=True)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (root / "processed" / "linked").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(ConfigError, match="dataset.name = 'linked': must stay inside"):
+        processed_dir(root, "linked")
+    (root / "processed" / "inner").mkdir()
+    (root / "processed" / "alias").symlink_to(root / "processed" / "inner")
+    assert processed_dir(root, "alias") == root / "processed" / "alias"  # a link that stays in
+    for parts in (("..", "x"), ("/etc",), ("a", "..", "..", "b")):
+        with pytest.raises(ConfigError, match="must stay inside"):
+            inside(root, *parts)
+    assert inside(root, "a", "b") == root / "a" / "b"
+
+
+def test_no_progress_bars_in_a_log(tmp_path: Path) -> None:
+    """Progress bars only on a terminal: a pipe (a log file, ``dvc repro``'s output) gets log
+    lines, even with ``profile.progress=true``."""
+    for cmd in (["prepare", "--dataset", "synthetic", "profile=ci"],
+                ["het-cache", "--dataset", "synthetic", "profile=ci"]):
+        proc = run("workbench.stages", *cmd, f"paths.data={tmp_path / 'data'}",
+                   f"paths.results={tmp_path / 'results'}", "profile.progress=true")
+        assert proc.returncode == 0, proc.stderr
+        assert "%|" not in proc.stderr and "it/s" not in proc.stderr, proc.stderr[-2000:]
+        assert "INFO" in proc.stderr  # the log lines are there

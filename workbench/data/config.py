@@ -8,8 +8,10 @@ Composed by :mod:`workbench.config` from ``workbench/conf/dataset/*.yaml`` (sele
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
+from workbench.utils.paths import check_name
 from workbench.utils.validation import ConfigError, in_range
 
 
@@ -142,6 +144,11 @@ class DatasetConfig:
     synthetic: SyntheticConfig | None = None
 
     def __post_init__(self) -> None:
+        check_name("name", self.name)
+        for i, name in enumerate(self.files):
+            if not name or Path(name).is_absolute() or ".." in Path(name).parts:
+                raise ConfigError(f"files[{i}] = {name!r}: must be a file name inside path "
+                                  "(no '..', no absolute path)")
         if (self.source == "synthetic") != (self.format == "parquet"):
             raise ConfigError(f"format = {self.format!r} with source = {self.source!r}: the "
                               "synthetic source writes 'parquet'; url and local sources need the "

@@ -30,7 +30,7 @@ from workbench.data.config import DatasetConfig
 from workbench.data.schema import META_FILE, DatasetMeta, ParseReport
 from workbench.utils.errors import MissingInputError, UserError
 from workbench.utils.io import atomic_dir, write_json, write_text
-from workbench.utils.paths import repo_relative, resolve
+from workbench.utils.paths import check_name, inside, repo_relative, resolve
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +51,8 @@ class DatasetUnavailable(UserError, RuntimeError):
 
 
 def raw_dir(data_root: Path, name: str) -> Path:
-    """``<data>/raw/<dataset>``."""
-    return data_root / "raw" / name
+    """``<data>/raw/<dataset>`` (``name`` a plain name, the path inside ``<data>/raw``)."""
+    return inside(data_root / "raw", check_name("dataset.name", name), key="dataset.name")
 
 
 def downloads_dir(data_root: Path, source_name: str) -> Path:
@@ -61,8 +61,9 @@ def downloads_dir(data_root: Path, source_name: str) -> Path:
 
 
 def processed_dir(data_root: Path, name: str) -> Path:
-    """``<data>/processed/<dataset>``."""
-    return data_root / "processed" / name
+    """``<data>/processed/<dataset>`` (``name`` a plain name, the path inside
+    ``<data>/processed``)."""
+    return inside(data_root / "processed", check_name("dataset.name", name), key="dataset.name")
 
 
 def is_preprocessed(data_root: Path, name: str) -> bool:
@@ -100,7 +101,7 @@ def _local_paths(ds: DatasetConfig) -> tuple[Path, list[Path]]:
         names = list(ds.files) or DIRECTORY_FORMATS[ds.format]
     else:
         names = list(ds.files) or [p.name for p in sorted(root.glob("*")) if p.is_file()]
-    paths = [root / n for n in names]
+    paths = [inside(root, n, key=f"datasets.{ds.name}.files") for n in names]
     missing = [str(p) for p in paths if not p.is_file()]
     if not root.is_dir() or missing or not paths:
         raise DatasetUnavailable(

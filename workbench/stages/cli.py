@@ -85,10 +85,12 @@ def run(argv: list[str] | None = None, prog: str = "python -m workbench.stages")
     picked = _picked(args)
     ds = stage.dataset_of(cfg, args.dataset, picked)
     setup(cfg.log_level, role=stage.name + (f"@{ds.name}" if stage.per_dataset else ""))
-    if not cfg.profile.progress:
+    bars = cfg.profile.progress and sys.stderr.isatty()  # a log file or a pipe gets log lines
+    if not bars:
         os.environ["TQDM_DISABLE"] = "1"
     return stage.run(StageRun(cfg, ds, picked=picked, params=args.params, name=args.name,
-                              offline=args.offline, overrides=tuple(args.overrides)))
+                              offline=args.offline, overrides=tuple(args.overrides),
+                              progress_bars=bars))
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m workbench.stages") -> None:

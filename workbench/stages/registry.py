@@ -37,7 +37,7 @@ from typing import Any
 from workbench.config import WorkbenchConfig
 from workbench.data.config import DatasetConfig
 from workbench.experiments.context import RunContext
-from workbench.utils.paths import repo_relative
+from workbench.utils.paths import inside, repo_relative
 from workbench.utils.validation import ConfigError
 
 
@@ -53,6 +53,8 @@ class StageRun:
         name: the notebook name (``notebook`` stage only).
         offline: ``download``: never touch the network.
         overrides: the command line's Hydra overrides (the ``report`` stage recomposes with them).
+        progress_bars: show progress bars: ``profile.progress`` and standard error is a terminal
+            (a log file, a pipe or ``dvc repro``'s captured output gets log lines only).
     """
 
     cfg: WorkbenchConfig
@@ -62,6 +64,7 @@ class StageRun:
     name: str | None = None
     offline: bool = False
     overrides: tuple[str, ...] = ()
+    progress_bars: bool = False
 
     @property
     def seed(self) -> int:
@@ -70,8 +73,8 @@ class StageRun:
 
     @property
     def progress(self) -> bool:
-        """Whether to show progress bars (``profile.progress``)."""
-        return self.cfg.profile.progress
+        """Whether to show progress bars (see ``progress_bars``)."""
+        return self.progress_bars
 
     def processed(self, name: str | None = None) -> Path:
         """``data/processed/<dataset>`` (of ``name``, default: the stage's dataset)."""
@@ -81,11 +84,13 @@ class StageRun:
 
     def results(self, stage: str) -> Path:
         """``results/<stage>/<dataset>``."""
-        return self.cfg.paths.resolve("results") / stage / self.dataset.name
+        return inside(self.cfg.paths.resolve("results") / stage, self.dataset.name,
+                      key="dataset.name")
 
     def partitions(self) -> Path:
         """``data/partitions/<dataset>``: written by ``dedup``, read by ``recd``."""
-        return self.cfg.paths.resolve("data") / "partitions" / self.dataset.name
+        return inside(self.cfg.paths.resolve("data") / "partitions", self.dataset.name,
+                      key="dataset.name")
 
     @property
     def calibration(self) -> Path:

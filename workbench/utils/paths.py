@@ -20,8 +20,11 @@ package data (``workbench/conf/``) and always read from the package.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
+
+from workbench.utils.validation import ConfigError
 
 #: The ``workbench`` package directory (in the checkout or in ``site-packages``).
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -65,6 +68,39 @@ NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 #: Where a notebook run by hand (JupyterLab, papermill) writes its figures and tables unless told
 #: otherwise: ignored by git, so a hand run never rewrites the committed ``reports/``.
 SCRATCH_DIR = REPO_ROOT / "scratch"
+
+
+#: A name from the user that becomes one directory level (a dataset, a notebook): letters,
+#: digits, ``_``, ``.``, ``-``, not starting with ``.`` -- so never ``..``, ``/`` or absolute.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def check_name(key: str, name: object) -> str:
+    """``name`` when it is a plain name (:data:`PLAIN_NAME`), else a one-line ``ConfigError``
+    naming ``key``: a name from the user is a name, never a path."""
+    if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
+        raise ConfigError(f"{key} = {name!r}: must be a plain name (letters, digits, '_', '.', "
+                          "'-'; not starting with '.'; no '/')")
+    return name
+
+
+def inside(root: Path | str, *parts: str, key: str = "path") -> Path:
+    """``root / parts`` after checking it stays inside ``root`` (symbolic links followed).
+
+    The one guard of every path built from a user's name or file list: a data or results
+    directory that a stage replaces, a local dataset's file. ``..``, an absolute part or a link
+    out of ``root`` raises a one-line ``ConfigError`` naming ``key``.
+    """
+    base = Path(root)
+    path = base.joinpath(*parts)
+    real_base = base.resolve()
+    real = path.resolve()
+    if any(Path(part).is_absolute() for part in parts) or (
+            real != real_base and real_base not in real.parents):
+        shown = "/".join(parts)
+        raise ConfigError(f"{key} = {shown!r}: must stay inside {base} (no '..', no absolute "
+                          "path, no link out of it)")
+    return path
 
 
 def resolve(path: Path | str) -> Path:
