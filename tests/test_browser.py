@@ -146,11 +146,12 @@ def browser(lab: dict) -> Iterator:
 
 
 def _accept_dialog(page, within: float = 90.0) -> list[str]:
-    """Accept every dialog JupyterLab opens over the notebook (e.g. kernel selection while a busy
-    machine starts the kernel slowly), as a person would before going on; returns their texts.
+    """Answer every dialog JupyterLab opens over the notebook, as a person would before going
+    on: accept a kernel selection (a busy machine starts the kernel slowly), but never a kernel
+    restart (that would cancel the cells Run All queued). Returns the dialogs' texts.
 
-    A dialog whose accept button is not ready yet is given a moment; one that stays open for
-    ``within`` seconds fails the test with its text (and a screenshot in the output folder).
+    A dialog that stays open for ``within`` seconds fails the test with its text (and a
+    screenshot in the output folder).
     """
     seen: list[str] = []
     deadline = time.monotonic() + within
@@ -163,13 +164,34 @@ def _accept_dialog(page, within: float = 90.0) -> list[str]:
             seen.append(text)
         if time.monotonic() > deadline:
             raise AssertionError(f"a JupyterLab dialog stayed open {within:.0f} s: {seen}")
-        accept = dialog.first.locator(".jp-Dialog-button.jp-mod-accept")
+        restart = "restart" in text.lower()
+        button = dialog.first.locator(".jp-Dialog-button.jp-mod-reject" if restart
+                                      else ".jp-Dialog-button.jp-mod-accept")
         try:
-            if accept.count() and accept.first.is_enabled():
-                accept.first.click(timeout=5_000)
+            if button.count() and button.first.is_enabled():
+                button.first.click(timeout=5_000)
+                dialog.first.wait_for(state="hidden", timeout=10_000)
         except Exception:  # the dialog closed or re-rendered under the click: look again
             pass
-        page.wait_for_timeout(1_000)
+        page.wait_for_timeout(500)
+
+
+_STATE = """() => {
+    const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
+    const failed = document.querySelector('.jp-OutputArea-output[data-mime-type='
+        + '"application/vnd.jupyter.stderr"]');
+    const busy = prompts.some(p => p.textContent.includes('*'));
+    if ((failed && !busy) || (prompts.length > 0
+            && prompts.every(p => /\\[\\d+\\]/.test(p.textContent)))) return 'done';
+    return busy ? 'busy' : 'stalled';
+}"""
+
+
+def _run_all(page) -> None:
+    """Click into the notebook, then Run > Run All Cells."""
+    page.locator(".jp-Notebook .jp-Cell .jp-InputPrompt").first.click()
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
 
 
 def _open_and_run_all(browser, lab: dict, name: str):
@@ -197,9 +219,7 @@ def _open_and_run_all(browser, lab: dict, name: str):
         # panel (after a double-click in the file browser the focus can stay there); a Run All
         # given while the kernel is still connecting can do nothing: then a person clicks again
         try:
-            page.locator(".jp-Notebook .jp-Cell .jp-InputPrompt").first.click()
-            page.get_by_role("menuitem", name="Run", exact=True).click()
-            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+            _run_all(page)
             page.wait_for_function("""() => [...document.querySelectorAll(
                 '.jp-CodeCell .jp-InputPrompt')].some(
                     p => /\\[(\\*|\\d+)\\]/.test(p.textContent))""", timeout=60_000, polling=250)
@@ -208,19 +228,28 @@ def _open_and_run_all(browser, lab: dict, name: str):
             if attempt == 2:
                 raise
     # every code cell's prompt holds its execution count ("[*]" while queued or running), or a
-    # cell failed (Run All stops there: the rest keep "[ ]")
-    try:
-        page.wait_for_function("""() => {
-            const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
-            const failed = document.querySelector('.jp-OutputArea-output[data-mime-type='
-                + '"application/vnd.jupyter.stderr"]');
-            const busy = prompts.some(p => p.textContent.includes('*'));
-            return (failed && !busy) || (prompts.length > 0
-                && prompts.every(p => /\\[\\d+\\]/.test(p.textContent)));
-        }""", timeout=RUN_ALL_TIMEOUT * 1000, polling=500)
-    except Exception:
-        page.screenshot(path=str(lab["out"] / f"{name}_timeout.png"), full_page=True)
-        raise
+    # cell failed (Run All stops there: the rest keep "[ ]"). A queue that vanished (nothing
+    # busy, nothing failed, cells not run: the kernel was replaced under load) gets Run All again.
+    deadline = time.monotonic() + RUN_ALL_TIMEOUT
+    stalled_since, reruns, dialogs = None, 0, []
+    while True:
+        dialogs += _accept_dialog(page)
+        state = page.evaluate(_STATE)
+        if state == "done":
+            break
+        now = time.monotonic()
+        if now > deadline:
+            page.screenshot(path=str(lab["out"] / f"{name}_timeout.png"), full_page=True)
+            raise AssertionError(f"{name}: Run All did not finish in {RUN_ALL_TIMEOUT:.0f} s "
+                                 f"({state}; {reruns} repeated Run All; dialogs: {dialogs})")
+        if state == "stalled":
+            stalled_since = stalled_since or now
+            if now - stalled_since > 20 and reruns < 3:
+                _run_all(page)
+                reruns, stalled_since = reruns + 1, None
+        else:
+            stalled_since = None
+        page.wait_for_timeout(500)
     return page, time.monotonic() - start
 
 

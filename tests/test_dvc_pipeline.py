@@ -27,7 +27,7 @@ COPY = ["workbench", "notebooks", "dvc.yaml", ".dvcignore", "pyproject.toml"]
 def _sh(args: list[str], cwd: Path) -> str:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
            "TQDM_DISABLE": "1"}
-    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout + proc.stderr
 
