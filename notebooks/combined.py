@@ -39,12 +39,14 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from workbench.report.notebook import notebook_config
+from workbench.explorers import notebook_config
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Section
 
 set_theme()
-cfg = notebook_config("combined", params_file, dataset)
+cfg = notebook_config("combined", params_file, dataset, mechanisms=mechanisms,
+                      bandwidth_spread=bandwidth_spread, cache_ratio=cache_ratio,
+                      hot_fraction=hot_fraction)
 exp = cfg.experiments.combined
 res = cfg.paths.resolve("results") / "combined" / exp.dataset
 summary = json.loads((res / "summary.json").read_text())

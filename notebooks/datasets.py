@@ -35,13 +35,13 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from workbench.explorers import notebook_config
 from workbench.report import verdict
-from workbench.report.notebook import notebook_config
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Claim, Section
 
 set_theme()
-cfg = notebook_config("datasets", params_file, dataset)
+cfg = notebook_config("datasets", params_file, dataset, samples=samples, top_fraction=top_fraction)
 stats_cfg = cfg.experiments.dataset_stats
 results = cfg.paths.resolve("results") / "dataset_stats"
 section = Section(

@@ -39,12 +39,13 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from workbench.report.notebook import notebook_config
+from workbench.explorers import notebook_config
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Section
 
 set_theme()
-cfg = notebook_config("distributed", params_file, dataset)
+cfg = notebook_config("distributed", params_file, dataset, bandwidth_gbps=bandwidth_gbps,
+                      latency_ms=latency_ms)
 exp = cfg.experiments.distributed_check
 dataset = cfg.experiments.het_train.dataset
 results = cfg.paths.resolve("results") / "distributed_check" / dataset

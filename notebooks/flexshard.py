@@ -35,13 +35,14 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from workbench.explorers import notebook_config
 from workbench.report import verdict
-from workbench.report.notebook import notebook_config
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Claim, Section, per_dataset
 
 set_theme()
-cfg = notebook_config("flexshard", params_file, dataset)
+cfg = notebook_config("flexshard", params_file, dataset, replicated_fraction=replicated_fraction,
+                      devices=devices, per_device=per_device)
 exp = cfg.experiments.flexshard
 topo_cfg = cfg.topology
 results = cfg.paths.resolve("results") / "flexshard"
@@ -189,7 +190,7 @@ section.figure(fig, "link_traffic", "Bytes each device sends to each other devic
 # ## Claims
 
 # %%
-reduction = float(base["inter_traffic_reduction"])
+reduction = base["inter_traffic_reduction"]  # None with a note when the ratio says nothing
 speedup = base["latency_speedup"]
 mem_ratio = float(base["memory_vs_rw"])
 setting = (ds_setting(claims_ds) + f"; FlexShard t1 = {base['flexshard']['t1']:,}, t2 = "
@@ -200,24 +201,28 @@ note = ("our formalisation and assumed topology; the claims dataset is the sessi
 section.claim(Claim(
     paper="FlexShard", claim="less global (inter-node) all-to-all traffic than row-wise "
                              "sharding", paper_value="over 85% [A]",
-    measured=f"{100 * reduction:.1f}% ({100 * float(base['traffic_reduction']):.1f}% of all "
-             "bytes)", setting=setting,
-    verdict=verdict.percent(reduction, (0.85, 1.0)), note=note, key="flexshard.a2a_traffic"))
+    measured=(f"{100 * reduction:.1f}% ({100 * float(base['traffic_reduction']):.1f}% of all "
+              "bytes)" if reduction is not None else "no ratio"), setting=setting,
+    verdict=(verdict.percent(reduction, (0.85, 1.0)) if reduction is not None
+             else verdict.not_comparable(base["inter_traffic_reduction_note"])),
+    note=note, key="flexshard.a2a_traffic"))
 section.claim(Claim(
     paper="FlexShard", claim="lower end-to-end training communication latency than row-wise "
                              "sharding", paper_value="almost 6x [A]",
     measured=(f"{speedup:.2f}x" if speedup is not None else "no communication left"),
     setting=setting,
-    verdict=(verdict.factor(speedup, 6.0) if speedup is not None else verdict.not_comparable(
-        "the whole table fits on every device: FlexShard replicates it and communicates "
-        "nothing")), note=note + "; the all-to-all time of one iteration (forward + backward), "
-                              "not the whole step", key="flexshard.comm_latency"))
+    verdict=(verdict.factor(speedup, 6.0) if speedup is not None
+             else verdict.not_comparable(base["latency_speedup_note"])),
+    note=note + "; the all-to-all time of one iteration (forward + backward), not the whole step",
+    key="flexshard.comm_latency"))
 others = [n for n in datasets if n != claims_ds]
 section.note("On the smaller tables (" + ", ".join(
     f"`{n}`: {summaries[n]['table_rows']:,} rows, "
-    + (f"{100 * summaries[n]['inter_traffic_reduction']:.0f}% less inter-node traffic, "
-       + (f"{summaries[n]['latency_speedup']:.2f}x" if summaries[n]["latency_speedup"]
-          else "no communication"))
+    + (f"{100 * summaries[n]['inter_traffic_reduction']:.0f}% less inter-node traffic"
+       if summaries[n]["inter_traffic_reduction"] is not None
+       else summaries[n]["inter_traffic_reduction_note"]) + ", "
+    + (f"{summaries[n]['latency_speedup']:.2f}x" if summaries[n]["latency_speedup"]
+       else "no communication")
     for n in others) + ") the buffers of an all-to-all outweigh a device's share of the "
     "table, so within RW's memory FlexShard can replicate most or all of the table per node or "
     "everywhere: their numbers say how small the tables are, not how FlexShard scales.")

@@ -37,13 +37,14 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from workbench.explorers import notebook_config
 from workbench.report import verdict
-from workbench.report.notebook import notebook_config
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Claim, Section, per_dataset
 
 set_theme()
-cfg = notebook_config("het", params_file, dataset)
+cfg = notebook_config("het", params_file, dataset, policy=policy, cache_ratio=cache_ratio,
+                      bound=bound)
 exp = cfg.experiments.het_cache
 results = cfg.paths.resolve("results") / "het_cache"
 section = Section(

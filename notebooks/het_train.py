@@ -50,13 +50,13 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from workbench.explorers import notebook_config
 from workbench.report import verdict
-from workbench.report.notebook import notebook_config
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Claim, Section
 
 set_theme()
-cfg = notebook_config("het_train", params_file, dataset)
+cfg = notebook_config("het_train", params_file, dataset, bound=bound, cache_ratio=cache_ratio)
 train_exp, time_exp = cfg.experiments.het_train, cfg.experiments.het_time
 results = cfg.paths.resolve("results")
 train_dir = results / "het_train" / train_exp.dataset

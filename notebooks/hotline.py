@@ -41,14 +41,15 @@ import seaborn as sns
 
 from workbench.cluster.accelerator_time import step_seconds
 from workbench.cluster.config import HardwareConfig
+from workbench.explorers import notebook_config
 from workbench.report import verdict
-from workbench.report.notebook import notebook_config
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Claim, Section, per_dataset
 from workbench.training.hotline import MicroBatchCounts
 
 set_theme()
-cfg = notebook_config("hotline", params_file, dataset)
+cfg = notebook_config("hotline", params_file, dataset, hot_fraction=hot_fraction,
+                      profile_rate=profile_rate)
 exp = cfg.experiments.hotline
 results = cfg.paths.resolve("results")
 res = results / "hotline" / exp.dataset

@@ -40,8 +40,8 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
+from workbench.explorers import notebook_config
 from workbench.report import verdict
-from workbench.report.notebook import notebook_config
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Claim, Section
 
@@ -49,7 +49,7 @@ set_theme()
 LAYOUT_STYLE = {"style_order": ["clustered", "shuffled"],
                 "markers": {"clustered": "o", "shuffled": "X"},
                 "dashes": {"clustered": "", "shuffled": (3, 2)}}
-cfg = notebook_config("recd", params_file, dataset)
+cfg = notebook_config("recd", params_file, dataset, dedup_group=dedup_group, batch_size=batch_size)
 exp = cfg.experiments.recd
 results = cfg.paths.resolve("results")
 section = Section(

@@ -168,14 +168,26 @@ def test_calibrate_writes_a_file_the_clock_reads(tmp_path: Path) -> None:
                                 client_message_us=7.0)
     compute, software = calibrate.clock_costs(other, tmp_path / "missing", _shape())
     assert "FLOP" in compute.source and software.client_message_s == pytest.approx(7e-6)
-    # calibrating one more shape keeps the others (merge); without merge the file is replaced
-    calibrate.run(out, exp, shapes=[_shape(16)], wire_dims=[16], seed=0, merge=True)
-    assert set(Calibration.load(out).compute) == {_shape().key, _shape(16).key}
+    # one run, one file: recalibrating replaces it whole (machine and settings included)
     calibrate.run(out, exp, shapes=[_shape(16)], wire_dims=[16], seed=0)
     assert set(Calibration.load(out).compute) == {_shape(16).key}
     off = dataclasses.replace(other, software="off")
     assert calibrate.clock_costs(off, tmp_path / "missing", _shape())[1] == SoftwareCost(
         source="off")
+
+
+def test_a_picked_dataset_reads_its_own_calibration_else_the_pipelines(tmp_path: Path) -> None:
+    from workbench.cluster.calibration import calibration_dir, own_dir, pipeline_dir
+
+    assert calibration_dir(tmp_path) == pipeline_dir(tmp_path) == tmp_path / "calibration"
+    assert calibration_dir(tmp_path, "own") == pipeline_dir(tmp_path)  # none of its own yet
+    own = own_dir(tmp_path, "own")
+    own.mkdir(parents=True)
+    (own / "calibration.json").write_text("{}")
+    assert calibration_dir(tmp_path, "own") == own == tmp_path / "calibrate" / "own"
+    assert calibration_dir(tmp_path) == pipeline_dir(tmp_path)  # a pipeline run never reads it
+    with pytest.raises(ConfigError, match="dataset.name"):
+        own_dir(tmp_path, "../calibration")
 
 
 def test_calibration_errors_name_the_stage(tmp_path: Path) -> None:

@@ -225,6 +225,38 @@ def test_following_the_advice_runs_and_says_which_sweep_points_were_skipped(
     assert "worker_sweep: [16, 32] skipped" in proc.stderr
 
 
+@needs_samples
+@pytest.mark.slow
+def test_calibrating_own_data_writes_its_own_file_and_leaves_the_pipelines(
+        own_taobao: tuple[Path, tuple[str, ...]]) -> None:
+    """``calibrate dataset=local`` measures into results/calibrate/local/; the committed
+    pipeline calibration (copied in) keeps every byte, and a timed stage on ``local`` reads the
+    dataset's own file."""
+    import shutil
+
+    tmp, args = own_taobao
+    results = tmp / "calibrated"
+    shutil.copytree(REPO_ROOT / "results" / "calibration", results / "calibration")
+    before = (results / "calibration" / "calibration.json").read_bytes()
+    quick = ("experiments.calibrate.batch_sizes=[4,8]", "experiments.calibrate.repeats=1",
+             "experiments.calibrate.warmup=0", "experiments.calibrate.software_sizes=[1,8]")
+    proc = stage(tmp, "calibrate", *args, *quick, results="calibrated")
+    assert proc.returncode == 0, proc.stderr
+    assert (results / "calibration" / "calibration.json").read_bytes() == before
+    own = json.loads((results / "calibrate" / "local" / "calibration.json").read_text())
+    assert own["settings"]["repeats"] == 1 and own["compute"]
+    meta = json.loads((tmp / "data" / "processed" / "local" / "meta.json").read_text())
+    shape = f"/dense{len(meta['dense'])}/sparse{len(meta['categorical'])}"
+    assert own["compute"] and all(key.endswith(shape) for key in own["compute"])
+    # without the pipeline's file, a timed stage on local runs on local's own calibration,
+    # and its summary names the data it ran on
+    shutil.rmtree(results / "calibration")
+    proc = stage(tmp, "esd", *args, "experiments.esd.per_worker=33", results="calibrated")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((results / "esd" / "local" / "summary.json").read_text())
+    assert summary["dataset"] == "local"
+
+
 # ------------------------------------------------------------------------------ replay commands
 
 

@@ -8,8 +8,9 @@ lower layer (``tests/test_layering.py`` walks every import to keep this true)::
                            notebooks' exploration sections (report's widgets over api)
     9  stages/, replay,    the stage registry and its command line; replaying your own traces;
        api                 the few calls a notebook cell makes (small live runs, tidy frames)
-    8  report/             papermill runner, report sections and their pages, the claims index,
-                           the seaborn theme, the notebooks' exploration widgets
+    8  report/, arguments  papermill runner, report sections and their pages, the claims index,
+                           the seaborn theme, the notebooks' exploration widgets; the range
+                           checks of api, notebook and command-line arguments (config keys' ranges)
     7  config, conf/       the configuration root: composes every layer's schema; conf/ is the
                            Hydra tree (package data)
     6  experiments/        one module per experiment stage, each owning its outputs
@@ -45,6 +46,7 @@ LAYERS: dict[str, int] = {
     "experiments": 6,
     "config": 7,
     "report": 8,
+    "arguments": 8,
     "stages": 9,
     "replay": 9,
     "api": 9,

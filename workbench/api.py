@@ -27,6 +27,14 @@ call               what it runs                                             retu
 
 Every call is deterministic for a given config and seed. The pipeline's stages call the same
 experiment functions at full size; these run small variants of them.
+
+Every call checks its numbers before any work (:mod:`workbench.arguments`): a parameter that
+stands for a config key has that key's range (``cache_ratio``: ``cache.ratio``'s ``(0, 1]``), the
+``**knobs`` of ``dispatch`` and ``train`` are validated as their config section is, and NaN is
+refused; a bad one stops with one line naming the call, the parameter, its value and the range::
+
+    ArgumentError: api.replay_cache: cache_ratio = 5.0: must be a number > 0.0 and <= 1.0
+    (as config key cache.ratio)
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from workbench.arguments import ArgumentError, arg, check, key, replace
 from workbench.cluster.config import CachePolicy
 from workbench.config import WorkbenchConfig
 from workbench.config import load as load_config
@@ -62,13 +71,32 @@ def _processed(cfg: WorkbenchConfig, name: str) -> Path:
     Raises:
         FileNotFoundError: the dataset is not preprocessed (names the command that makes it).
     """
-    from workbench.data.pipeline import processed_dir
+    from workbench.data.pipeline import prepare_advice, processed_dir
 
     processed = processed_dir(cfg.paths.resolve("data"), name)
     if not preprocessed(cfg, name):
-        raise MissingInputError(f"{processed} holds no preprocessed dataset: run `python -m "
-                                f"workbench.stages prepare --dataset {name}` (or dvc repro)")
+        advice = (f"run `python -m workbench.stages prepare --dataset {name}` (or dvc repro)"
+                  if name in cfg.datasets else prepare_advice(processed))
+        raise MissingInputError(f"{processed} holds no preprocessed dataset: {advice}")
     return processed
+
+
+def _checked_keys(where: str, keys: Any, rows: int) -> np.ndarray:
+    """``keys`` as an integer ``[n, F]`` array whose keys lie in ``0..rows-1``.
+
+    Raises:
+        ArgumentError: another shape or dtype, no sample, or a key outside the table.
+    """
+    keys = np.asarray(keys)
+    if keys.ndim != 2 or not np.issubdtype(keys.dtype, np.integer) or not keys.size:
+        raise ArgumentError(f"{where}: keys of shape {keys.shape} and dtype {keys.dtype}: must "
+                            "be integer keys [samples, features] with at least one sample "
+                            "(load(...).train.keys)")
+    lo, hi = keys.min(), keys.max()
+    if lo < 0 or hi >= rows:
+        raise ArgumentError(f"{where}: keys hold {lo if lo < 0 else hi}, outside the table's "
+                            f"rows 0..{rows - 1}: pass rows = the table's rows (load(...).rows)")
+    return keys
 
 
 def config(overrides: Sequence[str] | None = None,
@@ -110,11 +138,14 @@ def load(cfg: WorkbenchConfig, dataset: str | None = None, train_samples: int | 
 
     Raises:
         FileNotFoundError: the dataset is not preprocessed (names the command that makes it).
+        ArgumentError: a sample count below 1.
     """
     from workbench.data.keys import table_rows
     from workbench.data.schema import DatasetMeta
     from workbench.experiments.het_train import load_split
 
+    samples = arg(int, 1).or_none()
+    check("api.load", train_samples=(train_samples, samples), test_samples=(test_samples, samples))
     name = dataset or cfg.experiments.combined.dataset
     processed = _processed(cfg, name)
     meta = DatasetMeta.read(processed)
@@ -136,28 +167,68 @@ def cluster(cfg: WorkbenchConfig, rows: int, dim: int | None = None):
     """
     from workbench.cluster.edge_cluster import EdgeCluster
 
+    check("api.cluster", rows=(rows, arg(int, 1)), dim=(dim, key("model.embedding_dim").or_none()))
     return EdgeCluster(cfg.cluster, cfg.cache, rows, dim or cfg.model.embedding_dim)
 
 
 def replay_cache(keys: np.ndarray, rows: int, *, policy: CachePolicy = "lru",
                  cache_ratio: float = 0.1, bound: int = 100, workers: int = 8,
-                 per_worker: int = 128, epochs: int = 1, seed: int = 0) -> pd.DataFrame:
+                 per_worker: int = 128, epochs: int = 1, seed: int = 0,
+                 warn_cold: bool = True) -> pd.DataFrame:
     """Replay samples' keys through one HET cache setting (the ``het-cache`` stage's replay).
 
     Consecutive slices of ``per_worker`` samples go to the ``workers`` in turn; each reads its
-    keys through its cache and writes one update per occurrence, BSP.
+    keys through its cache and writes one update per occurrence, BSP. When the caches never
+    fill (fewer distinct keys per worker than cache lines), a warning says that every number is
+    a cold-start measurement (``warn_cold=False``: the caller says so itself).
+
+    Args:
+        keys: ``int[n, F]`` global keys in ``0..rows-1``.
+        rows: rows of the table.
+        policy: ``cache.policy``'s values.
+        cache_ratio: cache lines per worker, share of the table (``cache.ratio``'s range).
+        bound: staleness bound s of reads and writes (``cache.read_bound``'s range).
+        workers: ``experiments.het_cache.workers``' range.
+        per_worker: samples per worker per iteration (``experiments.het_cache.batch_size``').
+        epochs: passes over the samples (>= 1).
+        seed: ``seed``'s range.
+        warn_cold: log a warning when the caches never fill.
 
     Returns:
         One row: the setting, ``miss_rate`` (reads with the caches full; NaN when they never
         filled), ``miss_rate_all`` (every read, cold start included), ``rows_pulled``,
         ``rows_pushed``, ``rows_moved``, ``rows_moved_per_key``, ``stale_pulls``,
         ``evict_pushes``, ``keys_read``.
+
+    Raises:
+        ArgumentError: a parameter outside its range, keys outside ``0..rows-1``, or fewer
+            samples than one iteration of ``workers x per_worker``.
     """
+    import logging
+
     from workbench.dispatch.base import build_trace
     from workbench.experiments.het_cache import run_once
 
-    trace = build_trace(np.asarray(keys), workers, per_worker, seed=seed, epochs=epochs)
+    where = "api.replay_cache"
+    check(where, rows=(rows, arg(int, 1)), policy=(policy, key("cache.policy")),
+          cache_ratio=(cache_ratio, key("cache.ratio")), bound=(bound, key("cache.read_bound")),
+          workers=(workers, key("experiments.het_cache.workers")),
+          per_worker=(per_worker, key("experiments.het_cache.batch_size")),
+          epochs=(epochs, arg(int, 1)), seed=(seed, key("seed")))
+    keys = _checked_keys(where, keys, rows)
+    if len(keys) < workers * per_worker:
+        raise ArgumentError(f"{where}: {len(keys):,} samples hold no iteration of workers = "
+                            f"{workers} x per_worker = {per_worker} ({workers * per_worker:,} "
+                            "samples): give more keys, or lower workers x per_worker")
+    trace = build_trace(keys, workers, per_worker, seed=seed, epochs=epochs)
     res = run_once(trace, rows, policy, cache_ratio, bound, bound, "sequential")
+    if warn_cold and policy != "none" and np.isnan(res.miss_rate):
+        logging.getLogger(__name__).warning(
+            "%s: the caches never filled (%s lines per worker, cache_ratio %g of %s rows; %s "
+            "distinct keys over %s reads): miss_rate is NaN and every other number is a "
+            "cold-start measurement; give more samples or a smaller cache_ratio", where,
+            f"{int(np.ceil(cache_ratio * rows)):,}", cache_ratio, f"{rows:,}",
+            f"{len(np.unique(keys)):,}", f"{res.keys_read:,}")
     return pd.DataFrame([{"policy": policy, "cache_ratio": cache_ratio, "bound": bound,
                           "workers": workers, "per_worker": per_worker,
                           "miss_rate": res.miss_rate, "miss_rate_all": res.miss_rate_all,
@@ -207,12 +278,27 @@ def dispatch(data: Data, dispatchers: Sequence[str] = ("random", "laia", "hybrid
     Returns:
         One row per dispatcher: ``transfer_s_per_batch`` (seconds of row transfers summed over
         workers), ``makespan_s_per_batch``, ``rows_per_batch``, the warm-up and the setting.
+
+    Raises:
+        ArgumentError: an unknown dispatcher or knob, a value outside its config key's range,
+            or more samples per global batch than ``data`` holds.
     """
+    from workbench.dispatch.registry import DISPATCHERS
     from workbench.experiments.esd import EsdPoint, clock_cluster, one_run
 
+    where = "api.dispatch"
     cfg = cfg or config()
-    exp = dataclasses.replace(cfg.experiments.esd, batches=batches, warmup_max=warmup_max,
-                              **esd_knobs)
+    unknown = [d for d in dispatchers if d not in DISPATCHERS]
+    if isinstance(dispatchers, str) or unknown or not dispatchers:
+        raise ArgumentError(f"{where}: dispatchers = {dispatchers!r}: must be a non-empty list "
+                            f"of {list(DISPATCHERS)}")
+    check(where, seed=(seed, key("seed")))
+    exp = replace(cfg.experiments.esd, where, "experiments.esd",
+                  {"batches": batches, "warmup_max": warmup_max, **esd_knobs})
+    if len(data.train) < exp.workers * exp.per_worker:
+        raise ArgumentError(f"{where}: workers = {exp.workers} x per_worker = {exp.per_worker} "
+                            f"samples per global batch, more than the {len(data.train):,} train "
+                            f"samples of {data.name} loaded (api.load(..., train_samples=...))")
     # HybridDis' budget: a fraction of one iteration's compute of ESD's train model
     compute, _ = _clock(cfg, clock_cluster(exp, cfg.cluster), exp.train_model, data)
     wire_dim = cfg.models[exp.train_model].embedding_dim
@@ -247,7 +333,8 @@ def train(data: Data, cfg: WorkbenchConfig | None = None, *, steps: int = 40,
         ``attrs["totals"]`` holds the ablation row of the run (bytes by kind, rows, lookups).
 
     Raises:
-        ValueError: an unknown mechanism, or fewer train samples than ``steps`` batches.
+        ArgumentError: an unknown mechanism or knob, a value outside its config key's range, or
+            fewer train samples than ``steps`` batches.
     """
     from workbench.experiments.combined import (
         Ablation,
@@ -259,17 +346,22 @@ def train(data: Data, cfg: WorkbenchConfig | None = None, *, steps: int = 40,
     )
     from workbench.experiments.config import MECHANISMS
 
+    where = "api.train"
     cfg = cfg or config()
     bad = set(mechanisms) - set(MECHANISMS)
-    if bad:
-        raise ValueError(f"mechanisms {sorted(bad)}: must be among {MECHANISMS}")
-    exp = dataclasses.replace(cfg.experiments.combined, eval_every=eval_every or max(1, steps // 4),
-                              epochs=1, **combined_knobs)
+    if isinstance(mechanisms, str) or bad:
+        raise ArgumentError(f"{where}: mechanisms = {mechanisms!r}: must be a list of "
+                            f"{list(MECHANISMS)}")
+    check(where, steps=(steps, arg(int, 1)), seed=(seed, key("seed")),
+          eval_every=(eval_every, key("experiments.combined.eval_every").or_none()))
+    exp = replace(cfg.experiments.combined, where, "experiments.combined",
+                  {"eval_every": eval_every or max(1, steps // 4), "epochs": 1,
+                   **combined_knobs})
     need = steps * exp.workers * exp.per_worker
     if len(data.train) < need:
-        raise ValueError(f"{steps} steps of {exp.workers} x {exp.per_worker} samples need "
-                         f"{need} train samples; {data.name} has {len(data.train)} loaded "
-                         "(api.load(..., train_samples=...))")
+        raise ArgumentError(f"{where}: {steps} steps of {exp.workers} x {exp.per_worker} "
+                            f"samples need {need} train samples; {data.name} has "
+                            f"{len(data.train)} loaded (api.load(..., train_samples=...))")
     model = cfg.models[exp.model]
     compute, software = _clock(cfg, run_cluster(exp, cfg.cluster, het=True), exp.model, data)
     sets = replicated_sets(data.train.keys, data.rows, exp, model.embedding_dim, seed)
@@ -302,13 +394,16 @@ def ikjt(table, keys: Sequence[str], groups: Sequence[Sequence[str]],
 
     Returns:
         One row per (batch, group): ``values`` (ids in the KJT), ``unique_rows``, ``rows``,
-        ``dedup_factor`` (rows / unique rows), ``ikjt_values`` (ids kept).
+        ``empty_rows`` (no id in the group), ``dedup_factor`` (non-empty rows / unique non-empty
+        rows: an empty row saves nothing; NaN when all are empty), ``ikjt_values`` (ids kept).
     """
     import pyarrow as pa
 
     from workbench.sparse.jagged_tensor import to_ikjt
     from workbench.sparse.reader import table_to_kjt
 
+    check("api.ikjt", batch_size=(batch_size, key("experiments.recd.train_batch_size")),
+          batches=(batches, arg(int, 1)))
     if isinstance(table, pd.DataFrame):
         table = pa.Table.from_pandas(table, preserve_index=False)
     grouped = {k for g in groups for k in g}
@@ -321,8 +416,8 @@ def ikjt(table, keys: Sequence[str], groups: Sequence[Sequence[str]],
             kept = sum(len(inv.values(k)) for k in group)
             total = sum(len(kjt[k].values()) for k in group)
             out.append({"batch": b, "group": "+".join(group), "rows": batch_size,
-                        "unique_rows": inv.num_unique(group),
-                        "dedup_factor": inv.dedup_factor(group), "values": total,
+                        "unique_rows": inv.num_unique(group), "empty_rows": inv.num_empty(group),
+                        "dedup_factor": inv.dedup_factor(group, skip_empty=True), "values": total,
                         "ikjt_values": kept})
     if not out:
         raise ValueError(f"{table.num_rows} rows hold no batch of {batch_size}")
@@ -346,7 +441,10 @@ def access_skew(keys: np.ndarray, rows: int, fractions: Sequence[float]) -> pd.D
     """
     from workbench.experiments.dataset_stats import top_share
 
-    keys = np.asarray(keys)
+    where = "api.access_skew"
+    fractions = check(where, rows=(rows, arg(int, 1)), fractions=(
+        fractions, key("experiments.dataset_stats.skew_claim_fraction").many()))["fractions"]
+    keys = _checked_keys(where, keys, rows)
     counts = np.bincount(keys.ravel(), minlength=rows)
     return pd.DataFrame([{"fraction": f, "top_rows": max(1, int(np.ceil(f * rows))),
                           "lookup_share": top_share(counts, f), "samples": keys.shape[0],
@@ -380,7 +478,13 @@ def hot_tier(keys: np.ndarray, rows: int, hot_fractions: Sequence[float], *,
         profile_counts,
     )
 
-    keys = np.asarray(keys)
+    where = "api.hot_tier"
+    hot_fractions = check(
+        where, rows=(rows, arg(int, 1)),
+        hot_fractions=(hot_fractions, key("experiments.combined.hot_fraction").many()),
+        profile_rate=(profile_rate, key("experiments.hotline.profile_rate")),
+        seed=(seed, key("seed")))["hot_fractions"]
+    keys = _checked_keys(where, keys, rows)
     counts = {"profile": profile_counts(keys, rows, profile_rate, np.random.default_rng(seed)),
               "full pass": np.bincount(keys.ravel(), minlength=rows)}
     out = []
@@ -425,7 +529,8 @@ def flexshard(cfg: WorkbenchConfig, replicated_fractions: Sequence[float] | None
 
     Raises:
         FileNotFoundError: the dataset is not preprocessed.
-        ValueError: it has no sequence feature, or ``devices`` is not whole nodes.
+        ValueError: it has no sequence feature.
+        ArgumentError: ``devices`` is not whole nodes, or a number is outside its range.
     """
     from workbench.experiments.flexshard import (
         SequenceLookups,
@@ -438,12 +543,21 @@ def flexshard(cfg: WorkbenchConfig, replicated_fractions: Sequence[float] | None
     from workbench.sharding.topology import Topology
     from workbench.sharding.traffic import traffic_summary
 
+    where = "api.flexshard"
+    # experiments.flexshard.replicated_fractions: each in [0, 1] (its schema's check_each)
+    fractions_arg = dataclasses.replace(arg(float, 0.0, 1.0).many(),
+                                        source="experiments.flexshard.replicated_fractions")
+    check(where, replicated_fractions=(replicated_fractions, fractions_arg.or_none()),
+          devices=(devices, key("experiments.flexshard.device_sweep[]").or_none()),
+          per_device=(per_device, key("experiments.flexshard.per_device_batch").or_none()),
+          candidates=(candidates, key("experiments.flexshard.candidate_cuts")))
     exp = cfg.experiments.flexshard
+    g = cfg.topology.devices_per_node
+    if devices is not None and devices % g:
+        raise ArgumentError(f"{where}: devices = {devices}: must be whole nodes of "
+                            f"topology.devices_per_node = {g} (a multiple of {g})")
     name = dataset or exp.claims_dataset
     processed = _processed(cfg, name)
-    g = cfg.topology.devices_per_node
-    if devices is not None and (devices < g or devices % g):
-        raise ValueError(f"devices = {devices}: must be whole nodes of {g}")
     fractions = list(exp.replicated_fractions if replicated_fractions is None
                      else replicated_fractions)
     exp = dataclasses.replace(exp, replicated_fractions=fractions,
@@ -451,9 +565,9 @@ def flexshard(cfg: WorkbenchConfig, replicated_fractions: Sequence[float] | None
     data = SequenceLookups.read(processed, exp.sequence_feature)
     topo = Topology.from_config(cfg.topology, nodes=devices // g if devices else None)
     n, row_bytes = data.rows, 4 * exp.embedding_dim
-    _, probability, lookups = profile_probability(data, exp, topo.devices)
+    counts, probability, lookups = profile_probability(data, exp, topo.devices)
     rw_traffic, rw_memory = row_wise_baseline(probability, topo, lookups, row_bytes)
-    order = rank_order(probability)
+    order = rank_order(counts)  # as the stage: by the lookups profiled
     cuts = candidate_cuts(n, candidates, np.rint(np.asarray(fractions) * n))
     searches = {"hot_dp": evaluate_cuts(probability, topo, lookups, row_bytes, cuts,
                                         node_tier=False, weighted=False, order=order)}

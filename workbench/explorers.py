@@ -24,6 +24,12 @@ Every builder takes the configuration (``load(params=params_file)``: its paths a
 read) and the knobs' initial values, and raises :class:`FileNotFoundError` when the data it
 needs is not there; :func:`show` turns that into a printed note. Sweeps (the het, hotline and
 flexshard curves) run the configured grid plus the chosen value, which the plot marks.
+
+A knob's initial value is checked before any work against :data:`KNOBS` (a config key's range,
+written once in its schema): ``het(cfg, cache_ratio=5)`` stops with one line,
+``ArgumentError: explorers.het: cache_ratio = 5.0: must be a number > 0.0 and <= 1.0 (as config
+key experiments.het_cache.cache_ratio)``; a notebook checks its parameters (the same knobs) the
+same way in its first cell (:func:`workbench.report.notebook.notebook_config`).
 """
 
 from __future__ import annotations
@@ -32,18 +38,100 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from workbench import api
+from workbench.arguments import Arg, ArgumentError, arg, check, key
 from workbench.cluster.config import CachePolicy
 from workbench.config import WorkbenchConfig
 from workbench.report.explore import Explorer, dropdown, log_slider
 
-__all__ = ["BUILDERS", "show", "datasets", "het", "het_train", "esd", "recd", "hotline",
-           "flexshard", "distributed", "combined"]
+__all__ = ["BUILDERS", "KNOBS", "check_knobs", "notebook_config", "show", "datasets", "het",
+           "het_train", "esd", "recd", "hotline", "flexshard", "distributed", "combined"]
+
+#: notebook -> its explorer's knobs that take a number or a fixed choice (the notebook's
+#: parameters of the same names) -> what each accepts: a config key's type and range, or its
+#: own. A knob given as None starts at the configuration's value and is not checked.
+KNOBS: dict[str, dict[str, Arg]] = {
+    "datasets": {"samples": arg(int, 1),
+                 "top_fraction": key("experiments.dataset_stats.skew_claim_fraction")},
+    "het": {"policy": key("experiments.het_cache.policy"),
+            "cache_ratio": key("experiments.het_cache.cache_ratio"),
+            "bound": key("experiments.het_cache.claim_bound")},
+    "het_train": {"bound": key("experiments.het_train.cache_bounds[]"),
+                  "cache_ratio": key("cache.ratio"), "steps": arg(int, 1)},
+    "esd": {"bandwidth_spread": key("experiments.esd.bandwidth_spread"),
+            "cache_ratio": key("experiments.esd.cache_ratio"),
+            "per_worker": key("experiments.esd.per_worker")},
+    "recd": {"batch_size": key("experiments.recd.train_batch_size"), "batches": arg(int, 1)},
+    "hotline": {"hot_fraction": key("experiments.combined.hot_fraction"),
+                "profile_rate": key("experiments.hotline.profile_rate")},
+    "flexshard": {"replicated_fraction": key("experiments.combined.replicated_fraction"),
+                  "devices": key("experiments.flexshard.device_sweep[]"),
+                  "per_device": key("experiments.flexshard.per_device_batch")},
+    # the live run's links: every worker's link is max_bandwidth_gbps (spread 1); a log slider
+    # cannot show a latency of 0
+    "distributed": {"bandwidth_gbps": key("experiments.combined.max_bandwidth_gbps"),
+                    "latency_ms": arg(float, 0.0, None, lo_open=True), "steps": arg(int, 1)},
+    "combined": {"bandwidth_spread": key("experiments.combined.bandwidth_spread"),
+                 "cache_ratio": key("experiments.combined.cache_ratio"),
+                 "hot_fraction": key("experiments.combined.hot_fraction"),
+                 "steps": arg(int, 1)},
+}
+
+
+def check_knobs(name: str, where: str, **values: Any) -> None:
+    """Check explorer ``name``'s knob values against :data:`KNOBS` (None: not checked).
+
+    Args:
+        name: the notebook.
+        where: the messages' prefix (``"explorers.het"``; "" for none).
+        values: knob -> value.
+
+    Raises:
+        ArgumentError: one line naming the knob, its value and the allowed range.
+    """
+    specs = KNOBS[name]
+    check(where, **{k: (v, specs[k]) for k, v in values.items() if k in specs and v is not None})
+
+
+def notebook_config(name: str, params_file: str | Path = "params.yaml",
+                    dataset: str | None = None, **knobs: Any) -> WorkbenchConfig:
+    """A notebook's first cell: its explorer's starting values checked, then its configuration.
+
+    :func:`workbench.report.notebook.notebook_config` with the notebook's other parameters
+    (its explorer's starting values; None: the configuration's) checked first, before any
+    work, against their ranges.
+
+    Raises:
+        NotebookError: a knob is unknown or outside its range (naming the parameter, its value
+            and the allowed range), or as :func:`workbench.report.notebook.notebook_config`.
+    """
+    import inspect
+
+    from workbench.report import notebook
+
+    if knobs:
+        if name not in BUILDERS:
+            raise notebook.NotebookError(f"notebook {name!r} has no explorer, so no parameter "
+                                         f"{sorted(knobs)}")
+        accepted = [p for p in inspect.signature(BUILDERS[name]).parameters if p != "cfg"]
+        unknown = sorted(set(knobs) - set(accepted))
+        if unknown:
+            raise notebook.NotebookError(
+                f"notebook {name!r} has no parameter {unknown[0]!r}: its explorer's parameters "
+                f"are {accepted} (and params_file, out_dir, dataset)")
+        try:
+            check_knobs(name, "", **knobs)
+        except ArgumentError as err:
+            raise notebook.NotebookError(
+                f"notebook {name!r}: parameter {err}; set it in the parameters cell or with "
+                "papermill -p, or None for the configuration's value") from None
+    return notebook.notebook_config(name, params_file, dataset)
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -110,6 +198,7 @@ def datasets(cfg: WorkbenchConfig, *, dataset: str | None = None, samples: int |
     counted: a small sample understates the tail), ``top_fraction`` (marked on the curve;
     default: HET's claim, 10%).
     """
+    check_knobs("datasets", "explorers.datasets", samples=samples, top_fraction=top_fraction)
     stats = cfg.experiments.dataset_stats
     names = _processed(cfg, cfg.pipeline.datasets)
     dataset = _or(dataset, names[0] if names else None)
@@ -157,8 +246,9 @@ def het(cfg: WorkbenchConfig, *, policy: str | None = None, cache_ratio: float |
     Knobs: ``policy``, ``bound`` (s), ``cache_ratio`` (marked on the sweep: the experiment's
     cache ratios and the chosen one). Plots rows moved per key read and the miss rate over every
     read (cold start included: the full-cache miss rate is undefined when small runs never fill
-    the caches).
+    the caches; the title says from which cache ratio on they never fill).
     """
+    check_knobs("het", "explorers.het", policy=policy, cache_ratio=cache_ratio, bound=bound)
     exp = cfg.experiments.het_cache
     data = api.load(cfg, dataset=_first(cfg, exp.datasets),
                     train_samples=min(65536, exp.max_samples or 65536), test_samples=1)
@@ -166,7 +256,7 @@ def het(cfg: WorkbenchConfig, *, policy: str | None = None, cache_ratio: float |
     def run(policy: CachePolicy, bound: int, cache_ratio: float) -> pd.DataFrame:
         frame = pd.concat([api.replay_cache(data.train.keys, data.rows, policy=policy,
                                             cache_ratio=r, bound=bound, workers=exp.workers,
-                                            per_worker=exp.batch_size)
+                                            per_worker=exp.batch_size, warn_cold=False)
                            for r in _grid([0.003, 0.01, 0.03, 0.3, *exp.cache_ratios],
                                           cache_ratio)], ignore_index=True)
         return frame.assign(dataset=data.name, chosen=frame["cache_ratio"] == cache_ratio)
@@ -177,10 +267,13 @@ def het(cfg: WorkbenchConfig, *, policy: str | None = None, cache_ratio: float |
             ax.plot(frame["cache_ratio"], frame[col], marker="o", label=label)
         pick = frame[frame["chosen"]].iloc[0]
         _mark(ax, pick["cache_ratio"], f"{pick['rows_moved_per_key']:.3f} rows / key")
+        cold = frame.loc[frame["miss_rate"].isna(), "cache_ratio"]
         ax.set(xscale="log", ylim=(0, None), xlabel="cache size (share of the table)",
                ylabel="per key read", title=f"{data.name}, {pick['policy']} s = "
                f"{pick['bound']}, {exp.workers} workers x {exp.batch_size}, "
-               f"{len(data.train):,} samples")
+               f"{len(data.train):,} samples" + (f"\ncaches never fill from cache ratio "
+                                                 f"{cold.min():g} on: cold start only"
+                                                 if len(cold) else ""))
         ax.legend(fontsize=7)
 
     return Explorer(run, plot, {
@@ -227,6 +320,8 @@ def het_train(cfg: WorkbenchConfig, *, bound: int | None = None,
 
     Knobs: ``bound`` (s), ``cache_ratio``. The policy is the configuration's cache policy.
     """
+    check_knobs("het_train", "explorers.het_train", bound=bound, cache_ratio=cache_ratio,
+                steps=steps)
     exp, comb = cfg.experiments.het_train, cfg.experiments.combined
     policy = cfg.cache.policy if cfg.cache.policy in ("lru", "lfu", "lfuopt") else "lru"
     train = _trainer(cfg, exp.dataset, steps, steps * comb.workers * comb.per_worker,
@@ -256,6 +351,8 @@ def esd(cfg: WorkbenchConfig, *, bandwidth_spread: float | None = None,
     Knobs: ``bandwidth_spread`` (fastest / slowest link), ``cache_ratio``, ``per_worker``
     (samples per worker per batch). Dispatchers: the experiment's ``train_dispatchers``.
     """
+    check_knobs("esd", "explorers.esd", bandwidth_spread=bandwidth_spread,
+                cache_ratio=cache_ratio, per_worker=per_worker)
     exp = cfg.experiments.esd
     data = api.load(cfg, dataset=_first(cfg, [exp.dataset]), train_samples=16384,
                     test_samples=1)
@@ -298,6 +395,7 @@ def recd(cfg: WorkbenchConfig, *, dedup_group: str | None = None,
     from workbench.data.partition import read_partitions
     from workbench.experiments.dedup import PARTITIONS_META
 
+    check_knobs("recd", "explorers.recd", batch_size=batch_size, batches=batches)
     exp = cfg.experiments.recd
     root = cfg.paths.resolve("data") / "partitions"
     metas = [json.loads((root / n / PARTITIONS_META).read_text()) for n in exp.datasets
@@ -330,7 +428,8 @@ def recd(cfg: WorkbenchConfig, *, dedup_group: str | None = None,
 
     first = next(iter(groups))
     if dedup_group is not None and dedup_group not in groups:
-        raise ValueError(f"dedup_group = {dedup_group!r}: one of {list(groups)}")
+        raise ArgumentError(f"explorers.recd: dedup_group = {dedup_group!r}: must be one of "
+                            f"{list(groups)}")
     return Explorer(run, plot, {
         "dedup_group": dropdown(_or(dedup_group, first), list(groups), "dedup group"),
         "batch_size": _choice(_or(batch_size, exp.train_batch_size), exp.batch_sizes,
@@ -345,6 +444,8 @@ def hotline(cfg: WorkbenchConfig, *, hot_fraction: float | None = None,
     Knobs: ``hot_fraction`` (the budget as a fraction of the table's rows; default: the
     experiment's ``budget_mb`` at full Criteo scale, scaled), ``profile_rate``.
     """
+    check_knobs("hotline", "explorers.hotline", hot_fraction=hot_fraction,
+                profile_rate=profile_rate)
     exp = cfg.experiments.hotline
     data = api.load(cfg, dataset=_first(cfg, [exp.dataset]), train_samples=65536,
                     test_samples=1)
@@ -383,6 +484,8 @@ def flexshard(cfg: WorkbenchConfig, *, replicated_fraction: float | None = None,
     Knobs: ``replicated_fraction`` (marked on the curve of the experiment's fractions;
     default: the combined experiment's), ``devices``, ``per_device`` (samples per device).
     """
+    check_knobs("flexshard", "explorers.flexshard", replicated_fraction=replicated_fraction,
+                devices=devices, per_device=per_device)
     exp = cfg.experiments.flexshard
     dataset = _first(cfg, [exp.claims_dataset, *exp.datasets])
     topo = cfg.topology
@@ -430,6 +533,8 @@ def distributed(cfg: WorkbenchConfig, *, bandwidth_gbps: float | None = None,
     first link). Plots emulated milliseconds per iteration (compute, communication) without a
     cache and with HET's; no process is spawned.
     """
+    check_knobs("distributed", "explorers.distributed", bandwidth_gbps=bandwidth_gbps,
+                latency_ms=latency_ms, steps=steps)
     exp = cfg.experiments.distributed_check
     per_worker = exp.batch_size // exp.workers
     train = _trainer(cfg, cfg.experiments.het_train.dataset, steps, steps * exp.batch_size,
@@ -474,6 +579,8 @@ def combined(cfg: WorkbenchConfig, *, mechanisms: str | Sequence[str] | None = N
     all but each), ``bandwidth_spread``, ``cache_ratio`` (HET's) and
     ``hot_fraction`` (Hotline's). Plots test AUC against emulated time, bytes in the legend.
     """
+    check_knobs("combined", "explorers.combined", bandwidth_spread=bandwidth_spread,
+                cache_ratio=cache_ratio, hot_fraction=hot_fraction, steps=steps)
     exp = cfg.experiments.combined
     every = ",".join(exp.mechanisms)
     if mechanisms is not None and not isinstance(mechanisms, str):
@@ -520,9 +627,16 @@ def show(name: str, cfg: WorkbenchConfig, **initial: Any) -> Explorer | None:
 
     Returns:
         The explorer (``explorer.update(knob=value)`` reruns it), or None when skipped.
+
+    Raises:
+        ArgumentError: no explorer is named ``name`` (the message lists them), or a knob is
+            outside its range.
     """
     from IPython.display import display
 
+    if name not in BUILDERS:
+        raise ArgumentError(f"explorers.show: no explorer named {name!r}: the known explorers "
+                            f"are {', '.join(BUILDERS)} (one per notebook)")
     try:
         explorer = BUILDERS[name](cfg, **initial)
     except FileNotFoundError as err:

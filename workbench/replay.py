@@ -26,24 +26,126 @@ any worker writes within a step). Example::
 Output JSON: ``{"workers": [{...}, ...], "config": {...}}``, one object per worker with
 ``miss_rate`` (misses / unique keys over the reads that ended with the cache full),
 ``pull_rows_per_key`` (rows pulled / keys read, duplicates counted), ``push_rows_per_key`` (rows
-pushed / keys written) and every raw counter of :data:`workbench.cache.COUNTERS`.
+pushed / keys written) and every raw counter of :data:`workbench.cache.COUNTERS`. A worker
+whose cache never filled (a trace with fewer distinct keys than cache lines) has no full-cache
+miss rate (NaN) and its other rates are cold-start measurements: both commands then log a
+warning with the numbers.
+
+Bounds, checked before any work (one line, exit status 2): ``--dim`` in 1..65536 (the range of
+``experiments.het_cache.dim``) and the emulated table (distinct keys x ``--dim`` float32, plus
+the caches) within this machine's memory; ``--batches`` >= 1 and the output (every batch's sample
+indices) within this machine's memory; the ``.npy`` header's shape x item size equal to the data
+the file holds (a damaged header is not trusted); keys in 0..2^63-1 (a uint64 key above that is
+refused at its position, by its value).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import math
+import os
+import struct
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from workbench.arguments import Arg, ArgumentError, arg, check, key
 from workbench.cluster.cache import POLICIES
 from workbench.utils.errors import UserError, one_line
 
+log = logging.getLogger("workbench.replay")
+#: --dim: the embedding widths the experiments take
+DIM = key("experiments.het_cache.dim")
+#: bytes one float32 table or cache value takes
+_FLOAT_BYTES = np.dtype(np.float32).itemsize
+#: copies of a cache line's row each worker holds (two value buffers and the push queue,
+#: :class:`workbench.cluster.cache.WorkerCache`)
+_LINE_COPIES = 3
+#: bytes one sample index of the dispatch output takes while it is built: in the batch's
+#: record (int64), as a Python int in the worker's sorted list, and that list's pointer
+_INDEX_BYTES = np.dtype(np.int64).itemsize + sys.getsizeof(1 << 40) + struct.calcsize("P")
+
 
 class TraceError(UserError, ValueError):
-    """The trace file is missing, unreadable or not a valid key trace."""
+    """The trace file is missing, unreadable or not a valid key trace, or an option is out of
+    its bounds."""
+
+
+def _bounds(spec: Arg) -> str:
+    """``"1..65536"``: an option's closed interval, for its help."""
+    lo, hi, _, _ = spec.meta["range"]
+    return f"{lo}..{hi}"
+
+
+def _options(command: str, **values: tuple[Any, Arg]) -> None:
+    """Check options (``**{"--dim": (value, spec)}``) against their bounds.
+
+    Raises:
+        TraceError: ``"replay <command>: --dim = 0: must be an integer >= 1 and <= 65536 ..."``.
+    """
+    try:
+        check(f"replay {command}", **values)
+    except ArgumentError as err:
+        raise TraceError(str(err)) from None
+
+
+def _memory() -> int | None:
+    """This machine's physical memory in bytes (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:,.1f} GiB"
+
+
+def _check_memory(what: str, need: int, fix: str) -> None:
+    """Refuse a run whose arrays ``need`` more bytes than this machine has.
+
+    Raises:
+        TraceError: naming ``what`` takes the memory, the two sizes and ``fix``.
+    """
+    have = _memory()
+    if have is not None and need > have:
+        raise TraceError(f"{what} would take {_gib(need)}, more than this machine's "
+                         f"{_gib(have)} of memory: {fix}")
+
+
+def _check_header(path: Path) -> None:
+    """Trust an ``.npy`` header only as far as the file goes: its shape x item size must be the
+    bytes of data after it, and its dtype an integer one (nothing is allocated before).
+
+    Raises:
+        TraceError: naming the file, what the header claims and what the file holds.
+    """
+    fmt = np.lib.format
+    with path.open("rb") as fh:
+        if fh.read(len(fmt.MAGIC_PREFIX)) != fmt.MAGIC_PREFIX:
+            return  # not an .npy file: an .npz archive or no array at all, told by np.load
+        fh.seek(0)
+        try:
+            major, _ = fmt.read_magic(fh)
+            # versions 2 and 3 differ only in the header's encoding (an integer dtype's is ASCII)
+            read = fmt.read_array_header_1_0 if major == 1 else fmt.read_array_header_2_0
+            shape, _, dtype = read(fh)
+        except (ValueError, OSError, EOFError, SyntaxError) as err:
+            raise TraceError(f"{path}: a damaged .npy header ({err}); save the keys again with "
+                             "numpy.save") from None
+        data = path.stat().st_size - fh.tell()
+    if not np.issubdtype(dtype, np.integer):
+        raise TraceError(f"{path}: dtype {dtype}; expected integer keys")
+    claimed = math.prod(shape) * dtype.itemsize
+    if claimed != data:
+        raise TraceError(f"{path}: the .npy header claims shape {shape} of {dtype} "
+                         f"({claimed:,} bytes of data) but the file holds {data:,} bytes after "
+                         "it: the file is truncated or its header damaged; save the keys again "
+                         "with numpy.save")
 
 
 def load_keys(path: Path, rows: int | None, axes: tuple[str, ...]) -> tuple[np.ndarray, int]:
@@ -67,6 +169,9 @@ def load_keys(path: Path, rows: int | None, axes: tuple[str, ...]) -> tuple[np.n
         raise TraceError(f"{path}: a directory; --trace takes a .npy file")
     if path.stat().st_size == 0:
         raise TraceError(f"{path}: an empty file (0 bytes); save the keys with numpy.save")
+    if rows is not None and rows < 1:
+        raise TraceError(f"--rows = {rows}: must be an integer >= 1")
+    _check_header(path)
     try:
         keys = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError) as err:
@@ -83,6 +188,15 @@ def load_keys(path: Path, rows: int | None, axes: tuple[str, ...]) -> tuple[np.n
         raise TraceError(f"{path}: dtype {keys.dtype}; expected integer keys")
     if keys.size == 0:
         raise TraceError(f"{path}: the trace is empty (shape {keys.shape})")
+    top = np.iinfo(np.int64).max
+    if np.iinfo(keys.dtype).max > top:  # uint64: a key above int64's range cannot be cast
+        big = np.argwhere(keys > top)
+        if len(big):
+            where = ", ".join(f"{a} {int(i)}" for a, i in zip(axes, big[0]))
+            raise TraceError(f"{path}: key {int(keys[tuple(big[0])])} at [{where}] is above "
+                             f"{top} (2^63 - 1), the largest key the replay takes; {len(big)} "
+                             "keys that large (relabel them, e.g. np.unique(keys, "
+                             "return_inverse=True))")
     keys = keys.astype(np.int64, copy=False)
     table_rows = int(keys.max()) + 1 if rows is None else rows
     bad = np.argwhere((keys < 0) | (keys >= table_rows))
@@ -134,7 +248,8 @@ def _parser() -> argparse.ArgumentParser:
     cache.add_argument("--write-bound", type=int, default=None)
     cache.add_argument("--rows", type=int, default=None,
                        help="table rows (default: the largest key + 1)")
-    cache.add_argument("--dim", type=int, default=16, help="embedding width D")
+    cache.add_argument("--dim", type=int, default=16,
+                       help=f"embedding width D, {_bounds(DIM)} (default 16)")
     cache.add_argument("--update", type=float, default=-0.01,
                        help="constant update per key occurrence")
     cache.add_argument("--order", choices=["sequential", "bsp"], default="sequential")
@@ -148,12 +263,15 @@ def _parser() -> argparse.ArgumentParser:
     disp.add_argument("--workers", type=int, required=True)
     disp.add_argument("--per-worker", type=int, required=True, help="samples per worker b")
     disp.add_argument("--cache-rows", type=int, required=True, help="cache lines per worker")
-    disp.add_argument("--batches", type=int, required=True, help="global batches T")
+    disp.add_argument("--batches", type=int, required=True,
+                      help="global batches T, >= 1; the output lists every batch's sample "
+                           "indices, so at most what fits in this machine's memory")
     disp.add_argument("--bound", type=int, default=100, help="cache staleness bound")
     disp.add_argument("--rows", type=int, default=None, help="default: largest key + 1")
     disp.add_argument("--bandwidth-gbps", type=float, nargs="+", default=[1.0],
                       help="worker links (one value, or one per worker)")
-    disp.add_argument("--dim", type=int, default=16, help="row width for the cost model")
+    disp.add_argument("--dim", type=int, default=16,
+                      help=f"row width for the cost model, {_bounds(DIM)} (default 16)")
     disp.add_argument("--seed", type=int, default=0)
     disp.add_argument("--out", type=Path, default=None, help="JSON output (default: stdout)")
     return parser
@@ -165,20 +283,23 @@ def run_cache(args: argparse.Namespace) -> dict:
     from workbench.cluster.edge_cluster import EdgeCluster, replay, summarize
 
     _check_out(args.out)
-    trace, rows = load_keys(args.trace, args.rows, ("step", "worker", "position"))
     default = 100 if args.bound is None else args.bound
     read_bound = default if args.read_bound is None else args.read_bound
     write_bound = default if args.write_bound is None else args.write_bound
-    for name, value, lo in (("--rows", rows, 1), ("--dim", args.dim, 1),
-                            ("--read-bound", read_bound, 0), ("--write-bound", write_bound, 0),
-                            ("--cache-rows", args.cache_rows if args.cache_rows is not None else
-                             0, 0)):
-        if value < lo:
-            raise TraceError(f"{name} = {value}: must be >= {lo}")
+    bound = key("cache.read_bound")
+    _options("cache", **{"--rows": (args.rows, arg(int, 1).or_none()), "--dim": (args.dim, DIM),
+                         "--read-bound": (read_bound, bound), "--write-bound": (write_bound, bound),
+                         "--cache-rows": (args.cache_rows, arg(int, 0).or_none())})
+    trace, rows = load_keys(args.trace, args.rows, ("step", "worker", "position"))
     cache_rows = args.cache_rows if args.cache_rows is not None else max(1, rows // 10)
     # no lines: every key pulled and pushed
     policy: CachePolicy = "none" if cache_rows == 0 else args.policy
     trace, distinct = compact(trace)
+    lines = min(cache_rows, distinct + 1) if policy != "none" else 0
+    _check_memory(f"the table of {distinct:,} distinct keys and {trace.shape[1]} caches of "
+                  f"{lines:,} lines at --dim {args.dim}",
+                  (distinct + _LINE_COPIES * trace.shape[1] * lines) * args.dim * _FLOAT_BYTES,
+                  "lower --dim or --cache-rows")
     # A cache of more than `distinct` lines never fills: distinct + 1 lines behave the same.
     cluster = EdgeCluster(ClusterConfig(workers=trace.shape[1]),
                           CacheConfig(policy=policy, rows=min(cache_rows, distinct + 1) or None,
@@ -186,6 +307,7 @@ def run_cache(args: argparse.Namespace) -> dict:
                           table_rows=distinct, dim=args.dim)
     replay(cluster, trace, update=args.update, order=args.order, record=False,
            progress=sys.stderr.isatty())
+    _warn_cold("replay cache", cluster.counters(), lines and cache_rows, distinct)
     return {"workers": summarize(cluster.counters()),
             "config": {"trace": str(args.trace), "steps": int(trace.shape[0]),
                        "workers": int(trace.shape[1]), "keys_per_step": int(trace.shape[2]),
@@ -205,12 +327,22 @@ def run_dispatch_command(args: argparse.Namespace) -> dict:
     from workbench.utils.validation import ConfigError
 
     _check_out(args.out)
+    _options("dispatch", **{
+        "--workers": (args.workers, arg(int, 1)),  # its upper bound: the trace's samples
+        "--per-worker": (args.per_worker, arg(int, 1)),
+        "--cache-rows": (args.cache_rows, arg(int, 0)),
+        "--batches": (args.batches, key("experiments.esd.batches")),
+        "--bound": (args.bound, key("cache.read_bound")), "--dim": (args.dim, DIM),
+        "--rows": (args.rows, arg(int, 1).or_none()), "--seed": (args.seed, key("seed"))})
+    samples = args.batches * args.workers * args.per_worker
+    have = _memory()
+    if have is not None and samples * _INDEX_BYTES > have:
+        most = max(have // (args.workers * args.per_worker * _INDEX_BYTES), 1)
+        raise TraceError(f"--batches {args.batches}: the output lists {samples:,} sample "
+                         f"indices ({_gib(samples * _INDEX_BYTES)}), more than this machine's "
+                         f"{_gib(have)} of memory: at most --batches {most:,} with --workers "
+                         f"{args.workers} --per-worker {args.per_worker}")
     keys, rows = load_keys(args.trace, args.rows, ("sample", "table"))
-    for name, value, lo in (("--workers", args.workers, 1), ("--per-worker", args.per_worker, 1),
-                            ("--cache-rows", args.cache_rows, 0), ("--batches", args.batches, 1),
-                            ("--bound", args.bound, 0), ("--dim", args.dim, 1)):
-        if value < lo:
-            raise TraceError(f"{name} = {value}: must be >= {lo}")
     if args.workers * args.per_worker > len(keys):
         raise TraceError(f"--workers {args.workers} x --per-worker {args.per_worker} = "
                          f"{args.workers * args.per_worker:,} samples per global batch, more than "
@@ -218,6 +350,11 @@ def run_dispatch_command(args: argparse.Namespace) -> dict:
                          f"{max(len(keys) // args.per_worker, 1)} with --per-worker "
                          f"{args.per_worker}")
     keys, distinct = compact(keys)
+    lines = min(args.cache_rows, distinct + 1)
+    _check_memory(f"the table of {distinct:,} distinct keys and {args.workers} caches of "
+                  f"{lines:,} lines at --dim {args.dim}",
+                  (distinct + _LINE_COPIES * args.workers * lines) * args.dim * _FLOAT_BYTES,
+                  "lower --dim or --cache-rows")
     try:
         cluster_cfg = ClusterConfig(workers=args.workers, bandwidth_gbps=args.bandwidth_gbps)
     except ConfigError as err:
@@ -230,6 +367,7 @@ def run_dispatch_command(args: argparse.Namespace) -> dict:
     dispatcher = make_dispatcher(args.dispatcher, cluster, caps, seed=args.seed)
     records = run_dispatch(cluster, keys, dispatcher, args.batches,
                            progress=sys.stderr.isatty())
+    _warn_cold("replay dispatch", cluster.counters(), args.cache_rows, distinct)
     deltas = cluster.history()
     batches = []
     for t, rec in enumerate(records):
@@ -252,11 +390,38 @@ def run_dispatch_command(args: argparse.Namespace) -> dict:
                        "samples": int(len(keys))}}
 
 
+def _warn_cold(command: str, counters: np.ndarray, lines: int, distinct: int) -> None:
+    """Log one warning when caches never filled: their hit ratios are cold-start measurements.
+
+    Args:
+        command: the command, for the message.
+        counters: the cluster's cumulative ``[workers, COUNTERS]`` counters.
+        lines: cache lines per worker asked for (0: no cache, nothing to fill).
+        distinct: distinct keys of the trace.
+    """
+    from workbench.cluster.cache import C_INDEX
+
+    cold = np.flatnonzero(counters[:, C_INDEX["full_reads"]] == 0)
+    if lines == 0 or not len(cold):
+        return
+    which = "every worker's cache" if len(cold) == len(counters) else \
+        f"the caches of workers {cold.tolist()} of {len(counters)}"
+    lo, hi = (int(v) for v in (counters[cold, C_INDEX["keys_read"]].min(),
+                               counters[cold, C_INDEX["keys_read"]].max()))
+    log.warning("%s: %s never filled (--cache-rows %s; the trace has %s distinct keys and each "
+                "of those workers read %s keys), so no read ran with a full cache: every hit "
+                "and pull ratio is a cold-start measurement (miss_rate NaN); replay a longer "
+                "trace or fewer --cache-rows", command, which, f"{lines:,}", f"{distinct:,}",
+                f"{lo:,}" if lo == hi else f"{lo:,}..{hi:,}")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point; bad input exits with status 2 and one line naming the problem."""
     from workbench.utils.io import write_json
+    from workbench.utils.logs import setup
 
     args = _parser().parse_args(argv)
+    setup("WARNING", role="replay")
     try:
         result = run_cache(args) if args.command == "cache" else run_dispatch_command(args)
     except UserError as err:  # TraceError, a ConfigError of a dispatcher's settings, ...

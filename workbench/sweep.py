@@ -18,22 +18,44 @@ never overwrite each other or the pipeline's ``results/``; the processed dataset
 Every stage of :mod:`workbench.stages` except ``notebook`` and ``report`` can be swept; the
 point's dataset is the stage's default (``experiments.<stage>.dataset`` or the ``dataset``
 group), or ``+stage_dataset=<name>``.
+
+A point that fails does not stop the sweep and loses no other point's error::
+
+    point fails --> its one-line error in its log and in <job dir>/failed.json (an internal
+                    error: its traceback in the log too); the next points run
+    sweep ends  --> FailureReport (a Hydra callback, registered by main()) collects the
+                    failed.json of this sweep's points; main() prints one line per failed point,
+                    "#<job> <overrides>: <Class>: <message>", and exits 2 (1 if any failure was
+                    an internal error); the successful points' outputs stay where they are
+
+A point's config is validated before anything is written into its job directory.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
+import sys
 from pathlib import Path
 from typing import Any, cast
 
 import hydra
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from workbench.utils.errors import UserError, one_line
 from workbench.utils.paths import CONF_DIR, resolve
 
 log = logging.getLogger("workbench.sweep")
 SWEEP_KEYS = ("stage", "stage_dataset")
+#: The record a failed point leaves in its job directory: ``{"job", "overrides", "error",
+#: "internal"}``.
+FAILED = "failed.json"
+#: The override that registers :class:`FailureReport` (added by :func:`main`).
+REPORT_OVERRIDE = "+hydra.callbacks.workbench_failures._target_=workbench.sweep.FailureReport"
+#: The failed points of the last sweep of this process, filled by :class:`FailureReport`.
+FAILURES: list[dict[str, Any]] = []
 
 
 def run_point(cfg: DictConfig, job_dir: Path) -> Path:
@@ -57,9 +79,12 @@ def run_point(cfg: DictConfig, job_dir: Path) -> Path:
     if stage not in stages.STAGES or stage in ("notebook", "report"):
         raise ConfigError(f"+stage={stage}: cannot be swept (a pipeline stage other than "
                           "notebook and report)")
+    from workbench.config import validate
+
     dataset = cfg.get("stage_dataset")
     container = cast(dict[str, Any], OmegaConf.to_container(cfg))  # a DictConfig's: a dict
     plain = OmegaConf.create({k: v for k, v in container.items() if k not in SWEEP_KEYS})
+    validate(plain)  # a bad value stops here, before anything is written for the point
     results = job_dir / "results"
     calibration = resolve(plain.paths.results) / "calibration"
     if stage != "calibrate" and calibration.is_dir():
@@ -75,14 +100,85 @@ def run_point(cfg: DictConfig, job_dir: Path) -> Path:
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-def main(cfg: DictConfig) -> None:
-    """Entry point: one call per sweep point (Hydra's launcher calls it)."""
+def point(cfg: DictConfig) -> None:
+    """One sweep point (Hydra's launcher calls it once per point, in whatever process): run it;
+    a failure is logged and recorded in the job directory (:data:`FAILED`), not raised, so the
+    other points run and every failure is reported at the end."""
     from hydra.core.hydra_config import HydraConfig
 
-    job_dir = Path(HydraConfig.get().runtime.output_dir)
-    out = run_point(cfg, job_dir)
-    log.info("sweep point %s -> %s", HydraConfig.get().job.override_dirname, out)
+    hydra_cfg = HydraConfig.get()
+    job_dir = Path(hydra_cfg.runtime.output_dir)
+    (job_dir / FAILED).unlink(missing_ok=True)  # a record of an earlier sweep into this folder
+    try:
+        out = run_point(cfg, job_dir)
+    except Exception as err:  # every point's failure is reported at the end, none is lost
+        internal = not isinstance(err, UserError)
+        if internal:  # a bug or a crash: its traceback goes to the point's log
+            log.exception("sweep point %s failed", hydra_cfg.job.override_dirname)
+        else:
+            log.error("sweep point %s failed: %s", hydra_cfg.job.override_dirname, one_line(err))
+        from workbench.utils.io import write_text
+
+        write_text(job_dir / FAILED, json.dumps({
+            "job": OmegaConf.select(cast(DictConfig, hydra_cfg), "job.num", default=None),
+            "internal": internal, "error": one_line(err),
+            "overrides": [o for o in hydra_cfg.overrides.task if o != REPORT_OVERRIDE]}))
+        return
+    log.info("sweep point %s -> %s", hydra_cfg.job.override_dirname, out)
+
+
+class FailureReport(Callback):
+    """Collects into :data:`FAILURES` the failed points of the run or sweep that just ended (the
+    :data:`FAILED` records its points wrote, whichever process or machine ran them)."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        FAILURES.clear()
+        for old in Path(str(config.hydra.sweep.dir)).glob(f"*/{FAILED}"):
+            old.unlink()  # an earlier sweep's, into the same folder
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        self._collect(Path(str(config.hydra.sweep.dir)).glob(f"*/{FAILED}"))
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        FAILURES.clear()
+
+    def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
+        self._collect([Path(str(config.hydra.runtime.output_dir)) / FAILED])
+
+    @staticmethod
+    def _collect(records: Any) -> None:
+        found = [json.loads(path.read_text()) for path in records if path.is_file()]
+        FAILURES.extend(sorted(found, key=lambda r: r["job"] if r["job"] is not None else -1))
+
+
+def report(failures: list[dict[str, Any]]) -> int:
+    """Print one line per failed point to stderr; the exit status (0: none failed; 2: only
+    input errors; 1: an internal error among them)."""
+    if not failures:
+        return 0
+    print(f"sweep: {len(failures)} point(s) failed (the other points' outputs are kept in "
+          "their job directories):", file=sys.stderr)
+    for record in failures:
+        job = "" if record["job"] is None else f"#{record['job']} "
+        print(f"  {job}{' '.join(record['overrides'])}: {record['error']}", file=sys.stderr)
+    return 1 if any(r["internal"] for r in failures) else 2
+
+
+def main() -> None:
+    """Entry point (``python -m workbench.sweep``, ``workbench sweep``): run the sweep (Hydra
+    parses ``sys.argv``), then report every failed point and exit non-zero if one failed."""
+    if REPORT_OVERRIDE not in sys.argv:
+        sys.argv.append(REPORT_OVERRIDE)
+    FAILURES.clear()
+    point()
+    status = report(FAILURES)
+    if status:
+        sys.exit(status)
 
 
 if __name__ == "__main__":
-    main()
+    # Hydra instantiates FailureReport from workbench.sweep, which fills that module's FAILURES,
+    # not this __main__ copy's: run that module's main
+    from workbench.sweep import main as sweep_main
+
+    sweep_main()

@@ -16,9 +16,17 @@ and writes them to ``results/calibration/calibration.json``::
      "software": {"D128": {"client_message_s": ..., "client_row_s": ..., ...}, ...}}
 
 The pipeline reads the committed file, so every stage is deterministic; recalibrating is the
-explicit ``calibrate`` stage (``make calibrate``). A model whose configuration changed since the
-calibration (its fingerprint differs) or a width that was never measured is an error naming the
-command that fixes it, never a silent fallback.
+explicit ``calibrate`` stage (``make calibrate``), the only way the pipeline's file changes. A
+dataset picked on the command line (``--dataset NAME`` or ``dataset=...``: one's own data) is
+calibrated into its own file, never into the pipeline's::
+
+    results/calibration/calibration.json          the pipeline's (DVC, frozen; make calibrate)
+    results/calibrate/<NAME>/calibration.json     calibrate --dataset NAME (or dataset=...)
+
+and a stage run on a picked dataset reads that dataset's own file when there is one, else the
+pipeline's (the same model on the same dataset shape costs the same). A model whose configuration
+changed since the calibration (its fingerprint differs) or a width that was never measured is an
+error naming the command that fixes it, never a silent fallback.
 """
 
 from __future__ import annotations
@@ -29,10 +37,40 @@ from pathlib import Path
 from typing import Any
 
 from workbench.cluster.time_model import ComputeCost, SoftwareCost
+from workbench.utils.paths import inside
 from workbench.utils.validation import ConfigError
 
 CALIBRATION_FILE = "calibration.json"
+#: ``results/<PIPELINE_DIR>``: the pipeline's calibration (a frozen DVC stage's output).
+PIPELINE_DIR = "calibration"
+#: ``results/<OWN_DIR>/<dataset>``: a picked dataset's own calibration.
+OWN_DIR = "calibrate"
 RECALIBRATE = "python -m workbench.stages calibrate --params params.yaml (or make calibrate)"
+
+
+def pipeline_dir(results: Path) -> Path:
+    """``results/calibration``: the pipeline's calibration directory."""
+    return Path(results) / PIPELINE_DIR
+
+
+def own_dir(results: Path, dataset: str) -> Path:
+    """``results/calibrate/<dataset>``: where calibrating a picked dataset writes."""
+    return inside(Path(results) / OWN_DIR, dataset, key="dataset.name")
+
+
+def calibration_dir(results: Path, dataset: str | None = None) -> Path:
+    """The calibration a stage reads: ``dataset``'s own when it has one, else the pipeline's.
+
+    Args:
+        results: the results root (``paths.results``).
+        dataset: a dataset picked on the command line (None: a pipeline run, which reads only
+            the pipeline's calibration).
+    """
+    if dataset is not None:
+        own = own_dir(results, dataset)
+        if (own / CALIBRATION_FILE).is_file():
+            return own
+    return pipeline_dir(results)
 
 
 def compute_key(model: str, dim: int, n_dense: int, n_sparse: int) -> str:
@@ -94,7 +132,9 @@ class Calibration:
         if entry is None:
             raise ConfigError(f"{self.path} has no compute timing for {key} (measured: "
                               f"{sorted(self.compute)}); run {RECALIBRATE}, with the same "
-                              "--dataset or dataset= as this stage when it runs on your data")
+                              "--dataset or dataset= as this stage when it runs on your data "
+                              f"(that writes results/{OWN_DIR}/<dataset>/, the pipeline's "
+                              f"results/{PIPELINE_DIR}/ stays)")
         if entry["fingerprint"] != fingerprint:
             raise ConfigError(f"{self.path}: {key} was measured with a different model "
                               f"configuration (fingerprint {entry['fingerprint']} != "

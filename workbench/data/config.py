@@ -87,7 +87,8 @@ class DatasetConfig:
         format: raw format of a ``url``/``local`` source (a format of
             :mod:`workbench.data.formats`); ``parquet`` for the synthetic source.
         registry: registry entry for ``url`` sources (``workbench.data.registry``).
-        path: directory (or file) holding the raw files of a ``local`` source.
+        path: the directory holding the raw files of a ``local`` source (name files in it with
+            ``files``).
         files: file names inside ``path`` to read (empty = the registry's/format's defaults).
         days: Criteo 1TB days to download (``day_N.gz``).
         max_rows: keep at most this many rows (null = all).
@@ -154,5 +155,5 @@ class DatasetConfig:
                               "synthetic source writes 'parquet'; url and local sources need the "
                               "raw format of their files")
         if self.source == "local" and not self.path:
-            raise ConfigError("path = null: a local source needs the directory (or file) holding "
+            raise ConfigError("path = null: a local source needs the directory holding "
                               "its files, e.g. dataset.path=/data/criteo")

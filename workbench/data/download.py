@@ -54,7 +54,7 @@ from typing import IO, Any
 
 from workbench.data.registry import DatasetSource, RemoteFile
 from workbench.utils.errors import UserError, WorkbenchError
-from workbench.utils.io import atomic_path, write_json
+from workbench.utils.io import atomic_path, is_disk_full, write_json
 
 try:  # POSIX only; on other systems concurrent downloads of one file are not guarded
     import fcntl
@@ -388,6 +388,10 @@ def fetch(
     dest_dir = Path(dest_dir).absolute()
     final = dest_dir / file.name
     offline = is_offline(offline)
+    part = dest_dir / f"{file.name}.part"
+    for path, what in ((dest_dir, "the download directory"), (final, file.name),
+                       (part, f"the partial download of {file.name}")):
+        _check_not_in_the_way(path, what, dir_wanted=path == dest_dir)
 
     if final.exists():
         problem = check_file(final, file)
@@ -411,7 +415,6 @@ def fetch(
         raise DownloadError(_manual_message(file, final, "it has no download URL.", hint))
 
     dest_dir.mkdir(parents=True, exist_ok=True)
-    part = dest_dir / f"{file.name}.part"
     failures: list[str] = []
     with _locked_part(part) as fh:
         fh.seek(0, os.SEEK_END)
@@ -443,6 +446,20 @@ def fetch(
             part.unlink()
     raise DownloadError(_manual_message(
         file, final, "every download URL failed:\n" + "\n".join(failures), hint))
+
+
+def _check_not_in_the_way(path: Path, what: str, dir_wanted: bool) -> None:
+    """Raise :class:`DownloadError` when ``path`` exists as the wrong kind (a directory where
+    a file goes, or the reverse): the download could not be placed there."""
+    if not path.exists():
+        return
+    if dir_wanted and not path.is_dir():
+        raise DownloadError(f"{path} is a file, but {what} goes there: move or delete it and "
+                            "run again")
+    if not dir_wanted and not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        raise DownloadError(f"{path} is {kind}, but {what} goes there: move or delete it and "
+                            "run again (or place the file there by hand)")
 
 
 def _finish(fh: IO[bytes], part: Path, final: Path, file: RemoteFile, hasher: _Hasher,
@@ -595,6 +612,8 @@ def _stream(resp: http.client.HTTPResponse, fh: IO[bytes], hasher: _Hasher, tota
                     break
                 window_t, window_bytes = now, received
     except (OSError, http.client.HTTPException) as e:
+        if is_disk_full(e):  # the .part is kept; there is no room to resume into
+            raise
         error = _reason(e)
     finally:
         bar.close()
@@ -764,6 +783,8 @@ def extract_members(archive: Path | str, members: Iterable[str],
     targets = {m: _target(dest_dir, m) for m in wanted}
     if not targets:
         return []
+    for member, target in targets.items():
+        _check_not_in_the_way(target, f"member {member} of {archive.name}", dir_wanted=False)
     manifest = _manifest_path(archive, dest_dir)
     if _manifest_ok(manifest, archive, targets):
         return [targets[m] for m in wanted]

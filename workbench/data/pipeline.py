@@ -16,23 +16,34 @@ rerunning it, and a multi-GB archive, or a file a user placed there by hand, mus
 An ``optional`` local source whose files are absent (the real samples in ``../shared/data``) is
 recorded with ``available: false`` and a reason; the later stages carry that through and the
 report says where to put the files.
+
+``preprocess`` refuses a train split of one label class (AUC, which every experiment reports, is
+undefined on it; the session logs without purchases are key-only on purpose), and says a full
+disk or a too small ``dataset.memory_limit_mb`` in one line; nothing half-written is left.
+Advice that names a command (:func:`stage_command`) names one that works as printed: the
+dataset's own options (``dataset=local dataset.path=...``) and ``paths.data`` where they are not
+the defaults.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterator
+import re
+import shlex
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from workbench.data.config import DatasetConfig
 from workbench.data.schema import META_FILE, DatasetMeta, ParseReport
 from workbench.utils.errors import MissingInputError, UserError
-from workbench.utils.io import atomic_dir, write_json, write_text
-from workbench.utils.paths import check_name, inside, repo_relative, resolve
+from workbench.utils.io import atomic_dir, disk_full_reported, write_json, write_text
+from workbench.utils.paths import CONF_DIR, check_name, inside, repo_relative, resolve
+from workbench.utils.validation import ConfigError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MANIFEST = "manifest.json"
 STATUS = "status.json"
@@ -48,6 +59,11 @@ DIRECTORY_FORMATS: dict[str, list[str]] = {
 
 class DatasetUnavailable(UserError, RuntimeError):
     """A dataset's raw files are absent (and the dataset is not optional)."""
+
+
+class SingleClassError(UserError, ValueError):
+    """The train split holds one label class: AUC, the metric every experiment reports, is
+    undefined, so the dataset is refused before any stage trains on it."""
 
 
 def raw_dir(data_root: Path, name: str) -> Path:
@@ -97,6 +113,10 @@ def _local_paths(ds: DatasetConfig) -> tuple[Path, list[Path]]:
         raise DatasetUnavailable(f"datasets.{ds.name}.path is not set: a local source needs the "
                                  "directory holding its files")
     root = resolve(ds.path)
+    if root.is_file():
+        raise DatasetUnavailable(
+            f"dataset.path = {ds.path!r} is a file: give the directory holding it, "
+            f"dataset.path={shlex.quote(str(root.parent))} dataset.files=[{root.name}]")
     if ds.format in DIRECTORY_FORMATS:
         names = list(ds.files) or DIRECTORY_FORMATS[ds.format]
     else:
@@ -106,8 +126,21 @@ def _local_paths(ds: DatasetConfig) -> tuple[Path, list[Path]]:
     if not root.is_dir() or missing or not paths:
         raise DatasetUnavailable(
             f"dataset {ds.name}: expected files {missing or names} under {root.resolve()}; "
-            f"put them there (or set datasets.{ds.name}.path / files)")
+            "put them there (or set dataset.path / dataset.files)")
     return root, paths
+
+
+def _portable_root(configured: str, root: Path) -> str:
+    """The root a manifest records: as configured when relative (``../shared/data/avazu``).
+
+    A relative ``dataset.path`` is resolved against the project root, so it names the same files
+    from any clone; recording it unresolved keeps ``manifest.json`` (a DVC output) and
+    ``dvc.lock`` identical wherever the project and ``shared/`` sit, links included. An absolute
+    path (one's own data) is recorded as is, made relative when it lies inside the project.
+    """
+    if not Path(configured).is_absolute():
+        return Path(configured).as_posix()
+    return repo_relative(root)
 
 
 def download(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool = False,
@@ -139,7 +172,7 @@ def download(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool = 
             raise DatasetUnavailable(f"datasets.{ds.name}.synthetic is missing: a synthetic "
                                      "source needs its generator settings")
         generator = SyntheticGenerator(ds.synthetic, seed)
-        with atomic_dir(out) as tmp:
+        with disk_full_reported(out, "paths.data"), atomic_dir(out) as tmp:
             # One chunk in memory at a time, each written as whole row groups of chunk_rows.
             write_split(generator.chunks(ds.synthetic.chunk_rows), tmp / SYNTHETIC_FILE,
                         ds.synthetic.chunk_rows, progress=progress)
@@ -154,14 +187,14 @@ def download(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool = 
     if ds.source == "local":
         try:
             root, paths = _local_paths(ds)
-            manifest.update(available=True, root=repo_relative(root),
+            manifest.update(available=True, root=_portable_root(str(ds.path), root),
                             files=_file_entries(paths, root))
         except DatasetUnavailable as err:
             if not ds.optional:
                 raise
             log.warning("%s", err)
             manifest.update(available=False, reason=str(err), root=ds.path)
-        with atomic_dir(out) as tmp:
+        with disk_full_reported(out, "paths.data"), atomic_dir(out) as tmp:
             write_json(tmp / MANIFEST, manifest)
         return out
     # A registry download. Files already in data/downloads/<source> that verify are used as is.
@@ -172,15 +205,16 @@ def download(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool = 
     files = criteo_1tb_files(list(ds.days)) if ds.days else None
     root = downloads_dir(data_root, source.name)
     try:
-        paths = acquire(source, root, files=files, progress=progress, offline=offline,
-                        timeout=ds.download_timeout_s,
-                        min_rate=ds.download_min_rate_kbps * 1000)
+        with disk_full_reported(root, "paths.data"):
+            paths = acquire(source, root, files=files, progress=progress, offline=offline,
+                            timeout=ds.download_timeout_s,
+                            min_rate=ds.download_min_rate_kbps * 1000)
     finally:
         if root.is_dir() and not any(root.iterdir()):
             root.rmdir()  # a failed first attempt leaves nothing behind
     manifest.update(available=True, registry=source.name, root=repo_relative(root),
                     files=_file_entries([Path(p) for p in paths], root))
-    with atomic_dir(out) as tmp:
+    with disk_full_reported(out, "paths.data"), atomic_dir(out) as tmp:
         write_json(tmp / MANIFEST, manifest)
     return out
 
@@ -192,8 +226,102 @@ def read_manifest(ds: DatasetConfig, data_root: Path) -> dict[str, Any]:
     path = raw_dir(data_root, ds.name) / MANIFEST
     if not path.exists():
         raise MissingInputError(f"{path} not found: run the download stage for {ds.name} first "
-                                f"(python -m workbench.stages download dataset={ds.name})")
+                                f"({stage_command('download', ds.name, data_root, _facts(ds))})")
     return json.loads(path.read_text())
+
+
+# ------------------------------------------------------------ advice: commands that work as printed
+
+
+def _group_source(name: str) -> str | None:
+    """The ``source`` of ``workbench/conf/dataset/<name>.yaml`` (None: no such option)."""
+    option = CONF_DIR / "dataset" / f"{name}.yaml"
+    if not option.is_file():
+        return None
+    found = re.search(r"^source:\s*(\w+)", option.read_text(), flags=re.MULTILINE)
+    return found.group(1) if found else "synthetic"
+
+
+def _facts(ds: DatasetConfig) -> dict[str, Any]:
+    """What a command needs to name ``ds`` (the fields a manifest records too)."""
+    return {"source": ds.source, "format": ds.format, "root": ds.path, "files": list(ds.files)}
+
+
+def _hydra_value(value: str) -> str:
+    """``value`` as a Hydra override value: quoted when it has characters Hydra parses."""
+    if re.fullmatch(r"[\w./\-+:@~%]+", value):
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _override(key: str, value: str) -> str:
+    """``key=value`` as a Hydra override."""
+    return f"{key}={_hydra_value(value)}"
+
+
+def _default_files(facts: dict[str, Any]) -> list[str]:
+    """The files a local dataset reads when ``dataset.files`` is not given."""
+    if facts["format"] in DIRECTORY_FORMATS:
+        return DIRECTORY_FORMATS[facts["format"]]
+    root = resolve(facts["root"]) if facts.get("root") else None
+    return [p.name for p in sorted(root.glob("*")) if p.is_file()] if root else []
+
+
+def stage_command(stage: str, name: str, data_root: Path,
+                  facts: dict[str, Any] | None = None) -> str | None:
+    """The command that runs ``stage`` on dataset ``name`` writing under ``data_root``, as it
+    can be pasted into a shell; None when ``facts`` are unknown for a dataset the config lacks.
+
+    A dataset that ``workbench/conf/dataset/<name>.yaml`` defines is picked with
+    ``dataset=<name>``; a user's local data with ``dataset=local`` and its name, path, format
+    (and files, where they are not the default); ``paths.data`` is added when it is not the
+    default ``data``.
+
+    Args:
+        stage: the stage (``prepare``, ``download``).
+        name: the dataset's name.
+        data_root: ``paths.data``, resolved.
+        facts: ``source``, ``format``, ``root`` (``dataset.path``) and ``files`` (from the
+            dataset's config or its manifest); None: unknown.
+    """
+    group = _group_source(name)
+    source = (facts or {}).get("source")
+    if group is not None and (source is None or source == group):
+        words = [f"dataset={name}"]
+    elif facts is not None and source == "local" and facts.get("root"):
+        words = ["dataset=local", *([_override("dataset.name", name)] if name != "local" else []),
+                 _override("dataset.path", str(facts["root"])),
+                 _override("dataset.format", facts["format"])]
+        files = [str(f) for f in facts.get("files") or []]
+        if files and files != _default_files(facts):
+            words.append(f"dataset.files=[{','.join(map(_hydra_value, files))}]")
+    elif group is None and source is None:
+        return None
+    else:
+        words = ["--dataset", name]
+    if data_root.resolve() != resolve("data").resolve():
+        words.append(_override("paths.data", str(data_root)))
+    return " ".join(["python", "-m", "workbench.stages", stage, *map(shlex.quote, words)])
+
+
+def prepare_advice(processed: Path) -> str:
+    """How to make ``processed`` (``<data>/processed/<name>``): the ``prepare`` command, read
+    from the dataset's raw manifest when the download stage ran."""
+    import json
+
+    name, data_root = processed.name, processed.parent.parent
+    manifest = raw_dir(data_root, name) / MANIFEST
+    facts = None
+    if manifest.is_file():
+        recorded = json.loads(manifest.read_text())
+        facts = {"source": recorded.get("source"), "format": recorded.get("format"),
+                 "root": recorded.get("root"),
+                 "files": [f["file"] for f in recorded.get("files", [])]}
+    command = stage_command("prepare", name, data_root, facts)
+    if command is None:
+        return (f"run the prepare stage for {name} first: python -m workbench.stages prepare "
+                "with the dataset options of this command")
+    return f"run the prepare stage for {name} first: {command}"
 
 
 def unavailable_result(processed: Path, out_file: Path) -> bool:
@@ -202,9 +330,7 @@ def unavailable_result(processed: Path, out_file: Path) -> bool:
     import json
 
     if not (processed / STATUS).exists():
-        raise MissingInputError(f"{processed / STATUS} not found: run the preprocess stage for "
-                                f"{processed.name} first (python -m workbench.stages prepare "
-                                f"--dataset {processed.name})")
+        raise MissingInputError(f"{processed / STATUS} not found: {prepare_advice(processed)}")
     status = json.loads((processed / STATUS).read_text())
     if status["available"]:
         return False
@@ -234,7 +360,10 @@ def preprocess(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool 
         ``meta.json``).
 
     Raises:
-        ValueError: ``dataset.engine=streaming`` with a format it cannot stream.
+        ConfigError: ``dataset.engine=streaming`` with a format it cannot stream.
+        SingleClassError: the train split holds one label class (nothing is written).
+        ConfigError: ``dataset.memory_limit_mb`` is too small for the streaming engine.
+        DiskFullError: the disk filled up (nothing half-written is left).
     """
     from workbench.data.formats import ROW_FORMATS, SESSION_LOG_FORMATS
 
@@ -243,10 +372,11 @@ def preprocess(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool 
     streams = ds.source == "synthetic" or ds.format in ROW_FORMATS or \
         ds.format in SESSION_LOG_FORMATS
     if ds.engine == "streaming" and not streams:
-        raise ValueError(f"datasets.{ds.name}.engine = streaming: format {ds.format!r} needs the "
-                         "whole table (its files are joined); use engine: memory or auto")
+        raise ConfigError(f"dataset.engine = streaming: format {ds.format!r} needs the whole "
+                          f"table of {ds.name} (its files are joined); set dataset.engine=memory "
+                          "or auto")
     engine = "memory" if ds.engine == "memory" or not streams else "streaming"
-    with atomic_dir(out) as tmp:
+    with disk_full_reported(out, "paths.data"), atomic_dir(out) as tmp:
         if not manifest.get("available", False):
             write_json(tmp / STATUS, {"available": False, "reason": manifest.get("reason", "")})
             return out
@@ -254,6 +384,7 @@ def preprocess(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool 
             meta, report = _preprocess_streaming(ds, data_root, manifest, tmp, progress)
         else:
             meta, report = _preprocess_in_memory(ds, data_root, manifest, tmp)
+        _check_two_classes(ds, data_root, manifest, tmp / "train.parquet")
         meta.provenance.update({
             "raw_files": manifest["files"], "format": ds.format,
             "parse": {"rows": report.rows, "malformed": report.malformed,
@@ -264,6 +395,60 @@ def preprocess(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool 
                                   "malformed_rows": report.malformed})
     log.info("%s: preprocessed with the %s engine", ds.name, engine)
     return out
+
+
+def _label_range(train: Path) -> tuple[float, float] | None:
+    """``(min, max)`` label of a written train split, from its row groups' statistics (read
+    a row group's label column only where a group has none); None when it has no rows."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from workbench.data.schema import LABEL
+
+    source = pq.ParquetFile(train)
+    column = source.schema_arrow.get_field_index(LABEL)
+    lows, highs = [], []
+    for group in range(source.num_row_groups):
+        meta = source.metadata.row_group(group)
+        if meta.num_rows == 0:
+            continue
+        stats = meta.column(column).statistics
+        if stats is not None and stats.has_min_max:
+            lows.append(float(stats.min))
+            highs.append(float(stats.max))
+        else:
+            both = pc.min_max(source.read_row_group(group, columns=[LABEL]).column(LABEL))
+            lows.append(float(both["min"].as_py()))
+            highs.append(float(both["max"].as_py()))
+    return (min(lows), max(highs)) if lows else None
+
+
+def _check_two_classes(ds: DatasetConfig, data_root: Path, manifest: dict[str, Any],
+                       train: Path) -> None:
+    """Refuse a train split whose labels are all one class (AUC is undefined on it).
+
+    The session logs are exempt: their labels come from a purchases file, and without one they
+    are all 0 on purpose (the key-based experiments only; their parser says so).
+    """
+    from workbench.data.formats import SESSION_LOG_FORMATS
+
+    if ds.format in SESSION_LOG_FORMATS:
+        return
+    labels = _label_range(train)
+    if labels is None or labels[0] != labels[1]:
+        return
+    if ds.source == "synthetic":
+        files = [str(raw_dir(data_root, ds.name) / SYNTHETIC_FILE)]
+    else:
+        root = resolve(manifest["root"])
+        files = [str(root / f["file"]) for f in manifest["files"]]
+    shown = files[0] + (f" (and {len(files) - 1} more)" if len(files) > 1 else "")
+    label = labels[0] + 0.0  # Parquet records a zero minimum as -0.0
+    raise SingleClassError(
+        f"dataset {ds.name}: every train row of {shown} has label {label:g}, one class: AUC "
+        "is undefined without both classes, so no stage could score a model; give files with "
+        "both labels 0 and 1 (a test set without labels, like Criteo Kaggle's test.txt, cannot "
+        "be trained on)")
 
 
 def _raw_target(ds: DatasetConfig, manifest: dict[str, Any]) -> Path | list[Path]:
@@ -322,6 +507,25 @@ def _checked_history(ds: DatasetConfig) -> int:
     return ds.history_length if builds else 0
 
 
+def _within_memory(ds: DatasetConfig, encode: Callable[[], T]) -> T:
+    """``encode()``, with DuckDB running out of ``dataset.memory_limit_mb`` said as that key's
+    error: its value, what DuckDB was doing, a value to try and the allowed range."""
+    import dataclasses
+
+    from workbench.data.streaming import StreamingMemoryError
+
+    try:
+        return encode()
+    except StreamingMemoryError as err:
+        lowest = next(f.metadata["range"][0] for f in dataclasses.fields(DatasetConfig)
+                      if f.name == "memory_limit_mb")
+        raise ConfigError(
+            f"dataset.memory_limit_mb = {ds.memory_limit_mb}: too small to preprocess {ds.name} "
+            f"(DuckDB ran out of memory while {err.phase}"
+            f"{f', {err.used}' if err.used else ''}); set dataset.memory_limit_mb="
+            f"{2 * ds.memory_limit_mb} or more (allowed: an integer >= {lowest})") from err
+
+
 def _preprocess_streaming(ds: DatasetConfig, data_root: Path, manifest: dict[str, Any],
                           tmp: Path, progress: bool) -> tuple[DatasetMeta, ParseReport]:
     from workbench.data.streaming import TableLayout, encode_streaming
@@ -338,8 +542,9 @@ def _preprocess_streaming(ds: DatasetConfig, data_root: Path, manifest: dict[str
                              has_session=manifest.get("has_session", False), sequences=sequences)
         raw_file = pq.ParquetFile(raw_dir(data_root, ds.name) / SYNTHETIC_FILE)
         report = ParseReport(files=[SYNTHETIC_FILE], rows=raw_file.metadata.num_rows)
-        result = encode_streaming(raw_file.iter_batches(batch_size=65536), layout, tmp,
-                                  cardinalities=manifest["cardinalities"], **options)
+        result = _within_memory(ds, lambda: encode_streaming(
+            raw_file.iter_batches(batch_size=65536), layout, tmp,
+            cardinalities=manifest["cardinalities"], **options))
         user_side = manifest.get("user_side", [])
     else:
         from workbench.data.formats import HIST_ITEM, check_report, row_format_for
@@ -362,8 +567,8 @@ def _preprocess_streaming(ds: DatasetConfig, data_root: Path, manifest: dict[str
                              order_by=fmt.order_by,
                              history=((HIST_ITEM, fmt.history_item)
                                       if sequences and fmt.history_item else None))
-        result = encode_streaming(checked(), layout, tmp, min_count=ds.min_count,
-                                  history_length=history, **options)
+        result = _within_memory(ds, lambda: encode_streaming(
+            checked(), layout, tmp, min_count=ds.min_count, history_length=history, **options))
         user_side = list(fmt.user_side)
     meta = DatasetMeta(
         name=ds.name, source=ds.source, rows=result.rows, dense=list(layout.dense),

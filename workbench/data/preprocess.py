@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -209,6 +210,13 @@ class RowGroupWriter:
             self._flush(self.pending_rows)
         self.writer.close()
 
+    def abort(self) -> None:
+        """Close after a failure (a full disk...), writing nothing more: the caller discards the
+        file. Errors of the close itself are dropped (the first failure is the one to report)."""
+        self.pending = []
+        with contextlib.suppress(Exception):
+            self.writer.close()
+
 
 def write_split(frame: pd.DataFrame | Iterable[pd.DataFrame], path: Path,
                 row_group_rows: int = ROW_GROUP_ROWS, progress: bool = False) -> None:
@@ -228,15 +236,21 @@ def write_split(frame: pd.DataFrame | Iterable[pd.DataFrame], path: Path,
     writer: RowGroupWriter | None = None
     with atomic_path(path, suffix=".parquet") as tmp, \
             tqdm(disable=not progress, desc=path.name, unit=" rows", unit_scale=True) as bar:
-        for part in frames:
-            table = pa.Table.from_pandas(part, preserve_index=False).replace_schema_metadata(None)
+        try:
+            for part in frames:
+                table = pa.Table.from_pandas(part, preserve_index=False)
+                table = table.replace_schema_metadata(None)
+                if writer is None:
+                    writer = RowGroupWriter(tmp, table.schema, row_group_rows)
+                writer.write(table)
+                bar.update(table.num_rows)
             if writer is None:
-                writer = RowGroupWriter(tmp, table.schema, row_group_rows)
-            writer.write(table)
-            bar.update(table.num_rows)
-        if writer is None:
-            raise ValueError(f"{path}: no rows to write")
-        writer.close()
+                raise ValueError(f"{path}: no rows to write")
+            writer.close()
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
 
 
 def read_split(directory: Path | str, split: str = "train",

@@ -35,8 +35,10 @@ being written (``row_group_rows`` x the row width) plus the interpreter; the ben
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
+import re
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
@@ -49,6 +51,7 @@ import pyarrow as pa
 
 from workbench.data.preprocess import RowGroupWriter, dense_feature, id_type, split_point
 from workbench.data.schema import LABEL, SESSION, TIMESTAMP
+from workbench.utils.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +139,34 @@ class _Feed:
 
 
 
+class StreamingMemoryError(UserError, MemoryError):
+    """DuckDB ran out of its ``memory_limit``: the limit is too small for this data.
+
+    Attributes:
+        memory_limit_mb: the limit it ran under.
+        phase: what it was doing (``"building the vocabularies"``...).
+        used: DuckDB's account of the memory in use (``"122.0 MiB/122.0 MiB used"``), or "".
+    """
+
+    def __init__(self, memory_limit_mb: int, phase: str, detail: str) -> None:
+        found = re.search(r"\(([^()]*used)\)", detail)
+        self.memory_limit_mb = memory_limit_mb
+        self.phase = phase
+        self.used = found.group(1) if found else ""
+        super().__init__(f"memory_limit_mb = {memory_limit_mb}: DuckDB ran out of memory while "
+                         f"{phase}{f' ({self.used})' if self.used else ''}; raise the limit")
+
+
+def _phase(seconds: dict[str, float]) -> str:
+    """What :func:`encode_streaming` was doing, from the phases it has finished."""
+    for phase, doing in (("parse", "loading the parsed rows"),
+                         ("vocabulary", "sorting the rows and building the vocabularies"),
+                         ("write", "encoding and writing the splits")):
+        if phase not in seconds:
+            return doing
+    return "finishing"
+
+
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -168,6 +199,7 @@ def encode_streaming(blocks: Iterable[dict[str, Any] | pa.RecordBatch], layout: 
 
     Raises:
         ValueError: an id outside ``0..card-1`` with given cardinalities; no rows at all.
+        StreamingMemoryError: DuckDB ran out of ``memory_limit_mb`` (the data needs more).
         Exception: whatever the block iterator raises (e.g. ``MalformedInputError`` in strict
             mode).
     """
@@ -182,6 +214,7 @@ def encode_streaming(blocks: Iterable[dict[str, Any] | pa.RecordBatch], layout: 
         raise ValueError("no rows to preprocess: the input yielded no good row")
     scratch = tempfile.TemporaryDirectory(prefix=".duckdb-", dir=work_dir or out_dir.parent)
     seconds: dict[str, float] = {}
+    con = None
     try:
         con = duckdb.connect(str(Path(scratch.name) / "work.duckdb"), config={
             "memory_limit": f"{int(memory_limit_mb)}MB",
@@ -205,8 +238,12 @@ def encode_streaming(blocks: Iterable[dict[str, Any] | pa.RecordBatch], layout: 
                                    min_count=min_count, cardinalities=cardinalities,
                                    history_length=history_length, row_group_rows=row_group_rows,
                                    seconds=seconds)
-        con.close()
+    except duckdb.OutOfMemoryException as exc:
+        raise StreamingMemoryError(int(memory_limit_mb), _phase(seconds), str(exc)) from exc
     finally:
+        if con is not None:  # closed before its files go, on failure too (a full disk...)
+            with contextlib.suppress(duckdb.Error):
+                con.close()
         scratch.cleanup()
     log.info("streamed %d train + %d test rows (parse %.1f s, vocabulary %.1f s, encode and "
              "write %.1f s)", result.rows["train"], result.rows["test"], seconds["parse"],
@@ -282,16 +319,21 @@ def _encode_in_duckdb(con: Any, layout: TableLayout, out_dir: Path, n: int, *,
     rows = {"train": 0, "test": 0}
     writers = {split: RowGroupWriter(out_dir / f"{split}.parquet", target, row_group_rows)
                for split in ("train", "test")}
-    for batch in stream:
-        test = batch.column(TEST).to_numpy(zero_copy_only=False)
-        data = batch.drop_columns([TEST])
-        cut_at = int(np.searchsorted(test, True))  # ordered by TEST: train rows come first
-        for split, part in (("train", data.slice(0, cut_at)), ("test", data.slice(cut_at))):
-            if part.num_rows:
-                writers[split].write(_conform(part, target))
-                rows[split] += part.num_rows
-    for writer in writers.values():
-        writer.close()
+    try:
+        for batch in stream:
+            test = batch.column(TEST).to_numpy(zero_copy_only=False)
+            data = batch.drop_columns([TEST])
+            cut_at = int(np.searchsorted(test, True))  # ordered by TEST: train rows come first
+            for split, part in (("train", data.slice(0, cut_at)), ("test", data.slice(cut_at))):
+                if part.num_rows:
+                    writers[split].write(_conform(part, target))
+                    rows[split] += part.num_rows
+        for writer in writers.values():
+            writer.close()
+    except BaseException:
+        for writer in writers.values():
+            writer.abort()
+        raise
     seconds["write"] = time.perf_counter() - t0
     return StreamingResult(rows=rows, cardinalities=cards,
                            split="by timestamp" if layout.has_timestamp else "row order",

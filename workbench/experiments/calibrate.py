@@ -128,18 +128,17 @@ def machine() -> dict[str, Any]:
 
 
 def run(out: Path, exp: CalibrationConfig, *, shapes: list[ModelShape], wire_dims: list[int],
-        seed: int, merge: bool = False, progress: bool = False) -> Calibration:
+        seed: int, progress: bool = False) -> Calibration:
     """The ``calibrate`` stage: measure and write ``out/calibration.json`` (atomically).
 
     Args:
-        out: ``results/calibration`` (replaced whole).
+        out: ``results/calibration`` (the pipeline's) or ``results/calibrate/<dataset>`` (a
+            picked dataset's own), replaced whole: one file holds one run's measurements and
+            the machine and settings they were taken with.
         exp: batch sizes, repeats and threads of the measurement.
         shapes: the models and dataset shapes the experiments run (see :func:`required`).
         wire_dims: the embedding widths whose software cost is measured.
         seed: seeds the random inputs.
-        merge: keep the entries of an existing calibration that this run does not measure
-            (calibrating one more dataset's shape must not drop the pipeline's); without it
-            the file is replaced whole.
         progress: show a progress bar.
     """
     from tqdm.auto import tqdm
@@ -175,10 +174,6 @@ def run(out: Path, exp: CalibrationConfig, *, shapes: list[ModelShape], wire_dim
     settings = {"threads": exp.threads, "batch_sizes": list(exp.batch_sizes),
                 "repeats": exp.repeats, "warmup": exp.warmup,
                 "software_sizes": list(exp.software_sizes)}
-    if merge and (out / "calibration.json").exists():
-        old = Calibration.load(out)
-        compute = {**old.compute, **compute}
-        software = {**old.software, **software}
     calibration = Calibration(path=out / "calibration.json", machine=machine(),
                               settings=settings, compute=dict(sorted(compute.items())),
                               software=dict(sorted(software.items())))

@@ -515,8 +515,9 @@ class FlexShardConfig:
             the rows' access probabilities, counted per occurrence.
         replay_batches: the iterations after them, replayed through every plan.
         probability_estimator: ``good_turing`` (the profile's unseen rows share the
-            Good-Turing missing mass, rows seen once / lookups, so a row the profile missed is
-            not free for the planner; the seen rows' frequencies are scaled by the rest) or
+            Good-Turing missing mass, counted per iteration: the lookups on rows seen in only
+            one profiled iteration / all lookups, so a row the profile missed is not free for
+            the planner; the seen rows' frequencies are scaled by the rest) or
             ``frequency`` (raw frequencies: unseen rows have probability 0).
         plans: the plans compared (``tw``, ``rw``, ``cw``, ``twrw``, ``hot_dp``, ``flexshard``).
         cw_shards: column shards of ``cw`` (must divide ``embedding_dim``).

@@ -19,7 +19,11 @@
 * ``storage.csv``: partition bytes (zstd Parquet) per layout and window, split by column class
   (user-side features, history, other sparse features, dense features, other columns).
 * ``dedup.csv``: rows / unique rows per dedup group and values / unique values of all sparse
-  features per layout, window and batch size.
+  features per layout, window and batch size. The dedup factor counts the non-empty rows of a
+  group only; rows whose group is empty (no history, nothing else in the group) are
+  ``empty_rows``, and the stage warns when they are most of the rows
+  (:data:`EMPTY_WARN_FRACTION`), since then the factor describes a few rows
+  (:mod:`workbench.sparse.reader`).
 
 The partitions and the results are one commit (:func:`workbench.utils.io.atomic_dirs`): both
 are built in temporary directories and renamed into place under a journal, so a run killed
@@ -44,6 +48,55 @@ from workbench.sparse import reader
 log = logging.getLogger(__name__)
 
 PARTITIONS_META = "partitions.json"
+
+#: Warn when more than this fraction of a dedup group's rows are empty (nothing to deduplicate).
+EMPTY_WARN_FRACTION = 0.5
+
+#: The dataset options and the formats of one's own files that have sessions.
+SESSION_SOURCES = ("dataset=synthetic_sessions, synthetic_sessions_full, movielens_* or taobao_*, "
+                   "or your own files with dataset=local and dataset.format = movielens_100k, "
+                   "movielens_1m, movielens_20m, movielens_csv, taobao_user_behavior, "
+                   "session_clicks or diginetica_views")
+
+
+def require_sessions(meta: DatasetMeta, exp: RecdConfig) -> None:
+    """Stop when the dataset has no session/user column: RecD has nothing to cluster by.
+
+    Raises:
+        NoSessionsError: naming the dataset and the datasets and formats that have sessions.
+    """
+    if not meta.has_session:
+        raise part.NoSessionsError(
+            f"dataset {meta.name} has no session/user column, and RecD clusters and "
+            f"deduplicates the samples of a session: use data with sessions, {SESSION_SOURCES} "
+            f"(the pipeline runs RecD on experiments.recd.datasets = {exp.datasets})")
+
+
+def warn_empty_groups(name: str, groups: list[list[str]], empty: list[int], rows: int,
+                      exp: RecdConfig, sequences: dict[str, str]) -> None:
+    """Log a warning for each dedup group empty in most rows, with the numbers.
+
+    Args:
+        name: the dataset.
+        groups: the dedup groups.
+        empty: per group, its empty rows (:func:`workbench.sparse.reader.empty_rows`).
+        rows: rows of the table.
+        exp: the RecD settings (``history`` names the likely cause).
+        sequences: the dataset's sequence features (``DatasetMeta.sequences``).
+    """
+    for group, n in zip(groups, empty, strict=True):
+        if n <= EMPTY_WARN_FRACTION * rows:
+            continue
+        hint = ""
+        if exp.history == "snapshot" and any(key in sequences for key in group):
+            hint = ("; with experiments.recd.history=snapshot every row takes its session's "
+                    "first history, empty when the history is the session's own earlier events "
+                    "(session logs), and with per_sample no two rows of a session share one: "
+                    "such data has no user history for RecD to deduplicate")
+        log.warning("%s: dedup group %s is empty in %d of %d rows (%.0f%%): an empty value "
+                    "saves nothing when deduplicated, so the dedup factor counts the %d "
+                    "non-empty rows only (empty_rows in dedup.csv)%s", name, "+".join(group), n,
+                    rows, 100 * n / max(rows, 1), rows - n, hint)
 
 
 def column_classes(meta: DatasetMeta) -> dict[str, str]:
@@ -109,6 +162,7 @@ def run(processed: Path, partitions: Path, out: Path, exp: RecdConfig, seed: int
             write_json(tmp_parts / PARTITIONS_META, {"available": False})
             return
         table, meta = part.read_train_table(processed)
+        require_sessions(meta, exp)
         table, sessions = part.prepare_table(table, meta, exp.session_gap_s, exp.history)
         log_rows = part.log_order(table, meta)
         groups, plain = reader.dedup_groups(meta, exp.dedup_groups)
@@ -121,6 +175,8 @@ def run(processed: Path, partitions: Path, out: Path, exp: RecdConfig, seed: int
         storage = storage_frame(table, meta, orders, progress)
         kjt = reader.table_to_kjt(table, reader.sparse_keys(meta))
         dedup = reader.dedup_table(kjt, groups, orders, exp.batch_sizes)
+        empty = reader.empty_rows(kjt, groups)
+        warn_empty_groups(meta.name, groups, empty, table.num_rows, exp, meta.sequences)
         storage.to_csv(tmp_out / "storage.csv", index=False)
         dedup.to_csv(tmp_out / "dedup.csv", index=False, float_format="%.6g")
         n_sessions = int(sessions.max(initial=-1)) + 1
@@ -128,6 +184,7 @@ def run(processed: Path, partitions: Path, out: Path, exp: RecdConfig, seed: int
             "dataset": meta.name, "available": True, "rows": table.num_rows,
             "sessions": n_sessions, "mean_session_rows": table.num_rows / max(n_sessions, 1),
             "groups": groups, "plain": plain, "window": exp.window, "history": exp.history,
+            "empty_group_rows": {"+".join(g): n for g, n in zip(groups, empty, strict=True)},
             "session_gap_s": exp.session_gap_s if meta.has_timestamp else None,
             "partition_bytes": written,
             "storage_ratio": _ratio(storage, "bytes", window=exp.window, column_class="total"),

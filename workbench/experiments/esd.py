@@ -326,6 +326,7 @@ def run(ctx: RunContext, exp: EsdConfig, *, train: HetTrainConfig, dataset: Data
                "wire_dim": wire_dim, **dataclasses.asdict(exp), "train": train_summary,
                "skipped": skipped,
                "formalisation": "ours (the ESD paper's method section is unavailable)"}
+    summary["dataset"] = meta.name  # the data it ran on, not the config's pipeline dataset
     with atomic_dir(out) as tmp:
         cost.to_csv(tmp / "cost.csv", index=False, float_format="%.6g")
         # decision seconds are wall-clock measurements (machine-dependent, reported, never

@@ -34,7 +34,11 @@ import pyarrow as pa
 from workbench.data import partition as part
 from workbench.data.schema import LABEL
 from workbench.experiments.config import RecdConfig
-from workbench.experiments.dedup import PARTITIONS_META
+from workbench.experiments.dedup import (
+    EMPTY_WARN_FRACTION,
+    PARTITIONS_META,
+    require_sessions,
+)
 from workbench.experiments.sizing import require_samples
 from workbench.models.recd import FeatureSpec, RecDModel
 from workbench.sparse import reader
@@ -188,8 +192,78 @@ def training_timing(batches: list[Batch], meta: dict[str, Any], transforms: Feat
     return seconds, frame, work
 
 
+def check_request_level(table: pa.Table, meta: dict[str, Any], exp: RecdConfig) -> None:
+    """Stop when a dedup group differs between the rows of one request in the training rows.
+
+    RecD's reader (:func:`~workbench.sparse.reader.table_to_ikjt`) reads a group once per
+    request, so the group must be request-level: a per-sample history
+    (``experiments.recd.history=per_sample``) or a per-sample feature in a configured group is
+    not.
+
+    Raises:
+        ConfigError: naming the features that vary and the settings that fix it.
+    """
+    from workbench.utils.validation import ConfigError
+
+    rows = table.slice(0, exp.train_batch_size * exp.train_batches).combine_chunks()
+    keys, groups, plain = meta["keys"], meta["groups"], meta["plain"]
+    kjt = reader.table_to_kjt(rows, keys)
+    expanded = reader.table_to_ikjt(rows, keys, groups, plain).expand()
+    varying = [k for g in groups for k in g if expanded[k] != kjt[k]]
+    if varying:
+        raise ConfigError(
+            f"experiments.recd.dedup_groups: {varying} differ between the samples of one request "
+            f"in {meta['dataset']}'s partitions (history = {meta.get('history')}), and RecD's "
+            "reader reads a dedup group once per request: rerun the dedup stage with "
+            "experiments.recd.history=snapshot, or leave those features out of "
+            "experiments.recd.dedup_groups")
+
+
+def read_partitions_meta(partitions: Path, exp: RecdConfig,
+                         processed: Path | None = None) -> dict[str, Any]:
+    """The dedup stage's ``partitions.json``, or why it is not there.
+
+    Args:
+        partitions: ``data/partitions/<ds>``.
+        exp: the RecD settings (names the datasets that have sessions).
+        processed: ``data/processed/<ds>``; default the ``processed`` directory beside
+            ``partitions``' parent (where the stages put it).
+
+    Raises:
+        NoSessionsError: the dataset has no session column (the dedup stage cannot partition
+            it).
+        MissingInputError: the dedup stage has not run on the dataset.
+    """
+    import json
+
+    from workbench.data.schema import DatasetMeta
+    from workbench.utils.errors import MissingInputError
+    from workbench.utils.io import finish_commit
+
+    finish_commit(partitions)  # a dedup stage killed between its two renames: complete it
+    path = partitions / PARTITIONS_META
+    if path.is_file():
+        return dict(json.loads(path.read_text()))
+    processed = processed or partitions.parent.parent / "processed" / partitions.name
+    if (processed / "meta.json").is_file():
+        require_sessions(DatasetMeta.read(processed), exp)
+    raise MissingInputError(f"{path} not found: run the dedup stage for {partitions.name} first "
+                            "(python -m workbench.stages dedup, with the same dataset options)")
+
+
+def warn_empty_partitions(meta: dict[str, Any]) -> None:
+    """Warn when a dedup group is empty in most rows: the IKJT path then deduplicates nothing
+    (the numbers come from the dedup stage, ``empty_group_rows`` of ``partitions.json``)."""
+    for group, n in meta.get("empty_group_rows", {}).items():
+        if n > EMPTY_WARN_FRACTION * meta["rows"]:
+            log.warning("%s: dedup group %s is empty in %d of %d rows (%.0f%%): the IKJT path "
+                        "deduplicates nothing there, so its speed against the KJT path measures "
+                        "the other features and the reader, not RecD's saving", meta["dataset"],
+                        group, n, meta["rows"], 100 * n / max(meta["rows"], 1))
+
+
 def run(partitions: Path, out: Path, exp: RecdConfig, seed: int,
-                   progress: bool = False) -> None:
+        progress: bool = False, processed: Path | None = None) -> None:
     """The ``recd`` stage for one dataset: preprocessing and training throughput per layout.
 
     Args:
@@ -198,16 +272,19 @@ def run(partitions: Path, out: Path, exp: RecdConfig, seed: int,
         exp: the RecD settings.
         seed: seeds the model.
         progress: show progress bars.
-    """
-    import json
+        processed: ``data/processed/<ds>`` (default: beside ``partitions``), read only to say
+            why the partitions are missing.
 
+    Raises:
+        NoSessionsError: the dataset has no session column.
+        MissingInputError: the dedup stage has not run.
+    """
     import torch
     from tqdm.auto import tqdm
 
-    from workbench.utils.io import atomic_dir, finish_commit, write_json
+    from workbench.utils.io import atomic_dir, write_json
 
-    finish_commit(partitions)  # a dedup stage killed between its two renames: complete it
-    meta = json.loads((partitions / PARTITIONS_META).read_text())
+    meta = read_partitions_meta(partitions, exp, processed)
     with atomic_dir(out) as tmp:
         if not meta.get("available", False):
             write_json(tmp / "summary.json", {"dataset": partitions.name, "available": False,
@@ -217,6 +294,7 @@ def run(partitions: Path, out: Path, exp: RecdConfig, seed: int,
                         f"one batch of experiments.recd.train_batch_size = "
                         f"{exp.train_batch_size}",
                         f"set experiments.recd.train_batch_size={meta['rows']} or less")
+        warn_empty_partitions(meta)
         torch.set_num_threads(1)
         groups, plain = meta["groups"], meta["plain"]
         transforms = auto_transforms(meta, exp)
@@ -224,6 +302,7 @@ def run(partitions: Path, out: Path, exp: RecdConfig, seed: int,
                                            "groups": groups, "plain": plain, "layouts": {}}
         for layout in tqdm(part.LAYOUTS, desc="recd", disable=not progress):
             table = part.read_partitions(partitions / layout)
+            check_request_level(table, meta, exp)
             values: dict[str, dict[str, int]] = {}
             for size in exp.preprocess_batch_sizes:
                 count = min(exp.preprocess_rows, table.num_rows) // size

@@ -12,7 +12,9 @@ Every notebook opens with :func:`notebook_config`, so it behaves the same wherev
     parameters cell: params_file, out_dir, dataset (+ the explorer's knobs)
         |  (papermill -p, or edited in JupyterLab; relative paths from the repository root)
         v
-    notebook_config(name, params_file, dataset)
+    notebook_config(name, params_file, dataset, **knobs)
+        - every knob given (not None) within its range (workbench.explorers.KNOBS: a config
+          key's range), or NotebookError naming the parameter, its value and the range
         - load the params file (ConfigError -> NotebookError naming the path tried)
         - dataset given: a plain name, preprocessed under paths.data; mounted as datasets.<name>
           when no config names it; NOTEBOOK_STAGES' keys all set to it
@@ -83,9 +85,9 @@ def notebook_config(name: str, params_file: str | Path = "params.yaml",
             on it.
 
     Raises:
-        NotebookError: the params file is missing or invalid, the name is not a plain name, the
-            dataset is not preprocessed (the message gives the command that prepares it), or the
-            notebook's stages have not run on it (the message gives their commands).
+        NotebookError: the params file is missing or invalid, the name is not a plain name,
+            the dataset is not preprocessed (the message gives the command that prepares it),
+            or the notebook's stages have not run on it (the message gives their commands).
     """
     from workbench.config import load
     from workbench.data.pipeline import is_preprocessed, processed_dir

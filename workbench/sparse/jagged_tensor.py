@@ -575,10 +575,33 @@ class InverseKeyedJaggedTensor:
         """Number of unique rows of a group."""
         return self._num_unique[self._group_index(group)]
 
-    def dedup_factor(self, group: str | Sequence[str]) -> float:
-        """``B / unique rows`` of a group (1.0 for an empty batch); always >= 1."""
-        n = self._num_unique[self._group_index(group)]
-        return self._batch / n if n else 1.0
+    def dedup_factor(self, group: str | Sequence[str], skip_empty: bool = False) -> float:
+        """``B / unique rows`` of a group (1.0 for an empty batch); always >= 1.
+
+        With ``skip_empty``, RecD's saving: non-empty samples / unique non-empty rows (an empty
+        row, no id in any key of the group, saves nothing when deduplicated, so a batch of
+        empty histories is not "deduplicated B times"); NaN when every sample's row is empty.
+        """
+        gi = self._group_index(group)
+        n = self._num_unique[gi]
+        if not skip_empty:
+            return self._batch / n if n else 1.0
+        empty = self._empty_unique(gi)
+        filled = self._batch - int(empty[self._inverse[gi]].sum())
+        unique = n - int(empty.sum())
+        return filled / unique if unique else float("nan")
+
+    def num_empty(self, group: str | Sequence[str]) -> int:
+        """Samples whose row of ``group`` is empty (no id in any of its keys)."""
+        gi = self._group_index(group)
+        return int(self._empty_unique(gi)[self._inverse[gi]].sum())
+
+    def _empty_unique(self, gi: int) -> np.ndarray:
+        """``bool[U_g]``: the group's unique rows with no id in any key."""
+        lengths = np.zeros(self._num_unique[gi], dtype=np.int64)
+        for key in self._groups[gi]:
+            lengths += self._jts[key].lengths()
+        return lengths == 0
 
     def num_values(self) -> int:
         """Total ids stored (unique rows only, all keys)."""

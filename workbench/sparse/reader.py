@@ -9,11 +9,19 @@ Our formalisation (RecD's method section is unavailable). The partitions of
 
 * **Dedup groups** (RecD's ``dedup_sparse_features``): by default one group of the user-side and
   sequence features; the other sparse features stay plain.
-* **Dedup factor**: rows / unique rows of a dedup group inside each batch of ``b`` consecutive
-  rows of a layout (batches run across partition boundaries, as a streaming reader does).
-  Rows are identified exactly: one :func:`workbench.sparse.jagged_tensor.to_ikjt` over the
-  whole split gives every row its global unique-row id per group, and a batch's unique rows are
-  its distinct ``(batch, row id)`` pairs (no per-batch Python loop).
+* **Dedup factor**: non-empty rows / unique non-empty rows of a dedup group inside each batch
+  of ``b`` consecutive rows of a layout (batches run across partition boundaries, as a
+  streaming reader does). Rows are identified exactly: one
+  :func:`workbench.sparse.jagged_tensor.to_ikjt` over the whole split gives every row its
+  global unique-row id per group, and a batch's unique rows are its distinct ``(batch, row id)``
+  pairs (no per-batch Python loop).
+* **Empty rows** (every key of the group an empty list: a session log's first click has no
+  history, and with the history snapshot every row of such a session has none) are counted
+  apart, as ``empty_rows``, not as duplicates of each other. RecD's saving is the ids of a
+  repeated feature value read, transformed and looked up once instead of once per sample; an
+  empty value carries no id, so deduplicating it saves nothing, and counting the empty rows of
+  a batch as one unique row would report a dedup factor as large as the batch (512 at a batch
+  of 512 on a session log whose histories are all empty) where nothing is saved.
 """
 
 from __future__ import annotations
@@ -137,8 +145,11 @@ def global_row_ids(kjt: KeyedJaggedTensor,
 
 
 def batch_dedup(row_ids: np.ndarray, row_values: np.ndarray, order: np.ndarray,
-                batch_size: int) -> tuple[int, int, int, int]:
-    """Rows, unique rows, values and unique values over batches of a layout.
+                batch_size: int) -> tuple[int, int, int, int, int]:
+    """Rows, unique rows, values, unique values and empty rows over batches of a layout.
+
+    An empty row (no value in any key of the group) is counted in ``empty rows`` only: it is
+    neither a row deduplicated nor a unique row (see the module docstring).
 
     Args:
         row_ids: global unique-row id of every row (one group).
@@ -147,15 +158,18 @@ def batch_dedup(row_ids: np.ndarray, row_values: np.ndarray, order: np.ndarray,
         batch_size: rows per batch (the last batch may be short).
 
     Returns:
-        ``(rows, unique rows, values, unique values)`` summed over all batches.
+        ``(non-empty rows, unique non-empty rows, values, unique values, empty rows)`` summed
+        over all batches.
     """
     ids = row_ids[order]
-    batch = np.arange(ids.size, dtype=np.int64) // batch_size
+    filled = row_values[ids] > 0
+    batch = np.arange(ids.size, dtype=np.int64)[filled] // batch_size
     n_ids = int(row_values.size)
-    pairs = np.unique(batch * n_ids + ids)
+    pairs = np.unique(batch * n_ids + ids[filled])
     unique_ids = pairs % n_ids if n_ids else pairs
-    return (int(ids.size), int(pairs.size), int(row_values[ids].sum()),
-            int(row_values[unique_ids].sum()))
+    n_filled = int(filled.sum())
+    return (n_filled, int(pairs.size), int(row_values[ids].sum()),
+            int(row_values[unique_ids].sum()), int(ids.size) - n_filled)
 
 
 def dedup_table(kjt: KeyedJaggedTensor, groups: Sequence[Sequence[str]],
@@ -170,9 +184,12 @@ def dedup_table(kjt: KeyedJaggedTensor, groups: Sequence[Sequence[str]],
         batch_sizes: the batch sizes.
 
     Returns:
-        One row per (layout, window, batch size, group) with rows, unique_rows, values,
-        unique_values, dedup_factor (rows / unique rows) and values_factor; ``group = "all"``
-        sums every key (plain keys contribute all their values).
+        One row per (layout, window, batch size, group) with ``rows`` (all rows),
+        ``empty_rows`` (rows with no value in any key of the group), ``unique_rows`` (unique
+        non-empty rows), ``values``, ``unique_values``, ``dedup_factor`` (non-empty rows /
+        unique non-empty rows; empty, NaN, when the group has no non-empty row) and
+        ``values_factor`` (values / unique values; NaN without values); ``group = "all"`` sums
+        every key (plain keys contribute all their values).
     """
     ids = global_row_ids(kjt, groups)
     grouped = {k for g in groups for k in g}
@@ -183,17 +200,32 @@ def dedup_table(kjt: KeyedJaggedTensor, groups: Sequence[Sequence[str]],
         for b in batch_sizes:
             tot_v = tot_u = plain_values
             for group, (row_ids, row_values) in zip(groups, ids):
-                rows, urows, vals, uvals = batch_dedup(row_ids, row_values, order, b)
+                rows, urows, vals, uvals, empty = batch_dedup(row_ids, row_values, order, b)
                 records.append({"layout": layout, "window": window, "batch_size": b,
-                                "group": "+".join(group), "rows": rows, "unique_rows": urows,
-                                "values": vals, "unique_values": uvals})
+                                "group": "+".join(group), "rows": rows + empty,
+                                "empty_rows": empty, "unique_rows": urows, "values": vals,
+                                "unique_values": uvals})
                 tot_v += vals
                 tot_u += uvals
             records.append({"layout": layout, "window": window, "batch_size": b, "group": "all",
-                            "rows": kjt.batch_size, "unique_rows": kjt.batch_size,
-                            "values": tot_v, "unique_values": tot_u})
+                            "rows": kjt.batch_size, "empty_rows": 0,
+                            "unique_rows": kjt.batch_size, "values": tot_v,
+                            "unique_values": tot_u})
     frame = pd.DataFrame.from_records(records)
-    frame["dedup_factor"] = frame["rows"] / frame["unique_rows"].clip(lower=1)
-    frame["values_factor"] = frame["values"] / frame["unique_values"].clip(lower=1)
+    unique = frame["unique_rows"].where(frame["unique_rows"] > 0)  # none: no factor (NaN)
+    frame["dedup_factor"] = (frame["rows"] - frame["empty_rows"]) / unique
+    frame["values_factor"] = frame["values"] / frame["unique_values"].where(
+        frame["unique_values"] > 0)
     return frame
+
+
+def empty_rows(kjt: KeyedJaggedTensor, groups: Sequence[Sequence[str]]) -> list[int]:
+    """Per group, the rows with no value in any of its keys (whole table, any order)."""
+    out = []
+    for group in groups:
+        lengths = np.zeros(kjt.batch_size, dtype=np.int64)
+        for key in group:
+            lengths += kjt[key].lengths()
+        out.append(int((lengths == 0).sum()))
+    return out
 

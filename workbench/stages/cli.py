@@ -3,8 +3,9 @@
 
 The stage list and each stage's help line come from :data:`workbench.stages.registry.STAGES`.
 A user error (:class:`~workbench.utils.errors.UserError`: a bad config value, a missing dataset,
-a malformed input row, ...) prints one line, ``<Class>: <message>``, and exits non-zero;
-anything else is a bug and keeps its traceback.
+a malformed input row, ...) prints one line, ``<Class>: <message>``, and exits non-zero; so does
+a full disk that a stage did not name itself (``DiskFullError: disk full: ...``). Anything else
+is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from workbench.config import load
 from workbench.stages.registry import STAGES, StageRun
 from workbench.utils.errors import UserError, one_line
+from workbench.utils.io import DiskFullError, is_disk_full
 from workbench.utils.paths import REPO_ROOT, cli_path
 
 log = logging.getLogger("workbench.stages")
@@ -99,6 +101,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m workbench.stages"
         out = run(argv, prog)
     except UserError as err:
         print(one_line(err), file=sys.stderr)
+        sys.exit(2)
+    except Exception as err:  # a full disk is the user's to fix; anything else keeps its trace
+        if not is_disk_full(err):
+            raise
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        print(one_line(DiskFullError(f"disk full: {first}; free space or set paths.data / "
+                                     "paths.results elsewhere")), file=sys.stderr)
         sys.exit(2)
     try:
         shown: Path | str = out.relative_to(REPO_ROOT)

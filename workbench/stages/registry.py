@@ -94,8 +94,13 @@ class StageRun:
 
     @property
     def calibration(self) -> Path:
-        """``results/calibration``: the clock's calibration, read by every timed stage."""
-        return self.cfg.paths.resolve("results") / "calibration"
+        """The clock's calibration a timed stage reads: ``results/calibration`` (the
+        pipeline's), or a picked dataset's own ``results/calibrate/<dataset>`` when calibrated
+        (:func:`~workbench.cluster.calibration.calibration_dir`)."""
+        from workbench.cluster.calibration import calibration_dir
+
+        return calibration_dir(self.cfg.paths.resolve("results"),
+                               self.dataset.name if self.picked else None)
 
     def context(self, out: Path) -> RunContext:
         """The run-wide inputs of a stage module writing ``out``."""
@@ -183,8 +188,10 @@ def _het_cache(run: StageRun) -> Path:
 
 
 def _calibrate(run: StageRun) -> Path:
-    """Calibrate every model the timed stages run, on their datasets; or on the picked dataset,
-    merged into the existing calibration."""
+    """Calibrate every model the timed stages run, on their datasets, into the pipeline's
+    ``results/calibration``; or on the picked dataset, into its own ``results/calibrate/<ds>``
+    (the pipeline's entries change only through a plain ``calibrate``: ``make calibrate``)."""
+    from workbench.cluster.calibration import own_dir, pipeline_dir
     from workbench.data.schema import DatasetMeta
     from workbench.experiments import calibrate
 
@@ -198,9 +205,11 @@ def _calibrate(run: StageRun) -> Path:
         meta = DatasetMeta.read(run.processed(name))
         shapes_of[name] = (len(meta.dense), len(meta.categorical))
     shapes, dims = calibrate.required(run.cfg.models, exps, shapes_of, datasets)
-    calibrate.run(run.calibration, exps.calibrate, shapes=shapes, wire_dims=dims, seed=run.seed,
-                  merge=run.picked, progress=run.progress)
-    return run.calibration
+    results = run.cfg.paths.resolve("results")
+    out = own_dir(results, run.dataset.name) if run.picked else pipeline_dir(results)
+    calibrate.run(out, exps.calibrate, shapes=shapes, wire_dims=dims, seed=run.seed,
+                  progress=run.progress)
+    return out
 
 
 def _het_train(run: StageRun) -> Path:

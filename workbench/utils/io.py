@@ -3,11 +3,17 @@
 Every writer goes through :func:`atomic_path`: the content is written to a temporary file in the
 destination's directory and moved into place with ``os.replace`` (atomic on POSIX) only once it is
 complete. If the writer raises, the temporary file is removed and the destination is untouched.
+
+A full disk is the user's to fix, not a bug: :func:`disk_full_reported` turns "no space left on
+device" raised inside it (by Python, pyarrow or DuckDB, whose errors carry only the text) into
+one line, :class:`DiskFullError`, ``disk full while writing <path> (N MB free under
+paths.data): free space or set paths.data elsewhere``, after the temporaries are gone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -16,6 +22,11 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from workbench.utils.errors import UserError
+
+#: How every library words ENOSPC (DuckDB's errors carry no errno, only this text).
+_NO_SPACE = os.strerror(errno.ENOSPC)
 
 
 def _current_umask() -> int:
@@ -165,3 +176,50 @@ def atomic_dirs(*dests: Path | str) -> Iterator[list[Path]]:
         yield tmps
         write_text(journal, json.dumps([[str(t), str(d)] for t, d in zip(tmps, paths)]))
         finish_commit(paths[0])
+
+
+class DiskFullError(UserError, OSError):
+    """The disk filled up while writing: the message names the path, the space left and the
+    config key that moves the output elsewhere."""
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc``, or an exception it was raised from, is "no space left on device"."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if _NO_SPACE.lower() in str(current).lower():
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def free_mb(path: Path | str) -> int:
+    """MB free on the filesystem of ``path`` (of its nearest existing parent)."""
+    probe = Path(path).absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return shutil.disk_usage(probe).free >> 20
+
+
+@contextlib.contextmanager
+def disk_full_reported(dest: Path | str, key: str) -> Iterator[None]:
+    """Raise :class:`DiskFullError` for a full disk inside the block, naming ``dest`` and ``key``.
+
+    Put it outside the block's :func:`atomic_dir` / :func:`atomic_path`, so the space is measured
+    after their temporaries are removed (what the user has to work with).
+
+    Args:
+        dest: what the block writes (a file or a directory).
+        key: the config key whose directory holds ``dest`` (``paths.data``).
+    """
+    try:
+        yield
+    except Exception as exc:
+        if isinstance(exc, DiskFullError) or not is_disk_full(exc):
+            raise
+        raise DiskFullError(f"disk full while writing {dest} ({free_mb(dest):,} MB free under "
+                            f"{key}): free space or set {key} elsewhere") from exc

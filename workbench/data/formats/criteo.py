@@ -3,14 +3,16 @@
 Formats
     ``criteo_tsv`` (Kaggle ``train.txt``, 1TB ``day_N``)
         No header; 40 tab-separated fields ``label, I1..I13, C1..C26``. ``label`` must be ``0`` or
-        ``1``. ``I1..I13`` are integers (negative values kept; empty -> NaN) -> dense float64
+        ``1``. ``I1..I13`` are integers (negative values kept; empty -> NaN; an integer written as
+        a float, ``260.0`` or ``1e3``, is that integer, ``2.5`` is malformed) -> dense float64
         columns ``I1..I13``. ``C1..C26`` are 8-hex-digit hashes kept as their string token
         (empty -> missing) -> categorical ``C1..C26``. No session or timestamp (rows are
         chronological).
     ``criteo_csv`` (the CSV form many libraries ship)
         The same 40 fields, comma-separated, after the header ``label,I1,...,I13,C1,...,C26``
         (any letter case), optionally preceded by an ``id`` column that is dropped; columns as
-        ``criteo_tsv``.
+        ``criteo_tsv``. This is the sample many libraries ship (DeepCTR's ``criteo_sample.txt``,
+        written by pandas: ``I1..I13`` as floats such as ``260.0``, empty cells for missing).
 
 Both are :class:`~workbench.data.formats.engine.RowFormat` formats (every line is one sample, so
 they stream); malformed rows as in :mod:`workbench.data.formats.engine`.
@@ -50,8 +52,8 @@ CRITEO_FIELDS = [LABEL, *CRITEO_DENSE, *CRITEO_CATEGORICAL]
 
 #: What each format expects, in the words of the error a parse without good rows raises.
 EXPECTS: dict[str, str] = {
-    "criteo_tsv": "no header; 40 tab-separated fields per line: label (0/1), I1..I13 integers, "
-                  "C1..C26 hex tokens",
+    "criteo_tsv": "no header; 40 tab-separated fields per line: label (0/1), I1..I13 integers "
+                  "(260.0 and 1e3 count as integers), C1..C26 hex tokens",
     "criteo_csv": "a CSV whose first line is the header label,I1,...,I13,C1,...,C26 (any case), "
                   "optionally after an id column, then 40 (41) comma-separated fields per line",
 }
@@ -60,7 +62,7 @@ EXPECTS: dict[str, str] = {
 def _criteo_convert(cols: dict[str, pa.Array], checks: Checks) -> dict[str, Any]:
     out: dict[str, Any] = {LABEL: binary_label(cols[LABEL], LABEL, checks)}
     for name in CRITEO_DENSE:
-        out[name] = int_column(cols[name], name, checks, required=False)
+        out[name] = int_column(cols[name], name, checks, required=False, float_notation=True)
     for name in CRITEO_CATEGORICAL:
         out[name] = cols[name]
     return out

@@ -28,6 +28,11 @@ Malformed rows
     are reported the same way (they do not drop sample rows). ``max_rows`` stops after that many
     good rows; rows after the last kept one are neither read further nor counted.
 
+Unreadable files
+    A file whose bytes cannot be read to the end (a gzip stream cut short or corrupt, an I/O
+    error) raises :class:`UnreadableInputError`: ``"<file>: gzip stream ends early (truncated at
+    byte N?) — re-download or re-compress it"``, whatever the mode (no row count is right then).
+
 History sequences (MovieLens, Taobao, session logs)
     With ``history_length=L > 0`` a list column ``hist_item_id`` holds, for each row, the item
     tokens of the same user's (session's) previous up to ``L`` rows in the sorted order (most
@@ -42,6 +47,7 @@ import codecs
 import contextlib
 import io
 import sys
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,17 +67,21 @@ from workbench.data.schema import (
     ParseReport,
     RawTable,
 )
+from workbench.utils.errors import UserError
 
 __all__ = [
     "BLOCK_SIZE",
+    "FLOAT_PATTERN",
     "HIST_ITEM",
     "INT_PATTERN",
     "Checks",
     "PathsLike",
     "RowFormat",
+    "UnreadableInputError",
     "as_paths",
     "binary_label",
     "check_history_length",
+    "gzip_problem",
     "history_column",
     "int_column",
     "is_gzip",
@@ -81,6 +91,7 @@ __all__ = [
     "read_delimited",
     "sort_order",
     "to_series",
+    "unreadable",
     "value_at",
 ]
 
@@ -88,6 +99,9 @@ PathsLike = Sequence[Path | str] | Path | str
 
 BLOCK_SIZE = 4 << 20  # bytes per parsed block (larger blocks parse slower here)
 INT_PATTERN = r"^-?[0-9]{1,18}$"
+#: A decimal or exponent float (``260.0``, ``1e3``, ``.5``); no ``nan``/``inf``.
+FLOAT_PATTERN = r"^-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$"
+_EXACT_FLOAT_INT = 2**52  # below it a float64 keeps a fraction (2.5 stays 2.5), so none is lost
 _MAX_EXAMPLES = ParseReport.MAX_EXAMPLES
 #: The history list column (module docstring, "History sequences").
 HIST_ITEM = "hist_item_id"
@@ -220,8 +234,8 @@ def _all_plain_digits(arr: pa.Array) -> bool:
             and pc.max(pc.binary_length(arr)).as_py() <= 18)
 
 
-def int_column(arr: pa.Array, name: str, checks: Checks, *, required: bool = True
-                ) -> np.ndarray:
+def int_column(arr: pa.Array, name: str, checks: Checks, *, required: bool = True,
+               float_notation: bool = False) -> np.ndarray:
     """Validate and convert a string column of integers.
 
     Args:
@@ -230,6 +244,9 @@ def int_column(arr: pa.Array, name: str, checks: Checks, *, required: bool = Tru
         checks: where bad rows are recorded.
         required: an empty value is malformed (result int64, 0 at bad rows); otherwise it is
             missing (result float64 with NaN).
+        float_notation: also accept an integer written as a float (``260.0``, ``1e3``), as
+            pandas writes an integer column with missing values; a value with a fraction
+            (``2.5``) or of 2**52 or more (where a float64 drops fractions) stays malformed.
 
     Returns:
         The converted numpy array (values at bad rows are placeholders).
@@ -240,13 +257,33 @@ def int_column(arr: pa.Array, name: str, checks: Checks, *, required: bool = Tru
         ints = pc.cast(arr, pa.int64())
     else:
         ok = pc.match_substring_regex(arr, INT_PATTERN)
+        if float_notation:
+            ints, ok = _ints_in_float_notation(arr, ok)
         bad = np_bool(pc.invert(ok))
         checks.fail(bad, lambda i: f"non-integer {value_at(arr, i)!r} in integer column {name}")
-        ints = pc.cast(pc.if_else(ok, arr, pa.scalar(None, pa.string())) if bad.any() else arr,
-                       pa.int64())
+        if not float_notation:
+            ints = pc.cast(pc.if_else(ok, arr, pa.scalar(None, pa.string())) if bad.any()
+                           else arr, pa.int64())
     if required:
         return ints.fill_null(0).to_numpy(zero_copy_only=False)
     return pc.cast(ints, pa.float64()).to_numpy(zero_copy_only=False)
+
+
+def _ints_in_float_notation(arr: pa.Array, plain: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """``(int64 values, ok mask)`` of ``arr`` where a value is a plain integer (``plain``) or a
+    float with no fraction below 2**52 (``260.0``, ``1e3``); the values are null
+    where not ok, the mask is null where the value is (missing, not malformed)."""
+    floaty = pc.and_(pc.invert(plain), pc.match_substring_regex(arr, FLOAT_PATTERN))
+    values = pc.cast(pc.if_else(floaty, arr, pa.scalar(None, pa.string())), pa.float64())
+    integral = pc.and_(pc.equal(values, pc.floor(values)),
+                       pc.less(pc.abs(values), float(_EXACT_FLOAT_INT)))
+    whole = pc.fill_null(integral, False)
+    ints = pc.if_else(plain, pc.cast(pc.if_else(plain, arr, pa.scalar(None, pa.string())),
+                                     pa.int64()),
+                      pc.cast(pc.if_else(whole, values, pa.scalar(None, pa.float64())),
+                              pa.int64()))
+    ok = pc.or_(pc.fill_null(plain, False), whole)
+    return ints, pc.if_else(pc.is_valid(arr), ok, pa.scalar(None, pa.bool_()))
 
 
 def binary_label(arr: pa.Array, name: str, checks: Checks) -> np.ndarray:
@@ -272,6 +309,46 @@ def is_gzip(path: Path) -> bool:
     """Whether the file starts with the gzip magic bytes."""
     with open(path, "rb") as f:
         return f.read(2) == b"\x1f\x8b"
+
+
+class UnreadableInputError(UserError, OSError):
+    """A raw file cannot be read to its end: a gzip stream cut short or corrupt, an I/O error.
+    The message names the file and what to do."""
+
+
+def gzip_problem(path: Path, chunk: int = 1 << 20) -> str | None:
+    """What is wrong with gzip file ``path``, or None when its members all decompress to their
+    end (read in ``chunk``-byte steps, the output discarded a chunk at a time)."""
+    size = path.stat().st_size
+    z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    with open(path, "rb") as fh:
+        try:
+            while block := fh.read(chunk):
+                while block:
+                    z.decompress(block, chunk)
+                    if z.eof:  # the next member of a multi-member file, if any
+                        block = z.unused_data
+                        if block:
+                            z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    else:
+                        block = z.unconsumed_tail
+        except zlib.error as exc:
+            return f"not valid gzip data ({exc})"
+    if not z.eof:
+        return f"gzip stream ends early (truncated at byte {size}?)"
+    return None
+
+
+def unreadable(path: Path, exc: OSError) -> UnreadableInputError:
+    """The one-line error of raw file ``path`` whose reading failed with ``exc``."""
+    try:
+        problem = gzip_problem(path) if is_gzip(path) else None
+    except OSError:
+        problem = None
+    if problem is not None:
+        return UnreadableInputError(f"{path}: {problem} — re-download or re-compress it")
+    return UnreadableInputError(f"{path}: cannot read the file ({exc.strerror or exc}); check "
+                                "that it is a complete, readable file")
 
 
 def _undecodable(path: Path, compression: str | None, encoding: str) -> bool:
@@ -395,7 +472,11 @@ def iter_delimited(
         report.files.append(file)
         skip = 0
         if header is not None:
-            got = [h.strip('"') for h in _first_line(path, encoding).split(sep)]
+            try:
+                head = _first_line(path, encoding)
+            except OSError as exc:
+                raise unreadable(path, exc) from None
+            got = [h.strip('"') for h in head.split(sep)]
             if callable(header):
                 fields = header(got, file)
             elif got != list(header):
@@ -472,24 +553,27 @@ def iter_delimited(
             if not done:
                 log.settle(None)
 
-        compression = "gzip" if is_gzip(path) else None
-        log = _MalformedLog(file, report, strict, skip + 1, len(fields))
-        kept_before = kept
-        try:
-            with pa.input_stream(str(path), compression=compression) as stream, \
-                    _quiet_undecodable_rows():
-                yield from read_file(stream, log)
-        except pa.ArrowInvalid as exc:
-            if not _undecodable(path, compression, encoding):
-                raise MalformedInputError(
-                    f"{file}: cannot read the file: {exc}") from exc
-            # Bytes that are not valid text (binary garbage): read the file again with them
-            # replaced, so the rows holding them are counted as malformed at their own lines.
-            # The rows before them decode the same, so those already yielded are left out.
-            handed_on, kept = kept - kept_before, kept_before
+        try:  # an I/O error (a gzip file cut short) is the file's, said in one line
+            compression = "gzip" if is_gzip(path) else None
             log = _MalformedLog(file, report, strict, skip + 1, len(fields))
-            with _RepairedText(path, compression, encoding) as stream:
-                yield from read_file(stream, log, handed_on)
+            kept_before = kept
+            try:
+                with pa.input_stream(str(path), compression=compression) as stream, \
+                        _quiet_undecodable_rows():
+                    yield from read_file(stream, log)
+            except pa.ArrowInvalid as exc:
+                if not _undecodable(path, compression, encoding):
+                    raise MalformedInputError(
+                        f"{file}: cannot read the file: {exc}") from exc
+                # Bytes that are not valid text (binary garbage): read the file again with them
+                # replaced, so the rows holding them are counted as malformed at their own lines.
+                # The rows before them decode the same, so those already yielded are left out.
+                handed_on, kept = kept - kept_before, kept_before
+                log = _MalformedLog(file, report, strict, skip + 1, len(fields))
+                with _RepairedText(path, compression, encoding) as stream:
+                    yield from read_file(stream, log, handed_on)
+        except OSError as exc:
+            raise unreadable(path, exc) from None
         log.finish()
 
 

@@ -13,7 +13,9 @@ number and some field of a later line is. Without a header the field shape picks
 40 tab-separated with a 0/1 first field (``criteo_tsv``), 4 tab-separated integers (MovieLens
 100k ``u.data``), 4 ``::``-separated (MovieLens 1M ``ratings.dat``), 5 comma-separated with a
 Taobao behavior (``taobao_user_behavior``), 4 or 5 comma-separated with an ISO-8601 UTC second
-field (YOOCHOOSE clicks or buys).
+field (YOOCHOOSE clicks or buys), 39 tab-separated ending in a hex token (the Criteo Kaggle
+``test.txt``: no label). A header naming the Criteo fields picks ``criteo_csv``, or without
+``label`` the Criteo test set.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from workbench.data.formats.criteo import CRITEO_FIELDS
 from workbench.data.formats.engine import INT_PATTERN, is_gzip
 from workbench.data.formats.taobao import TAOBAO_BEHAVIORS
 
@@ -31,6 +34,9 @@ __all__ = ["describe_file"]
 
 _NUMBER = r"-?[0-9]+(\.[0-9]+)?"  # a field that is a plain number (not a header name)
 _ISO_UTC = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}(\.[0-9]+)?Z"  # YOOCHOOSE's timestamps
+_HEX8 = r"[0-9a-f]{8}"  # a Criteo categorical token
+#: Said of a file with the Criteo features but no label column (Kaggle's test set).
+_NO_LABEL = " (a test set without labels: it cannot be trained or scored on; use the train file)"
 
 
 def describe_file(path: Path | str, lines: int = 20) -> str:
@@ -49,8 +55,11 @@ def describe_file(path: Path | str, lines: int = 20) -> str:
         return "a directory"
     if path.stat().st_size == 0:
         return "an empty file (0 bytes)"
-    with pa.input_stream(str(path), compression="gzip" if is_gzip(path) else None) as stream:
-        head = stream.read(1 << 16)
+    try:
+        with pa.input_stream(str(path), compression="gzip" if is_gzip(path) else None) as stream:
+            head = stream.read(1 << 16)
+    except OSError as exc:  # a gzip file cut short or corrupt in its first 64 KiB
+        return f"gzip data that cannot be read ({exc})"
     text = head.decode("utf-8", errors="replace").splitlines()[:lines]
     if not text or not any(t.strip() for t in text):
         return "a file of blank lines"
@@ -78,9 +87,15 @@ def describe_file(path: Path | str, lines: int = 20) -> str:
         sep_name, width, sep = _field_shape(body)
     guess = ""
     rows = [r for r in body if r.strip()]
+    if header:
+        guess = _criteo_header_guess([f.strip().strip('"') for f in first.split(sep)])
     if not header and rows:
         if sep_name == "tab" and width == 40 and all(r.split("\t")[0] in "01" for r in rows):
             guess = ", like criteo_tsv"
+        elif sep_name == "tab" and width == len(CRITEO_FIELDS) - 1 and all(
+                r.split("\t")[-1] == "" or re.fullmatch(_HEX8, r.split("\t")[-1])
+                for r in rows):
+            guess = f", like the Criteo Kaggle test.txt{_NO_LABEL}"
         elif sep_name == "tab" and width == 4 and all(_all_ints(r.split("\t")) for r in rows):
             guess = ", like MovieLens 100k u.data (format movielens_100k, a directory)"
         elif sep_name == "'::'" and width == 4:
@@ -98,6 +113,18 @@ def describe_file(path: Path | str, lines: int = 20) -> str:
     if not guess:
         guess = " (none of the known formats)"
     return f"{header}{width} {sep_name}-separated fields per line{guess}"
+
+
+def _criteo_header_guess(names: Sequence[str]) -> str:
+    """The guess for a header naming the Criteo fields: ``criteo_csv``, or a test file without
+    the label column ("" for any other header)."""
+    lowered = [n.lower() for n in names]
+    fields = [f.lower() for f in CRITEO_FIELDS]
+    if lowered in (fields, ["id", *fields]):
+        return ", like criteo_csv (header [id,]label,I1..I13,C1..C26)"
+    if lowered in (fields[1:], ["id", *fields[1:]]):
+        return f", a Criteo CSV with no label column{_NO_LABEL}"
+    return ""
 
 
 def _field_shape(rows: Sequence[str]) -> tuple[str, int, str]:

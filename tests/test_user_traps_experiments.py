@@ -1,0 +1,261 @@
+"""The traps a user met in the RecD and FlexShard experiments: degenerate results reported as
+findings, and a bare error where a one-line answer was due.
+
+Each test runs the stage as the user did, on their own session log (YOOCHOOSE's clicks layout,
+``dataset.format=session_clicks``) or Criteo file, and checks what it now says: the number it
+reports, the warning or the refusal with its reason, or the one-line error, and that nothing is
+half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from test_user_traps import criteo_lines, failed_with, local, stage
+from workbench import api
+from workbench.experiments import flexshard
+from workbench.sparse import reader
+from workbench.sparse.jagged_tensor import KeyedJaggedTensor, to_ikjt
+
+#: A small session log: sessions of ~8 clicks, items Zipf-distributed over a large catalogue
+#: (the long tail a history table has: most of a new iteration's rows were never profiled).
+SESSIONS, ITEMS, ZIPF, MEAN_CLICKS = 8000, 300_000, 1.05, 8.0
+#: Fast settings of the stages on it.
+RECD = ("experiments.recd.window_sweep=[4096]", "experiments.recd.batch_sizes=[32,512]")
+RECD_TRAIN = ("experiments.recd.repeats=1", "experiments.recd.train_batches=2",
+              "experiments.recd.preprocess_batch_sizes=[512]",
+              "experiments.recd.preprocess_rows=1024")
+FLEX = ("experiments.flexshard.per_device_batch=16", "experiments.flexshard.device_sweep=[8]",
+        "experiments.flexshard.skew_sweep=[1.0]")
+
+
+def session_clicks(seed: int = 0) -> tuple[str, str]:
+    """YOOCHOOSE-like ``clicks`` and ``buys`` files (``session,timestamp,item,category``), the
+    clicks of a session 30 s apart."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.geometric(1 / MEAN_CLICKS, SESSIONS)
+    session = np.repeat(np.arange(1, SESSIONS + 1), lengths)
+    step = np.arange(session.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    start = np.repeat(rng.integers(0, 20 * 86400, SESSIONS), lengths)
+    seconds = np.datetime64("2014-04-01T00:00:00") + (start + 30 * step).astype("timedelta64[s]")
+    stamps = np.datetime_as_string(seconds, unit="s")
+    items = 214_500_000 + rng.zipf(ZIPF, session.size) % ITEMS
+    clicks = [f"{s},{t}.000Z,{i},0" for s, t, i in zip(session, stamps, items, strict=True)]
+    buys = [line.rsplit(",", 1)[0] + ",100,1" for line in clicks[::37]]
+    return "\n".join(clicks) + "\n", "\n".join(buys) + "\n"
+
+
+@pytest.fixture(scope="module")
+def session_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[str, ...]]:
+    """The user's session log, prepared once (histories of the session's last 10 clicks)."""
+    tmp = tmp_path_factory.mktemp("sessions")
+    folder = tmp / "own"
+    folder.mkdir()
+    clicks, buys = session_clicks()
+    (folder / "clicks.dat").write_text(clicks)
+    (folder / "buys.dat").write_text(buys)
+    args = ("dataset=local", f"dataset.path={folder}", "dataset.format=session_clicks",
+            "dataset.files=[clicks.dat,buys.dat]", "dataset.history_length=10")
+    proc = stage(tmp, "prepare", *args)
+    assert proc.returncode == 0, proc.stderr
+    return tmp, args
+
+
+def _group(tmp: Path, results: str = "results") -> pd.Series:
+    frame = pd.read_csv(tmp / results / "dedup" / "local" / "dedup.csv")
+    return frame[(frame.group == "hist_item_id") & (frame.layout == "clustered")
+                 & (frame.batch_size == 512)].iloc[0]
+
+
+# ------------------------------------------------------------------ 1. RecD: empty histories
+
+
+def test_empty_histories_of_a_session_log_are_not_a_dedup_factor(
+        session_log: tuple[Path, tuple[str, ...]]) -> None:
+    """A session log's history is the session's earlier clicks: under the history snapshot
+    every row's is empty. Those empty lists used to count as duplicates of each other (dedup
+    factor = the batch size, 512 here); now the factor counts non-empty rows only, the empty
+    ones are reported apart, and the stage warns with the numbers."""
+    tmp, args = session_log
+    proc = stage(tmp, "dedup", *args, *RECD)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((tmp / "results" / "dedup" / "local" / "summary.json").read_text())
+    rows = summary["rows"]
+    assert summary["empty_group_rows"] == {"hist_item_id": rows}
+    assert (f"dedup group hist_item_id is empty in {rows} of {rows} rows (100%): an empty value "
+            "saves nothing when deduplicated, so the dedup factor counts the 0 non-empty rows "
+            "only") in proc.stderr
+    assert "no user history for RecD to deduplicate" in proc.stderr
+    row = _group(tmp)
+    assert (row.rows, row.empty_rows, row.unique_rows, row["values"]) == (rows, rows, 0, 0)
+    assert math.isnan(row.dedup_factor) and math.isnan(row.values_factor)
+
+    proc = stage(tmp, "recd", *args, *RECD_TRAIN)  # the throughput stage says it too
+    assert proc.returncode == 0, proc.stderr
+    assert (f"dedup group hist_item_id is empty in {rows} of {rows} rows (100%): the IKJT path "
+            "deduplicates nothing there") in proc.stderr
+
+
+def test_per_sample_histories_count_only_their_non_empty_rows(
+        session_log: tuple[Path, tuple[str, ...]]) -> None:
+    """With per-sample histories only each session's first click has an empty one: those rows
+    are left out of the factor (not merged into one 'unique' empty row), no warning; and the
+    recd stage, whose reader needs request-level groups, says so in one line."""
+    tmp, args = session_log
+    per_sample = (*args, *RECD, "experiments.recd.history=per_sample")
+    proc = stage(tmp, "dedup", *per_sample, results="per_sample")
+    assert proc.returncode == 0, proc.stderr
+    assert "WARNING" not in proc.stderr
+    summary = json.loads((tmp / "per_sample" / "dedup" / "local" / "summary.json").read_text())
+    row = _group(tmp, "per_sample")
+    assert row.empty_rows == summary["sessions"] == summary["empty_group_rows"]["hist_item_id"]
+    assert row.dedup_factor == pytest.approx((row.rows - row.empty_rows) / row.unique_rows,
+                                             rel=1e-5)  # written with 6 digits
+    assert 1 <= row.dedup_factor < 1.05  # a per-sample history hardly ever repeats
+
+    failed_with(stage(tmp, "recd", *per_sample, *RECD_TRAIN, results="per_sample"),
+                "ConfigError: experiments.recd.dedup_groups: ['hist_item_id'] differ between "
+                "the samples of one request", "experiments.recd.history=snapshot")
+    assert not (tmp / "per_sample" / "recd" / "local").exists()
+
+
+def test_the_dedup_factor_leaves_empty_rows_out() -> None:
+    """The reader's table and the API's per-batch factor agree: 3 empty histories, 2 of one
+    history and 1 other: 3 non-empty rows, 2 unique (1.5x), not 6 rows, 3 unique (2x)."""
+    kjt = KeyedJaggedTensor.from_dict({"hist": [[], [], [], [7, 8], [7, 8], [9]]})
+    frame = reader.dedup_table(kjt, [["hist"]], {("clustered", 6): np.arange(6)}, [6])
+    row = frame[frame.group == "hist"].iloc[0]
+    assert (row.rows, row.empty_rows, row.unique_rows) == (6, 3, 2)
+    assert row.dedup_factor == 1.5 and row.values_factor == pytest.approx(5 / 3)
+    ikjt = to_ikjt(kjt, [["hist"]])
+    assert ikjt.num_empty("hist") == 3 and ikjt.dedup_factor("hist", skip_empty=True) == 1.5
+    table = pd.DataFrame({"hist": [[], [], [], [7, 8], [7, 8], [9]]})
+    batch = api.ikjt(table, ["hist"], [["hist"]], batch_size=6, batches=1).iloc[0]
+    assert (batch.empty_rows, batch.dedup_factor) == (3, 1.5)
+    empty = api.ikjt(table.iloc[:3], ["hist"], [["hist"]], batch_size=3, batches=1).iloc[0]
+    assert math.isnan(empty.dedup_factor)  # nothing to deduplicate: no factor
+
+
+# ------------------------------------------------------------------ 2. RecD: no sessions
+
+
+def test_recd_on_data_without_sessions_names_the_data_that_has_them(tmp_path: Path) -> None:
+    args = local(tmp_path, "day.tsv", "\n".join(criteo_lines(300)) + "\n", "criteo_tsv")
+    assert stage(tmp_path, "prepare", *args).returncode == 0
+    for command in ("recd", "dedup"):
+        failed_with(stage(tmp_path, command, *args),
+                    "NoSessionsError: dataset local has no session/user column",
+                    "dataset=synthetic_sessions", "dataset.format = movielens_100k",
+                    "session_clicks", "experiments.recd.datasets")
+    assert not (tmp_path / "data" / "partitions" / "local").exists()
+    assert not (tmp_path / "results" / "recd" / "local").exists()
+    assert not (tmp_path / "results" / "dedup" / "local").exists()
+
+
+def test_recd_before_dedup_says_which_stage_to_run(
+        session_log: tuple[Path, tuple[str, ...]], tmp_path: Path) -> None:
+    tmp, args = session_log
+    shutil.copytree(tmp / "data" / "processed", tmp_path / "data" / "processed")
+    last = failed_with(stage(tmp_path, "recd", *args), "MissingInputError: ",
+                       "partitions.json not found: run the dedup stage for local first")
+    assert str(tmp_path / "data" / "partitions" / "local") in last
+    assert not (tmp_path / "results" / "recd" / "local").exists()
+
+
+# ------------------------------------------------------------------ 3. FlexShard
+
+
+def _flexshard(tmp: Path, args: tuple[str, ...], *extra: str,
+               results: str) -> tuple[dict, pd.DataFrame, str]:
+    proc = stage(tmp, "flexshard", *args, *FLEX, *extra, results=results)
+    assert proc.returncode == 0, proc.stderr
+    out = tmp / results / "flexshard" / "local"
+    return (json.loads((out / "summary.json").read_text()),
+            pd.read_csv(out / "plans.csv").set_index("plan"), proc.stderr)
+
+
+def test_plans_limited_to_row_wise_memory_stay_within_it_when_replayed(
+        session_log: tuple[Path, tuple[str, ...]]) -> None:
+    """Histories repeat a user's items in consecutive samples, so hardly a row is looked up
+    exactly once and the per-lookup Good-Turing estimate put ~1% of the lookups on rows the
+    profile missed, where ~75% of the replayed lookups went: the planner filled RW's memory
+    with replicas and the replay then took 1.05x (FlexShard) and 1.08x (hot_dp) RW's memory.
+    The missing mass is now estimated per iteration and matches the replay."""
+    tmp, args = session_log
+    summary, plans, stderr = _flexshard(tmp, args, results="flex")
+    assert summary["replay_in_profile"] == 0  # a held-out replay
+    for plan in ("flexshard", "hot_dp"):
+        assert plans.loc[plan, "replay_memory"] <= plans.loc["rw", "replay_memory"], plan
+        assert plans.loc[plan, "expected_memory"] <= plans.loc["rw", "expected_memory"]
+    assert summary["memory_vs_rw"] <= 1
+    assert "planned within RW's memory" not in stderr
+
+    data = flexshard.SequenceLookups.read(tmp / "data" / "processed" / "local", None)
+    devices = summary["topology"]["devices"]
+    profiled = np.concatenate([data.iteration(t, devices, 16)[1] for t in range(4)])
+    replayed = np.concatenate([data.iteration(t, devices, 16)[1] for t in range(4, 8)])
+    counts = np.bincount(profiled, minlength=data.rows)
+    missed = float((counts[replayed] == 0).mean())  # the replay's lookups on unprofiled rows
+    assert summary["unseen_mass_estimate"] == pytest.approx(missed, abs=0.05)
+    assert (counts == 1).sum() / counts.sum() < missed / 10  # the per-lookup estimate's miss
+
+
+@pytest.mark.parametrize(("setting", "reason"), [
+    ("topology.nodes=1", "no inter-node traffic in either plan"),
+    ("experiments.flexshard.per_device_batch=256",
+     "FlexShard replicates the whole table on every node (t1 + t2 = N = "),
+    ("experiments.flexshard.memory_limit=none",
+     "FlexShard replicates the whole table on every device (t1 = N = "),
+])
+def test_no_percentage_of_traffic_that_cannot_exist(
+        session_log: tuple[Path, tuple[str, ...]], setting: str, reason: str) -> None:
+    """'100% less inter-node traffic' was reported for a single node (no baseline) and for a
+    table replicated on every node or device (no traffic by construction): the ratio is now
+    refused, with the reason, in the summary and the log."""
+    tmp, args = session_log
+    summary, plans, stderr = _flexshard(tmp, args, setting,
+                                        results=setting.split(".")[-1].replace("=", "_"))
+    assert summary["inter_traffic_reduction"] is None
+    assert summary["inter_traffic_reduction_note"].startswith(reason)
+    assert f"no inter-node traffic ratio: {reason}" in stderr
+    assert "% less inter-node traffic" not in stderr
+    if "every device" in reason:
+        assert summary["traffic_reduction"] is None and summary["latency_speedup"] is None
+        assert summary["latency_speedup_note"] == summary["inter_traffic_reduction_note"]
+    if "every node" in reason:  # 256 per device: more samples than the split holds
+        assert summary["whole_table_node_replicated"] and summary["replay_in_profile"] > 0
+        assert ("of the replayed samples are the profile's (not a held-out replay)"
+                in stderr)
+
+
+def test_a_ratio_against_an_absent_baseline_is_refused() -> None:
+    plans = pd.DataFrame({"plan": ["rw", "flexshard"], "t1": [0, 2], "t2": [0, 3],
+                          "replay_inter_bytes": [0.0, 2.0**20], "replay_bytes": [1.0, 2.0**20],
+                          "replay_seconds": [1.0, 2.0], "replay_memory": [1.0, 1.0]})
+    ratios = flexshard.versus_rw(plans.set_index("plan"), 10)
+    assert ratios["inter_traffic_reduction"] is None
+    assert ratios["inter_traffic_reduction_note"] == (
+        "RW has no inter-node traffic to reduce (FlexShard: 1 MiB per iteration)")
+    assert ratios["latency_speedup"] == 0.5 and ratios["latency_speedup_note"] is None
+
+
+def test_a_replay_over_row_wise_memory_is_said_with_the_numbers(
+        caplog: pytest.LogCaptureFixture) -> None:
+    plans = pd.DataFrame({"plan": ["rw", "flexshard"], "expected_memory": [4.0, 4.0],
+                          "replay_memory": [4.0, 4.4]}).set_index("plan") * 2**20
+    with caplog.at_level(logging.WARNING, logger="workbench.experiments.flexshard"):
+        flexshard.warn_over_memory("local", plans, "rw")
+        flexshard.warn_over_memory("local", plans, "none")  # no limit: nothing to say
+    (record,) = caplog.records
+    assert record.getMessage() == (
+        "local: flexshard was planned within RW's memory (expected 4.00 MiB against RW's "
+        "4.00 MiB) but its busiest replayed iteration takes 4.40 MiB, 1.100x RW's 4.00 MiB: "
+        "the replay's all-to-all buffers exceed the profile's expectation")
