@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import queue
+import re
 import threading
 from collections import defaultdict
 
@@ -24,8 +25,10 @@ from workbench.experiments.config import DistributedCheckConfig
 from workbench.models.config import ModelConfig
 from workbench.training.distributed import (
     DistributedJob,
+    DistributedProcessError,
     DistributedRunError,
     Fault,
+    Liveness,
     run_distributed,
 )
 from workbench.training.trainer import Split, SystemSpec
@@ -310,19 +313,54 @@ def test_a_dispatcher_process_decides_like_the_emulated_dispatcher():
 
 
 @pytest.mark.parametrize("kind, rank, pattern", [
-    ("kill", 2, r"worker 1 \(rank 2\) died"),
-    ("raise", 1, r"worker 0 \(rank 1\) raised"),
-    ("raise", 0, r"parameter server \(rank 0\) raised"),
+    ("kill", 2, r"^worker 1 \(rank 2, pid \d+\) died \(killed by SIGKILL\)"),
+    ("raise", 1, r"^worker 0 \(rank 1, pid \d+\) raised"),
+    ("raise", 0, r"^parameter server \(rank 0, pid \d+\) raised"),
 ])
 def test_a_failing_worker_stops_the_run_with_a_clear_error(kind, rank, pattern):
-    with pytest.raises(DistributedRunError, match=pattern):
+    with pytest.raises(DistributedRunError, match=pattern) as err:
         run_distributed(_job(steps=6), _toy(), fault=Fault(rank=rank, iteration=2, kind=kind))
+    # a death is the user's one line; an exception in a process is a bug and keeps its traceback
+    assert isinstance(err.value, DistributedProcessError) == (kind == "kill")
 
 
-def test_a_hung_worker_is_stopped_by_the_timeouts():
-    job = dataclasses.replace(_job(steps=4), timeout_s=3.0, deadline_s=40.0)
-    with pytest.raises(DistributedRunError):  # the run's own deadline bounds it, not the test
-        run_distributed(job, _toy(), fault=Fault(rank=1, iteration=1, kind="hang"))
+@pytest.mark.parametrize("kind, says", [
+    ("hang", "was busy for"),      # sleeps in its own code: its heartbeat goes on
+    ("stop", "sent nothing (no heartbeat) for"),  # SIGSTOP: the whole process stands still
+])
+def test_a_hung_or_stopped_worker_is_named_not_its_peers(kind, says):
+    job = dataclasses.replace(_job(steps=4), timeout_s=4.0, deadline_s=120.0)
+    with pytest.raises(DistributedProcessError,
+                       match=rf"^worker 0 \(rank 1, pid \d+\) {re.escape(says)}") as err:
+        run_distributed(job, _toy(), fault=Fault(rank=1, iteration=1, kind=kind))
+    assert "\n" not in str(err.value) and "timeout_s = 4 s" in str(err.value)
+
+
+def _liveness(rows: list[tuple[float, float, float]]) -> Liveness:
+    """A launcher's view with (started, beat, busy since) per rank, as the processes write it."""
+    liveness = Liveness(len(rows))
+    np.frombuffer(liveness._table, np.float64)[:] = np.ravel(rows)
+    return liveness
+
+
+@pytest.mark.parametrize("rows, found", [
+    # all beat, the server waits, the workers computed 1 s: nobody is lost
+    ([(50, 99.9, 0), (50, 99.9, 99), (50, 99.9, 99)], None),
+    # worker 1 stopped while busy: no beat for 19 s, busy for 20 s -> silent, for 19 s
+    ([(50, 99.9, 0), (50, 99.9, 0), (50, 81, 80)], (2, "silent", 19.0)),
+    # worker 0 hangs in its own code: it beats, busy for 30 s
+    ([(50, 99.9, 0), (50, 99.9, 70), (50, 99.9, 0)], (1, "busy", 30.0)),
+    # the server stopped 25 s ago holds worker 0 in a send for 28 s: the silent one is named
+    ([(50, 75, 0), (50, 99.9, 72), (50, 99.9, 0)], (0, "silent", 25.0)),
+    # the dispatcher never started, 21 s after the first process did
+    ([(79, 99.9, 0), (80, 99.9, 0), (85, 99.9, 0), (0, 0, 0)], (3, "silent", 21.0)),
+])
+def test_liveness_names_the_process_without_progress(rows, found):
+    lost = _liveness(rows).lost(list(range(len(rows))), now=100.0, seconds=10.0)
+    if found is None:
+        assert lost is None
+    else:
+        assert lost[:2] == found[:2] and lost[2] == pytest.approx(found[2])
 
 
 def test_job_validation_names_the_problem():

@@ -45,10 +45,11 @@ class ShapedLink:
 
     def __init__(self, bandwidth_Bps: float, latency_s: float = 0.0, burst_bytes: float = 0.0,
                  clock=time.perf_counter, sleep=time.sleep) -> None:
-        if not bandwidth_Bps > 0:
+        if not bandwidth_Bps > 0:  # NaN fails too; inf is the unshaped link
             raise ValueError(f"bandwidth_Bps = {bandwidth_Bps}: must be > 0")
-        if latency_s < 0 or burst_bytes < 0:
-            raise ValueError("latency_s and burst_bytes must be >= 0")
+        for name, value in (("latency_s", latency_s), ("burst_bytes", burst_bytes)):
+            if not 0 <= value < float("inf"):  # NaN fails too
+                raise ValueError(f"{name} = {value}: must be a finite number >= 0")
         self.bandwidth_Bps = float(bandwidth_Bps)
         self.latency_s = float(latency_s)
         self.burst_bytes = float(burst_bytes)

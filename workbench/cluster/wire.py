@@ -20,15 +20,20 @@ Sends leave through the :class:`~workbench.cluster.shaped_link.ShapedLink` of th
 link). With ``threaded=True`` every destination gets its own sender thread, so a server shaping
 its reply to a slow worker does not hold up the reply to a fast one: the links are parallel, as
 in the emulated clock.
+
+A process supervised by the launcher (:mod:`workbench.training.distributed`) passes ``waiting``:
+a context manager around every call that blocks on a peer (a receive, a flush), so that the
+launcher can tell a process waiting for the others from one stuck in its own code.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,15 +118,21 @@ class Endpoint:
         threaded: one sender thread per destination (sends return at once, in order per
             destination); without it :meth:`send` blocks until the bytes have left.
         group: the torch.distributed process group (None: the default one).
+        waiting: a context manager factory entered around every call that blocks on a peer
+            (:meth:`recv`, :meth:`flush`, an unthreaded :meth:`send`), or None; used by the
+            calling thread only (never by the sender threads).
     """
 
     def __init__(self, links: dict[int, ShapedLink] | None = None,
                  shared: ShapedLink | None = None, threaded: bool = False,
-                 group=None) -> None:
+                 group=None,
+                 waiting: Callable[[], contextlib.AbstractContextManager] | None = None
+                 ) -> None:
         self.links = dict(links or {})
         self.shared = shared
         self.threaded = threaded
         self.group = group
+        self.waiting = waiting or contextlib.nullcontext
         self.sent: dict[str, int] = defaultdict(int)
         self.received: dict[str, int] = defaultdict(int)
         self.messages_sent = 0
@@ -138,7 +149,8 @@ class Endpoint:
         self._raise_pending()
         framed = _frame(op, iteration, list(arrays))
         if not self.threaded:
-            self._transmit(dst, *framed)
+            with self.waiting():  # the link's delay, then a send the peer must take
+                self._transmit(dst, *framed)
             return
         if dst not in self._queues:
             self._queues[dst] = queue.Queue()
@@ -185,8 +197,9 @@ class Endpoint:
 
     def flush(self) -> None:
         """Wait until every queued send has left (threaded mode), re-raising a send error."""
-        for q in self._queues.values():
-            q.join()
+        with self.waiting():
+            for q in self._queues.values():
+                q.join()
         self._raise_pending()
 
     def close(self) -> None:
@@ -203,11 +216,12 @@ class Endpoint:
     def recv(self, src: int | None = None) -> Message:
         """Receive the next message from ``src`` (None: from any rank)."""
         header = torch.zeros(HEADER_LEN, dtype=torch.int64)
-        sender = dist.recv(header, src, group=self.group, tag=TAG_HEADER)
-        sender = src if src is not None else sender
-        payload = np.zeros(int(header[3]), np.uint8)
-        if len(payload):
-            dist.recv(torch.from_numpy(payload), sender, group=self.group, tag=TAG_PAYLOAD)
+        with self.waiting():
+            sender = dist.recv(header, src, group=self.group, tag=TAG_HEADER)
+            sender = src if src is not None else sender
+            payload = np.zeros(int(header[3]), np.uint8)
+            if len(payload):
+                dist.recv(torch.from_numpy(payload), sender, group=self.group, tag=TAG_PAYLOAD)
         message, counted = _unframe(int(sender), header.numpy(), payload)
         with self._lock:
             for category, n in counted.items():

@@ -587,7 +587,8 @@ class DistributedCheckConfig:
         workers: worker processes W of the validation runs.
         bandwidth_gbps: the workers' links (one value, or one per worker).
         latency_ms: the workers' one-way latencies.
-        speed: the workers' relative compute speeds (a slower worker sleeps the difference).
+        speed: the workers' relative compute speeds in (0, 1] (a slower worker sleeps the
+            difference; a real process cannot run faster than it does).
         bounds: staleness bounds s checked (read and write); s = 0 also checks parameters.
         cache_policy: the workers' cache policy.
         cache_ratio: cache capacity as a fraction of the table rows.
@@ -606,17 +607,22 @@ class DistributedCheckConfig:
         esd_latency_ms: their latencies.
         esd_cache_ratio: their caches (small, as in the ESD stage).
         esd_bound: their staleness bound.
-        timeout_s: timeout of every torch.distributed call (a dead peer fails the run).
-        deadline_s: wall-clock limit of one distributed run.
+        timeout_s: timeout of every torch.distributed call (a dead peer fails the run), and
+            how long a process may stay silent (stopped, frozen) or busy outside any exchange
+            before the launcher stops the run naming it.
+        deadline_s: wall-clock limit of one distributed run (at least ``timeout_s``).
     """
 
     steps: int = field(default=30, metadata=in_range(2, 100_000))
     batch_size: int = field(default=256, metadata=in_range(1, 1_000_000))
     warmup: int = field(default=2, metadata=in_range(0, 1000))
     workers: int = field(default=2, metadata=in_range(1, 64))
-    bandwidth_gbps: list[float] = field(default_factory=lambda: [0.1, 1.0])
-    latency_ms: list[float] = field(default_factory=lambda: [2.0, 0.5])
-    speed: list[float] = field(default_factory=lambda: [1.0])
+    bandwidth_gbps: list[float] = field(default_factory=lambda: [0.1, 1.0],
+                                        metadata=nonempty(in_range(0.0, None, lo_open=True)))
+    latency_ms: list[float] = field(default_factory=lambda: [2.0, 0.5],
+                                    metadata=nonempty(in_range(0.0, None)))
+    speed: list[float] = field(default_factory=lambda: [1.0],
+                               metadata=nonempty(in_range(0.0, 1.0, lo_open=True)))
     bounds: list[int] = field(default_factory=lambda: [0, 10],
                               metadata=nonempty(in_range(0, None)))
     cache_policy: Literal["lru", "lfu", "lfuopt", "none"] = "lru"
@@ -627,8 +633,11 @@ class DistributedCheckConfig:
     esd_dispatchers: list[str] = field(default_factory=lambda: ["random", "laia", "hybriddis"],
                                        metadata=nonempty())
     esd_workers: int = field(default=4, metadata=in_range(2, 64))
-    esd_bandwidth_gbps: list[float] = field(default_factory=lambda: [0.02, 0.05, 0.2, 1.0])
-    esd_latency_ms: list[float] = field(default_factory=lambda: [5.0, 2.0, 1.0, 0.5])
+    esd_bandwidth_gbps: list[float] = field(
+        default_factory=lambda: [0.02, 0.05, 0.2, 1.0],
+        metadata=nonempty(in_range(0.0, None, lo_open=True)))
+    esd_latency_ms: list[float] = field(default_factory=lambda: [5.0, 2.0, 1.0, 0.5],
+                                        metadata=nonempty(in_range(0.0, None)))
     esd_cache_ratio: float = field(default=0.05, metadata=in_range(0.0, 1.0, lo_open=True))
     esd_bound: int = field(default=100, metadata=in_range(0, None))
     timeout_s: float = field(default=60.0, metadata=in_range(1.0, None))
@@ -642,6 +651,9 @@ class DistributedCheckConfig:
                               f"= {self.workers} and esd_workers = {self.esd_workers}")
         if self.warmup >= self.steps:
             raise ConfigError(f"warmup = {self.warmup}: must be below steps = {self.steps}")
+        if self.deadline_s < self.timeout_s:
+            raise ConfigError(f"deadline_s = {self.deadline_s:g}: must be >= timeout_s = "
+                              f"{self.timeout_s:g} (a run cannot end before its first timeout)")
         for key, n in (("bandwidth_gbps", self.workers), ("latency_ms", self.workers),
                        ("speed", self.workers), ("esd_bandwidth_gbps", self.esd_workers),
                        ("esd_latency_ms", self.esd_workers)):

@@ -52,7 +52,12 @@ from workbench.experiments.context import RunContext
 from workbench.experiments.het_train import load_split
 from workbench.experiments.sizing import require_samples
 from workbench.models.config import ModelConfig
-from workbench.training.distributed import DistributedJob, DistributedResult, run_distributed
+from workbench.training.distributed import (
+    DistributedJob,
+    DistributedProcessError,
+    DistributedResult,
+    run_distributed,
+)
 from workbench.training.trainer import (
     ClusterSetup,
     Mechanisms,
@@ -205,6 +210,16 @@ def fit_software(phases: pd.DataFrame, cluster: ClusterConfig, row_bytes: int
             "residual_median_s": float(np.median(residual))}
 
 
+def run_real(job: DistributedJob, train: Split, what: str) -> DistributedResult:
+    """:func:`run_distributed`, its one-line failures (a process died, stopped or hung, the
+    deadline passed) prefixed with this stage's config section and the run (``what``)."""
+    try:
+        return run_distributed(job, train)
+    except DistributedProcessError as err:
+        raise DistributedProcessError(
+            f"experiments.distributed_check, {what}: {err}; nothing was written") from None
+
+
 def run(ctx: RunContext, exp: DistributedCheckConfig, *, dataset: DatasetConfig,
         model_name: str, model: ModelConfig, cluster: ClusterConfig, cache: CacheConfig,
         esd: EsdConfig) -> None:
@@ -244,7 +259,7 @@ def run(ctx: RunContext, exp: DistributedCheckConfig, *, dataset: DatasetConfig,
                              seed=seed, dispatcher=exp.dispatcher, timeout_s=exp.timeout_s,
                              deadline_s=exp.deadline_s, **shape)
         emulated = run_emulated(job, train, compute, software)
-        real = run_distributed(job, train)
+        real = run_real(job, train, f"validation run s = {bound}")
         check = {"bound": bound, **compare(emulated, real),
                  "wall_s": real.wall_s, "startup_s": real.startup_s}
         log.info("s=%d: counters identical %s, table rel diff %.2e, dense rel diff %.2e",
@@ -283,7 +298,7 @@ def run(ctx: RunContext, exp: DistributedCheckConfig, *, dataset: DatasetConfig,
                                      force_dispatcher_process=True)
         emulated = run_emulated(forced, train, compute, software,
                                 budget_fraction=esd.hybrid_budget_fraction)
-        real = run_distributed(forced, train)
+        real = run_real(forced, train, f"ESD run of {name}")
         steady_emu = emulated.history[emulated.history["iteration"] >= exp.warmup]
         steady = real.history[real.history["iteration"] >= exp.warmup]
         wall = steady.groupby("iteration")["wall_s"].max()

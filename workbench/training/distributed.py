@@ -30,10 +30,21 @@ same (``sum / global batch`` per worker, summed by the all_reduce = the batch me
 counters match the emulated run exactly and the parameters within the float tolerance of the
 reduction order (:mod:`workbench.experiments.distributed_check` checks both).
 
-Failure: every collective and point-to-point call times out after ``timeout_s``; the launcher
-polls the processes and, when one raises or dies (a signal, an exit code), stops the others and
-raises :class:`DistributedRunError` naming the rank and its role; a run past its deadline is
-stopped the same way. Nothing hangs.
+Failure: every collective and point-to-point call times out after ``timeout_s``. The launcher
+supervises the processes through shared memory (:class:`Liveness`): each sends a heartbeat from a
+thread of its own and marks the calls in which it waits on a peer. It stops the run (SIGKILL to
+every process) and names the process at fault when one
+
+* dies (a signal, an exit code): :class:`DistributedProcessError`;
+* sends no heartbeat for ``timeout_s`` (stopped by SIGSTOP or a debugger, frozen): the same;
+* stays busy outside any wait on a peer for ``timeout_s`` (hung in its own code): the same;
+* raises: :class:`DistributedRunError` with its traceback (a peer that raised because a stopped
+  or hung process made it time out is not blamed: the silent one is);
+
+and when the run passes ``deadline_s``. A process that loses its launcher (killed, even by
+SIGKILL) is killed by the kernel at once (``PR_SET_PDEATHSIG``; elsewhere its heartbeat thread
+notices the new parent), and the processes hand their results back in files that never have a
+name (:class:`_NamelessFile`), so nothing of a run outlives it: no process, no temporary file.
 
 Across machines the same entry point runs under ``torchrun --nnodes N --nproc-per-node K``
 (:func:`torchrun_main`), every rank reading the job from a file.
@@ -41,16 +52,23 @@ Across machines the same entry point runs under ``torchrun --nnodes N --nproc-pe
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import dataclasses
+import mmap
 import os
 import pickle
 import signal
 import socket
+import sys
 import tempfile
+import threading
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
+from multiprocessing import connection, reduction
 from pathlib import Path
 
 import numpy as np
@@ -71,10 +89,10 @@ from workbench.dispatch.registry import DispatcherSpec, SolverOptions
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import dense_parameter_count
 from workbench.training.trainer import Split, SystemSpec, dense_optimizer, initial_parameters
-from workbench.utils.errors import WorkbenchError
+from workbench.utils.errors import UserError, WorkbenchError
 
-__all__ = ["DistributedJob", "DistributedResult", "DistributedRunError", "Fault",
-           "run_distributed", "torchrun_main"]
+__all__ = ["DistributedJob", "DistributedProcessError", "DistributedResult",
+           "DistributedRunError", "Fault", "Liveness", "run_distributed", "torchrun_main"]
 
 SERVER_RANK = 0
 DISPATCH_OP = 7
@@ -82,8 +100,26 @@ BASELINE_DISPATCHERS = BASELINES
 SUPPORTED_KINDS = ("cache", "hybrid")
 
 
+HEARTBEAT_S = 0.1  # a process's heartbeat period: far below any timeout_s (>= 1 s)
+POLL_S = 0.1  # the launcher's check period
+# a process that raised is a victim when another has shown no progress for this fraction of
+# timeout_s: its peers' calls time out after timeout_s counted from when THEY began waiting, at
+# most one BSP iteration before the culprit froze, while a healthy process beats every
+# HEARTBEAT_S and is busy for one compute phase at a time. The same fraction of its time without
+# progress spent without a heartbeat makes a process "silent" rather than "busy".
+BLAME_FRACTION = 0.5
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
 class DistributedRunError(WorkbenchError, RuntimeError):
-    """A distributed run failed: a process raised, died or the run passed its deadline."""
+    """A distributed run failed: a process raised (its traceback is in the message)."""
+
+
+class DistributedProcessError(DistributedRunError, UserError):
+    """A process of a distributed run died, stopped or hung, or the run passed its deadline.
+
+    Shown as one line: the process (role, rank, pid) and what happened to it.
+    """
 
 
 @dataclass(frozen=True)
@@ -93,8 +129,8 @@ class Fault:
     Attributes:
         rank: the process (0 = server, 1..W = workers).
         iteration: the iteration at whose start it fails.
-        kind: ``raise`` (an exception), ``kill`` (SIGKILL to itself) or ``hang`` (sleeps
-            forever: the others time out).
+        kind: ``raise`` (an exception), ``kill`` (SIGKILL to itself), ``hang`` (sleeps
+            forever: the others time out) or ``stop`` (SIGSTOP to itself: it stops beating).
     """
 
     rank: int
@@ -231,6 +267,182 @@ def _free_port() -> int:
 
 
 # ------------------------------------------------------------------------------------------
+# Supervision: heartbeats, the launcher's death, nameless outputs
+# ------------------------------------------------------------------------------------------
+
+_STARTED, _BEAT, _BUSY = range(3)
+
+
+class Liveness:
+    """What the launcher sees of each process, in shared memory (one row of doubles per rank).
+
+    Columns, in ``time.monotonic()`` seconds (one clock for every process of the machine), 0 for
+    "not yet":
+
+    * ``started``: when the process began its body;
+    * ``beat``: its latest heartbeat, written every :data:`HEARTBEAT_S` by a thread of its own:
+      a process stopped (SIGSTOP, a debugger) or frozen stops beating;
+    * ``busy``: when its main thread last came back from a call that waits on a peer (0 while
+      inside one): a process busy for long outside any such call hangs in its own code.
+
+    Args:
+        world: processes of the run.
+        ctx: the multiprocessing context whose shared memory holds the table.
+    """
+
+    def __init__(self, world: int, ctx=None) -> None:
+        self.world = world
+        self._table = (ctx or mp.get_context("spawn")).RawArray("d", 3 * world)
+        self._rank = -1
+        self._depth = 0
+
+    # -- in the process -------------------------------------------------------------------------
+    def start(self, rank: int, parent_pid: int | None) -> None:
+        """Begin beating as ``rank`` (a daemon thread); with ``parent_pid``, kill this process
+        as soon as its parent is no longer ``parent_pid`` (the launcher died)."""
+        self._rank = rank
+        now = time.monotonic()
+        for column in (_STARTED, _BEAT, _BUSY):
+            self._set(column, now)
+        threading.Thread(target=self._beat, args=(parent_pid,), daemon=True,
+                         name="heartbeat").start()
+
+    def _set(self, column: int, value: float) -> None:
+        self._table[3 * self._rank + column] = value
+
+    def _beat(self, parent_pid: int | None) -> None:
+        while True:
+            if parent_pid is not None and os.getppid() != parent_pid:
+                os.kill(os.getpid(), signal.SIGKILL)
+            self._set(_BEAT, time.monotonic())
+            time.sleep(HEARTBEAT_S)
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Mark the enclosed calls as a wait on a peer (nested waits count once)."""
+        self._depth += 1
+        if self._depth == 1:
+            self._set(_BUSY, 0.0)
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                self._set(_BUSY, time.monotonic())
+
+    # -- in the launcher ------------------------------------------------------------------------
+    def lost(self, ranks: list[int], now: float, seconds: float
+             ) -> tuple[int, str, float] | None:
+        """The process of ``ranks`` without a sign of progress for more than ``seconds``:
+        ``(rank, how, for how long)``, or None.
+
+        No progress: no heartbeat (a process that never started counts from the first process's
+        start), or busy outside any wait on a peer. ``how`` is ``silent`` when the heartbeat has
+        been missing for :data:`BLAME_FRACTION` of that time or more (stopped or frozen, maybe
+        while busy), else ``busy`` (hung in its own code). Silent ones come first (one busy may
+        be held by a stopped peer, in a send), then the one lost longest.
+        """
+        table = np.frombuffer(self._table, np.float64).reshape(self.world, 3)
+        started = table[:, _STARTED]
+        if not (started > 0).any() or not ranks:
+            return None
+        sel = np.asarray(ranks)
+        row = table[sel]
+        silent = now - np.where(row[:, _STARTED] > 0, row[:, _BEAT], started[started > 0].min())
+        busy = np.where(row[:, _BUSY] > 0, now - row[:, _BUSY], 0.0)
+        age = np.maximum(silent, busy)
+        is_silent = silent >= BLAME_FRACTION * age
+        lost = np.flatnonzero(age > seconds)
+        if not len(lost):
+            return None
+        i = lost[np.lexsort((age[lost], is_silent[lost]))[-1]]
+        if is_silent[i]:
+            return int(sel[i]), "silent", float(silent[i])
+        return int(sel[i]), "busy", float(busy[i])
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Have the kernel SIGKILL this process the moment its launcher dies (Linux
+    ``PR_SET_PDEATHSIG``, which also replaces torch's SIGINT there: a signal a process stuck in
+    a gloo call would only act on after its timeout); elsewhere the heartbeat thread checks the
+    parent (:meth:`Liveness.start`)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent_pid:  # the launcher died before the prctl took effect
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class _NamelessFile:
+    """A file without a name, which a spawned process inherits by descriptor: the launcher hands
+    the training samples over in one, each process its result (or its error) in another.
+
+    Made by :func:`tempfile.TemporaryFile` (``O_TMPFILE`` on Linux: it never has a name;
+    elsewhere unlinked at once), it lives exactly as long as a process holds it open: whatever
+    kills the launcher or a process, no temporary file is left behind. One process writes it;
+    readers map it (never the shared file offset), so several may read at once. The samples go
+    this way rather than through the spawn pipe: a process stopped before reading its pipe would
+    block the launcher's write there, before any supervision.
+    """
+
+    def __init__(self) -> None:
+        self.file = tempfile.TemporaryFile(prefix="workbench-dist-")
+
+    def __reduce__(self):
+        # only while spawning: the descriptor travels with the new process (multiprocessing's
+        # own way for its shared memory)
+        return _inherit_file, (reduction.DupFd(self.file.fileno()),)
+
+    def write(self, payload: dict) -> None:
+        """Replace the content with ``payload`` (pickled)."""
+        self.file.seek(0)
+        self.file.truncate()
+        pickle.dump(payload, self.file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.file.flush()
+
+    def read(self) -> dict:
+        """The payload written (an empty dict if none was, or only part of one)."""
+        size = os.fstat(self.file.fileno()).st_size
+        if size == 0:
+            return {}
+        with mmap.mmap(self.file.fileno(), size, access=mmap.ACCESS_READ) as view:
+            try:
+                return pickle.loads(view)
+            except (EOFError, pickle.UnpicklingError):  # cut short by a kill
+                return {}
+
+    def close(self) -> None:
+        """Close this process's handle (the file is gone once no process holds it)."""
+        self.file.close()
+
+
+def _inherit_file(dup) -> _NamelessFile:
+    nameless = _NamelessFile.__new__(_NamelessFile)
+    nameless.file = os.fdopen(dup.detach(), "r+b")
+    return nameless
+
+
+class _DirOutput:
+    """Outputs of a rank under ``torchrun`` (several machines): ``rank<r>.pkl`` (the result,
+    written atomically) or ``rank<r>.err`` (the time and the traceback) in a directory."""
+
+    def __init__(self, folder: str, rank: int) -> None:
+        self.folder = Path(folder)
+        self.rank = rank
+
+    def write(self, payload: dict) -> None:
+        """Write the result, or the error."""
+        if "error" in payload:
+            (self.folder / f"rank{self.rank}.err").write_text(
+                f"{payload['at']:.6f}\n{payload['error']}")
+            return
+        path = self.folder / f"rank{self.rank}.pkl"
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "wb") as f:
+            pickle.dump(payload["out"], f)
+        os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------------------
 # Processes
 # ------------------------------------------------------------------------------------------
 
@@ -239,6 +451,9 @@ def _maybe_fail(fault: Fault | None, rank: int, iteration: int) -> None:
         return
     if fault.kind == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if fault.kind == "stop":
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return
     if fault.kind == "hang":
         while True:
             time.sleep(3600)
@@ -253,50 +468,61 @@ def _role(job: DistributedJob, rank: int) -> str:
     return "dispatcher"
 
 
-def _entry(rank: int, job: DistributedJob, train: Split, init_method: str, out_dir: str,
-           fault: Fault | None) -> None:
-    """Body of every process (``torch.multiprocessing`` calls it with the rank first)."""
+def _entry(rank: int, job: DistributedJob, train: Split | _NamelessFile, init_method: str,
+           output: _NamelessFile | _DirOutput, fault: Fault | None,
+           liveness: Liveness | None = None, parent_pid: int | None = None) -> None:
+    """Body of every process: join the group, run the role, write the result to ``output``.
+
+    ``train`` is the split, or the launcher's file holding it (``{"train": split}``).
+
+    Under the launcher (``liveness`` given) the process dies with its launcher, beats, and on an
+    error writes it and exits at once (the launcher stops the others; leaving the group could
+    wait on them).
+    """
+    if parent_pid is not None:
+        _die_with_parent(parent_pid)
+    if liveness is not None:
+        liveness.start(rank, parent_pid)
+    waiting = liveness.waiting if liveness is not None else contextlib.nullcontext
     torch.set_num_threads(1)
     start = time.perf_counter()
-    dist.init_process_group("gloo", init_method=init_method, rank=rank,
-                            world_size=job.world_size, timeout=timedelta(seconds=job.timeout_s))
-    workers_group = dist.new_group(list(range(1, job.workers + 1)))
-    dist.barrier()
-    startup_s = time.perf_counter() - start
-    links = worker_links(job.cluster_cfg, job.shaped)
     try:
-        _run_role(rank, job, train, links, workers_group, fault, startup_s, out_dir)
+        split = train.read()["train"] if isinstance(train, _NamelessFile) else train
+        with waiting():
+            dist.init_process_group("gloo", init_method=init_method, rank=rank,
+                                    world_size=job.world_size,
+                                    timeout=timedelta(seconds=job.timeout_s))
+            workers_group = dist.new_group(list(range(1, job.workers + 1)))
+            dist.barrier()
+        startup_s = time.perf_counter() - start
+        links = worker_links(job.cluster_cfg, job.shaped)
+        out = _run_role(rank, job, split, links, workers_group, fault, waiting)
+        out["startup_s"] = startup_s
+        output.write({"out": out})
     except BaseException:
         # the first error in time is the cause; the others' ("connection closed") follow it
-        with open(Path(out_dir) / f"rank{rank}.err", "w") as f:
-            f.write(f"{time.time():.6f}\n{traceback.format_exc()}")
+        output.write({"error": traceback.format_exc(), "at": time.time()})
+        if liveness is not None:
+            os._exit(1)
         raise
-    finally:
-        dist.destroy_process_group()
+    dist.destroy_process_group()
 
 
 def _run_role(rank: int, job: DistributedJob, train: Split, links, workers_group,
-              fault: Fault | None, startup_s: float, out_dir: str) -> None:
-    """Run rank ``rank``'s role and write its outputs atomically to ``out_dir``."""
+              fault: Fault | None, waiting) -> dict:
+    """Run rank ``rank``'s role; its outputs."""
     if rank == SERVER_RANK:
-        out = _server(job, links, fault)
-    elif rank <= job.workers:
-        out = _worker(rank, job, train, links, workers_group, fault)
-    else:
-        out = _dispatcher(job, train, links)
-    out["startup_s"] = startup_s
-    path = Path(out_dir) / f"rank{rank}.pkl"
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "wb") as f:
-        pickle.dump(out, f)
-    os.replace(tmp, path)
+        return _server(job, links, fault, waiting)
+    if rank <= job.workers:
+        return _worker(rank, job, train, links, workers_group, fault, waiting)
+    return _dispatcher(job, train, links, waiting)
 
 
-def _server(job: DistributedJob, links, fault: Fault | None) -> dict:
+def _server(job: DistributedJob, links, fault: Fault | None, waiting) -> dict:
     endpoint = Endpoint({w + 1: ShapedLink(b, lat) for w, (b, lat) in enumerate(links)},
                         shared=(ShapedLink(job.cluster_cfg.ps_bandwidth_gbps * 1e9 / 8)
                                 if job.shaped else None),
-                        threaded=True)
+                        threaded=True, waiting=waiting)
     _, table = initial_parameters(job.model_cfg, job.n_dense, job.n_sparse, job.table_rows,
                                   job.seed)
     result = serve_parameter_server(endpoint, table, list(range(1, job.workers + 1)),
@@ -320,13 +546,13 @@ def _positions(job: DistributedJob, own: BaselineDispatcher | None, endpoint: En
 
 
 def _worker(rank: int, job: DistributedJob, train: Split, links, group,
-            fault: Fault | None) -> dict:
+            fault: Fault | None, waiting) -> dict:
     w = rank - 1
     cfg = job.model_cfg
     batch = cfg.batch_size
     bandwidth, latency = links[w]
     workers = job.workers
-    endpoint = Endpoint({SERVER_RANK: ShapedLink(bandwidth, latency)})
+    endpoint = Endpoint({SERVER_RANK: ShapedLink(bandwidth, latency)}, waiting=waiting)
     ring = ShapedLink(bandwidth, 2 * (workers - 1) * latency)  # the all_reduce's sender side
     cache = RemoteCache(job.cache_spec(), job.table_rows, cfg.embedding_dim, endpoint)
     model, _ = initial_parameters(cfg, job.n_dense, job.n_sparse, job.table_rows, job.seed)
@@ -364,9 +590,10 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
         t2 = time.perf_counter()
         flat = torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel())
                           for p in params] + [loss.detach().reshape(1)])
-        if job.shaped and ring_bytes:
-            ring.wait(ring_bytes)
-        dist.all_reduce(flat, group=group)
+        with waiting():  # the ring's link time, then the peers
+            if job.shaped and ring_bytes:
+                ring.wait(ring_bytes)
+            dist.all_reduce(flat, group=group)
         offset = 0
         for p in params:
             p.grad = flat[offset: offset + p.numel()].view_as(p).clone()
@@ -400,9 +627,9 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
     return out
 
 
-def _dispatcher(job: DistributedJob, train: Split, links) -> dict:
+def _dispatcher(job: DistributedJob, train: Split, links, waiting) -> dict:
     endpoint = Endpoint({w + 1: ShapedLink(b, lat) for w, (b, lat) in enumerate(links)},
-                        threaded=True)
+                        threaded=True, waiting=waiting)
     shadow = EdgeCluster(job.cluster_cfg, job.system.cache_config(job.cache_cfg),
                          job.table_rows, job.model_cfg.embedding_dim)
     capacities = job.capacity_array()
@@ -436,8 +663,10 @@ def run_distributed(job: DistributedJob, train: Split, fault: Fault | None = Non
     """Run ``job`` on ``train`` with one process per rank on this machine; collect the result.
 
     Raises:
-        DistributedRunError: a process raised or died, or the run passed ``job.deadline_s``;
-            every other process has been stopped.
+        DistributedProcessError: a process died, stopped or hung, or the run passed
+            ``job.deadline_s`` (one line naming the process); every process has been stopped.
+        DistributedRunError: a process raised (its traceback in the message); every process
+            has been stopped.
     """
     needed = job.steps * job.model_cfg.batch_size
     if len(train) < needed:
@@ -446,35 +675,26 @@ def run_distributed(job: DistributedJob, train: Split, fault: Fault | None = Non
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo" if os.path.exists("/sys/class/net/lo")
                           else "lo0")
     init_method = f"tcp://127.0.0.1:{_free_port()}"
+    ctx = mp.get_context("spawn")
+    liveness = Liveness(job.world_size, ctx)
+    samples = _NamelessFile()
+    outputs = [_NamelessFile() for _ in range(job.world_size)]
+    processes = [ctx.Process(target=_entry, name=f"workbench-dist-rank{rank}", daemon=True,
+                             args=(rank, job, samples, init_method, outputs[rank], fault,
+                                   liveness, os.getpid()))
+                 for rank in range(job.world_size)]
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="workbench-dist-") as out_dir:
-        context = mp.start_processes(_entry, args=(job, train, init_method, out_dir, fault),
-                                     nprocs=job.world_size, join=False, start_method="spawn")
-        deadline = time.monotonic() + job.deadline_s
-        try:
-            while not context.join(timeout=0.25):
-                if time.monotonic() > deadline:
-                    _terminate(context)
-                    raise DistributedRunError(
-                        f"the distributed run passed its deadline of {job.deadline_s:.0f} s "
-                        f"and was stopped ({job.world_size} processes)")
-        except mp.ProcessRaisedException as error:
-            _terminate(context)
-            rank, detail = _first_error(out_dir, getattr(error, "error_index", -1), str(error))
-            raise DistributedRunError(
-                f"{_role(job, rank)} (rank {rank}) raised; the run was stopped:\n{detail}"
-            ) from None
-        except mp.ProcessExitedException as error:
-            _terminate(context)
-            rank = getattr(error, "error_index", -1)
-            raise DistributedRunError(
-                f"{_role(job, rank)} (rank {rank}) died ({error}); the run was stopped"
-            ) from None
+    try:
+        samples.write({"train": train})
+        for process in processes:
+            process.start()
+        _supervise(job, processes, liveness, outputs)
         wall_s = time.perf_counter() - start
-        outs = []
-        for rank in range(job.world_size):
-            with open(Path(out_dir) / f"rank{rank}.pkl", "rb") as f:
-                outs.append(pickle.load(f))
+        outs = [output.read()["out"] for output in outputs]
+    finally:
+        _stop(processes)
+        for nameless in (samples, *outputs):
+            nameless.close()
     server = outs[SERVER_RANK]
     history = pd.DataFrame([r for out in outs[1: job.workers + 1] for r in out["history"]])
     history = history.sort_values(["iteration", "worker"], kind="stable").reset_index(drop=True)
@@ -488,23 +708,79 @@ def run_distributed(job: DistributedJob, train: Split, fault: Fault | None = Non
         wall_s=wall_s, startup_s=max(o["startup_s"] for o in outs))
 
 
-def _first_error(out_dir: str, rank: int, detail: str) -> tuple[int, str]:
-    """The rank whose error came first (the cause), and its traceback."""
-    first = (float("inf"), rank, detail)
-    for path in Path(out_dir).glob("rank*.err"):
-        stamp, _, text = path.read_text().partition("\n")
-        first = min(first, (float(stamp), int(path.stem[4:]), text))
-    return first[1], first[2]
+def _supervise(job: DistributedJob, processes: list, liveness: Liveness,
+               outputs: list[_NamelessFile]) -> None:
+    """Wait until every process has exited with 0; raise naming the process at fault as soon as
+    one dies or raises, stays silent or busy for ``timeout_s``, or the run passes its deadline.
+    """
+    deadline = time.monotonic() + job.deadline_s
+    while True:
+        running = [p.sentinel for p in processes if p.exitcode is None]
+        if running:
+            connection.wait(running, timeout=POLL_S)
+        now = time.monotonic()
+        alive = [rank for rank, p in enumerate(processes) if p.exitcode is None]
+        failed = [rank for rank, p in enumerate(processes) if p.exitcode not in (None, 0)]
+        if failed:
+            raise _failure(job, processes, liveness, outputs, failed, alive, now)
+        if not alive:
+            return
+        lost = liveness.lost(alive, now, job.timeout_s)
+        if lost is not None:
+            raise DistributedProcessError(_lost_message(job, processes, *lost))
+        if now > deadline:
+            raise DistributedProcessError(
+                f"the distributed run passed its deadline of deadline_s = {job.deadline_s:g} s "
+                f"and was stopped ({job.world_size} processes): raise deadline_s or lower the "
+                "steps")
 
 
-def _terminate(context) -> None:
-    for process in context.processes:
-        if process.is_alive():
-            process.terminate()
-    for process in context.processes:
-        process.join(timeout=5)
-        if process.is_alive():
+def _who(job: DistributedJob, processes: list, rank: int) -> str:
+    return f"{_role(job, rank)} (rank {rank}, pid {processes[rank].pid})"
+
+
+def _lost_message(job: DistributedJob, processes: list, rank: int, how: str,
+                  seconds: float) -> str:
+    what = (f"sent nothing (no heartbeat) for {seconds:.0f} s: it is stopped (SIGSTOP, a "
+            "debugger) or frozen" if how == "silent" else
+            f"was busy for {seconds:.0f} s without reaching a message, all_reduce or barrier: "
+            "it hangs in its own code")
+    return (f"{_who(job, processes, rank)} {what} (timeout_s = {job.timeout_s:g} s); the run's "
+            f"{job.world_size} processes were stopped")
+
+
+def _failure(job: DistributedJob, processes: list, liveness: Liveness,
+             outputs: list[_NamelessFile], failed: list[int], alive: list[int], now: float
+             ) -> DistributedRunError:
+    """The error naming the cause of a failure: a process that died; else one still running
+    that has been silent or busy for :data:`BLAME_FRACTION` of ``timeout_s`` (the others timed
+    out waiting for it); else the first process that raised."""
+    errors = {rank: outputs[rank].read() for rank in failed}
+    for rank in failed:
+        code = processes[rank].exitcode
+        if "error" not in errors[rank]:
+            how = (f"killed by {signal.Signals(-code).name}" if code < 0
+                   else f"exited with code {code}")
+            return DistributedProcessError(
+                f"{_who(job, processes, rank)} died ({how}); the run's {job.world_size} "
+                "processes were stopped")
+    lost = liveness.lost(alive, now, BLAME_FRACTION * job.timeout_s)
+    if lost is not None:
+        return DistributedProcessError(_lost_message(job, processes, *lost)
+                                       + "; the others timed out waiting for it")
+    rank = min(failed, key=lambda r: errors[r]["at"])
+    return DistributedRunError(f"{_who(job, processes, rank)} raised; the run was stopped:\n"
+                               f"{errors[rank]['error']}")
+
+
+def _stop(processes: list) -> None:
+    """SIGKILL every process still running (a stopped one too) and reap them all."""
+    for process in processes:
+        if process.pid is not None and process.exitcode is None:
             process.kill()
+    for process in processes:
+        if process.pid is not None:
+            process.join()
 
 
 def torchrun_main(job_path: str) -> None:
@@ -519,4 +795,4 @@ def torchrun_main(job_path: str) -> None:
         raise SystemExit(f"torchrun started {world} processes; the job needs {job.world_size} "
                          f"(1 server + {job.workers} workers"
                          f"{' + 1 dispatcher' if job.has_dispatcher else ''})")
-    _entry(rank, job, train, "env://", str(Path(job_path).parent), None)
+    _entry(rank, job, train, "env://", _DirOutput(str(Path(job_path).parent), rank), None)
