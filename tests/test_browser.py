@@ -86,12 +86,15 @@ def lab(tmp_path_factory: pytest.TempPathFactory, ci_pipeline: Path) -> Iterator
     shutil.copy(REPO_ROOT / "pyproject.toml", workspace / "pyproject.toml")
     for name in ("esd", "het", "combined"):
         _lab_notebook(name, workspace, ci_pipeline, root / "out" / name)
-    # every cell rendered (the default windowing renders only what is in view) and no news
-    # prompt over the page: user settings, as Settings > Settings Editor would write them
+    # every cell rendered (the default windowing renders only what is in view), the notebook's
+    # own kernel started without asking (the dialog's "Always start the preferred kernel": on a
+    # loaded machine a slow kernel start brought the Select Kernel dialog back after every
+    # click), and no news prompt over the page: user settings, as Settings > Settings Editor
+    # would write them
     settings = root / "settings" / "@jupyterlab"
     (settings / "notebook-extension").mkdir(parents=True)
     (settings / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
-        json.dumps({"windowingMode": "none"}))
+        json.dumps({"windowingMode": "none", "autoStartDefaultKernel": True}))
     (settings / "apputils-extension").mkdir(parents=True)
     (settings / "apputils-extension" / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False}))
