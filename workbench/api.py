@@ -75,9 +75,8 @@ def _processed(cfg: WorkbenchConfig, name: str) -> Path:
 
     processed = processed_dir(cfg.paths.resolve("data"), name)
     if not preprocessed(cfg, name):
-        advice = (f"run `python -m workbench.stages prepare --dataset {name}` (or dvc repro)"
-                  if name in cfg.datasets else prepare_advice(processed))
-        raise MissingInputError(f"{processed} holds no preprocessed dataset: {advice}")
+        raise MissingInputError(f"{processed} holds no preprocessed dataset: "
+                                f"{prepare_advice(processed)}")
     return processed
 
 
