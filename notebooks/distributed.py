@@ -19,8 +19,10 @@
 # analytic clock. Here the same small runs go through the **distributed backend**
 # (`workbench/training/distributed.py`): a parameter-server process and W worker processes on
 # torch.distributed (gloo, loopback), HET's pulls and pushes as real messages
-# (`workbench/cluster/remote_ps.py`), dense gradients averaged with a real `all_reduce`, every
-# link shaped in its sender (token bucket + latency, `workbench/cluster/shaped_link.py`).
+# (`workbench/cluster/remote_ps.py`), dense gradients averaged with a real `all_reduce`, on two
+# networks: every link shaped in its sender (token bucket + latency,
+# `workbench/cluster/shaped_link.py`), and a real network of one namespace per process whose
+# links the kernel shapes (`workbench/cluster/edge_network.py`, one `torchrun` per node).
 # Reads `results/distributed_check/<dataset>/` (the `distributed_check` stage). Knobs:
 # `workbench/conf/stages/distributed_check.yaml`.
 
@@ -53,54 +55,74 @@ summary = json.loads((results / "summary.json").read_text())
 checks = pd.DataFrame(json.loads((results / "check.json").read_text())["bounds"])
 phases = pd.read_csv(results / "phases.csv")
 esd = pd.read_csv(results / "esd.csv")
+wire = pd.read_csv(results / "bytes.csv")
 if checks.empty or phases.empty or esd.empty:
     raise RuntimeError(f"{results}: no checked runs or no timed iterations")
+NETWORK_NAMES = {"token_bucket": "token bucket (sender-shaped, loopback)",
+                 "kernel": "kernel-shaped (namespaces, tc)"}
+networks = summary["networks"]
+kernel = summary.get("kernel_network", {})
 links = ", ".join(f"{b:g} Gb/s / {l:g} ms" for b, l in
                   zip(summary["bandwidth_gbps"], summary["latency_ms"], strict=True))
 setting = (f"{dataset}, {summary['model']} (dense optimizer {summary['optimizer']}), "
            f"{summary['workers']} workers ({links}), global batch {summary['batch_size']}, "
            f"{summary['steps']} BSP iterations, {summary['cache_policy']} cache "
            f"{summary['cache_ratio']:g} of the table, seed {summary['seed']}")
+ran = "; ".join(NETWORK_NAMES[n] for n in networks)
+skipped = "".join(f" The {n} network was skipped: {why}." for n, why in
+                  summary["networks_skipped"].items())
+latency_note = ""
+if "kernel" in networks:
+    latency_note = (" On the kernel network the links' latency is "
+                    + ("the configured one (netem)." if kernel.get("latency_applied") else
+                       "the veths' own, about "
+                       + ", ".join(f"{v * 1e3:.0f} us" for v in kernel["effective_latency_ms"])
+                       + " one way (this kernel has no netem to add delay): the clock is "
+                       "evaluated at that latency, so both sides see the same links."))
 section = Section(
     name="distributed", title="The emulator against real processes (torch.distributed)",
     out_dir=out_dir,
     intro=("The same runs, emulated and on real processes: a parameter-server process and "
-           f"{summary['workers']} worker processes exchanging HET's pulls and pushes over gloo "
-           "on loopback, each link shaped in its sender, dense gradients averaged with a real "
-           "all_reduce. The exact checks say whether the emulator's protocol is the real one; "
-           "the timing says how far its clock is from wall time on this machine. No paper "
-           "claim is measured here: this validates the instrument the HET and ESD sections "
-           "use."))
+           f"{summary['workers']} worker processes exchanging HET's pulls and pushes over gloo, "
+           "dense gradients averaged with a real all_reduce, on each network that ran: "
+           f"{ran}.{skipped} The token-bucket network shapes each link in its sender (a second "
+           "model of the link); the kernel network gives every process its own network "
+           "namespace, launched by one torchrun per node, and the kernel's tc shapes each "
+           f"link, so what it measures is a real TCP network's.{latency_note} The exact checks "
+           "say whether the emulator's protocol is the real one; the timing says how far its "
+           "clock is from wall time on this machine. No paper claim is measured here: this "
+           "validates the instrument the HET and ESD sections use."))
 
 # %% [markdown]
 # ## Exact checks: counters, rows, bytes, versions, parameters
 
 # %%
-table = checks[["bound", "counters_identical", "counter_mismatches", "counter_cells",
-                "pulled_rows_emulated", "pulled_rows_distributed", "pushed_rows_emulated",
-                "pushed_rows_distributed", "embedding_bytes_identical",
+table = checks[["network", "bound", "counters_identical", "counter_mismatches",
+                "counter_cells", "pulled_rows_emulated", "pulled_rows_distributed",
+                "pushed_rows_emulated", "pushed_rows_distributed", "embedding_bytes_identical",
                 "meta_bytes_emulated", "meta_bytes_measured", "meta_bytes_protocol_extra",
                 "meta_bytes_explained", "header_bytes_measured", "versions_identical",
                 "table_max_rel_diff", "dense_max_rel_diff"]].copy()
 section.table(
     table, "checks",
-    "Per staleness bound: every cache counter of every (iteration, worker) and of the final "
-    "flush, emulated against distributed; rows pulled and pushed; embedding bytes (rows x D x 4, "
-    "what the clock counts) against the bytes the processes really sent and received; metadata "
-    "bytes: the clock's 16 B per key read and per pushed row, plus what the real protocol must "
-    "also carry (a reply mask of one bit per key and the 8-byte version of every pulled row); "
-    f"{summary['runs'][0]['startup_s']:.1f} s of process start-up not counted. Parameter "
-    "differences are relative to the largest parameter.", setting)
+    "Per network and staleness bound: every cache counter of every (iteration, worker) and of "
+    "the final flush, emulated against distributed; rows pulled and pushed; embedding bytes "
+    "(rows x D x 4, what the clock counts) against the bytes the processes really sent and "
+    "received; metadata bytes: the clock's 16 B per key read and per pushed row, plus what the "
+    "real protocol must also carry (a reply mask of one bit per key and the 8-byte version of "
+    f"every pulled row); {summary['runs'][0]['startup_s']:.1f} s of process start-up not "
+    "counted. Parameter differences are relative to the largest parameter.", setting)
 ok = summary["counters_identical"] and bool(table["embedding_bytes_identical"].all()) \
     and bool(table["meta_bytes_explained"].all()) and bool(table["versions_identical"].all())
-s0 = checks[checks["bound"] == 0].iloc[0]
+s0 = checks[checks["bound"] == 0]
 section.note(
     ("**Identical.** " if ok else "**MISMATCH** (see the table). ")
-    + f"Counters, rows and embedding bytes agree exactly for every bound "
-    f"({', '.join(str(b) for b in checks['bound'])}); the measured metadata bytes equal the "
-    "clock's plus the protocol's extra to the byte. At s = 0 the trained table differs by "
-    f"{s0['table_max_rel_diff']:.1e} and the dense parameters by {s0['dense_max_rel_diff']:.1e} "
-    f"of their largest value (tolerance {summary['param_rtol']:g}: "
+    + "Counters, rows and embedding bytes agree exactly for every bound "
+    f"({', '.join(str(b) for b in exp.bounds)}) on every network; the measured metadata bytes "
+    "equal the clock's plus the protocol's extra to the byte. At s = 0 the trained table "
+    f"differs by at most {s0['table_max_rel_diff'].max():.1e} and the dense parameters by "
+    f"{s0['dense_max_rel_diff'].max():.1e} of their largest value (tolerance "
+    f"{summary['param_rtol']:g}: "
     + ("within" if summary["parameters_within_tolerance"] else "**outside**")
     + "): the worker processes sum the dense gradients in a gloo all_reduce and compute each "
     "sample's embedding gradient in a smaller batch than the emulator's single backward pass, "
@@ -109,52 +131,114 @@ section.note(
     "into a full step.")
 
 # %% [markdown]
-# ## Wall time against the emulated clock, per phase
+# ## Wall time against the emulated clock, per phase and network
 
 # %%
 long = []
 for phase, measured, emulated in (("compute", "compute_measured", "compute_emulated"),
-                                  ("PS communication", "comm_measured", "comm_emulated"),
+                                  ("pull", "pull_measured", "pull_emulated"),
+                                  ("push", "push_measured", "push_emulated"),
                                   ("all-reduce", "allreduce_measured", "allreduce_emulated"),
                                   ("iteration", "wall_measured", "step_emulated")):
     for source, col in (("measured (processes)", measured), ("emulated clock", emulated)):
-        long.append(phases.groupby(["bound", "worker"])[col].mean().rename("seconds")
-                    .reset_index().assign(phase=phase, source=source))
+        long.append(phases.groupby(["network", "bound", "worker"])[col].mean()
+                    .rename("seconds").reset_index().assign(phase=phase, source=source))
 long = pd.concat(long, ignore_index=True)
 long["ms"] = 1e3 * long["seconds"]
-grid = sns.catplot(data=long, x="phase", y="ms", hue="source", col="worker", row="bound",
-                   kind="bar", height=3.2, aspect=1.4, sharey=False)
+long["network"] = long["network"].map(NETWORK_NAMES)
+long["worker"] = "worker " + long["worker"].astype(str)
+grid = sns.catplot(data=long[long["bound"] == 0], x="phase", y="ms", hue="source",
+                   col="worker", row="network", kind="bar", height=2.8, aspect=1.5,
+                   sharey=False)
 grid.set_axis_labels("", "ms per iteration (mean)")
+grid.set_titles("{row_name}, {col_name}")
 section.figure(grid.figure, "phases",
-               "Mean seconds per iteration and phase: measured wall time of the processes "
-               "against the emulated clock's, per worker and bound (first "
-               f"{summary['warmup']} iterations dropped). PS communication = the pull exchange "
-               "+ sending the push; the wait for the other workers' pushes (BSP) is in the "
-               "iteration, not in a phase.", setting)
+               "Mean milliseconds per iteration and phase at s = 0: measured wall time of the "
+               "processes against the emulated clock's, per network and worker (first "
+               f"{summary['warmup']} iterations dropped). Pull: the request until the reply; "
+               "push: from the worker's send until the server has all of it (one machine-wide "
+               "clock); the wait for the other workers' pushes (BSP) is in the iteration, not "
+               "in a phase.", setting)
 plt.close("all")
-ratios = pd.DataFrame(summary["phase_ratios"]).T.rename_axis("bound").reset_index()
-section.table(ratios, "phase_ratios", "Measured / emulated per phase (means).", setting)
-fit = summary["fitted_software"]
+ratios = pd.DataFrame([{"network": network, "bound": int(bound), **r}
+                       for network, by_bound in summary["phase_ratios"].items()
+                       for bound, r in by_bound.items()])
+section.table(ratios, "phase_ratios", "Measured / emulated per phase (means), per network: the "
+              "kernel-shaped network beside the sender-shaped token bucket.", setting)
+
+
+def _ratio_list(network, phase):
+    rows = ratios[ratios["network"] == network]
+    return ", ".join(f"{r[phase]:.2f}x (s = {r['bound']})" for _, r in rows.iterrows())
+
+
 clock = summary["clock"]
-section.note(
-    f"The clock's compute is this machine's calibration ({clock['describe']}); measured / "
-    "emulated compute is "
-    + ", ".join(f"{r['compute']:.2f}x (s = {r['bound']})" for _, r in ratios.iterrows())
-    + ": the workers run as separate processes on 2 cores beside the server's sender threads. "
-    "The all-reduce is slower than the clock's ring term "
-    + ", ".join(f"{r['allreduce']:.2f}x" for _, r in ratios.iterrows())
-    + " because the clock charges only 2(W-1)/W x dense bytes / the slowest link, while a "
-    "real ring also pays 2(W-1) latencies, gloo's own copies, and the wait for the slowest "
-    "worker's backward pass. PS communication: "
-    + ", ".join(f"{r['comm']:.2f}x" for _, r in ratios.iterrows())
-    + f". Fitted on the {fit['samples']} measured pull exchanges (pull seconds minus the shaped "
-    "links' latencies and bytes / bandwidth, against rows handled): "
-    f"{1e6 * fit['message_s']:.0f} us per exchange + {1e6 * fit['row_s']:.2f} us per row "
-    f"(median residual {1e3 * fit['residual_median_s']:.2f} ms), against the calibrated "
-    f"{1e6 * (clock['client_message_s'] + clock['server_message_s']):.0f} us per message and "
-    f"{1e6 * (clock['client_row_s'] + clock['server_row_s']):.2f} us per row (client + server). "
-    "The real exchange also pays gloo's send/receive of two tensors per message each way and "
-    "numpy framing, which the calibration's in-process serialisation loop does not.")
+text = (f"The clock's compute is this machine's calibration ({clock['describe']}). ")
+for network in networks:
+    fit = summary["fitted_software"][network]
+    text += (f"**{NETWORK_NAMES[network]}**: compute {_ratio_list(network, 'compute')}, pull "
+             f"{_ratio_list(network, 'pull')}, push {_ratio_list(network, 'push')}, all-reduce "
+             f"{_ratio_list(network, 'allreduce')}, iteration "
+             f"{_ratio_list(network, 'iteration')}; fitted on its {fit['samples']} pull "
+             f"exchanges: {1e6 * fit['message_s']:.0f} us per exchange + "
+             f"{1e6 * fit['row_s']:.2f} us per row. ")
+per_message = clock["client_message_s"] + clock["server_message_s"]
+by_worker = phases[phases["bound"] == 0].groupby(["network", "worker"])[
+    ["push_measured", "push_emulated"]].mean()
+fast = int(phases["worker"].max())  # the last worker has the fastest link in the default
+text += ("The all-reduce ratio is the collective itself: per iteration the time of the worker "
+         "that entered it last; `allreduce_with_wait` (the mean over workers) also holds the "
+         "faster-link worker's wait inside the all_reduce for the slower one, most of the gap "
+         "between the two. ")
+if "kernel" in networks:
+    k = by_worker.loc[("kernel", fast)]
+    text += ("On the kernel network a push counts until the server has read all of it, and "
+             "the server reads one message at a time: the fastest-link worker's push "
+             f"({1e3 * k['push_measured']:.1f} ms measured against the clock's "
+             f"{1e3 * k['push_emulated']:.1f} ms at s = 0) waits behind the slow-link worker's, "
+             "still crossing its link, while the clock gives every worker a parallel link; the "
+             "token bucket hides this wait, because a sender there holds its message until the "
+             "bucket lets it go, so the server is never left reading a slow payload. ")
+text += (f"The calibration charges {1e6 * per_message:.0f} us per message and {1e6 * (clock['client_row_s'] + clock['server_row_s']):.2f} us "
+         "per row (client + server). The clock's ring all-reduce is 2(W-1)/W x dense bytes / the "
+         "slowest link, nothing else; a real ring also pays its steps' latencies, gloo's copies "
+         "and framing, and the wait for the slowest worker's backward pass. On the kernel "
+         "network every byte also carries TCP/IP and Ethernet headers and gloo's framing (the "
+         "table below), and the rate is the wire's, headers included.")
+section.note(text)
+
+# %% [markdown]
+# ## Bytes on the wire: the kernel's counters against the backend's and the clock's
+
+# %%
+if wire.empty:
+    section.note("The kernel network did not run here, so no interface counters were read."
+                 + skipped)
+else:
+    view = wire[["run", "worker", "iterations", "kernel_bytes", "kernel_packets",
+                 "header_bytes", "backend_bytes", "gloo_framing_bytes",
+                 "allreduce_framing_per_iteration", "clock_bytes", "kernel_over_backend",
+                 "kernel_over_clock"]]
+    section.table(
+        view, "bytes",
+        "Per kernel-network run and worker, over every iteration: the bytes on the worker's "
+        "veth as the kernel counted them (both directions, `/proc/<pid>/net/dev`) against the "
+        "backend's own accounting (every message's header and arrays, and the all-reduce's ring "
+        "share each way) and the clock's (embedding, metadata and ring bytes). kernel = "
+        "headers (66 B per packet: Ethernet, IPv4, TCP with timestamps) + backend + gloo's "
+        "framing of each point-to-point transfer (144 B) + the all-reduce's own framing (what "
+        "remains, per iteration).", setting)
+    worst = wire.loc[wire["kernel_over_clock"].idxmax()]
+    section.note(
+        "The backend's accounting explains the kernel's counts once packet headers and gloo's "
+        "framing are added: kernel / backend is "
+        f"{wire['kernel_over_backend'].min():.2f}-{wire['kernel_over_backend'].max():.2f}x, "
+        "kernel / clock "
+        f"{wire['kernel_over_clock'].min():.2f}-{wire['kernel_over_clock'].max():.2f}x (the "
+        f"most in {worst['run']}, worker {worst['worker']}). The clock counts payload only; a "
+        "small message (a key list, an ACK) carries more header than payload, so the gap is "
+        "largest where the messages are small, and a clock calibrated against a real network "
+        "must charge a per-message byte overhead, not only a per-message time.")
 
 # %% [markdown]
 # ## ESD on real processes: a dispatcher process, heterogeneous edge links
@@ -163,35 +247,44 @@ section.note(
 esd_links = ", ".join(f"{b:g}" for b in summary["esd_bandwidth_gbps"])
 esd_setting = (f"{dataset}, {summary['model']}, {summary['esd_workers']} workers, links "
                f"{esd_links} Gb/s, {summary['steps']} iterations, every dispatcher in its own "
-               "process sending each worker its samples (the baseline too)")
-view = esd[["dispatcher", "step_s_measured", "step_s_emulated", "speedup_measured",
+               "process sending each worker its samples (the baseline too), on each network")
+view = esd[["network", "dispatcher", "step_s_measured", "step_s_emulated", "speedup_measured",
             "speedup_emulated", "embedding_bytes_measured", "decision_s_mean",
             "dispatch_wait_s_mean", "counters_identical"]]
 section.table(view, "esd", "Mean BSP iteration (slowest worker) measured end to end against "
               "the emulated clock's step, and the speedup over "
-              f"`{summary['esd_baseline']}` in each; decision seconds per batch in the "
-              "dispatcher process and the workers' wait for their samples.", esd_setting)
-fig, ax = plt.subplots(figsize=(6, 3.4))
-melted = esd.melt(id_vars="dispatcher", value_vars=["speedup_measured", "speedup_emulated"],
+              f"`{summary['esd_baseline']}` in each, per network; decision seconds per batch in "
+              "the dispatcher process and the workers' wait for their samples.", esd_setting)
+melted = esd.melt(id_vars=["network", "dispatcher"],
+                  value_vars=["speedup_measured", "speedup_emulated"],
                   var_name="source", value_name="speedup")
 melted["source"] = melted["source"].map({"speedup_measured": "measured (processes)",
                                          "speedup_emulated": "emulated clock"})
-sns.barplot(data=melted, x="dispatcher", y="speedup", hue="source", ax=ax)
-ax.axhline(1.0, color="0.4", lw=0.8)
-ax.set_ylabel(f"speedup over {summary['esd_baseline']}")
-section.figure(fig, "esd_speedup", "Per-iteration speedup of each dispatcher over the baseline, "
-               "measured on processes and on the emulated clock.", esd_setting)
-plt.close(fig)
-best = esd.iloc[esd["speedup_measured"].idxmax()]
+melted["network"] = melted["network"].map(NETWORK_NAMES)
+grid = sns.catplot(data=melted, x="dispatcher", y="speedup", hue="source", col="network",
+                   kind="bar", height=3.0, aspect=1.3)
+for ax in grid.axes.flat:
+    ax.axhline(1.0, color="0.4", lw=0.8)
+grid.set_axis_labels("", f"speedup over {summary['esd_baseline']}")
+grid.set_titles("{col_name}")
+section.figure(grid.figure, "esd_speedup", "Per-iteration speedup of each dispatcher over the "
+               "baseline, measured on processes and on the emulated clock, per network.",
+               esd_setting)
+plt.close("all")
+lines = []
+for network, rows in esd.groupby("network", sort=False):
+    best = rows.loc[rows["speedup_measured"].idxmax()]
+    lines.append(f"{NETWORK_NAMES[network]}: `{best['dispatcher']}` at "
+                 f"{best['speedup_measured']:.3f}x the baseline's iteration rate measured "
+                 f"(clock {best['speedup_emulated']:.3f}x), deciding in "
+                 f"{1e3 * best['decision_s_mean']:.1f} ms per batch while the workers waited "
+                 f"{1e3 * best['dispatch_wait_s_mean']:.2f} ms per iteration for their samples")
 section.note(
-    f"Best measured: `{best['dispatcher']}` at {best['speedup_measured']:.3f}x the baseline's "
-    f"iteration rate (emulated clock: {best['speedup_emulated']:.3f}x). The dispatcher decides "
-    "on a replica of the caches' metadata (the protocol replayed without values), runs ahead of "
-    "the workers and overlaps its decision "
-    f"({1e3 * best['decision_s_mean']:.1f} ms per batch) with their training: the workers "
-    f"waited {1e3 * best['dispatch_wait_s_mean']:.2f} ms per iteration for their samples. "
-    "Counters against the emulated run with the same dispatcher: "
-    + ("identical for every dispatcher." if esd["counters_identical"].all() else
+    "Best measured: " + "; ".join(lines) + ". The dispatcher decides on a replica of the "
+    "caches' metadata (the protocol replayed without values) and runs ahead of the workers, so "
+    "its decision overlaps their training. Counters against the emulated run with the same "
+    "dispatcher: "
+    + ("identical for every dispatcher and network." if esd["counters_identical"].all() else
        "**different** for " + ", ".join(esd.loc[~esd["counters_identical"], "dispatcher"])
        + "."))
 

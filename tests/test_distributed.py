@@ -275,18 +275,25 @@ def _job(steps: int = 6, bound: int = 0, **kw) -> DistributedJob:
                           dispatcher="random", timeout_s=20, deadline_s=120, **kw)
 
 
-def test_two_workers_and_a_server_match_the_emulated_cluster():
+def checked_against_emulator(job: DistributedJob, train: Split, real):
+    """The emulated run of ``job`` and the exact checks of the distributed ``real`` against it
+    (counters, bytes, versions asserted identical)."""
     from workbench.cluster.time_model import ComputeCost, SoftwareCost
     from workbench.experiments.distributed_check import compare, run_emulated
 
-    job, train = _job(), _toy()
-    real = run_distributed(job, train)
     emulated = run_emulated(job, train, ComputeCost(0.0, 1e-6, "test"),
                             SoftwareCost(0, 0, 0, 0, "test"))
     check = compare(emulated, real)
     assert check["counters_identical"], check
     assert check["embedding_bytes_identical"] and check["meta_bytes_explained"]
     assert check["versions_identical"]
+    return emulated, check
+
+
+def test_two_workers_and_a_server_match_the_emulated_cluster():
+    job, train = _job(), _toy()
+    real = run_distributed(job, train)
+    _, check = checked_against_emulator(job, train, real)
     assert check["pulled_rows_emulated"] > 0 and check["pushed_rows_emulated"] > 0
     assert check["table_max_rel_diff"] < 1e-5 and check["dense_max_rel_diff"] < 1e-5
     phases = real.history
@@ -339,7 +346,7 @@ def test_a_hung_or_stopped_worker_is_named_not_its_peers(kind, says):
 def _liveness(rows: list[tuple[float, float, float]]) -> Liveness:
     """A launcher's view with (started, beat, busy since) per rank, as the processes write it."""
     liveness = Liveness(len(rows))
-    np.frombuffer(liveness._table, np.float64)[:] = np.ravel(rows)
+    liveness.table[:, :3] = rows
     return liveness
 
 

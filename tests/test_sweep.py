@@ -18,21 +18,37 @@ from workbench.utils.validation import ConfigError
 
 
 def test_distributed_check_stage_outputs(ci_pipeline: Path) -> None:
+    from workbench.cluster.edge_network import EdgeNetwork
+
     cfg = load(params=ci_pipeline)
+    exp = cfg.experiments.distributed_check
     out = cfg.paths.resolve("results") / "distributed_check" / cfg.experiments.het_train.dataset
+    summary = json.loads((out / "summary.json").read_text())
+    networks = [n for n in exp.networks if n != "kernel" or EdgeNetwork.available() is None]
+    assert summary["networks"] == networks
+    assert ("kernel" in summary["networks_skipped"]) == ("kernel" not in networks)
     checks = json.loads((out / "check.json").read_text())["bounds"]
-    assert [c["bound"] for c in checks] == cfg.experiments.distributed_check.bounds
+    assert [(c["network"], c["bound"]) for c in checks] == [
+        (n, b) for n in networks for b in exp.bounds]
     for check in checks:
         assert check["counters_identical"] and check["embedding_bytes_identical"]
         assert check["meta_bytes_explained"] and check["versions_identical"]
         assert check["pulled_rows_emulated"] > 0
-    summary = json.loads((out / "summary.json").read_text())
     assert summary["parameters_within_tolerance"]
     phases = pd.read_csv(out / "phases.csv")
     assert len(phases) and (phases["wall_measured"] > 0).all()
+    assert sorted(set(phases["network"])) == sorted(networks)
     esd = pd.read_csv(out / "esd.csv")
-    assert list(esd["dispatcher"]) == cfg.experiments.distributed_check.esd_dispatchers
+    assert [tuple(r) for r in esd[["network", "dispatcher"]].to_numpy()] == [
+        (n, d) for n in networks for d in exp.esd_dispatchers]
     assert esd["counters_identical"].all()
+    wire = pd.read_csv(out / "bytes.csv")
+    if "kernel" in networks:  # every kernel run's bytes: the kernel's count >= the payload
+        assert len(wire) == exp.workers * len(exp.bounds) \
+            + exp.esd_workers * len(exp.esd_dispatchers)
+        assert (wire["kernel_bytes"] > wire["backend_bytes"]).all()
+    else:
+        assert wire.empty
 
 
 def test_run_point_needs_a_sweepable_stage(tmp_path: Path) -> None:

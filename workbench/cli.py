@@ -6,6 +6,7 @@
     workbench replay {cache,dispatch} ...           = python -m workbench.replay ...
     workbench config {dump,check} [overrides] ...   = python -m workbench.config ...
     workbench sweep [--multirun] [overrides]        = python -m workbench.sweep ...
+    workbench network [overrides] [--seconds S]     the cluster's edge network, held
 
 Everything after the subcommand is handed, unchanged, to that module's own parser
 (``workbench stage --help`` is the stages' help). Relative paths in the configuration are
@@ -53,6 +54,33 @@ def _config(rest: list[str]) -> None:
     main(rest)
 
 
+def _network(rest: list[str]) -> None:
+    from workbench.cluster.edge_network import NetworkSpec, hold
+    from workbench.config import load
+    from workbench.utils.errors import UserError, one_line
+
+    parser = argparse.ArgumentParser(
+        prog="workbench network",
+        description="Build the edge network of the configured cluster in network namespaces "
+                    "(a parameter-server node and one node per worker, links shaped by the "
+                    "kernel), probe each link, and hold it until Ctrl-C; everything is torn "
+                    "down after. Needs root or CAP_NET_ADMIN.")
+    parser.add_argument("overrides", nargs="*",
+                        help="config overrides, e.g. cluster=edge_tiers cluster.workers=4")
+    parser.add_argument("--dispatcher", action="store_true", help="add a dispatcher node")
+    parser.add_argument("--seconds", type=float, default=None,
+                        help="tear down after this many seconds (default: at Ctrl-C)")
+    parser.add_argument("--no-probe", action="store_true", help="skip the link probes")
+    args = parser.parse_args(rest)
+    try:
+        cfg = load(args.overrides)
+        hold(NetworkSpec.from_cluster(cfg.cluster, dispatcher=args.dispatcher), args.seconds,
+             probe=not args.no_probe, title=f"edge network of cluster {cfg.cluster.name}")
+    except UserError as err:
+        print(one_line(err), file=sys.stderr)
+        sys.exit(2)
+
+
 def _sweep(rest: list[str]) -> None:
     from workbench.sweep import main
 
@@ -65,6 +93,8 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str]], None]]] = {
     "replay": ("replay your own traces: cache | dispatch", _replay),
     "config": ("compose the configuration: dump [-o params.yaml] | check", _config),
     "sweep": ("Hydra multirun of a stage: --multirun +stage=<name> key=a,b", _sweep),
+    "network": ("build the cluster's edge network (namespaces, kernel-shaped links) and hold "
+                "it", _network),
 }
 
 

@@ -5,5 +5,6 @@ timeline (``accelerator_time``) and two-tier embedding storage (``tiered_store``
 cost of a PS exchange (``software_cost``), measured on a minimal PS protocol (``ps_protocol``)
 served from a hash-map shard (``shard_table``), and the committed calibration the clock reads
 (``calibration``); HET's cache protocol between real processes (``remote_ps``) over framed
-messages (``wire``) through sender-shaped links (``shaped_link``); the config schema
-(``config``). Imports ``data`` and ``utils``."""
+messages (``wire``) through sender-shaped links (``shaped_link``) or a real network of namespaces
+whose links the kernel shapes (``edge_network``); the config schema (``config``). Imports
+``data`` and ``utils``."""

@@ -31,7 +31,7 @@ version of each pulled row, and a header per message.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -59,6 +59,7 @@ class ServerResult:
     pulls_served: int = 0
     push_rounds: int = 0
     busy_s: float = 0.0
+    push_arrivals: list[tuple[int, int, float]] = field(default_factory=list)
 
 
 def serve_parameter_server(endpoint: Endpoint, values: np.ndarray, workers: list[int],
@@ -82,7 +83,7 @@ def serve_parameter_server(endpoint: Endpoint, values: np.ndarray, workers: list
     result = ServerResult(server.values, server.versions, {})
     while active:
         message = endpoint.recv()
-        start = time.perf_counter()
+        start, start_mono = time.perf_counter(), time.monotonic()
         if message.op == Op.PULL:
             keys, versions = message.arrays
             mask = server.versions[keys] - versions > read_bound
@@ -92,6 +93,10 @@ def serve_parameter_server(endpoint: Endpoint, values: np.ndarray, workers: list
                 (server.values[pulled], "rows")])
             result.pulls_served += 1
         elif message.op == Op.PUSH:
+            # when the push had fully arrived (time.monotonic: one clock for every process of
+            # the machine, whatever its network namespace): the worker's send start to here is
+            # the push's time on the wire, even where the sender's socket buffered it
+            result.push_arrivals.append((message.src, result.push_rounds, start_mono))
             if message.src in pending:
                 raise RuntimeError(f"rank {message.src} pushed twice in one round")
             pending[message.src] = message.arrays
@@ -119,12 +124,14 @@ def serve_parameter_server(endpoint: Endpoint, values: np.ndarray, workers: list
 @dataclass
 class PhaseTimes:
     """Wall seconds a worker spent in each protocol phase (cumulative): a pull exchange, a push
-    until it has left (``push_send_s``) and until the round's ACK (``push_s``: includes the wait
-    for the other workers' pushes)."""
+    until it has left (``push_send_s``: handed to the socket) and until the round's ACK
+    (``push_s``: includes the wait for the other workers' pushes); and when the latest push
+    began (``time.monotonic``, to set against the server's arrival time)."""
 
     pull_s: float = 0.0
     push_send_s: float = 0.0
     push_s: float = 0.0
+    push_started: float = 0.0
 
 
 class RemoteCache:
@@ -189,6 +196,7 @@ class RemoteCache:
 
     def _push_round(self) -> None:
         start = time.perf_counter()
+        self.times.push_started = time.monotonic()
         keys, updates, grads = self.cache.pushes()
         self.endpoint.send(self.server_rank, Op.PUSH, self.iteration,
                            [(keys, "meta"), (updates, "meta"), (grads, "rows")])

@@ -611,6 +611,12 @@ class DistributedCheckConfig:
             how long a process may stay silent (stopped, frozen) or busy outside any exchange
             before the launcher stops the run naming it.
         deadline_s: wall-clock limit of one distributed run (at least ``timeout_s``).
+        networks: where the runs' links are shaped, each run on each: ``token_bucket`` (every
+            process on this machine's loopback, each link shaped in its sender) and
+            ``kernel`` (one network namespace per process, links shaped by the kernel's
+            ``tc``, one ``torchrun`` per node: :mod:`workbench.cluster.edge_network`); where
+            namespaces are not permitted the kernel network is skipped with its reason in
+            ``summary.json`` and the report (at least one network must run).
     """
 
     steps: int = field(default=30, metadata=in_range(2, 100_000))
@@ -642,8 +648,14 @@ class DistributedCheckConfig:
     esd_bound: int = field(default=100, metadata=in_range(0, None))
     timeout_s: float = field(default=60.0, metadata=in_range(1.0, None))
     deadline_s: float = field(default=600.0, metadata=in_range(1.0, None))
+    networks: list[str] = field(default_factory=lambda: ["token_bucket", "kernel"],
+                                metadata=nonempty())
 
     def __post_init__(self) -> None:
+        check_each("networks", self.networks, lambda n: n in ("token_bucket", "kernel"),
+                   "one of ('token_bucket', 'kernel')")
+        if len(set(self.networks)) != len(self.networks):
+            raise ConfigError(f"networks = {self.networks}: each network at most once")
         if 0 not in self.bounds:
             raise ConfigError(f"bounds = {self.bounds}: must include 0 (the parameter check)")
         if self.batch_size % self.workers or self.batch_size % self.esd_workers:

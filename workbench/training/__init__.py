@@ -5,7 +5,10 @@
   :class:`~.trainer.ClusterSetup`, a :class:`~workbench.dispatch.registry.DispatcherSpec`, the
   :class:`~.trainer.Mechanisms` switches), and time to target;
 * ``distributed``: the same runs on real processes (a parameter server, one process per worker,
-  a dispatcher process; torch.distributed over shaped links);
+  a dispatcher process; torch.distributed over sender-shaped links on this machine's loopback,
+  or one ``torchrun`` per node of a kernel-shaped edge network);
+* ``supervision``: how the launcher watches those processes (heartbeats, nameless files, the
+  error naming the process at fault);
 * ``hotline``: Hotline's micro-batch pipeline, the CPU-GPU hybrid, FAE and accelerator-only on a
   two-tier embedding store (:class:`~.hotline.TieredTrainer`, :func:`~.hotline.train_scheme`);
 * ``recd_trainer``: the RecD trainer on KJT / IKJT batches.

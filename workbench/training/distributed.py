@@ -1,7 +1,22 @@
 """The distributed backend: the emulated cluster's training run on real processes.
 
-``cluster.backend = distributed`` starts W + 1 processes (W + 2 with a dispatcher process) with
-torch's own launcher (``torch.multiprocessing`` spawn) on the loopback interface, gloo backend::
+``cluster.backend = distributed`` runs W + 1 processes (W + 2 with a dispatcher process), gloo
+backend, on one of two networks (``DistributedJob.network``):
+
+* ``token_bucket``: every process spawned on this machine (``torch.multiprocessing``) on the
+  loopback interface; each link shaped in its sender (:mod:`workbench.cluster.shaped_link`);
+* ``kernel``: one node per process on an :class:`~workbench.cluster.edge_network.EdgeNetwork`
+  (a network namespace each, veth links the kernel shapes with ``tc``), one ``torchrun`` per
+  node joined by torchrun's static rendezvous on the server node (``--nnodes``,
+  ``--node-rank``, ``--rdzv-endpoint 192.0.2.1:29500``), no sending is delayed by this code::
+
+    launcher ── EdgeNetwork ── node ps (192.0.2.1):  torchrun ── rank 0
+       │                       node w0 (192.0.2.2):  torchrun ── rank 1      gloo over the
+       │                       ...                                           kernel-shaped veths
+       └─ nameless files: the job and samples, the liveness table, one output per rank
+          (each rank opens them as /proc/<launcher>/fd/<n>)
+
+Roles::
 
     rank 0          parameter server    HET pulls / pushes with per-row versions
                                         (workbench.cluster.remote_ps), one shaped link per worker
@@ -19,8 +34,9 @@ One BSP iteration of worker w::
     pull       <- PULL / PULL_REPLY over w's shaped link              (pull_s)
     compute    <- forward + backward of w's samples; a worker of speed s_w < 1 sleeps
                   (1/s_w - 1) x its measured compute                  (compute_s)
-    all_reduce <- sender-shaped ring share 2(W-1)/W x dense bytes at B_w, 2(W-1) latencies,
-                  then dist.all_reduce of the dense gradients (+ the loss) (allreduce_s)
+    all_reduce <- (token bucket: the sender-shaped ring share 2(W-1)/W x dense bytes at B_w and
+                  2(W-1) latencies, then) dist.all_reduce of the dense gradients (+ the loss)
+                  (allreduce_s)
     push       <- PUSH, wait for the round's ACK (every worker pushed) (push_s: includes the
                   wait for the slowest worker's push)
 
@@ -30,8 +46,9 @@ same (``sum / global batch`` per worker, summed by the all_reduce = the batch me
 counters match the emulated run exactly and the parameters within the float tolerance of the
 reduction order (:mod:`workbench.experiments.distributed_check` checks both).
 
-Failure: every collective and point-to-point call times out after ``timeout_s``. The launcher
-supervises the processes through shared memory (:class:`Liveness`): each sends a heartbeat from a
+Failure (:mod:`workbench.training.supervision`): every collective and point-to-point call times
+out after ``timeout_s``. The launcher supervises the processes through a shared table
+(:class:`Liveness`): each sends a heartbeat from a
 thread of its own and marks the calls in which it waits on a peer. It stops the run (SIGKILL to
 every process) and names the process at fault when one
 
@@ -41,34 +58,35 @@ every process) and names the process at fault when one
 * raises: :class:`DistributedRunError` with its traceback (a peer that raised because a stopped
   or hung process made it time out is not blamed: the silent one is);
 
-and when the run passes ``deadline_s``. A process that loses its launcher (killed, even by
-SIGKILL) is killed by the kernel at once (``PR_SET_PDEATHSIG``; elsewhere its heartbeat thread
-notices the new parent), and the processes hand their results back in files that never have a
-name (:class:`_NamelessFile`), so nothing of a run outlives it: no process, no temporary file.
+and when the run passes ``deadline_s``. On the kernel network a failure that is not a death is
+blamed on the link the kernel shows broken when there is one (down, slower than configured,
+bytes queued): ``worker 0 (rank 1, node w0, 192.0.2.2): its link is down``; the launcher
+injects the network faults of the tests (:data:`NETWORK_FAULTS`) itself, holding the faulty
+rank at the fault's iteration until it is applied. A process that loses its launcher (killed,
+even by SIGKILL) is killed by the kernel at once (``PR_SET_PDEATHSIG``; elsewhere its heartbeat
+thread notices the new parent), and the processes hand their results back in files that never have a
+name (:class:`~workbench.training.supervision.NamelessFile`), so nothing of a run outlives it:
+no process, no temporary file.
 
-Across machines the same entry point runs under ``torchrun --nnodes N --nproc-per-node K``
-(:func:`torchrun_main`), every rank reading the job from a file.
+On machines of your own the same ranks run under ``torchrun`` per machine
+(:func:`torchrun_main`, every rank reading the job from a file; ``docs/distributed.md``).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
-import ctypes
 import dataclasses
-import mmap
 import os
 import pickle
 import signal
 import socket
+import subprocess
 import sys
-import tempfile
-import threading
 import time
-import traceback
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from multiprocessing import connection, reduction
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +98,7 @@ import torch.multiprocessing as mp
 from workbench.cluster.cache import COUNTERS, CacheSpec
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.edge_cluster import EdgeCluster, cache_spec
+from workbench.cluster.edge_network import EdgeNetwork, NetworkSpec, NodeSpec, read_net_dev
 from workbench.cluster.remote_ps import RemoteCache, serve_parameter_server
 from workbench.cluster.shaped_link import ShapedLink
 from workbench.cluster.time_model import BYTES_PER_FLOAT
@@ -88,54 +107,56 @@ from workbench.dispatch.base import BASELINES, BaselineDispatcher, baseline
 from workbench.dispatch.registry import DispatcherSpec, SolverOptions
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import dense_parameter_count
+from workbench.training.supervision import (
+    DirOutput,
+    DistributedProcessError,
+    DistributedRunError,
+    Liveness,
+    NamelessFile,
+    NodeProcess,
+    Supervisor,
+    die_with_parent,
+    write_error,
+)
 from workbench.training.trainer import Split, SystemSpec, dense_optimizer, initial_parameters
-from workbench.utils.errors import UserError, WorkbenchError
 
-__all__ = ["DistributedJob", "DistributedProcessError", "DistributedResult",
-           "DistributedRunError", "Fault", "Liveness", "run_distributed", "torchrun_main"]
+__all__ = ["NETWORKS", "DistributedJob", "DistributedProcessError", "DistributedResult",
+           "DistributedRunError", "Fault", "Liveness", "run_distributed", "save_job",
+           "torchrun_main"]
 
 SERVER_RANK = 0
 DISPATCH_OP = 7
 BASELINE_DISPATCHERS = BASELINES
 SUPPORTED_KINDS = ("cache", "hybrid")
-
-
-HEARTBEAT_S = 0.1  # a process's heartbeat period: far below any timeout_s (>= 1 s)
-POLL_S = 0.1  # the launcher's check period
-# a process that raised is a victim when another has shown no progress for this fraction of
-# timeout_s: its peers' calls time out after timeout_s counted from when THEY began waiting, at
-# most one BSP iteration before the culprit froze, while a healthy process beats every
-# HEARTBEAT_S and is busy for one compute phase at a time. The same fraction of its time without
-# progress spent without a heartbeat makes a process "silent" rather than "busy".
-BLAME_FRACTION = 0.5
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-class DistributedRunError(WorkbenchError, RuntimeError):
-    """A distributed run failed: a process raised (its traceback is in the message)."""
-
-
-class DistributedProcessError(DistributedRunError, UserError):
-    """A process of a distributed run died, stopped or hung, or the run passed its deadline.
-
-    Shown as one line: the process (role, rank, pid) and what happened to it.
-    """
+#: Where the links are shaped: ``token_bucket`` (in each sender, every rank on this machine's
+#: loopback) or ``kernel`` (one network namespace per rank, links shaped by ``tc``:
+#: :mod:`workbench.cluster.edge_network`, ranks launched by ``torchrun`` per node).
+NETWORKS = ("token_bucket", "kernel")
+#: Faults the launcher injects into the kernel network (the others are the process's own).
+NETWORK_FAULTS = ("link_down", "degrade", "kill_node")
+RENDEZVOUS_PORT = 29500  # on the server node's address: a fresh namespace has every port free
 
 
 @dataclass(frozen=True)
 class Fault:
-    """A failure injected into one process (tests of the failure handling).
+    """A failure injected into one process or its node (tests of the failure handling).
 
     Attributes:
         rank: the process (0 = server, 1..W = workers).
-        iteration: the iteration at whose start it fails.
-        kind: ``raise`` (an exception), ``kill`` (SIGKILL to itself), ``hang`` (sleeps
-            forever: the others time out) or ``stop`` (SIGSTOP to itself: it stops beating).
+        iteration: the iteration at whose start it fails (a node fault: once worker 0, or
+            ``rank`` if it is a worker, has begun it).
+        kind: in the process: ``raise`` (an exception), ``kill`` (SIGKILL to itself), ``hang``
+            (sleeps forever: the others time out) or ``stop`` (SIGSTOP to itself: it stops
+            beating); on the kernel network (:data:`NETWORK_FAULTS`), by the launcher:
+            ``link_down`` (the rank's node loses its link), ``degrade`` (its link drops to
+            ``bandwidth_gbps``) or ``kill_node`` (every process of its node is SIGKILLed).
+        bandwidth_gbps: the degraded link's rate.
     """
 
     rank: int
     iteration: int
     kind: str = "raise"
+    bandwidth_gbps: float = 1e-5
 
 
 @dataclass(frozen=True)
@@ -158,7 +179,8 @@ class DistributedJob:
             baselines and cost-aware dispatchers are timed on the same message path).
         dispatcher_options: the ESD solvers' settings (cost-aware only).
         decision_budget_s: HybridDis' budget per decision (cost-aware only).
-        shaped: shape the links (False: loopback speed everywhere, for the benchmark).
+        shaped: shape the links (False: unshaped everywhere, for the benchmark).
+        network: where the links are shaped (:data:`NETWORKS`).
         timeout_s: timeout of every torch.distributed call.
         deadline_s: the whole run's wall-clock limit.
         capacities: samples per worker per global batch (None: equal shares).
@@ -181,8 +203,11 @@ class DistributedJob:
     deadline_s: float = 600.0
     capacities: tuple[int, ...] | None = None
     force_dispatcher_process: bool = False
+    network: str = "token_bucket"
 
     def __post_init__(self) -> None:
+        if self.network not in NETWORKS:
+            raise ValueError(f"network = {self.network!r}: must be one of {NETWORKS}")
         if self.system.kind not in SUPPORTED_KINDS:
             raise ValueError(f"system {self.system.kind!r}: the distributed backend runs "
                              f"{SUPPORTED_KINDS} (BSP over a parameter server)")
@@ -233,10 +258,14 @@ class DistributedResult:
         table: the server's final table (after the workers' flush).
         versions: the server's final row versions.
         dense_state: worker 0's final dense parameters (every worker holds the same).
-        history: one row per (iteration, worker): counter deltas, phase seconds, bytes.
+        history: one row per (iteration, worker): counter deltas, phase seconds (``pull_s``,
+            ``compute_s``, ``allreduce_s``, ``push_s`` until the ACK, ``push_wire_s`` from the
+            send until the server had the whole push), bytes, kernel counters.
         server: the server's traffic and busy time.
         wall_s: the launcher's wall time from start to the last process's exit.
         startup_s: seconds until every process had joined the process group.
+        network: which network ran (``network``: token_bucket | kernel; on the kernel
+            network whether latency was applied and its nodes).
     """
 
     table: np.ndarray
@@ -246,6 +275,7 @@ class DistributedResult:
     server: dict
     wall_s: float
     startup_s: float
+    network: dict = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------------------
@@ -267,187 +297,12 @@ def _free_port() -> int:
 
 
 # ------------------------------------------------------------------------------------------
-# Supervision: heartbeats, the launcher's death, nameless outputs
-# ------------------------------------------------------------------------------------------
-
-_STARTED, _BEAT, _BUSY = range(3)
-
-
-class Liveness:
-    """What the launcher sees of each process, in shared memory (one row of doubles per rank).
-
-    Columns, in ``time.monotonic()`` seconds (one clock for every process of the machine), 0 for
-    "not yet":
-
-    * ``started``: when the process began its body;
-    * ``beat``: its latest heartbeat, written every :data:`HEARTBEAT_S` by a thread of its own:
-      a process stopped (SIGSTOP, a debugger) or frozen stops beating;
-    * ``busy``: when its main thread last came back from a call that waits on a peer (0 while
-      inside one): a process busy for long outside any such call hangs in its own code.
-
-    Args:
-        world: processes of the run.
-        ctx: the multiprocessing context whose shared memory holds the table.
-    """
-
-    def __init__(self, world: int, ctx=None) -> None:
-        self.world = world
-        self._table = (ctx or mp.get_context("spawn")).RawArray("d", 3 * world)
-        self._rank = -1
-        self._depth = 0
-
-    # -- in the process -------------------------------------------------------------------------
-    def start(self, rank: int, parent_pid: int | None) -> None:
-        """Begin beating as ``rank`` (a daemon thread); with ``parent_pid``, kill this process
-        as soon as its parent is no longer ``parent_pid`` (the launcher died)."""
-        self._rank = rank
-        now = time.monotonic()
-        for column in (_STARTED, _BEAT, _BUSY):
-            self._set(column, now)
-        threading.Thread(target=self._beat, args=(parent_pid,), daemon=True,
-                         name="heartbeat").start()
-
-    def _set(self, column: int, value: float) -> None:
-        self._table[3 * self._rank + column] = value
-
-    def _beat(self, parent_pid: int | None) -> None:
-        while True:
-            if parent_pid is not None and os.getppid() != parent_pid:
-                os.kill(os.getpid(), signal.SIGKILL)
-            self._set(_BEAT, time.monotonic())
-            time.sleep(HEARTBEAT_S)
-
-    @contextlib.contextmanager
-    def waiting(self) -> Iterator[None]:
-        """Mark the enclosed calls as a wait on a peer (nested waits count once)."""
-        self._depth += 1
-        if self._depth == 1:
-            self._set(_BUSY, 0.0)
-        try:
-            yield
-        finally:
-            self._depth -= 1
-            if self._depth == 0:
-                self._set(_BUSY, time.monotonic())
-
-    # -- in the launcher ------------------------------------------------------------------------
-    def lost(self, ranks: list[int], now: float, seconds: float
-             ) -> tuple[int, str, float] | None:
-        """The process of ``ranks`` without a sign of progress for more than ``seconds``:
-        ``(rank, how, for how long)``, or None.
-
-        No progress: no heartbeat (a process that never started counts from the first process's
-        start), or busy outside any wait on a peer. ``how`` is ``silent`` when the heartbeat has
-        been missing for :data:`BLAME_FRACTION` of that time or more (stopped or frozen, maybe
-        while busy), else ``busy`` (hung in its own code). Silent ones come first (one busy may
-        be held by a stopped peer, in a send), then the one lost longest.
-        """
-        table = np.frombuffer(self._table, np.float64).reshape(self.world, 3)
-        started = table[:, _STARTED]
-        if not (started > 0).any() or not ranks:
-            return None
-        sel = np.asarray(ranks)
-        row = table[sel]
-        silent = now - np.where(row[:, _STARTED] > 0, row[:, _BEAT], started[started > 0].min())
-        busy = np.where(row[:, _BUSY] > 0, now - row[:, _BUSY], 0.0)
-        age = np.maximum(silent, busy)
-        is_silent = silent >= BLAME_FRACTION * age
-        lost = np.flatnonzero(age > seconds)
-        if not len(lost):
-            return None
-        i = lost[np.lexsort((age[lost], is_silent[lost]))[-1]]
-        if is_silent[i]:
-            return int(sel[i]), "silent", float(silent[i])
-        return int(sel[i]), "busy", float(busy[i])
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """Have the kernel SIGKILL this process the moment its launcher dies (Linux
-    ``PR_SET_PDEATHSIG``, which also replaces torch's SIGINT there: a signal a process stuck in
-    a gloo call would only act on after its timeout); elsewhere the heartbeat thread checks the
-    parent (:meth:`Liveness.start`)."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-    if os.getppid() != parent_pid:  # the launcher died before the prctl took effect
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-class _NamelessFile:
-    """A file without a name, which a spawned process inherits by descriptor: the launcher hands
-    the training samples over in one, each process its result (or its error) in another.
-
-    Made by :func:`tempfile.TemporaryFile` (``O_TMPFILE`` on Linux: it never has a name;
-    elsewhere unlinked at once), it lives exactly as long as a process holds it open: whatever
-    kills the launcher or a process, no temporary file is left behind. One process writes it;
-    readers map it (never the shared file offset), so several may read at once. The samples go
-    this way rather than through the spawn pipe: a process stopped before reading its pipe would
-    block the launcher's write there, before any supervision.
-    """
-
-    def __init__(self) -> None:
-        self.file = tempfile.TemporaryFile(prefix="workbench-dist-")
-
-    def __reduce__(self):
-        # only while spawning: the descriptor travels with the new process (multiprocessing's
-        # own way for its shared memory)
-        return _inherit_file, (reduction.DupFd(self.file.fileno()),)
-
-    def write(self, payload: dict) -> None:
-        """Replace the content with ``payload`` (pickled)."""
-        self.file.seek(0)
-        self.file.truncate()
-        pickle.dump(payload, self.file, protocol=pickle.HIGHEST_PROTOCOL)
-        self.file.flush()
-
-    def read(self) -> dict:
-        """The payload written (an empty dict if none was, or only part of one)."""
-        size = os.fstat(self.file.fileno()).st_size
-        if size == 0:
-            return {}
-        with mmap.mmap(self.file.fileno(), size, access=mmap.ACCESS_READ) as view:
-            try:
-                return pickle.loads(view)
-            except (EOFError, pickle.UnpicklingError):  # cut short by a kill
-                return {}
-
-    def close(self) -> None:
-        """Close this process's handle (the file is gone once no process holds it)."""
-        self.file.close()
-
-
-def _inherit_file(dup) -> _NamelessFile:
-    nameless = _NamelessFile.__new__(_NamelessFile)
-    nameless.file = os.fdopen(dup.detach(), "r+b")
-    return nameless
-
-
-class _DirOutput:
-    """Outputs of a rank under ``torchrun`` (several machines): ``rank<r>.pkl`` (the result,
-    written atomically) or ``rank<r>.err`` (the time and the traceback) in a directory."""
-
-    def __init__(self, folder: str, rank: int) -> None:
-        self.folder = Path(folder)
-        self.rank = rank
-
-    def write(self, payload: dict) -> None:
-        """Write the result, or the error."""
-        if "error" in payload:
-            (self.folder / f"rank{self.rank}.err").write_text(
-                f"{payload['at']:.6f}\n{payload['error']}")
-            return
-        path = self.folder / f"rank{self.rank}.pkl"
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "wb") as f:
-            pickle.dump(payload["out"], f)
-        os.replace(tmp, path)
-
-
-# ------------------------------------------------------------------------------------------
 # Processes
 # ------------------------------------------------------------------------------------------
 
 def _maybe_fail(fault: Fault | None, rank: int, iteration: int) -> None:
-    if fault is None or fault.rank != rank or fault.iteration != iteration:
+    if (fault is None or fault.rank != rank or fault.iteration != iteration
+            or fault.kind in NETWORK_FAULTS):
         return
     if fault.kind == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
@@ -468,26 +323,25 @@ def _role(job: DistributedJob, rank: int) -> str:
     return "dispatcher"
 
 
-def _entry(rank: int, job: DistributedJob, train: Split | _NamelessFile, init_method: str,
-           output: _NamelessFile | _DirOutput, fault: Fault | None,
+def _entry(rank: int, job: DistributedJob, train: Split | NamelessFile, init_method: str,
+           output: NamelessFile | DirOutput, fault: Fault | None,
            liveness: Liveness | None = None, parent_pid: int | None = None) -> None:
     """Body of every process: join the group, run the role, write the result to ``output``.
 
     ``train`` is the split, or the launcher's file holding it (``{"train": split}``).
 
-    Under the launcher (``liveness`` given) the process dies with its launcher, beats, and on an
-    error writes it and exits at once (the launcher stops the others; leaving the group could
-    wait on them).
+    Under the launcher (``liveness`` given) the process dies with its parent (the launcher, or
+    its node's torchrun agent), beats, and on an error writes it and exits at once.
     """
     if parent_pid is not None:
-        _die_with_parent(parent_pid)
+        die_with_parent(parent_pid)
     if liveness is not None:
         liveness.start(rank, parent_pid)
     waiting = liveness.waiting if liveness is not None else contextlib.nullcontext
     torch.set_num_threads(1)
     start = time.perf_counter()
     try:
-        split = train.read()["train"] if isinstance(train, _NamelessFile) else train
+        split = train.read()["train"] if isinstance(train, NamelessFile) else train
         with waiting():
             dist.init_process_group("gloo", init_method=init_method, rank=rank,
                                     world_size=job.world_size,
@@ -495,33 +349,39 @@ def _entry(rank: int, job: DistributedJob, train: Split | _NamelessFile, init_me
             workers_group = dist.new_group(list(range(1, job.workers + 1)))
             dist.barrier()
         startup_s = time.perf_counter() - start
-        links = worker_links(job.cluster_cfg, job.shaped)
-        out = _run_role(rank, job, split, links, workers_group, fault, waiting)
+        links = worker_links(job.cluster_cfg, job.shaped and job.network == "token_bucket")
+        out = _run_role(rank, job, split, links, workers_group, fault,
+                        _Hooks(waiting, liveness.at if liveness is not None else None))
         out["startup_s"] = startup_s
         output.write({"out": out})
     except BaseException:
-        # the first error in time is the cause; the others' ("connection closed") follow it
-        output.write({"error": traceback.format_exc(), "at": time.time()})
-        if liveness is not None:
-            os._exit(1)
+        write_error(output, exiting=liveness is not None)
         raise
     dist.destroy_process_group()
 
 
+@dataclass(frozen=True)
+class _Hooks:
+    """What a role reports to its launcher: waits on a peer, the iteration it begins."""
+
+    waiting: Callable[[], contextlib.AbstractContextManager]
+    at: Callable[[int], None] | None = None
+
+
 def _run_role(rank: int, job: DistributedJob, train: Split, links, workers_group,
-              fault: Fault | None, waiting) -> dict:
+              fault: Fault | None, hooks: _Hooks) -> dict:
     """Run rank ``rank``'s role; its outputs."""
     if rank == SERVER_RANK:
-        return _server(job, links, fault, waiting)
+        return _server(job, links, fault, hooks.waiting)
     if rank <= job.workers:
-        return _worker(rank, job, train, links, workers_group, fault, waiting)
-    return _dispatcher(job, train, links, waiting)
+        return _worker(rank, job, train, links, workers_group, fault, hooks)
+    return _dispatcher(job, train, links, hooks.waiting)
 
 
 def _server(job: DistributedJob, links, fault: Fault | None, waiting) -> dict:
     endpoint = Endpoint({w + 1: ShapedLink(b, lat) for w, (b, lat) in enumerate(links)},
                         shared=(ShapedLink(job.cluster_cfg.ps_bandwidth_gbps * 1e9 / 8)
-                                if job.shaped else None),
+                                if job.shaped and job.network == "token_bucket" else None),
                         threaded=True, waiting=waiting)
     _, table = initial_parameters(job.model_cfg, job.n_dense, job.n_sparse, job.table_rows,
                                   job.seed)
@@ -530,7 +390,7 @@ def _server(job: DistributedJob, links, fault: Fault | None, waiting) -> dict:
                                     on_round=lambda r: _maybe_fail(fault, SERVER_RANK, r))
     return {"values": result.values, "versions": result.versions, "traffic": result.traffic,
             "pulls_served": result.pulls_served, "push_rounds": result.push_rounds,
-            "busy_s": result.busy_s}
+            "busy_s": result.busy_s, "push_arrivals": result.push_arrivals}
 
 
 def _positions(job: DistributedJob, own: BaselineDispatcher | None, endpoint: Endpoint,
@@ -546,8 +406,9 @@ def _positions(job: DistributedJob, own: BaselineDispatcher | None, endpoint: En
 
 
 def _worker(rank: int, job: DistributedJob, train: Split, links, group,
-            fault: Fault | None, waiting) -> dict:
+            fault: Fault | None, hooks: _Hooks) -> dict:
     w = rank - 1
+    waiting = hooks.waiting
     cfg = job.model_cfg
     batch = cfg.batch_size
     bandwidth, latency = links[w]
@@ -559,7 +420,8 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
     optimizer = dense_optimizer(cfg, model)
     params = list(model.parameters())
     dense_bytes = BYTES_PER_FLOAT * dense_parameter_count(model)
-    ring_bytes = int(2 * (workers - 1) / workers * dense_bytes) if workers > 1 else 0
+    ring_share = 2 * (workers - 1) / workers  # of the reduced bytes, each way (ring)
+    ring_bytes = int(ring_share * dense_bytes)
     speed = float(job.cluster_cfg.per_worker("speed")[w])
     # the emulated trainer's dispatch stream, drawn by every worker (no dispatcher process)
     own = None if job.has_dispatcher else baseline(job.dispatcher)(
@@ -567,7 +429,11 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
     f, dim = job.n_sparse, cfg.embedding_dim
     rows, last = [], cache.counters.copy()
     traffic_last = endpoint.traffic()
+    kernel = _KernelCounters(job.network == "kernel")
+    kernel_start = kernel_last = kernel.read()
     for step in range(job.steps):
+        if hooks.at is not None:
+            hooks.at(step)
         _maybe_fail(fault, rank, step)
         t0 = time.perf_counter()
         pos = _positions(job, own, endpoint, w)
@@ -609,22 +475,47 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
         pull_s = cache.times.pull_s - before.pull_s
         now = cache.counters.copy()
         traffic = endpoint.traffic()
+        kernel_now = kernel.read()
         rows.append({"iteration": step, "worker": w,
                      **{c: int(v) for c, v in zip(COUNTERS, now - last)},
                      "dispatch_wait_s": t_dispatch - t0, "pull_s": pull_s,
                      "compute_s": compute_s, "allreduce_s": allreduce_s, "push_s": push_s,
-                     "push_send_s": push_send_s,
+                     "push_send_s": push_send_s, "push_started": cache.times.push_started,
                      "wall_s": time.perf_counter() - t0, "loss": float(flat[-1]),
-                     "samples": len(pos),
-                     **{k: traffic[k] - traffic_last[k] for k in traffic}})
-        last, traffic_last = now, traffic
+                     "samples": len(pos), "allreduce_bytes": int(ring_share * flat.numel()
+                                                                 * BYTES_PER_FLOAT),
+                     **{k: traffic[k] - traffic_last[k] for k in traffic},
+                     **{f"kernel_{k}": v - kernel_last.get(k, 0) for k, v in kernel_now.items()}})
+        last, traffic_last, kernel_last = now, traffic, kernel_now
     cache.flush()
     cache.done()
+    kernel_end = kernel.read()
     out = {"history": rows, "traffic": endpoint.traffic(),
-           "flush_counters": (cache.counters - last).tolist()}
+           "flush_counters": (cache.counters - last).tolist(),
+           "kernel": {k: v - kernel_start.get(k, 0) for k, v in kernel_end.items()}}
     if w == 0:
         out["dense_state"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
     return out
+
+
+class _KernelCounters:
+    """The byte and packet counters of the interface gloo uses (``GLOO_SOCKET_IFNAME``; the
+    kernel network's nodes have ``eth0``) in this process's network namespace, or nothing (the
+    token-bucket network, an interface the kernel does not list)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.device = os.environ.get("GLOO_SOCKET_IFNAME", "eth0")
+        self.enabled = enabled
+
+    def read(self) -> dict[str, int]:
+        """Bytes and packets each way (headers included), or ``{}``."""
+        if not self.enabled:
+            return {}
+        try:
+            return read_net_dev("/proc/net/dev", self.device)
+        except (KeyError, OSError):
+            self.enabled = False
+            return {}
 
 
 def _dispatcher(job: DistributedJob, train: Split, links, waiting) -> dict:
@@ -660,127 +551,200 @@ def _dispatcher(job: DistributedJob, train: Split, links, waiting) -> dict:
 
 def run_distributed(job: DistributedJob, train: Split, fault: Fault | None = None
                     ) -> DistributedResult:
-    """Run ``job`` on ``train`` with one process per rank on this machine; collect the result.
+    """Run ``job`` on ``train``, one process per rank, on the job's network; collect the result.
+
+    ``token_bucket``: every rank spawned on this machine's loopback, links shaped in the
+    senders. ``kernel``: an :class:`~workbench.cluster.edge_network.EdgeNetwork` of one node per
+    rank, one ``torchrun`` per node (static rendezvous on the server node), torn down after.
 
     Raises:
-        DistributedProcessError: a process died, stopped or hung, or the run passed
-            ``job.deadline_s`` (one line naming the process); every process has been stopped.
+        DistributedProcessError: a process died, stopped or hung, a link went down or stalled
+            (kernel network), or the run passed ``job.deadline_s`` (one line naming the process
+            and its node); every process has been stopped.
         DistributedRunError: a process raised (its traceback in the message); every process
             has been stopped.
+        NetworkUnavailableError: the kernel network cannot be built here (one line: why, and
+            the fix).
     """
     needed = job.steps * job.model_cfg.batch_size
     if len(train) < needed:
         raise ValueError(f"{len(train)} train samples hold fewer than {job.steps} batches of "
                          f"{job.model_cfg.batch_size}")
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo" if os.path.exists("/sys/class/net/lo")
-                          else "lo0")
-    init_method = f"tcp://127.0.0.1:{_free_port()}"
-    ctx = mp.get_context("spawn")
-    liveness = Liveness(job.world_size, ctx)
-    samples = _NamelessFile()
-    outputs = [_NamelessFile() for _ in range(job.world_size)]
-    processes = [ctx.Process(target=_entry, name=f"workbench-dist-rank{rank}", daemon=True,
-                             args=(rank, job, samples, init_method, outputs[rank], fault,
-                                   liveness, os.getpid()))
-                 for rank in range(job.world_size)]
-    start = time.perf_counter()
+    if fault is not None and fault.kind in NETWORK_FAULTS and job.network != "kernel":
+        raise ValueError(f"fault {fault.kind!r} needs the kernel network (network = kernel)")
+    liveness = Liveness(job.world_size)
+    samples = NamelessFile()
+    outputs = [NamelessFile() for _ in range(job.world_size)]
+    roles = [_role(job, rank) for rank in range(job.world_size)]
     try:
-        samples.write({"train": train})
-        for process in processes:
-            process.start()
-        _supervise(job, processes, liveness, outputs)
-        wall_s = time.perf_counter() - start
-        outs = [output.read()["out"] for output in outputs]
+        if job.network == "kernel":
+            outs, wall_s, network = _launch_on_network(job, train, fault, liveness, samples,
+                                                       outputs, roles)
+        else:
+            outs, wall_s = _launch_here(job, train, fault, liveness, samples, outputs, roles)
+            network = {"network": "token_bucket"}
     finally:
-        _stop(processes)
-        for nameless in (samples, *outputs):
+        for nameless in (samples, *outputs, liveness.file):
             nameless.close()
     server = outs[SERVER_RANK]
     history = pd.DataFrame([r for out in outs[1: job.workers + 1] for r in out["history"]])
     history = history.sort_values(["iteration", "worker"], kind="stable").reset_index(drop=True)
+    arrived = {(rank - 1, round_): t for rank, round_, t in server["push_arrivals"]}
+    history["push_wire_s"] = [arrived[(w, i)] - t for w, i, t in zip(
+        history["worker"], history["iteration"], history.pop("push_started"))]
     return DistributedResult(
         table=server["values"], versions=server["versions"],
         dense_state=outs[1]["dense_state"], history=history,
         server={"traffic": server["traffic"], "pulls_served": server["pulls_served"],
                 "push_rounds": server["push_rounds"], "busy_s": server["busy_s"],
                 "flush_counters": [o["flush_counters"] for o in outs[1: job.workers + 1]],
-                "decision_s": outs[-1].get("decision_s", []) if job.has_dispatcher else []},
-        wall_s=wall_s, startup_s=max(o["startup_s"] for o in outs))
+                "decision_s": outs[-1].get("decision_s", []) if job.has_dispatcher else [],
+                "kernel": [o["kernel"] for o in outs[1: job.workers + 1]]},
+        wall_s=wall_s, startup_s=max(o["startup_s"] for o in outs), network=network)
 
 
-def _supervise(job: DistributedJob, processes: list, liveness: Liveness,
-               outputs: list[_NamelessFile]) -> None:
-    """Wait until every process has exited with 0; raise naming the process at fault as soon as
-    one dies or raises, stays silent or busy for ``timeout_s``, or the run passes its deadline.
-    """
-    deadline = time.monotonic() + job.deadline_s
-    while True:
-        running = [p.sentinel for p in processes if p.exitcode is None]
-        if running:
-            connection.wait(running, timeout=POLL_S)
-        now = time.monotonic()
-        alive = [rank for rank, p in enumerate(processes) if p.exitcode is None]
-        failed = [rank for rank, p in enumerate(processes) if p.exitcode not in (None, 0)]
-        if failed:
-            raise _failure(job, processes, liveness, outputs, failed, alive, now)
-        if not alive:
+def _launch_here(job: DistributedJob, train: Split, fault: Fault | None, liveness: Liveness,
+                 samples: NamelessFile, outputs: list[NamelessFile], roles: list[str]
+                 ) -> tuple[list[dict], float]:
+    """Every rank a spawned process of this machine, on the loopback; their outputs and the
+    wall time."""
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo" if os.path.exists("/sys/class/net/lo")
+                          else "lo0")
+    init_method = f"tcp://127.0.0.1:{_free_port()}"
+    ctx = mp.get_context("spawn")
+    processes = [ctx.Process(target=_entry, name=f"workbench-dist-rank{rank}", daemon=True,
+                             args=(rank, job, samples, init_method, outputs[rank], fault,
+                                   liveness, os.getpid()))
+                 for rank in range(job.world_size)]
+    supervisor = Supervisor(roles, processes, liveness, outputs, job.timeout_s, job.deadline_s)
+    start = time.perf_counter()
+    try:
+        samples.write({"train": train})
+        for process in processes:
+            process.start()
+        supervisor.wait()
+        return [o.read()["out"] for o in outputs], time.perf_counter() - start
+    finally:
+        supervisor.stop()
+
+
+def network_spec(job: DistributedJob) -> NetworkSpec:
+    """The job's nodes (rank order: server, workers, dispatcher) and their links (unshaped
+    when ``job.shaped`` is off)."""
+    spec = NetworkSpec.from_cluster(job.cluster_cfg, dispatcher=job.has_dispatcher)
+    if job.shaped:
+        return spec
+    return NetworkSpec(tuple(NodeSpec(n.name, n.role, type(n.link)()) for n in spec.nodes))
+
+
+def _launch_on_network(job: DistributedJob, train: Split, fault: Fault | None,
+                       liveness: Liveness, samples: NamelessFile,
+                       outputs: list[NamelessFile], roles: list[str]
+                       ) -> tuple[list[dict], float, dict]:
+    """One node per rank on a kernel-shaped network, one ``torchrun`` per node; the outputs,
+    the wall time and what the network was (its links, whether latency was applied)."""
+    spec = network_spec(job)
+    with EdgeNetwork(spec) as net:
+        # the latency the workers' links really have (the configured one where netem applies
+        # it, else the veth's own, probed before the run on the idle network)
+        latency = [net.effective_latency_ms(n.name) for n in spec.nodes[1: job.workers + 1]]
+        samples.write({"train": train, "job": job, "liveness": liveness.file.path,
+                       "outputs": [o.path for o in outputs],
+                       "fault": None if fault is None or fault.kind in NETWORK_FAULTS
+                       else fault})
+        endpoint = f"{net.address(spec.nodes[SERVER_RANK].name)}:{RENDEZVOUS_PORT}"
+        env = {**os.environ, "GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"}
+        processes: list[NodeProcess] = []
+        start = time.perf_counter()
+        injector = _NetworkFault(net, spec, fault, job)
+        injector.arm(liveness)
+        supervisor = Supervisor(roles, processes, liveness, outputs, job.timeout_s,
+                                job.deadline_s,
+                                where=[f"node {n.name}, {net.address(n.name)}"
+                                       for n in spec.nodes],
+                                on_poll=injector)
+        try:
+            for rank, node in enumerate(spec.nodes):
+                log = NamelessFile()
+                argv = [sys.executable, "-m", "torch.distributed.run",
+                        f"--nnodes={job.world_size}", f"--node-rank={rank}",
+                        "--nproc-per-node=1", "--rdzv-backend=static",
+                        f"--rdzv-endpoint={endpoint}", "--max-restarts=0",
+                        "--monitor-interval=0.1", "-m", "workbench.training.distributed",
+                        "--handoff", samples.path]
+                processes.append(NodeProcess(net.popen(
+                    node.name, argv, env=env, stdin=subprocess.DEVNULL, stdout=log.file,
+                    stderr=subprocess.STDOUT), log))
+            try:
+                supervisor.wait()
+            except DistributedRunError as err:
+                raise _network_failure(net, spec, err, job.timeout_s) from None
+            wall_s = time.perf_counter() - start
+            outs = [o.read()["out"] for o in outputs]
+        finally:
+            supervisor.stop()
+        network = {"network": "kernel", "latency_applied": net.latency_applied,
+                   "effective_latency_ms": latency, "nodes": net.describe()}
+    return outs, wall_s, network
+
+
+@dataclass
+class _NetworkFault:
+    """The launcher's network fault (:data:`NETWORK_FAULTS`): the faulty rank (worker 0 for the
+    server) is held at the start of the fault's iteration, the fault applied, the rank
+    released."""
+
+    net: EdgeNetwork
+    spec: NetworkSpec
+    fault: Fault | None
+    job: DistributedJob
+    done: bool = False
+
+    @property
+    def watched(self) -> int:
+        """The rank whose iteration times the fault."""
+        assert self.fault is not None
+        return self.fault.rank if 1 <= self.fault.rank <= self.job.workers else 1
+
+    def arm(self, liveness: Liveness) -> None:
+        """Ask the watched rank to pause at the fault's iteration (before the run starts)."""
+        if self.fault is not None and self.fault.kind in NETWORK_FAULTS:
+            liveness.hold(self.watched, self.fault.iteration)
+
+    def __call__(self, liveness: Liveness) -> None:
+        fault = self.fault
+        if self.done or fault is None or fault.kind not in NETWORK_FAULTS:
             return
-        lost = liveness.lost(alive, now, job.timeout_s)
-        if lost is not None:
-            raise DistributedProcessError(_lost_message(job, processes, *lost))
-        if now > deadline:
-            raise DistributedProcessError(
-                f"the distributed run passed its deadline of deadline_s = {job.deadline_s:g} s "
-                f"and was stopped ({job.world_size} processes): raise deadline_s or lower the "
-                "steps")
+        if liveness.iteration(self.watched) < fault.iteration:
+            return
+        node = self.spec.nodes[fault.rank].name
+        if fault.kind == "link_down":
+            self.net.set_link(node, up=False)
+        elif fault.kind == "degrade":
+            self.net.set_rate(node, fault.bandwidth_gbps)
+        else:
+            self.net.kill_node(node)
+        self.done = True
+        liveness.release(self.watched)
 
 
-def _who(job: DistributedJob, processes: list, rank: int) -> str:
-    return f"{_role(job, rank)} (rank {rank}, pid {processes[rank].pid})"
-
-
-def _lost_message(job: DistributedJob, processes: list, rank: int, how: str,
-                  seconds: float) -> str:
-    what = (f"sent nothing (no heartbeat) for {seconds:.0f} s: it is stopped (SIGSTOP, a "
-            "debugger) or frozen" if how == "silent" else
-            f"was busy for {seconds:.0f} s without reaching a message, all_reduce or barrier: "
-            "it hangs in its own code")
-    return (f"{_who(job, processes, rank)} {what} (timeout_s = {job.timeout_s:g} s); the run's "
-            f"{job.world_size} processes were stopped")
-
-
-def _failure(job: DistributedJob, processes: list, liveness: Liveness,
-             outputs: list[_NamelessFile], failed: list[int], alive: list[int], now: float
-             ) -> DistributedRunError:
-    """The error naming the cause of a failure: a process that died; else one still running
-    that has been silent or busy for :data:`BLAME_FRACTION` of ``timeout_s`` (the others timed
-    out waiting for it); else the first process that raised."""
-    errors = {rank: outputs[rank].read() for rank in failed}
-    for rank in failed:
-        code = processes[rank].exitcode
-        if "error" not in errors[rank]:
-            how = (f"killed by {signal.Signals(-code).name}" if code < 0
-                   else f"exited with code {code}")
-            return DistributedProcessError(
-                f"{_who(job, processes, rank)} died ({how}); the run's {job.world_size} "
-                "processes were stopped")
-    lost = liveness.lost(alive, now, BLAME_FRACTION * job.timeout_s)
-    if lost is not None:
-        return DistributedProcessError(_lost_message(job, processes, *lost)
-                                       + "; the others timed out waiting for it")
-    rank = min(failed, key=lambda r: errors[r]["at"])
-    return DistributedRunError(f"{_who(job, processes, rank)} raised; the run was stopped:\n"
-                               f"{errors[rank]['error']}")
-
-
-def _stop(processes: list) -> None:
-    """SIGKILL every process still running (a stopped one too) and reap them all."""
-    for process in processes:
-        if process.pid is not None and process.exitcode is None:
-            process.kill()
-    for process in processes:
-        if process.pid is not None:
-            process.join()
+def _network_failure(net: EdgeNetwork, spec: NetworkSpec, err: DistributedRunError,
+                     timeout_s: float) -> DistributedRunError:
+    """A failure on the kernel network, blamed on the links the kernel shows broken (down,
+    slower than configured, holding queued bytes) when a process did not die by itself."""
+    if isinstance(err, DistributedProcessError) and " died (" in str(err):
+        return err
+    problems = net.diagnose()
+    if not problems:
+        return err
+    named = []
+    for node, problem in problems:
+        rank = spec.index(node)
+        named.append(f"{spec.nodes[rank].role} (rank {rank}, node {node}, "
+                     f"{net.address(node)}): {problem}")
+    return DistributedProcessError(
+        f"{'; '.join(named)}; the processes waiting across it made no progress for "
+        f"timeout_s = {timeout_s:g} s; the run was stopped and the network torn down")
 
 
 def torchrun_main(job_path: str) -> None:
@@ -795,4 +759,39 @@ def torchrun_main(job_path: str) -> None:
         raise SystemExit(f"torchrun started {world} processes; the job needs {job.world_size} "
                          f"(1 server + {job.workers} workers"
                          f"{' + 1 dispatcher' if job.has_dispatcher else ''})")
-    _entry(rank, job, train, "env://", _DirOutput(str(Path(job_path).parent), rank), None)
+    _entry(rank, job, train, "env://", DirOutput(str(Path(job_path).parent), rank), None)
+
+
+def _handoff_main(path: str) -> None:
+    """One rank on the kernel network, started by its node's ``torchrun``: the job, the
+    samples, the liveness table and the outputs come from the launcher's nameless files
+    (``/proc/<launcher>/fd/<n>``); the process dies with its agent."""
+    handoff = NamelessFile.open(path)
+    payload = handoff.read()
+    handoff.close()
+    job: DistributedJob = payload["job"]
+    rank = int(os.environ["RANK"])
+    liveness = Liveness(job.world_size, NamelessFile.open(payload["liveness"]))
+    output = NamelessFile.open(payload["outputs"][rank])
+    _entry(rank, job, payload["train"], "env://", output, payload["fault"], liveness,
+           parent_pid=os.getppid())
+
+
+def save_job(job: DistributedJob, train: Split, path: str | Path) -> None:
+    """Write ``(job, train)`` for :func:`torchrun_main` (copy it to every machine)."""
+    with open(path, "wb") as f:
+        pickle.dump((job, train), f, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="one rank of a distributed run under torchrun")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--handoff", help="the launcher's nameless file: /proc/<pid>/fd/<n> "
+                                         "(the kernel network on this machine)")
+    where.add_argument("--job", help="a job file written by save_job (machines of your own): "
+                                     "results go next to it")
+    args = parser.parse_args()
+    if args.handoff:
+        _handoff_main(args.handoff)
+    else:
+        torchrun_main(args.job)
