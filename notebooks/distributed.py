@@ -141,15 +141,15 @@ for phase, measured, emulated in (("compute", "compute_measured", "compute_emula
                                   ("all-reduce", "allreduce_measured", "allreduce_emulated"),
                                   ("iteration", "wall_measured", "step_emulated")):
     for source, col in (("measured (processes)", measured), ("emulated clock", emulated)):
-        long.append(phases.groupby(["network", "bound", "worker"])[col].mean()
+        long.append(phases.groupby(["network", "run", "worker"])[col].mean()
                     .rename("seconds").reset_index().assign(phase=phase, source=source))
 long = pd.concat(long, ignore_index=True)
 long["ms"] = 1e3 * long["seconds"]
 long["network"] = long["network"].map(NETWORK_NAMES)
 long["worker"] = "worker " + long["worker"].astype(str)
-grid = sns.catplot(data=long[long["bound"] == 0], x="phase", y="ms", hue="source",
-                   col="worker", row="network", kind="bar", height=2.8, aspect=1.5,
-                   sharey=False)
+base = long[long["run"] == "validation s = 0"]
+grid = sns.catplot(data=base, x="phase", y="ms", hue="source", col="worker", row="network",
+                   kind="bar", height=2.8, aspect=1.5, sharey=False)
 grid.set_axis_labels("", "ms per iteration (mean)")
 grid.set_titles("{row_name}, {col_name}")
 section.figure(grid.figure, "phases",
@@ -160,16 +160,27 @@ section.figure(grid.figure, "phases",
                "clock); the wait for the other workers' pushes (BSP) is in the iteration, not "
                "in a phase.", setting)
 plt.close("all")
-ratios = pd.DataFrame([{"network": network, "bound": int(bound), **r}
-                       for network, by_bound in summary["phase_ratios"].items()
-                       for bound, r in by_bound.items()])
-section.table(ratios, "phase_ratios", "Measured / emulated per phase (means), per network: the "
-              "kernel-shaped network beside the sender-shaped token bucket.", setting)
+ratios = pd.DataFrame([{"network": network, "run": run, **r}
+                       for network, by_run in summary["phase_ratios"].items()
+                       for run, r in by_run.items()])
+ratios = ratios[["network", "run", "pull", "push", "comm", "compute", "allreduce",
+                 "allreduce_with_wait", "iteration"]]
+ratios = ratios.assign(order=ratios["network"].map(networks.index),
+                       esd=ratios["run"].str.startswith("ESD")) \
+    .sort_values(["order", "esd", "run"]).drop(columns=["order", "esd"]).reset_index(drop=True)
+section.table(ratios, "phase_ratios", "Measured / emulated per phase (means), per network and "
+              "run: the kernel-shaped network beside the sender-shaped token bucket, for the "
+              "validation runs and for ESD's heterogeneous edge profile (links "
+              + ", ".join(f"{b:g}" for b in summary["esd_bandwidth_gbps"])
+              + " Gb/s, a dispatcher process). The all-reduce is the collective itself (per "
+              "iteration the last worker to enter it); `allreduce_with_wait` also holds the "
+              "others' wait for it.", setting)
+validation = ratios[ratios["run"].str.startswith("validation")]
 
 
-def _ratio_list(network, phase):
-    rows = ratios[ratios["network"] == network]
-    return ", ".join(f"{r[phase]:.2f}x (s = {r['bound']})" for _, r in rows.iterrows())
+def _ratio_list(network, phase, rows=validation):
+    rows = rows[rows["network"] == network]
+    return ", ".join(f"{r[phase]:.2f}x ({r['run']})" for _, r in rows.iterrows())
 
 
 clock = summary["clock"]
@@ -182,10 +193,17 @@ for network in networks:
              f"{_ratio_list(network, 'iteration')}; fitted on its {fit['samples']} pull "
              f"exchanges: {1e6 * fit['message_s']:.0f} us per exchange + "
              f"{1e6 * fit['row_s']:.2f} us per row. ")
+esd_runs = ratios[ratios["run"].str.startswith("ESD")]
+for network in networks:
+    text += (f"On ESD's heterogeneous profile ({NETWORK_NAMES[network]}): pull "
+             f"{_ratio_list(network, 'pull', esd_runs)}; push "
+             f"{_ratio_list(network, 'push', esd_runs)}; all-reduce "
+             f"{_ratio_list(network, 'allreduce', esd_runs)}; iteration "
+             f"{_ratio_list(network, 'iteration', esd_runs)}. ")
 per_message = clock["client_message_s"] + clock["server_message_s"]
-by_worker = phases[phases["bound"] == 0].groupby(["network", "worker"])[
-    ["push_measured", "push_emulated"]].mean()
-fast = int(phases["worker"].max())  # the last worker has the fastest link in the default
+base_runs = phases[phases["run"] == "validation s = 0"]
+by_worker = base_runs.groupby(["network", "worker"])[["push_measured", "push_emulated"]].mean()
+fast = int(base_runs["worker"].max())  # the last worker has the fastest link in the default
 text += ("The all-reduce ratio is the collective itself: per iteration the time of the worker "
          "that entered it last; `allreduce_with_wait` (the mean over workers) also holds the "
          "faster-link worker's wait inside the all_reduce for the slower one, most of the gap "
@@ -199,8 +217,10 @@ if "kernel" in networks:
              "still crossing its link, while the clock gives every worker a parallel link; the "
              "token bucket hides this wait, because a sender there holds its message until the "
              "bucket lets it go, so the server is never left reading a slow payload. ")
-text += (f"The calibration charges {1e6 * per_message:.0f} us per message and {1e6 * (clock['client_row_s'] + clock['server_row_s']):.2f} us "
-         "per row (client + server). The clock's ring all-reduce is 2(W-1)/W x dense bytes / the "
+per_row = clock["client_row_s"] + clock["server_row_s"]
+text += (f"The calibration charges {1e6 * per_message:.0f} us per message and "
+         f"{1e6 * per_row:.2f} us per row (client + server). The clock's ring all-reduce is "
+         "2(W-1)/W x dense bytes / the "
          "slowest link, nothing else; a real ring also pays its steps' latencies, gloo's copies "
          "and framing, and the wait for the slowest worker's backward pass. On the kernel "
          "network every byte also carries TCP/IP and Ethernet headers and gloo's framing (the "

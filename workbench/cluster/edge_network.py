@@ -313,7 +313,9 @@ class EdgeNetwork:
         return node
 
     def _has_netem(self) -> bool:
-        self.run("switch", ["ip", "link", "add", "probe0", "type", "dummy"], check=False)
+        # a veth pair (the links need veth anyway; a dummy interface may not be built in)
+        self.run("switch", ["ip", "link", "add", "probe0", "type", "veth", "peer", "name",
+                            "probe1"])
         done = self.run("switch", ["tc", "qdisc", "add", "dev", "probe0", "root", "netem",
                                    "delay", "1ms"], check=False)
         self.run("switch", ["ip", "link", "del", "probe0"], check=False)

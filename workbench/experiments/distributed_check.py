@@ -1,4 +1,7 @@
-r"""The emulator checked against real processes: the same runs, emulated and distributed.
+r"""The emulator checked against real processes: the same runs, emulated and distributed, on
+each network of ``exp.networks`` (the sender-shaped token bucket on loopback, and the
+kernel-shaped edge network of :mod:`workbench.cluster.edge_network`, skipped with its reason
+where namespaces are not permitted).
 
 Two parts, on ``het_train``'s dataset and model (their compute cost is calibrated):
 
@@ -10,17 +13,23 @@ Two parts, on ``het_train``'s dataset and model (their compute cost is calibrate
   carries the clock's 16 B per key and per pushed row plus a reply mask of one bit per key and an
   8-byte version per pulled row: checked to the byte), the server's row versions. At s = 0 also
   the trained parameters (table and dense), within ``param_rtol`` (the dense gradients are summed
-  by a gloo all_reduce instead of one batched backward pass: another reduction order). Timed: the
-  wall seconds per phase (compute, communication, all-reduce, BSP wait) against the emulated
-  clock's, and the software cost per message and per row fitted from the measured exchanges.
+  by a gloo all_reduce instead of one batched backward pass: another reduction order). Timed:
+  the wall seconds per phase (pull, push, compute, all-reduce, iteration) against the emulated
+  clock's on the same links (on the kernel network without netem: at the veths' own latency),
+  and the software cost per message and per row fitted from the measured exchanges.
 * **ESD on real processes**: the dispatchers of ``exp.esd_dispatchers`` in a dispatcher process
-  that sends each worker its samples, on heterogeneous edge links; wall time per iteration end to
-  end beside the emulated clock's step time for the same runs.
+  that sends each worker its samples, on heterogeneous edge links (20 Mb/s to 1 Gb/s by
+  default); wall time per iteration end to end and per phase beside the emulated clock's.
+
+On the kernel network every worker's interface counters (bytes and packets both ways) are set
+against the backend's own accounting and the clock's (:func:`byte_frame`).
 
 Outputs (``results/distributed_check/<ds>/``): ``check.json`` (deterministic: counters, bytes,
-versions, parameter differences), ``phases.csv`` and ``esd.csv`` (MEASURED wall seconds beside
-the emulated ones; they change from run to run), ``summary.json`` (the settings, the ratios, the
-fitted software cost).
+versions, parameter differences, per network and bound), ``phases.csv`` (per network, run,
+iteration and worker), ``esd.csv`` and ``bytes.csv`` (MEASURED wall seconds and kernel counters
+beside the emulated ones; they change from run to run), ``summary.json`` (the settings, the
+networks that ran and why one did not, the phase ratios per network and run, the fitted software
+cost).
 """
 
 from __future__ import annotations
@@ -330,6 +339,14 @@ class _EsdRuns:
     shape: dict[str, Any]
     seed: int
 
+    def job(self, name: str, network: str) -> DistributedJob:
+        """Dispatcher ``name``'s job on ``network`` (before its dispatcher settings)."""
+        exp = self.exp
+        return DistributedJob(self.model_cfg, system=SystemSpec(
+            f"Cache s={exp.esd_bound}", "cache", exp.esd_bound), cluster_cfg=self.cluster,
+            cache_cfg=self.cache, steps=exp.steps, seed=self.seed, dispatcher=name,
+            timeout_s=exp.timeout_s, deadline_s=exp.deadline_s, network=network, **self.shape)
+
     def run(self, name: str, network: str) -> tuple[dict[str, Any], EmulatedRun,
                                                      DistributedResult]:
         """Dispatcher ``name`` in its own process on ``network``: its row of ``esd.csv``, the
@@ -337,10 +354,7 @@ class _EsdRuns:
         from workbench.dispatch.registry import SolverOptions
 
         exp = self.exp
-        job = DistributedJob(self.model_cfg, system=SystemSpec(
-            f"Cache s={exp.esd_bound}", "cache", exp.esd_bound), cluster_cfg=self.cluster,
-            cache_cfg=self.cache, steps=exp.steps, seed=self.seed, dispatcher=name,
-            timeout_s=exp.timeout_s, deadline_s=exp.deadline_s, network=network, **self.shape)
+        job = self.job(name, network)
         options = (SolverOptions() if name in ("contiguous", "random", "laia")
                    else SolverOptions(**self.esd.dispatcher_options()))
         budget = self.esd.hybrid_budget_fraction * float(
@@ -445,15 +459,18 @@ def run(ctx: RunContext, exp: DistributedCheckConfig, *, dataset: DatasetConfig,
             phases = phase_frame(emulated, real, exp.warmup,
                                  Links.from_config(clock_job.cluster_cfg, software),
                                  model_cfg.embedding_dim)
+            label = f"validation s = {bound}"
             phases.insert(0, "bound", bound)
+            phases.insert(0, "run", label)
             phases.insert(0, "network", network)
             network_phases.append(phases)
-            ratios.setdefault(network, {})[str(bound)] = phase_ratios(phases)
+            ratios.setdefault(network, {})[label] = phase_ratios(phases)
             if network == "kernel":
                 kernel_network = {k: v for k, v in real.network.items() if k != "nodes"}
                 byte_frames.append(byte_frame(emulated, real).assign(
                     run=f"validation s = {bound}", network=network))
         phase_frames.extend(network_phases)
+        # the software cost is fitted on the validation runs (the links of check_cluster)
         fitted[network] = fit_software(pd.concat(network_phases, ignore_index=True),
                                        on_real_links(job, real).cluster_cfg,
                                        BYTES_PER_FLOAT * model_cfg.embedding_dim)
@@ -462,6 +479,15 @@ def run(ctx: RunContext, exp: DistributedCheckConfig, *, dataset: DatasetConfig,
         for name in exp.esd_dispatchers:
             row, emulated, real = esd_runs.run(name, network)
             esd_rows.append(row)
+            label = f"ESD {name}"
+            phases = phase_frame(emulated, real, exp.warmup, Links.from_config(
+                on_real_links(esd_runs.job(name, network), real).cluster_cfg, software),
+                model_cfg.embedding_dim)
+            phases.insert(0, "bound", exp.esd_bound)
+            phases.insert(0, "run", label)
+            phases.insert(0, "network", network)
+            phase_frames.append(phases)
+            ratios[network][label] = phase_ratios(phases)
             if network == "kernel":
                 byte_frames.append(byte_frame(emulated, real).assign(run=f"ESD {name}",
                                                                     network=network))

@@ -584,8 +584,9 @@ def run_distributed(job: DistributedJob, train: Split, fault: Fault | None = Non
             outs, wall_s = _launch_here(job, train, fault, liveness, samples, outputs, roles)
             network = {"network": "token_bucket"}
     finally:
-        for nameless in (samples, *outputs, liveness.file):
+        for nameless in (samples, *outputs):
             nameless.close()
+        liveness.close()
     server = outs[SERVER_RANK]
     history = pd.DataFrame([r for out in outs[1: job.workers + 1] for r in out["history"]])
     history = history.sort_values(["iteration", "worker"], kind="stable").reset_index(drop=True)

@@ -172,6 +172,13 @@ class Liveness:
     def __reduce__(self):
         return Liveness, (self.world, self.file)
 
+    def close(self) -> None:
+        """Unmap the table and close this process's handle of its file."""
+        del self.table
+        with contextlib.suppress(BufferError):  # a view of the table still held elsewhere
+            self._map.close()
+        self.file.close()
+
     # -- in the process -------------------------------------------------------------------------
     def start(self, rank: int, parent_pid: int | None) -> None:
         """Begin beating as ``rank`` (a daemon thread); with ``parent_pid``, kill this process
