@@ -40,17 +40,12 @@ def ci_params(tmp_path: Path) -> Path:
     return write_params(tmp_path)
 
 
-@pytest.fixture(scope="session")
-def ci_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Run every data and experiment stage of the pipeline once on the ci profile.
-
-    Returns the params file; outputs lie beside it.
-    """
+def _build_pipeline(root: Path) -> None:
+    """Run every data and experiment stage on the ci profile with outputs under ``root``."""
     from workbench.config import load
     from workbench.stages import STAGES, run
     from workbench.stages.registry import config_value
 
-    root = tmp_path_factory.mktemp("pipeline")
     params = write_params(root)
     cfg = load(params=params)
     for stage in STAGES.values():  # the registry's order: every stage after the ones it reads
@@ -61,7 +56,33 @@ def ci_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
             continue
         for name in config_value(cfg, stage.datasets):
             run([stage.name, "--params", str(params), "--dataset", name])
-    return params
+
+
+@pytest.fixture(scope="session")
+def ci_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every data and experiment stage of the pipeline on the ci profile, run once per test run
+    and copied for this test process (each pytest-xdist worker writes its own reports there).
+
+    The first worker to get here builds it under a lock in the run's common temporary folder;
+    the others wait and copy. Returns the params file; outputs lie beside it.
+    """
+    import shutil
+
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    common = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    built = common / "ci-pipeline-built"
+    with FileLock(str(common / "ci-pipeline.lock")):
+        if not (built / ".complete").exists():
+            shutil.rmtree(built, ignore_errors=True)
+            built.mkdir()
+            _build_pipeline(built)
+            (built / ".complete").touch()
+    root = tmp_path_factory.mktemp("pipeline")
+    shutil.copytree(built, root, dirs_exist_ok=True, symlinks=True,
+                    ignore=shutil.ignore_patterns(".complete", "params.yaml"))
+    return write_params(root)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
