@@ -57,7 +57,7 @@ from workbench.utils.errors import UserError, WorkbenchError
 from workbench.utils.validation import ConfigError
 
 __all__ = ["EdgeNetwork", "LinkSpec", "NetworkError", "NetworkSpec", "NetworkUnavailableError",
-           "NodeSpec", "header_bytes", "hold", "read_net_dev"]
+           "NodeSpec", "PACKET_HEADER_BYTES", "hold", "read_net_dev"]
 
 log = logging.getLogger(__name__)
 
@@ -106,21 +106,26 @@ class LinkSpec:
             if not 0 <= value < float("inf"):
                 raise ValueError(f"{key} = {value}: must be a finite number >= 0")
 
+    def delayed(self, netem: bool) -> bool:
+        """Whether the link has a netem delay at its root (with the token bucket below it)."""
+        return netem and (self.latency_ms > 0 or self.jitter_ms > 0)
+
+    def tbf_parent(self, netem: bool) -> list[str]:
+        """Where the token bucket hangs: below netem (``parent 1: handle 2:``) or at the root."""
+        return ["parent", "1:", "handle", "2:"] if self.delayed(netem) else ["root"]
+
     def qdiscs(self, device: str, netem: bool) -> list[list[str]]:
         """The ``tc`` command lines that shape ``device``'s egress as this link: netem (delay,
         jitter) at the root with the token bucket below it, or the token bucket alone."""
-        delayed = netem and (self.latency_ms > 0 or self.jitter_ms > 0)
         lines = []
-        parent = ["root"]
-        if delayed:
+        if self.delayed(netem):
             delay = ["delay", f"{self.latency_ms:g}ms"]
             if self.jitter_ms > 0:
                 delay += [f"{self.jitter_ms:g}ms"]
             lines.append(["tc", "qdisc", "add", "dev", device, "root", "handle", "1:",
                           "netem", *delay, "limit", "100000"])
-            parent = ["parent", "1:", "handle", "2:"]
         if self.bandwidth_gbps is not None:
-            lines.append(["tc", "qdisc", "add", "dev", device, *parent,
+            lines.append(["tc", "qdisc", "add", "dev", device, *self.tbf_parent(netem),
                           *_tbf(self.bandwidth_gbps)])
         return lines
 
@@ -181,12 +186,6 @@ class NetworkSpec:
             if node.name == name:
                 return i
         raise KeyError(f"no node {name!r} (nodes: {[n.name for n in self.nodes]})")
-
-
-def header_bytes(packets: int) -> int:
-    """Header bytes the interface counters hold for ``packets`` TCP packets (module
-    docstring): what separates the kernel's byte count from the payload sent."""
-    return PACKET_HEADER_BYTES * int(packets)
 
 
 # ------------------------------------------------------------------------------------------
@@ -450,8 +449,7 @@ class EdgeNetwork:
     def set_rate(self, name: str, bandwidth_gbps: float) -> None:
         """Change node ``name``'s link rate (both directions) to ``bandwidth_gbps``."""
         i = self.spec.index(name)
-        parent = (["parent", "1:", "handle", "2:"]
-                  if self.latency_applied and self.spec.nodes[i].link.latency_ms else ["root"])
+        parent = self.spec.nodes[i].link.tbf_parent(self.latency_applied)
         for node, device in ((name, "eth0"), ("switch", f"n{i}")):
             verb = "change" if self._has_tbf(node, device) else "add"
             self.run(node, ["tc", "qdisc", verb, "dev", device, *parent,
@@ -461,10 +459,6 @@ class EdgeNetwork:
         qdiscs = json.loads(self.run(name, ["tc", "-j", "qdisc", "show", "dev",
                                             device]).stdout)
         return any(q.get("kind") == "tbf" for q in qdiscs)
-
-    def pids(self, name: str) -> list[int]:
-        """Processes inside node ``name``'s namespace (its holder excluded)."""
-        return self._pids_inside(self._node(name))
 
     def _pids_inside(self, node: _Node) -> list[int]:
         inode = os.fstat(node.fd).st_ino
@@ -509,14 +503,12 @@ class EdgeNetwork:
         rtt_s, seconds = (float(v) for v in out.split())
         return {"rtt_ms": 1e3 * rtt_s, "throughput_gbps": 8 * nbytes / seconds / 1e9}
 
-    def effective_latency_ms(self, name: str, probe_rtt_ms: float | None = None) -> float:
+    def effective_latency_ms(self, name: str) -> float:
         """The one-way latency node ``name``'s link really has: its configured latency where
-        netem applied it, else half the measured round trip (``probe_rtt_ms``, or a probe)."""
+        netem applied it, else half the round trip a probe measures."""
         if self.latency_applied:
             return self._node(name).spec.link.latency_ms
-        rtt = probe_rtt_ms if probe_rtt_ms is not None else self.probe(name, pings=50,
-                                                                       nbytes=1)["rtt_ms"]
-        return rtt / 2
+        return self.probe(name, pings=50, nbytes=1)["rtt_ms"] / 2
 
     def describe(self) -> list[dict]:
         """One row per node: name, role, address, configured link, holder pid."""

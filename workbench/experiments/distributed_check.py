@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -46,7 +46,11 @@ import torch
 
 from workbench.cluster.cache import COUNTERS
 from workbench.cluster.config import CacheConfig, ClusterConfig
-from workbench.cluster.edge_network import EdgeNetwork, NetworkUnavailableError, header_bytes
+from workbench.cluster.edge_network import (
+    PACKET_HEADER_BYTES,
+    EdgeNetwork,
+    NetworkUnavailableError,
+)
 from workbench.cluster.time_model import (
     BYTES_PER_FLOAT,
     KEY_META_BYTES,
@@ -309,7 +313,7 @@ def byte_frame(emulated: EmulatedRun, real: DistributedResult) -> pd.DataFrame:
     backend = (sum(dis[f"{way}_{c}_bytes"] for way in ("sent", "recv") for c in CATEGORIES)
                + 2 * dis["allreduce_bytes"])
     transfers = dis["transfers_sent"] + dis["transfers_received"]
-    headers = header_bytes(1) * packets
+    headers = PACKET_HEADER_BYTES * packets
     framing = GLOO_TRANSFER_BYTES * transfers
     residual = kernel - headers - backend - framing
     iterations = real.history.groupby("worker").size()
@@ -339,22 +343,17 @@ class _EsdRuns:
     shape: dict[str, Any]
     seed: int
 
-    def job(self, name: str, network: str) -> DistributedJob:
-        """Dispatcher ``name``'s job on ``network`` (before its dispatcher settings)."""
-        exp = self.exp
-        return DistributedJob(self.model_cfg, system=SystemSpec(
-            f"Cache s={exp.esd_bound}", "cache", exp.esd_bound), cluster_cfg=self.cluster,
-            cache_cfg=self.cache, steps=exp.steps, seed=self.seed, dispatcher=name,
-            timeout_s=exp.timeout_s, deadline_s=exp.deadline_s, network=network, **self.shape)
-
-    def run(self, name: str, network: str) -> tuple[dict[str, Any], EmulatedRun,
-                                                     DistributedResult]:
+    def run(self, name: str, network: str) -> tuple[dict[str, Any], DistributedJob,
+                                                     EmulatedRun, DistributedResult]:
         """Dispatcher ``name`` in its own process on ``network``: its row of ``esd.csv``, the
-        emulated and the real run."""
+        job the clock ran (on the real links), the emulated and the real run."""
         from workbench.dispatch.registry import SolverOptions
 
         exp = self.exp
-        job = self.job(name, network)
+        job = DistributedJob(self.model_cfg, system=SystemSpec(
+            f"Cache s={exp.esd_bound}", "cache", exp.esd_bound), cluster_cfg=self.cluster,
+            cache_cfg=self.cache, steps=exp.steps, seed=self.seed, dispatcher=name,
+            timeout_s=exp.timeout_s, deadline_s=exp.deadline_s, network=network, **self.shape)
         options = (SolverOptions() if name in ("contiguous", "random", "laia")
                    else SolverOptions(**self.esd.dispatcher_options()))
         budget = self.esd.hybrid_budget_fraction * float(
@@ -363,8 +362,9 @@ class _EsdRuns:
         forced = dataclasses.replace(job, dispatcher_options=options, decision_budget_s=budget,
                                      force_dispatcher_process=True)
         real = run_real(forced, self.train, f"ESD run of {name} on the {network} network")
-        emulated = run_emulated(on_real_links(forced, real), self.train, self.compute,
-                                self.software, budget_fraction=self.esd.hybrid_budget_fraction)
+        clock_job = on_real_links(forced, real)
+        emulated = run_emulated(clock_job, self.train, self.compute, self.software,
+                                budget_fraction=self.esd.hybrid_budget_fraction)
         steady_emu = emulated.history[emulated.history["iteration"] >= exp.warmup]
         steady = real.history[real.history["iteration"] >= exp.warmup]
         wall = steady.groupby("iteration")["wall_s"].max()
@@ -384,7 +384,35 @@ class _EsdRuns:
             "wall_s": real.wall_s}
         log.info("%s on the %s network: %.1f ms per iteration measured, %.1f ms emulated",
                  name, network, 1e3 * row["step_s_measured"], 1e3 * row["step_s_emulated"])
-        return row, emulated, real
+        return row, clock_job, emulated, real
+
+
+@dataclass
+class _Collected:
+    """What the stage gathers from each run: its phases, their ratios and, on the kernel
+    network, its bytes."""
+
+    warmup: int
+    software: SoftwareCost
+    dim: int
+    phases: list[pd.DataFrame] = field(default_factory=list)
+    ratios: dict[str, dict[str, Any]] = field(default_factory=dict)
+    wire: list[pd.DataFrame] = field(default_factory=list)
+
+    def add(self, network: str, label: str, bound: int, clock_job: DistributedJob,
+            emulated: EmulatedRun, real: DistributedResult) -> pd.DataFrame:
+        """Record run ``label`` on ``network`` (the clock on ``clock_job``'s links); its
+        phases."""
+        phases = phase_frame(emulated, real, self.warmup,
+                             Links.from_config(clock_job.cluster_cfg, self.software), self.dim)
+        phases.insert(0, "bound", bound)
+        phases.insert(0, "run", label)
+        phases.insert(0, "network", network)
+        self.phases.append(phases)
+        self.ratios.setdefault(network, {})[label] = phase_ratios(phases)
+        if network == "kernel":
+            self.wire.append(byte_frame(emulated, real).assign(run=label, network=network))
+        return phases
 
 
 def run_real(job: DistributedJob, train: Split, what: str) -> DistributedResult:
@@ -429,8 +457,8 @@ def run(ctx: RunContext, exp: DistributedCheckConfig, *, dataset: DatasetConfig,
     cache_cfg = dataclasses.replace(cache, policy=exp.cache_policy, ratio=exp.cache_ratio,
                                     rows=None)
     networks, skipped = available_networks(exp.networks)
-    checks, phase_frames, byte_frames, esd_rows = [], [], [], []
-    ratios: dict[str, dict[str, Any]] = {}
+    checks, esd_rows = [], []
+    collected = _Collected(exp.warmup, software, model_cfg.embedding_dim)
     fitted: dict[str, Any] = {}
     kernel_network: dict[str, Any] = {}
     esd_cluster = dataclasses.replace(
@@ -441,7 +469,7 @@ def run(ctx: RunContext, exp: DistributedCheckConfig, *, dataset: DatasetConfig,
     esd_runs = _EsdRuns(exp, esd, model_cfg, esd_cluster, esd_cache, train, compute, software,
                         shape, seed)
     for network in networks:
-        network_phases = []
+        validation = []
         for bound in exp.bounds:
             job = DistributedJob(model_cfg, system=SystemSpec(f"Cache s={bound}", "cache", bound),
                                  cluster_cfg=check_cluster, cache_cfg=cache_cfg, steps=exp.steps,
@@ -456,50 +484,29 @@ def run(ctx: RunContext, exp: DistributedCheckConfig, *, dataset: DatasetConfig,
                      "diff %.2e", network, bound, check["counters_identical"],
                      check["table_max_rel_diff"], check["dense_max_rel_diff"])
             checks.append(check)
-            phases = phase_frame(emulated, real, exp.warmup,
-                                 Links.from_config(clock_job.cluster_cfg, software),
-                                 model_cfg.embedding_dim)
-            label = f"validation s = {bound}"
-            phases.insert(0, "bound", bound)
-            phases.insert(0, "run", label)
-            phases.insert(0, "network", network)
-            network_phases.append(phases)
-            ratios.setdefault(network, {})[label] = phase_ratios(phases)
+            validation.append(collected.add(network, f"validation s = {bound}", bound,
+                                            clock_job, emulated, real))
             if network == "kernel":
                 kernel_network = {k: v for k, v in real.network.items() if k != "nodes"}
-                byte_frames.append(byte_frame(emulated, real).assign(
-                    run=f"validation s = {bound}", network=network))
-        phase_frames.extend(network_phases)
         # the software cost is fitted on the validation runs (the links of check_cluster)
-        fitted[network] = fit_software(pd.concat(network_phases, ignore_index=True),
-                                       on_real_links(job, real).cluster_cfg,
+        fitted[network] = fit_software(pd.concat(validation, ignore_index=True),
+                                       clock_job.cluster_cfg,
                                        BYTES_PER_FLOAT * model_cfg.embedding_dim)
         # the clock's costs depend on the cluster's compute and software settings only, which
         # the ESD cluster shares with the validation's: ``compute`` and ``software`` serve both
         for name in exp.esd_dispatchers:
-            row, emulated, real = esd_runs.run(name, network)
+            row, clock_job, emulated, real = esd_runs.run(name, network)
             esd_rows.append(row)
-            label = f"ESD {name}"
-            phases = phase_frame(emulated, real, exp.warmup, Links.from_config(
-                on_real_links(esd_runs.job(name, network), real).cluster_cfg, software),
-                model_cfg.embedding_dim)
-            phases.insert(0, "bound", exp.esd_bound)
-            phases.insert(0, "run", label)
-            phases.insert(0, "network", network)
-            phase_frames.append(phases)
-            ratios[network][label] = phase_ratios(phases)
-            if network == "kernel":
-                byte_frames.append(byte_frame(emulated, real).assign(run=f"ESD {name}",
-                                                                    network=network))
+            collected.add(network, f"ESD {name}", exp.esd_bound, clock_job, emulated, real)
     if not checks[0]["counters_identical"]:
         log.error("the distributed backend's counters differ from the emulator's")
-    phases = pd.concat(phase_frames, ignore_index=True)
+    phases = pd.concat(collected.phases, ignore_index=True)
     esd_frame = pd.DataFrame(esd_rows)
     base = esd_frame.groupby("network")["step_s_measured"].transform("first")
     base_emu = esd_frame.groupby("network")["step_s_emulated"].transform("first")
     esd_frame["speedup_measured"] = base / esd_frame["step_s_measured"]
     esd_frame["speedup_emulated"] = base_emu / esd_frame["step_s_emulated"]
-    bytes_frame = (pd.concat(byte_frames, ignore_index=True) if byte_frames
+    bytes_frame = (pd.concat(collected.wire, ignore_index=True) if collected.wire
                    else pd.DataFrame(columns=BYTE_COLUMNS))
 
     summary = {
@@ -512,7 +519,7 @@ def run(ctx: RunContext, exp: DistributedCheckConfig, *, dataset: DatasetConfig,
         "optimizer": model_cfg.optimizer, "lr_dense": model_cfg.lr_dense,
         "clock": clock_summary(check_cluster, compute, software),
         "networks": networks, "networks_skipped": skipped, "kernel_network": kernel_network,
-        "phase_ratios": ratios, "fitted_software": fitted,
+        "phase_ratios": collected.ratios, "fitted_software": fitted,
         "esd_workers": exp.esd_workers, "esd_baseline": str(exp.esd_dispatchers[0]),
         "esd_bandwidth_gbps": esd_cluster.per_worker("bandwidth_gbps"),
         "esd_latency_ms": esd_cluster.per_worker("latency_ms"),

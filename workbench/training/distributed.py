@@ -98,7 +98,13 @@ import torch.multiprocessing as mp
 from workbench.cluster.cache import COUNTERS, CacheSpec
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.edge_cluster import EdgeCluster, cache_spec
-from workbench.cluster.edge_network import EdgeNetwork, NetworkSpec, NodeSpec, read_net_dev
+from workbench.cluster.edge_network import (
+    EdgeNetwork,
+    LinkSpec,
+    NetworkSpec,
+    NodeSpec,
+    read_net_dev,
+)
 from workbench.cluster.remote_ps import RemoteCache, serve_parameter_server
 from workbench.cluster.shaped_link import ShapedLink
 from workbench.cluster.time_model import BYTES_PER_FLOAT
@@ -114,6 +120,7 @@ from workbench.training.supervision import (
     Liveness,
     NamelessFile,
     NodeProcess,
+    ProcessDiedError,
     Supervisor,
     die_with_parent,
     write_error,
@@ -430,7 +437,7 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
     rows, last = [], cache.counters.copy()
     traffic_last = endpoint.traffic()
     kernel = _KernelCounters(job.network == "kernel")
-    kernel_start = kernel_last = kernel.read()
+    kernel_last = kernel.read()
     for step in range(job.steps):
         if hooks.at is not None:
             hooks.at(step)
@@ -489,10 +496,8 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
         last, traffic_last, kernel_last = now, traffic, kernel_now
     cache.flush()
     cache.done()
-    kernel_end = kernel.read()
     out = {"history": rows, "traffic": endpoint.traffic(),
-           "flush_counters": (cache.counters - last).tolist(),
-           "kernel": {k: v - kernel_start.get(k, 0) for k, v in kernel_end.items()}}
+           "flush_counters": (cache.counters - last).tolist()}
     if w == 0:
         out["dense_state"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
     return out
@@ -599,8 +604,7 @@ def run_distributed(job: DistributedJob, train: Split, fault: Fault | None = Non
         server={"traffic": server["traffic"], "pulls_served": server["pulls_served"],
                 "push_rounds": server["push_rounds"], "busy_s": server["busy_s"],
                 "flush_counters": [o["flush_counters"] for o in outs[1: job.workers + 1]],
-                "decision_s": outs[-1].get("decision_s", []) if job.has_dispatcher else [],
-                "kernel": [o["kernel"] for o in outs[1: job.workers + 1]]},
+                "decision_s": outs[-1].get("decision_s", []) if job.has_dispatcher else []},
         wall_s=wall_s, startup_s=max(o["startup_s"] for o in outs), network=network)
 
 
@@ -635,7 +639,7 @@ def network_spec(job: DistributedJob) -> NetworkSpec:
     spec = NetworkSpec.from_cluster(job.cluster_cfg, dispatcher=job.has_dispatcher)
     if job.shaped:
         return spec
-    return NetworkSpec(tuple(NodeSpec(n.name, n.role, type(n.link)()) for n in spec.nodes))
+    return NetworkSpec(tuple(NodeSpec(n.name, n.role, LinkSpec()) for n in spec.nodes))
 
 
 def _launch_on_network(job: DistributedJob, train: Split, fault: Fault | None,
@@ -650,9 +654,7 @@ def _launch_on_network(job: DistributedJob, train: Split, fault: Fault | None,
         # it, else the veth's own, probed before the run on the idle network)
         latency = [net.effective_latency_ms(n.name) for n in spec.nodes[1: job.workers + 1]]
         samples.write({"train": train, "job": job, "liveness": liveness.file.path,
-                       "outputs": [o.path for o in outputs],
-                       "fault": None if fault is None or fault.kind in NETWORK_FAULTS
-                       else fault})
+                       "outputs": [o.path for o in outputs], "fault": fault})
         endpoint = f"{net.address(spec.nodes[SERVER_RANK].name)}:{RENDEZVOUS_PORT}"
         env = {**os.environ, "GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"}
         processes: list[NodeProcess] = []
@@ -733,7 +735,7 @@ def _network_failure(net: EdgeNetwork, spec: NetworkSpec, err: DistributedRunErr
                      timeout_s: float) -> DistributedRunError:
     """A failure on the kernel network, blamed on the links the kernel shows broken (down,
     slower than configured, holding queued bytes) when a process did not die by itself."""
-    if isinstance(err, DistributedProcessError) and " died (" in str(err):
+    if isinstance(err, ProcessDiedError):
         return err
     problems = net.diagnose()
     if not problems:

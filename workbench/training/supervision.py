@@ -44,7 +44,8 @@ import numpy as np
 from workbench.utils.errors import UserError, WorkbenchError
 
 __all__ = ["DirOutput", "DistributedProcessError", "DistributedRunError", "Liveness",
-           "NamelessFile", "NodeProcess", "Supervisor", "die_with_parent", "write_error"]
+           "NamelessFile", "NodeProcess", "ProcessDiedError", "Supervisor", "die_with_parent",
+           "write_error"]
 
 HEARTBEAT_S = 0.1  # a process's heartbeat period: far below any timeout_s (>= 1 s)
 POLL_S = 0.1  # the launcher's check period
@@ -66,6 +67,10 @@ class DistributedProcessError(DistributedRunError, UserError):
 
     Shown as one line: the process (role, rank, pid) and what happened to it.
     """
+
+
+class ProcessDiedError(DistributedProcessError):
+    """A process of a distributed run died (a signal, an exit code) without raising."""
 
 
 
@@ -441,7 +446,7 @@ class Supervisor:
                                                                      NodeProcess) else None)
                 how = how or (f"killed by {signal.Signals(-code).name}" if code < 0
                               else f"exited with code {code}")
-                return DistributedProcessError(
+                return ProcessDiedError(
                     f"{self.who(rank)} died ({how}); the run's {self.world} processes were "
                     "stopped")
         lost = self.liveness.lost(alive, now, BLAME_FRACTION * self.timeout_s)
