@@ -307,7 +307,9 @@ if fig2_rows.empty:
 # alone would say.
 
 # %%
-fig7 = pd.read_csv(time_dir / "fig7.csv")
+fig7_modes = pd.read_csv(time_dir / "fig7.csv")
+dense_mode = time_summary["dense_mode"]  # the cluster's: the figure and the claims use it
+fig7 = fig7_modes[fig7_modes["dense_mode"] == dense_mode].drop(columns="dense_mode")
 bws = sorted(fig7["bandwidth_gbps"].unique())
 models = list(dict.fromkeys(fig7["model"]))
 fig, axes = plt.subplots(len(bws), len(models), figsize=(3.4 * len(models), 3.0 * len(bws)),
@@ -334,7 +336,8 @@ section.figure(fig, "fig7_epoch_time",
                setting=f"{time_summary['workers']} workers x {time_summary['per_worker_batch']}"
                        f" samples, {time_summary['samples']:,} samples of {time_exp.dataset}, "
                        f"cache {time_summary['cache_policy']} "
-                       f"{time_summary['cache_ratio']:.0%}, overlap {time_summary['overlap']}; "
+                       f"{time_summary['cache_ratio']:.0%}, overlap {time_summary['overlap']}, "
+                       f"dense sync {time_summary['dense_sync']}; "
                        + "; ".join(f"{m.upper()}: "
                                    f"{clock_text(m, cfg.models[m].embedding_dim)}"
                                    for m in models))
@@ -346,9 +349,28 @@ section.table(shares7.reset_index(), "fig7_comm_share",
               "per bandwidth (differs between 1 and 10 Gb/s beyond a rescaling: see the text)",
               floatfmt=".3g")
 section.table(fig7, "fig7_epoch_time", "Fig. 7 numbers (seconds per epoch)", floatfmt=".4g")
-fig7_setting = (f"time model on the replayed {time_exp.dataset} trace, "
+by_mode7 = fig7_modes.pivot_table(index=["dense_mode", "model", "bandwidth_gbps"],
+                                  columns="system", values="comm_total_s")
+by_mode7 = pd.DataFrame({
+    "Hybrid / Cache s=100 communication": by_mode7["Hybrid, no cache"]
+    / by_mode7["Cache s=100"],
+    "Hybrid / Cache s=100 epoch": fig7_modes.pivot_table(
+        index=["dense_mode", "model", "bandwidth_gbps"], columns="system",
+        values="epoch_s").pipe(lambda t: t["Hybrid, no cache"] / t["Cache s=100"])}
+).reset_index()
+section.table(by_mode7, "fig7_dense_modes",
+              "Fig. 7 in each dense synchronisation mode (after_backward: one flat AllReduce "
+              "after backward; overlapped: DDP's buckets during backward; ps: dense push and "
+              f"pull over each worker's link). The claims use `{dense_mode}`, the cluster's "
+              "setting fixed before the run", floatfmt=".3g")
+CRITEO_KAGGLE_ROWS = 33_762_577  # the 26 tables' distinct values (HET trains on them all)
+table_scale = (f"a {time_summary['table_rows']:,}-row table "
+               f"({time_summary['table_rows'] / CRITEO_KAGGLE_ROWS:.1%} of Criteo Kaggle's "
+               f"{CRITEO_KAGGLE_ROWS / 1e6:.1f}M), {time_summary['samples']:,} samples")
+fig7_setting = (f"time model on the replayed {time_exp.dataset} trace ({table_scale}), "
                 f"{time_summary['workers']} workers x {time_summary['per_worker_batch']} samples, "
-                f"cache {time_summary['cache_policy']} {time_summary['cache_ratio']:.0%}")
+                f"cache {time_summary['cache_policy']} {time_summary['cache_ratio']:.0%}, "
+                f"dense sync {dense_mode}")
 for bw, key, panel in ((1.0, "het.fig7a_comm", "Fig. 7a"), (10.0, "het.fig7b_comm", "Fig. 7b")):
     paper7 = PAPER_FIG7[bw]
     at_bw = fig7[np.isclose(fig7["bandwidth_gbps"], bw)]
@@ -378,10 +400,57 @@ for bw, key, panel in ((1.0, "het.fig7a_comm", "Fig. 7a"), (10.0, "het.fig7b_com
                 f"(experiments.het_time.bandwidths_gbps = {list(bws)})"), key=key))
 
 # %% [markdown]
+# ## The cache's gain against the table size (1% .. 100% of Criteo Kaggle's rows)
+
+# %%
+scale_dir = results / "het_scale" / cfg.experiments.het_scale.dataset
+if (scale_dir / "summary.json").exists():
+    scale_summary = json.loads((scale_dir / "summary.json").read_text())
+    scale_runs = json.loads((scale_dir / "resources.json").read_text())["runs"]
+    by_scale = pd.DataFrame(scale_summary["ratios"])
+    long_scale = by_scale.melt(id_vars=["scale", "table_rows"], var_name="ratio",
+                               value_name="Hybrid / Cache s=100")
+    long_scale["ratio"] = long_scale["ratio"].map(
+        lambda c: "rows moved" if c == "rows_moved"
+        else f"communication time, {c.split('_')[1][:-1]} Gb/s")
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    sns.lineplot(data=long_scale, x="table_rows", y="Hybrid / Cache s=100", hue="ratio",
+                 marker="o", ax=ax)
+    for bw, style in ((1.0, ":"), (10.0, "--")):
+        ax.axhline(PAPER_FIG7[bw]["wdl"], color="k", ls=style, lw=0.8,
+                   label=f"paper, WDL communication at {bw:g} Gb/s [P]")
+    ax.set(xscale="log", xlabel="table rows (26 features, Criteo Kaggle's shape)",
+           ylabel="Hybrid / Cache s=100")
+    ax.legend(fontsize=6)
+    peak = max(r["peak_rss_gb"] for r in scale_runs)
+    full = [r for r in scale_runs if r["scale"] == max(scale_summary["scales"])]
+    section.figure(
+        fig, "het_table_size",
+        "HET: the cache's gain against the table size. Rows moved and communication time "
+        "(hidden or not, the clock of Fig. 7) of Hybrid without cache over Cache s=100, with the "
+        "synthetic generator's keys at "
+        + ", ".join(f"{s:.0%}" for s in scale_summary["scales"])
+        + " of Criteo Kaggle's cardinalities; the HET figures above run at the first",
+        setting=f"{scale_summary['samples']:,} samples at every scale, "
+                f"{scale_summary['workers']} workers x {scale_summary['per_worker_batch']}, "
+                f"cache {scale_summary['cache_policy']} {scale_summary['cache_ratio']:.0%} of "
+                f"the table, {scale_summary['model'].upper()}, dense sync "
+                f"{scale_summary['dense_mode']}; {scale_summary['clock']['describe']}; the "
+                f"largest replay took {max(r['replay_s'] for r in full):.0f} s "
+                f"({min(r['key_reads_per_s'] for r in full) / 1e6:.1f}M key reads/s), peak "
+                f"memory {peak:.1f} GB")
+    section.table(by_scale, "het_table_size", "Hybrid / Cache s=100 against the table size",
+                  floatfmt=".3g")
+else:
+    section.note("The table-size study (`het_scale` stage) has not run: no "
+                 f"{scale_dir.relative_to(results.parent)}.")
+
+# %% [markdown]
 # ## Fig. 9: scaling with workers, and per-epoch time against the embedding width
 
 # %%
-fig9w = pd.read_csv(time_dir / "fig9_workers.csv")
+fig9w_modes = pd.read_csv(time_dir / "fig9_workers.csv")
+fig9w = fig9w_modes[fig9w_modes["dense_mode"] == dense_mode].drop(columns="dense_mode")
 fig9d = pd.read_csv(time_dir / "fig9_dim.csv")
 paper9a = pd.DataFrame({"workers": [1, 2, 4, 8, 16, 32],
                         "HET Cache s=100 (paper, approx.)": [1, 2.0, 3.6, 6.9, 9.1, 12.4]})
@@ -409,6 +478,10 @@ section.figure(fig, "fig9_scaling",
                        "parameters; 33.76M x 4096 is 1.38e11)")
 section.table(fig9w[["system", "workers", "epoch_s", "samples_per_s", "speedup"]],
               "fig9_workers", "Fig. 9a numbers", floatfmt=".4g")
+section.table(fig9w_modes.pivot_table(index=["system", "workers"], columns="dense_mode",
+                                      values="speedup").reset_index(),
+              "fig9_dense_modes", "Fig. 9a speedup in each dense synchronisation mode (the "
+              f"claim uses `{dense_mode}`)", floatfmt=".3g")
 dim_ratio = fig9d.pivot_table(index="dim", columns="system", values="epoch_s")
 dim_ratio = dim_ratio.div(dim_ratio["Cache s=100"], axis=0).reset_index()
 section.table(dim_ratio, "fig9_dim_slowdown",
@@ -416,9 +489,10 @@ section.table(dim_ratio, "fig9_dim_slowdown",
               "TF Parallax 8.6x..16.5x from D = 128 to 4096)", floatfmt=".3g")
 skipped_text = "".join(f"; {knob} {points} skipped (the data holds less than one batch for "
                        "them)" for knob, points in time_summary["skipped"].items())
-fig9_setting = (f"time model, {cfg.cluster.name}, {time_summary['fig9_ps_shards']} servers, "
+fig9_setting = (f"time model on {table_scale}, {cfg.cluster.name}, "
+                f"{time_summary['fig9_ps_shards']} servers, "
                 f"per-worker batch {time_summary['per_worker_batch']}, overlap "
-                f"{time_summary['overlap']}; "
+                f"{time_summary['overlap']}, dense sync {dense_mode}; "
                 + clock_text(time_summary["fig9_model"],
                              cfg.models[time_summary["fig9_model"]].embedding_dim)
                 + skipped_text)

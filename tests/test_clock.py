@@ -11,11 +11,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from test_train import MODEL, _data
 from workbench.cluster.cache import C_INDEX, COUNTERS, CacheSpec, ParameterServer, WorkerCache
 from workbench.cluster.calibration import Calibration, compute_key
 from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.dense_sync import MIB, DenseSync, ring_seconds
 from workbench.cluster.time_model import ComputeCost, Links, SoftwareCost, time_model
 from workbench.experiments import calibrate
 from workbench.experiments.config import ExperimentsConfig
@@ -49,7 +52,7 @@ def test_software_cost_per_message_and_row_by_hand() -> None:
     t = time_model(_counters(workers), _links(shards=workers * 100), dim)
     nbytes = 16 * 500 + 64 * 300 + (64 + 16) * 200
     rows = 500 + 300 + 200
-    link = 2 * (1e-4 + 50e-6) + nbytes / 125e6 + rows * 0.1e-6
+    link = 3 * 1e-4 + 2 * 50e-6 + nbytes / 125e6 + rows * 0.1e-6  # a read: a round trip
     server = workers * nbytes / (workers * 100 * 125e6) + (
         workers * 2 * 40e-6 + workers * rows * 0.2e-6) / (workers * 100)
     assert t["messages"][0, 0] == 2
@@ -97,9 +100,12 @@ def test_compute_cost() -> None:
     assert "ms/sample" in cost.describe() and "us/msg" in SOFTWARE.describe()
 
 
-def _tiny_trainer(overlap: str, software: SoftwareCost | None) -> Trainer:
+def _tiny_trainer(overlap: str, software: SoftwareCost | None,
+                  dense_mode: str = "after_backward") -> Trainer:
     _, _, rows = _data(512)
-    cluster = ClusterConfig(workers=4, overlap=overlap, bandwidth_gbps=[1.0])
+    cluster = ClusterConfig(workers=4, overlap=overlap, bandwidth_gbps=[1.0],
+                            dense_mode=dense_mode, bucket_mb=0.01,  # type: ignore[arg-type]
+                            first_bucket_mb=0.005)
     return Trainer(ModelSpec(MODEL, 13, 26, rows), SystemSpec("Cache s=10", "cache", 10),
                    ClusterSetup(cluster, CacheConfig(policy="lru", ratio=0.05),
                                 ComputeCost(1e-3, 1e-4, "test"), software), seed=3)
@@ -230,3 +236,133 @@ def test_required_covers_every_timed_model() -> None:
                            "dcn/D32/dense13/sparse26", "wdl/D64/dense13/sparse26"])
     assert dims == [8, 32, 64]
     assert isinstance(models["wdl"], ModelConfig)
+
+
+# ------------------------------------------------------------------------------------------
+# Dense synchronisation modes (workbench.cluster.dense_sync)
+# ------------------------------------------------------------------------------------------
+
+def test_ring_pays_the_slowest_step_two_w_minus_one_times() -> None:
+    """Ring of 4 workers: 6 steps, each the slowest link's latency + message + bytes/(W B)."""
+    bw = np.array([1e8, 1e8, 5e7, 1e8])
+    lat = np.array([1e-3, 2e-3, 1e-3, 1e-3])
+    nbytes = 4e6
+    step = max(1e-3 + 1e-5 + 1e6 / 1e8, 2e-3 + 1e-5 + 1e6 / 1e8, 1e-3 + 1e-5 + 1e6 / 5e7)
+    assert ring_seconds(nbytes, bw, lat, 1e-5) == pytest.approx(6 * step)
+    assert ring_seconds(nbytes, bw[:1], lat[:1]) == 0.0  # one worker: nothing to reduce
+    assert ring_seconds(0.0, bw, lat) == 0.0
+
+
+def test_ddp_buckets_first_one_mib_then_bucket_cap() -> None:
+    sync = DenseSync("overlapped", bucket_mb=2.0, first_bucket_mb=1.0)
+    np.testing.assert_array_equal(sync.buckets(5.5 * MIB), [MIB, 2 * MIB, 2 * MIB, 0.5 * MIB])
+    np.testing.assert_array_equal(sync.buckets(0.5 * MIB), [0.5 * MIB])
+    np.testing.assert_array_equal(DenseSync("after_backward").buckets(5.5 * MIB), [5.5 * MIB])
+
+
+def test_overlapped_schedule_by_hand() -> None:
+    """Two workers (one ring step each way: 2 steps), buckets of 1 and 3 MiB, backward 10 ms.
+
+    Bucket 0 is ready 7.5 ms before the end of backward and takes 2 x (1 ms + 1 MiB / 2 /
+    1e9 B/s); bucket 1 is ready at the end and starts when both it and bucket 0 are done."""
+    bw, lat = np.full(2, 1e9), np.full(2, 1e-3)
+    sync = DenseSync("overlapped", bucket_mb=3.0, first_bucket_mb=1.0)
+    ring0 = 2 * (1e-3 + MIB / 2 / 1e9)
+    ring1 = 2 * (1e-3 + 3 * MIB / 2 / 1e9)
+    total, exposed = sync.seconds(4 * MIB, bw, lat, 0.0, np.array([10e-3]))
+    f0 = -10e-3 + 10e-3 * 0.25 + ring0
+    f1 = max(0.0, f0) + ring1
+    assert total[0] == pytest.approx(ring0 + ring1)
+    assert exposed[0] == pytest.approx(f1)
+    # a long backward hides bucket 0 entirely; no backward hides nothing
+    _, long = sync.seconds(4 * MIB, bw, lat, 0.0, np.array([1.0]))
+    assert long[0] == pytest.approx(ring1)
+    _, none = sync.seconds(4 * MIB, bw, lat, 0.0, np.array([0.0]))
+    assert none[0] == pytest.approx(ring0 + ring1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(dense_mb=st.floats(0.01, 200.0), bucket_mb=st.floats(0.05, 50.0),
+       first_mb=st.floats(0.05, 5.0), backward_ms=st.floats(0.0, 500.0),
+       latency_ms=st.floats(0.0, 20.0), workers=st.integers(2, 16))
+def test_overlapped_never_exceeds_after_backward(dense_mb: float, bucket_mb: float,
+                                                 first_mb: float, backward_ms: float,
+                                                 latency_ms: float, workers: int) -> None:
+    """Exposed <= the same buckets all-reduced after backward; without per-step cost <= one
+    flat AllReduce; one bucket = the flat AllReduce exactly."""
+    bw = np.linspace(1e7, 1e9, workers)
+    lat = np.full(workers, latency_ms * 1e-3)
+    sync = DenseSync("overlapped", bucket_mb=bucket_mb, first_bucket_mb=first_mb)
+    nbytes, b = dense_mb * MIB, np.array([backward_ms * 1e-3])
+    total, exposed = sync.seconds(nbytes, bw, lat, 1e-5, b)
+    assert 0.0 <= exposed[0] <= total[0] * (1 + 1e-12)
+    flat = ring_seconds(nbytes, bw, np.zeros(workers))
+    _, free = sync.seconds(nbytes, bw, np.zeros(workers), 0.0, b)
+    assert free[0] <= flat * (1 + 1e-9)
+    one = DenseSync("overlapped", bucket_mb=1e5, first_bucket_mb=1e5)
+    _, single = one.seconds(nbytes, bw, lat, 1e-5, b)
+    assert single[0] == pytest.approx(ring_seconds(nbytes, bw, lat, 1e-5))
+
+
+def test_time_model_dense_modes() -> None:
+    """after_backward adds the flat ring; overlapped hides part behind the gating worker's
+    backward; ps moves the dense bytes into each worker's PS exchange."""
+    dim, dense = 16, 3 * MIB
+    counters = _counters()
+    compute = np.array([[0.02, 0.01, 0.01, 0.01]])
+    runs = {}
+    for mode in ("after_backward", "overlapped", "ps"):
+        cfg = ClusterConfig(workers=4, bandwidth_gbps=[1.0], latency_ms=[0.1], ps_shards=4,
+                            overlap="none", dense_mode=mode, bucket_mb=1.0,
+                            first_bucket_mb=1.0, backward_share=0.5)
+        software = dataclasses.replace(SOFTWARE, collective_step_s=7e-6)
+        runs[mode] = time_model(counters, Links.from_config(cfg, software), dim, compute,
+                                dense)
+    flat = ring_seconds(dense, np.full(4, 1.25e8), np.full(4, 1e-4), 7e-6)
+    after, over, ps = runs["after_backward"], runs["overlapped"], runs["ps"]
+    assert after["dense_s"][0, 0] == pytest.approx(flat)
+    assert after["step_s"][0, 0] == pytest.approx(after["iter_s"].max() + flat)
+    # overlapped: three 1 MiB buckets behind worker 0's 10 ms of backward
+    ring = ring_seconds(MIB, np.full(4, 1.25e8), np.full(4, 1e-4), 7e-6)
+    b = 0.5 * 0.02
+    finish = -np.inf
+    for share in (1 / 3, 2 / 3, 1.0):
+        finish = max(-b + b * share, finish) + ring
+    assert over["dense_total_s"][0, 0] == pytest.approx(3 * ring)
+    assert over["dense_s"][0, 0] == pytest.approx(max(finish, 0.0))
+    assert over["step_s"][0, 0] <= after["step_s"][0, 0] + 3 * ring - flat + 1e-12
+    # ps: no collective; the dense bytes travel in the PS exchange (one message more each way)
+    assert ps["dense_s"][0, 0] == 0.0 and ps["dense_total_s"][0, 0] == 0.0
+    assert ps["messages"][0, 0] == after["messages"][0, 0] + 1  # the dense push
+    assert ps["comm_s"][0, 0] > after["comm_s"][0, 0] + 2 * dense / 1.25e8 - 1e-9
+
+
+def test_dense_mode_config_is_validated() -> None:
+    from workbench.config import load
+    with pytest.raises(ConfigError, match="cluster.backward_share = 1.5"):
+        load(["cluster.backward_share=1.5"])
+    with pytest.raises(ConfigError, match="cluster.dense_mode"):
+        load(["cluster.dense_mode=ring"])
+    cfg = load(["cluster.dense_mode=overlapped", "cluster.bucket_mb=4"])
+    assert cfg.cluster.dense_sync() == DenseSync("overlapped", 4.0, 1.0, 0.667)
+
+
+@pytest.mark.parametrize("mode", ["after_backward", "overlapped", "ps"])
+def test_reclock_reproduces_the_trained_runs_clock(mode: str) -> None:
+    """Clocking a run's history again in its own mode gives its emulated time exactly; the
+    training itself (AUC, parameters) does not depend on the mode."""
+    from workbench.cluster.edge_cluster import reclock
+
+    train, test, _ = _data(512)
+    trainer = _tiny_trainer("prefetch", SOFTWARE, dense_mode=mode)
+    metrics = trainer.fit(train, test, eval_every=3)
+    assert trainer.cluster is not None
+    clocked = reclock(trainer.cluster.history(), trainer.cluster.links, trainer.dim,
+                      trainer.dense_bytes)
+    elapsed = clocked["step_s"].cumsum().to_numpy()[metrics["iteration"].to_numpy() - 1]
+    np.testing.assert_allclose(elapsed + metrics["decision_s"], metrics["time_s"], rtol=1e-12)
+    if mode == "ps":
+        assert (clocked["dense_total_s"] == 0).all()
+    else:
+        assert (clocked["dense_s"] <= clocked["dense_total_s"] + 1e-15).all()
+        assert (clocked["dense_total_s"] > 0).all()

@@ -627,3 +627,33 @@ class TestCuda:
         store.set_hot(np.array([0]))
         np.testing.assert_allclose(store.table(), expected, rtol=0, atol=1e-6)
         np.testing.assert_allclose(store.host.numpy(), expected, rtol=0, atol=1e-6)
+
+    def test_every_scheme_on_cuda_equals_the_cpu(self) -> None:
+        # Hotline without overlap, accelerator-only, online re-profiling (set_hot between steps)
+        # and FAE (phase syncs between the tiers) on the GPU: the CPU trainer's model
+        _, _, _, hot = _data()
+        reference = _cpu_run("hybrid", "none")
+        for scheme, keys, overlap in (("hotline", hot, False),
+                                      ("accel_only", np.arange(ROWS), True)):
+            _assert_same(_train(scheme, keys, device="cuda", overlap=overlap), reference,
+                         atol=1e-4)
+        online = _train("hotline", np.zeros(0, dtype=np.int64), device="cuda", online_every=2,
+                        budget_bytes=24 * 4 * DIM)
+        assert any(s.synced_rows > 0 for s in online[3])
+        _assert_same(online, reference, atol=1e-4)
+        is_hot = hot_mask(hot, ROWS)
+        fae = _train("fae", hot, device="cuda", is_hot=is_hot, fae_phase_batches=2)
+        _assert_same(fae, _train("fae", hot, is_hot=is_hot, fae_phase_batches=2), atol=1e-4)
+
+    def test_cuda_spans_time_the_device_work(self) -> None:
+        # the cold rows' upload runs on the side stream: its span is timed there with CUDA
+        # events (not the host's enqueue), and every span lies within the step's wall time
+        _, _, _, hot = _data()
+        steps = _train("hotline", hot, device="cuda")[3]
+        for step in steps:
+            uploads = [s for s in step.spans if s.phase == "upload non-popular"]
+            assert len(uploads) == 1 and uploads[0].lane == "link"
+            assert uploads[0].end > uploads[0].start
+            assert all(0 <= s.start <= s.end <= step.wall_s + 1e-3 for s in step.spans)
+        assert {s.phase for s in steps[-1].spans} >= {"compute popular", "compute non-popular",
+                                                      "gather non-popular", "dense update"}

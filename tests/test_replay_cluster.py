@@ -90,13 +90,14 @@ def test_time_model_and_records() -> None:
     cl.read(0, np.array([1, 2, 2]))
     cl.write(0, np.array([1, 2, 2]), 0.5)
     rec = cl.end_iteration(compute_s=np.array([0.01, 0.02]), dense_bytes=1000)
-    # worker 0: read = 1 ms + (2 keys x 16 B + 2 rows x 16 B) / 125e6 B/s;
-    #           push = 1 ms + 2 x 32 B / ...
-    read_s = 1e-3 + (2 * 16 + 2 * 16) / 125e6
+    # worker 0: read = 2 x 1 ms (request and reply) + (2 keys x 16 B + 2 rows x 16 B) / 125e6
+    #           B/s; push = 1 ms + 2 x 32 B / ...
+    read_s = 2e-3 + (2 * 16 + 2 * 16) / 125e6
     push_s = 1e-3 + 2 * (16 + 16) / 125e6
     assert rec["comm_s"][0] == pytest.approx(read_s + push_s)
     assert rec["comm_s"][1] == 0.0  # worker 1 did nothing
-    allreduce = 2 * 1 / 2 * 1000 / (0.1e9 / 8)
+    # the ring: 2 (W - 1) = 2 steps of the slowest link's latency + bytes / (W B)
+    allreduce = 2 * max(1e-3 + 500 / 125e6, 2e-3 + 500 / 12.5e6)
     assert rec["step_s"][0] == pytest.approx(max(0.01 + read_s + push_s, 0.02) + allreduce)
     assert rec["pulled_rows"].tolist() == [2, 0] and rec["pushed_rows"].tolist() == [2, 0]
     hist = cl.history()

@@ -28,8 +28,9 @@ def test_distributed_check_stage_outputs(ci_pipeline: Path) -> None:
     assert summary["networks"] == networks
     assert ("kernel" in summary["networks_skipped"]) == ("kernel" not in networks)
     checks = json.loads((out / "check.json").read_text())["bounds"]
-    assert [(c["network"], c["bound"]) for c in checks] == [
-        (n, b) for n in networks for b in exp.bounds]
+    modes = exp.dense_modes
+    assert [(c["network"], c["dense_mode"], c["bound"]) for c in checks] == [
+        (n, m, b) for n in networks for m in modes for b in exp.bounds]
     for check in checks:
         assert check["counters_identical"] and check["embedding_bytes_identical"]
         assert check["meta_bytes_explained"] and check["versions_identical"]
@@ -39,13 +40,20 @@ def test_distributed_check_stage_outputs(ci_pipeline: Path) -> None:
     assert len(phases) and (phases["wall_measured"] > 0).all()
     assert sorted(set(phases["network"])) == sorted(networks)
     esd = pd.read_csv(out / "esd.csv")
-    assert [tuple(r) for r in esd[["network", "dispatcher"]].to_numpy()] == [
-        (n, d) for n in networks for d in exp.esd_dispatchers]
+    assert [tuple(r) for r in esd[["network", "dense_mode", "dispatcher"]].to_numpy()] == [
+        (n, m, d) for n in networks for m in modes for d in exp.esd_dispatchers]
     assert esd["counters_identical"].all()
+    # every mode and run has its phase ratios on the calibrated clock and on the refit one
+    ratios = pd.DataFrame(summary["phase_ratios"])
+    assert set(ratios["clock"]) == {"calibrated", "refit (in sample)", "refit (out of sample)"}
+    assert set(ratios["dense_mode"]) == set(modes)
+    overlapped = phases[phases["dense_mode"] == "overlapped"]
+    if len(overlapped):  # DDP's buckets: several for the check's model
+        assert (overlapped["buckets"] > 1).any()
     wire = pd.read_csv(out / "bytes.csv")
     if "kernel" in networks:  # every kernel run's bytes: the kernel's count >= the payload
-        assert len(wire) == exp.workers * len(exp.bounds) \
-            + exp.esd_workers * len(exp.esd_dispatchers)
+        assert len(wire) == len(modes) * (exp.workers * len(exp.bounds)
+                                          + exp.esd_workers * len(exp.esd_dispatchers))
         assert (wire["kernel_bytes"] > wire["backend_bytes"]).all()
     else:
         assert wire.empty

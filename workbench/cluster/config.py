@@ -3,10 +3,12 @@ per-worker HET cache (``workbench/conf/cache/``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+from workbench.cluster.dense_sync import DenseSync
 from workbench.utils.validation import ConfigError, in_range
 
 #: The cache policies (``none``: no cache lines, every key pulled and pushed every iteration).
@@ -50,6 +52,14 @@ class ClusterConfig:
         client_row_us: client microseconds per row handled (``software = explicit``).
         server_message_us: server microseconds per message (``software = explicit``).
         server_row_us: server microseconds per row handled (``software = explicit``).
+        dense_mode: how the dense gradients are synchronised (:mod:`workbench.cluster.dense_sync`):
+            ``after_backward`` (one flat ring AllReduce once backward is done, fully exposed),
+            ``overlapped`` (DDP's buckets, all-reduced while backward runs) or ``ps`` (dense
+            push and pull over each worker's own link to the parameter server).
+        bucket_mb: DDP's bucket size in MiB (``overlapped``).
+        first_bucket_mb: DDP's first bucket in MiB (``overlapped``).
+        backward_share: the share of a worker's compute that is backward, over which the
+            buckets become ready (``overlapped``; an assumed parameter, swept by the stages).
     """
 
     name: str = "homogeneous_1g"
@@ -69,6 +79,24 @@ class ClusterConfig:
     client_row_us: float = field(default=0.0, metadata=in_range(0.0, None))
     server_message_us: float = field(default=0.0, metadata=in_range(0.0, None))
     server_row_us: float = field(default=0.0, metadata=in_range(0.0, None))
+    dense_mode: Literal["after_backward", "overlapped", "ps"] = "after_backward"
+    bucket_mb: float = field(default=25.0, metadata=in_range(0.0, 1e6, lo_open=True))
+    first_bucket_mb: float = field(default=1.0, metadata=in_range(0.0, 1e6, lo_open=True))
+    backward_share: float = field(default=2.0 / 3.0, metadata=in_range(0.0, 1.0))
+
+    #: The clock's settings (what :meth:`with_clock_of` copies): not the links or workers.
+    CLOCK_KEYS = ("compute", "gflops", "overlap", "software", "client_message_us",
+                  "client_row_us", "server_message_us", "server_row_us", "dense_mode",
+                  "bucket_mb", "first_bucket_mb", "backward_share")
+
+    def with_clock_of(self, other: ClusterConfig) -> ClusterConfig:
+        """These links and workers with ``other``'s clock settings (:attr:`CLOCK_KEYS`)."""
+        return dataclasses.replace(self, **{k: getattr(other, k) for k in self.CLOCK_KEYS})
+
+    def dense_sync(self) -> DenseSync:
+        """The dense synchronisation of ``dense_mode`` and its parameters."""
+        return DenseSync(self.dense_mode, self.bucket_mb, self.first_bucket_mb,
+                         self.backward_share)
 
     def __post_init__(self) -> None:
         for key, lo_open in (("bandwidth_gbps", True), ("latency_ms", False), ("speed", True)):

@@ -210,6 +210,37 @@ def replay(cluster: EdgeCluster, trace: np.ndarray, update: float = -0.01,
     return cluster.history()
 
 
+def reclock(history: pd.DataFrame, links: Links, dim: int, dense_bytes: float,
+            dense_sync: str = "allreduce", sparse_sync: str = "ps") -> pd.DataFrame:
+    """The clock of a recorded run (:meth:`EdgeCluster.history`) on other links or in another
+    dense synchronisation mode: exact wherever the run's traffic does not depend on time
+    (the counters and the compute are the run's own; a dispatcher that decided for other links
+    would have moved other rows).
+
+    Args:
+        history: one row per (iteration, worker) with the counter deltas and ``compute_s``.
+        links: the links, software cost, overlap and dense synchronisation to clock it on.
+        dim: embedding width D.
+        dense_bytes: dense bytes synchronised per iteration.
+        dense_sync: the system's dense synchronisation (see :func:`time_model`).
+        sparse_sync: ``ps`` or ``allgather``.
+
+    Returns:
+        One row per iteration: ``step_s`` (the BSP step), ``dense_s`` (the AllReduce the step
+        saw), ``dense_total_s``, ``compute_s`` and ``comm_s`` (the slowest worker's).
+    """
+    iterations = int(history["iteration"].nunique())
+    workers = len(history) // iterations
+    counters = history[list(COUNTERS)].to_numpy().reshape(iterations, workers, len(COUNTERS))
+    compute = history["compute_s"].to_numpy(np.float64).reshape(iterations, workers)
+    t = time_model(counters, links, dim, compute, dense_bytes, dense_sync, sparse_sync)
+    return pd.DataFrame({"iteration": np.arange(iterations), "step_s": t["step_s"][:, 0],
+                         "dense_s": t["dense_s"][:, 0],
+                         "dense_total_s": t["dense_total_s"][:, 0],
+                         "compute_s": t["compute_s"].max(axis=1),
+                         "comm_s": t["comm_s"].max(axis=1)})
+
+
 def summarize(counters: np.ndarray) -> list[dict[str, float | int]]:
     """Per-worker summary of cumulative counters (what the replay command prints).
 

@@ -19,8 +19,11 @@ process every message, so no worker's PS traffic finishes before the servers hav
 
     bytes_j   = 16 u_j + D4 pulled_j + (D4 + 16) pushed_j
     msgs_j    = [u_j > 0] + [pushed_j > 0]            (none)   |   1  (prefetch: fused)
+    lats_j    = 2 [u_j > 0] + [pushed_j > 0]          (none)   |   2  (prefetch: fused)
     rows_j    = u_j + pulled_j + pushed_j
-    link_j    = msgs_j L_j + bytes_j / B_j + msgs_j c_msg + rows_j c_row
+    link_j    = lats_j L_j + bytes_j / B_j + msgs_j c_msg + rows_j c_row
+
+A read is a request and its reply, a round trip: two one-way latencies ``L_j``; a push one.
     server    = sum_k bytes_k / PS bandwidth + (s_msg sum_k msgs_k + s_row sum_k rows_k) / shards
     comm_j    = max(link_j, server)
 
@@ -42,12 +45,17 @@ results do not move, only time::
     none:      |--read--|====compute====|--write--|--read--|====compute====|--write--|
     prefetch:  |====compute t====|====compute t+1====|        (compute-bound: comm hidden)
                |--push t-1 + read t+1--|
-    BSP step = max_j iter_j + allreduce,  allreduce = 2 (W-1)/W x dense_bytes / min_j B_j
+    BSP step = max_j iter_j + dense exposed
     ASP      = each worker advances its own clock by iter_j (+ its dense push/pull)
 
-The dense AllReduce is never overlapped (it needs the whole backward pass), and the AllGather of
-the ``allreduce`` system (replicated embeddings) neither: every worker needs every update before
-its next forward pass.
+**Dense synchronisation** (``cluster.dense_mode``, :mod:`workbench.cluster.dense_sync`):
+``after_backward`` (one flat ring AllReduce after backward, all of it exposed),
+``overlapped`` (DDP's buckets, all-reduced while backward still runs; the part past the end of
+the gating worker's backward is exposed) or ``ps`` (dense push and pull over each worker's own
+link, inside ``comm_j``). The ring pays ``2 (W - 1)`` steps of the slowest link's
+``L_j + c_step + bytes / (W B_j)`` (``c_step``: :attr:`SoftwareCost.collective_step_s`). The
+AllGather of the ``allreduce`` system (replicated
+embeddings) is never overlapped: every worker needs every update before its next forward pass.
 
 Counters per worker per iteration (the differences of :data:`workbench.cluster.cache.COUNTERS`
 across the iteration) give miss pulls, stale pulls, pushes at the write bound, dirty-eviction
@@ -64,6 +72,7 @@ import numpy as np
 
 from workbench.cluster.cache import COUNTERS
 from workbench.cluster.config import ClusterConfig
+from workbench.cluster.dense_sync import DenseSync, ring_seconds
 
 BYTES_PER_FLOAT = 4
 KEY_META_BYTES = 16  # 8-byte key + 8-byte version (read) or update count (push)
@@ -80,6 +89,9 @@ class SoftwareCost:
         server_message_s: server seconds per message served.
         server_row_s: server seconds per row handled.
         source: where the numbers come from (shown next to every timed setting).
+        collective_step_s: seconds of one step of the dense ring AllReduce beyond its link
+            time (the collective library's own cost: not the PS protocol's; 0 in the calibrated
+            clock, fitted from real processes by ``distributed_check``).
     """
 
     client_message_s: float = 0.0
@@ -87,19 +99,23 @@ class SoftwareCost:
     server_message_s: float = 0.0
     server_row_s: float = 0.0
     source: str = "none"
+    collective_step_s: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("client_message_s", "client_row_s", "server_message_s", "server_row_s"):
+        for name in ("client_message_s", "client_row_s", "server_message_s", "server_row_s",
+                     "collective_step_s"):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"software cost {name} = {value}: must be finite and >= 0")
 
     def describe(self) -> str:
         """``client 12 us/msg + 0.1 us/row, server ...`` with the source."""
+        ring = (f", ring step {1e6 * self.collective_step_s:.3g} us"
+                if self.collective_step_s else "")
         return (f"software cost client {1e6 * self.client_message_s:.3g} us/msg + "
                 f"{1e6 * self.client_row_s:.3g} us/row, server "
                 f"{1e6 * self.server_message_s:.3g} us/msg + {1e6 * self.server_row_s:.3g} "
-                f"us/row ({self.source})")
+                f"us/row{ring} ({self.source})")
 
 
 @dataclass(frozen=True)
@@ -147,8 +163,8 @@ OVERLAPS = ("none", "prefetch")
 
 @dataclass(frozen=True)
 class Links:
-    """Per-worker link and compute parameters in SI units, the servers' software cost and the
-    overlap of communication with computation."""
+    """Per-worker link and compute parameters in SI units, the servers' software cost, the
+    overlap of communication with computation and the dense synchronisation."""
 
     bandwidth_Bps: np.ndarray
     latency_s: np.ndarray
@@ -157,6 +173,7 @@ class Links:
     ps_shards: int = 1
     software: SoftwareCost = SoftwareCost()
     overlap: str = "none"
+    dense: DenseSync = DenseSync()
 
     def __post_init__(self) -> None:
         if self.overlap not in OVERLAPS:
@@ -178,7 +195,7 @@ class Links:
                    ps_Bps=cfg.ps_shards * cfg.ps_bandwidth_gbps * 1e9 / 8,
                    ps_shards=cfg.ps_shards,
                    software=software if software is not None else SoftwareCost(),
-                   overlap=cfg.overlap)
+                   overlap=cfg.overlap, dense=cfg.dense_sync())
 
     def server_seconds(self, total_bytes: np.ndarray, messages: np.ndarray | float = 0.0,
                        rows: np.ndarray | float = 0.0) -> np.ndarray:
@@ -190,19 +207,29 @@ class Links:
                    + sw.server_row_s * np.asarray(rows, dtype=np.float64)) / self.ps_shards)
 
     def transfer_seconds(self, nbytes: np.ndarray, messages: np.ndarray | float = 1.0,
-                         rows: np.ndarray | float = 0.0) -> np.ndarray:
-        """``messages x (L_j + c_msg) + bytes_j / B_j + rows x c_row`` per worker."""
+                         rows: np.ndarray | float = 0.0,
+                         latencies: np.ndarray | float | None = None) -> np.ndarray:
+        """``latencies x L_j + messages x c_msg + bytes_j / B_j + rows x c_row`` per worker
+        (``latencies``: one-way crossings, default one per message)."""
         messages = np.asarray(messages, dtype=np.float64)
-        return (messages * (self.latency_s + self.software.client_message_s)
+        crossings = messages if latencies is None else np.asarray(latencies, dtype=np.float64)
+        return (crossings * self.latency_s + messages * self.software.client_message_s
                 + np.asarray(nbytes, dtype=np.float64) / self.bandwidth_Bps
                 + self.software.client_row_s * np.asarray(rows, dtype=np.float64))
 
     def allreduce_seconds(self, dense_bytes: float) -> float:
-        """Ring AllReduce of ``dense_bytes`` over all workers (bounded by the slowest link)."""
-        workers = len(self.bandwidth_Bps)
-        if workers == 1 or dense_bytes == 0:
-            return 0.0
-        return 2 * (workers - 1) / workers * dense_bytes / float(self.bandwidth_Bps.min())
+        """One flat ring AllReduce of ``dense_bytes`` over all workers
+        (:func:`~workbench.cluster.dense_sync.ring_seconds`: per-step latency and software
+        cost, bounded by the slowest link)."""
+        return ring_seconds(dense_bytes, self.bandwidth_Bps, self.latency_s,
+                            self.software.collective_step_s)
+
+    def dense_seconds(self, dense_bytes: float, backward_s: np.ndarray | float = 0.0
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """``(total, exposed)`` seconds of the dense AllReduce in this cluster's mode
+        (:meth:`DenseSync.seconds`)."""
+        return self.dense.seconds(dense_bytes, self.bandwidth_Bps, self.latency_s,
+                                  self.software.collective_step_s, backward_s)
 
 
 def time_model(counters: np.ndarray, links: Links, dim: int,
@@ -217,7 +244,9 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
         dim: embedding width D (bytes scale with it; the counters do not depend on it).
         compute_s: compute seconds, broadcastable to ``[iterations, workers]``.
         dense_bytes: dense parameter bytes synchronised per iteration.
-        dense_sync: ``allreduce`` or ``ps`` (see :meth:`EdgeCluster.end_iteration`).
+        dense_sync: the system's: ``allreduce`` (synchronised in ``links.dense``'s mode, of
+            which ``ps`` moves it onto the parameter server when ``sparse_sync = ps``) or
+            ``ps`` (always on the parameter server: HET's PS system).
         sparse_sync: ``ps`` or ``allgather``.
         hidden_s: the part of ``compute_s`` that needs none of this iteration's communication
             (Hotline's popular micro-batch, whose rows are all in the worker's hot tier), so it
@@ -228,11 +257,12 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
     Returns:
         Arrays ``[iterations, workers]``: ``pulled_rows``, ``pushed_rows``,
         ``embedding_bytes``, ``meta_bytes``, ``dense_bytes``, ``messages``, ``comm_s`` (PS
-        traffic incl. software cost: the embedding rows, and the dense push/pull under
-        ``dense_sync="ps"``; overlapped or not), ``compute_s``, ``iter_s`` (the worker's
-        iteration without the AllReduce: compute + comm, or their max under prefetch),
-        ``dense_s`` (the AllReduce) and ``step_s`` (the BSP iteration time: the slowest
-        worker's ``iter_s`` plus the AllReduce).
+        traffic incl. software cost: the embedding rows, and the dense push/pull in the ``ps``
+        mode; overlapped or not), ``compute_s``, ``iter_s`` (the worker's iteration without
+        the AllReduce: compute + comm, or their max under prefetch), ``dense_s`` (the part of
+        the AllReduce the step sees), ``dense_total_s`` (the whole AllReduce, hidden or not)
+        and ``step_s`` (the BSP iteration time: the slowest worker's ``iter_s`` plus
+        ``dense_s``).
     """
     col = {name: counters[..., i] for i, name in enumerate(COUNTERS)}
     shape = col["reads"].shape
@@ -244,7 +274,7 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
     unique = col["unique_read"]
     if dense_sync not in ("allreduce", "ps"):
         raise ValueError(f"dense_sync {dense_sync!r}: must be 'allreduce' or 'ps'")
-    dense_ps = dense_sync == "ps"
+    dense_ps = dense_sync == "ps" or (links.dense.mode == "ps" and sparse_sync == "ps")
     fused = links.overlap == "prefetch"
     if sparse_sync == "ps":
         read_bytes = KEY_META_BYTES * unique + row_bytes * pulled
@@ -254,13 +284,15 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
         if dense_ps:  # dense push + pull over the same links and servers (one row each way)
             nbytes = nbytes + 2.0 * dense_bytes * (dense_bytes > 0)
             rows = rows + 2 * (dense_bytes > 0)
+        dense_on_ps = dense_ps and dense_bytes > 0
+        reads = (unique > 0) | dense_on_ps  # a round trip: request and reply
         if fused:
-            messages = ((unique > 0) | (pushed > 0) | (dense_ps and dense_bytes > 0)
-                        ).astype(np.float64)
+            messages = (reads | (pushed > 0)).astype(np.float64)
+            crossings = 2.0 * reads + (~reads & (pushed > 0))
         else:
-            messages = ((unique > 0).astype(np.float64) + (pushed > 0)
-                        + 2.0 * (dense_ps and dense_bytes > 0))
-        link = links.transfer_seconds(nbytes, messages, rows)
+            messages = reads.astype(np.float64) + (pushed > 0) + dense_on_ps
+            crossings = 2.0 * reads + (pushed > 0) + dense_on_ps
+        link = links.transfer_seconds(nbytes, messages, rows, crossings)
         server = links.server_seconds(nbytes.sum(-1, keepdims=True),
                                       messages.sum(-1, keepdims=True),
                                       rows.sum(-1, keepdims=True))
@@ -289,18 +321,22 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
     hidden = np.minimum(np.broadcast_to(np.asarray(hidden_s, dtype=np.float64), shape), compute)
     iteration = np.maximum(compute, comm) if fused else np.maximum(hidden, comm) + compute - hidden
     if dense_ps:  # already inside comm
-        dense = np.zeros(shape)
+        dense = total = np.zeros(shape)
         wire = np.full(shape, 2.0 * dense_bytes)
         step = iteration.max(-1, keepdims=True)
-    else:
-        dense = np.full(shape, links.allreduce_seconds(dense_bytes))
+    else:  # the gating worker (the slowest) ends its backward when its iteration ends
+        gate = iteration.argmax(-1)[..., None]
+        backward = links.dense.backward_share * np.take_along_axis(compute, gate, -1)
+        total, exposed = links.dense_seconds(dense_bytes, backward)
+        dense, total = np.broadcast_to(exposed, shape), np.broadcast_to(total, shape)
         wire = np.full(shape, 2 * (workers - 1) / workers * dense_bytes)
-        step = iteration.max(-1, keepdims=True) + dense[..., :1]
+        step = iteration.max(-1, keepdims=True) + exposed
     return {"pulled_rows": pulled, "pushed_rows": pushed,
             "embedding_bytes": np.asarray(embedding, dtype=np.float64),
             "meta_bytes": np.asarray(meta, dtype=np.float64), "dense_bytes": wire,
             "messages": np.asarray(messages, dtype=np.float64),
             "comm_s": np.asarray(comm, dtype=np.float64), "compute_s": compute.copy(),
             "iter_s": np.asarray(iteration, dtype=np.float64),
-            "dense_s": np.asarray(dense, dtype=np.float64),
+            "dense_s": np.array(dense, dtype=np.float64),
+            "dense_total_s": np.array(total, dtype=np.float64),
             "step_s": np.broadcast_to(step, shape).copy()}

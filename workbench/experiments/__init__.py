@@ -7,6 +7,7 @@ parts of the configuration it uses; :mod:`workbench.stages.registry` hands them 
 ``het_cache``          HET cache replay: miss rates, rows moved, staleness and worker sweeps
 ``het_train``          HET training through the emulated cluster (Fig. 6, Tables 1-2)
 ``het_time``           HET time model (Fig. 2, 7, 9)
+``het_scale``          HET's replays against the table size (1% .. 100% of Criteo Kaggle's)
 ``calibrate``          this machine's compute per model and software cost per width (the clock)
 ``esd``                ESD's dispatchers: cost sweeps, decision time, end-to-end training
 ``combined``           the five mechanisms in one training run, and their ablation

@@ -227,8 +227,9 @@ def clock_summary(cluster: ClusterConfig, compute: ComputeCost,
             "compute_source": compute.source, "software": cluster.software,
             "client_message_s": software.client_message_s, "client_row_s": software.client_row_s,
             "server_message_s": software.server_message_s, "server_row_s": software.server_row_s,
-            "software_source": software.source,
-            "describe": f"{compute.describe()}; {software.describe()}; overlap {cluster.overlap}"}
+            "software_source": software.source, "dense_mode": cluster.dense_mode,
+            "describe": f"{compute.describe()}; {software.describe()}; overlap {cluster.overlap}"
+                        f"; dense sync {cluster.dense_sync().describe()}"}
 
 
 def required(models: dict[str, ModelConfig], exps: ExperimentsConfig,

@@ -7,6 +7,7 @@ schema                      stage module
 ``HetCacheConfig``          :mod:`workbench.experiments.het_cache`
 ``HetTrainConfig``          :mod:`workbench.experiments.het_train`
 ``HetTimeConfig``           :mod:`workbench.experiments.het_time`
+``HetScaleConfig``          :mod:`workbench.experiments.het_scale`
 ``EsdConfig``               :mod:`workbench.experiments.esd`
 ``RecdConfig``              :mod:`workbench.experiments.dedup`, :mod:`workbench.experiments.recd`
 ``HotlineConfig``           :mod:`workbench.experiments.hotline`
@@ -171,6 +172,9 @@ class HetTimeConfig:
         worker_sweep: Fig. 9a worker counts.
         dim_sweep: Fig. 9c embedding widths (time model only).
         max_samples: cap on replayed train samples (null = all).
+        dense_modes: the dense synchronisation modes Fig. 7 and Fig. 9a are also computed in
+            (``cluster.dense_mode``'s values; the figures and claims use the cluster's own,
+            the others are shown beside them).
     """
 
     dataset: str = "synthetic"
@@ -185,6 +189,41 @@ class HetTimeConfig:
     dim_sweep: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096],
                                  metadata=nonempty(in_range(1, 65_536)))
     max_samples: int | None = field(default=None, metadata=in_range(1, None))
+    dense_modes: list[str] = field(
+        default_factory=lambda: ["after_backward", "overlapped", "ps"], metadata=nonempty())
+
+    def __post_init__(self) -> None:
+        check_dense_modes("experiments.het_time.dense_modes", self.dense_modes)
+
+
+def check_dense_modes(key: str, modes: list[str]) -> None:
+    """Each of ``modes`` one of :data:`workbench.cluster.dense_sync.DENSE_MODES`, once."""
+    from workbench.cluster.dense_sync import DENSE_MODES
+    check_each(key, modes, lambda m: m in DENSE_MODES, f"one of {DENSE_MODES}")
+    if len(set(modes)) != len(modes):
+        raise ConfigError(f"{key} = {modes}: each mode at most once")
+
+
+@dataclass(frozen=True)
+class HetScaleConfig:
+    """HET's replays against the table size (:mod:`workbench.experiments.het_scale`).
+
+    Attributes:
+        dataset: the synthetic dataset whose generator draws the keys (its skew; the table
+            size is each scale's).
+        scales: fractions of Criteo Kaggle's cardinalities (1.0: its 33.8M rows).
+        samples: samples replayed at every scale.
+        bandwidths_gbps: the links the replays are clocked on (Fig. 7's 1 and 10 Gb/s).
+        chunk_rows: samples whose keys are drawn at a time.
+    """
+
+    dataset: str = "synthetic"
+    scales: list[float] = field(default_factory=lambda: [0.01, 0.1, 0.3, 1.0],
+                                metadata=nonempty(in_range(0.0, 1.0, lo_open=True)))
+    samples: int = field(default=10_000_000, metadata=in_range(1, None))
+    bandwidths_gbps: list[float] = field(default_factory=lambda: [1.0, 10.0],
+                                         metadata=nonempty(in_range(0.0, None, lo_open=True)))
+    chunk_rows: int = field(default=1_000_000, metadata=in_range(1, None))
 
 
 @dataclass(frozen=True)
@@ -232,6 +271,15 @@ class EsdConfig:
             budget changes no other dispatcher).
         train_dispatchers: dispatchers trained end to end (test AUC against emulated time).
         train_model: the model trained end to end (a key of ``models``).
+        train_spreads: bandwidth spreads the end-to-end training runs at (each dispatcher
+            trained at each: a cost-aware dispatcher decides for its links); the base
+            ``bandwidth_spread`` is added when missing.
+        train_dense_modes: dense synchronisation modes every end-to-end run is clocked in
+            (exact: the trained run's traffic does not depend on time); the cluster's own
+            ``dense_mode`` is the headline.
+        train_dense_scales: the dense bytes scaled by each of these when clocking the
+            end-to-end runs (1 = the model's; a what-if that moves the dense share of the step:
+            a smaller dense part, or one synchronised off the edge links).
     """
 
     dataset: str = "synthetic"
@@ -274,6 +322,13 @@ class EsdConfig:
     train_dispatchers: list[str] = field(default_factory=lambda: [
         "random", "laia", "hybriddis"], metadata=nonempty())
     train_model: str = "wdl"
+    train_spreads: list[float] = field(default_factory=lambda: [1.0, 10.0, 100.0],
+                                       metadata=nonempty(in_range(1.0, None)))
+    train_dense_modes: list[str] = field(
+        default_factory=lambda: ["after_backward", "overlapped", "ps"], metadata=nonempty())
+    train_dense_scales: list[float] = field(
+        default_factory=lambda: [0.0, 0.05, 0.1, 0.25, 0.5, 1.0],
+        metadata=nonempty(in_range(0.0, 100.0)))
 
     def dispatcher_options(self) -> dict[str, Any]:
         """Keyword arguments of ``make_dispatcher`` for the cost-aware dispatchers (the solver
@@ -291,6 +346,10 @@ class EsdConfig:
             check_each(key, getattr(self, key), lambda name: name in allowed, f"one of {allowed}")
         check_each("cache_sweep", self.cache_sweep, lambda r: 0 < r <= 1, "in (0, 1]")
         check_each("spread_sweep", self.spread_sweep, lambda r: r >= 1, ">= 1")
+        check_dense_modes("experiments.esd.train_dense_modes", self.train_dense_modes)
+        if 1.0 not in self.train_dense_scales:
+            raise ConfigError(f"experiments.esd.train_dense_scales = {self.train_dense_scales}: "
+                              "must include 1.0 (the model's own dense bytes)")
         check_each("capacity_sweep", self.capacity_sweep,
                    lambda c: c in ("equal", "proportional"), "'equal' or 'proportional'")
         if self.objective == "makespan" and self.exact_mode != "additive":
@@ -611,6 +670,11 @@ class DistributedCheckConfig:
             how long a process may stay silent (stopped, frozen) or busy outside any exchange
             before the launcher stops the run naming it.
         deadline_s: wall-clock limit of one distributed run (at least ``timeout_s``).
+        dense_modes: the dense synchronisation modes every run is made in
+            (:mod:`workbench.training.dense_reducer`): ``after_backward`` (one flat
+            all_reduce) and ``overlapped`` (DDP's buckets during backward).
+        bucket_mb: DDP's bucket size of the ``overlapped`` runs, MiB (every bucket, the first
+            too: small enough that the check's model spans several buckets).
         networks: where the runs' links are shaped, each run on each: ``token_bucket`` (every
             process on this machine's loopback, each link shaped in its sender) and
             ``kernel`` (one network namespace per process, links shaped by the kernel's
@@ -650,10 +714,18 @@ class DistributedCheckConfig:
     deadline_s: float = field(default=600.0, metadata=in_range(1.0, None))
     networks: list[str] = field(default_factory=lambda: ["token_bucket", "kernel"],
                                 metadata=nonempty())
+    dense_modes: list[str] = field(default_factory=lambda: ["after_backward", "overlapped"],
+                                   metadata=nonempty())
+    bucket_mb: float = field(default=0.125, metadata=in_range(0.0, 1e6, lo_open=True))
 
     def __post_init__(self) -> None:
         check_each("networks", self.networks, lambda n: n in ("token_bucket", "kernel"),
                    "one of ('token_bucket', 'kernel')")
+        # the modes the backend runs (workbench.training.dense_reducer.REAL_MODES)
+        check_each("dense_modes", self.dense_modes,
+                   lambda m: m in ("after_backward", "overlapped"),
+                   "one of ('after_backward', 'overlapped'): dense on the parameter server "
+                   "(ps) is modelled, not run in real processes")
         if len(set(self.networks)) != len(self.networks):
             raise ConfigError(f"networks = {self.networks}: each network at most once")
         if 0 not in self.bounds:
@@ -795,6 +867,7 @@ class ExperimentsConfig:
     het_cache: HetCacheConfig = field(default_factory=HetCacheConfig)
     het_train: HetTrainConfig = field(default_factory=HetTrainConfig)
     het_time: HetTimeConfig = field(default_factory=HetTimeConfig)
+    het_scale: HetScaleConfig = field(default_factory=HetScaleConfig)
     esd: EsdConfig = field(default_factory=EsdConfig)
     recd: RecdConfig = field(default_factory=RecdConfig)
     hotline: HotlineConfig = field(default_factory=HotlineConfig)

@@ -57,6 +57,7 @@ from workbench.cluster.time_model import (
     ComputeCost,
     Links,
     SoftwareCost,
+    time_model,
 )
 from workbench.cluster.wire import CATEGORIES, GLOO_TRANSFER_BYTES, HEADER_BYTES
 from workbench.data.config import DatasetConfig
@@ -96,6 +97,7 @@ class EmulatedRun:
     versions: np.ndarray
     dense_state: dict[str, torch.Tensor]
     flush_counters: np.ndarray
+    dense_bytes: float = 0.0
 
 
 def run_emulated(job: DistributedJob, train: Split, compute: ComputeCost,
@@ -117,7 +119,7 @@ def run_emulated(job: DistributedJob, train: Split, compute: ComputeCost,
     return EmulatedRun(trainer.cluster.history(), trainer.cluster.server.values.copy(),
                        trainer.cluster.server.versions.copy(),
                        {k: v.detach().clone() for k, v in trainer.model.state_dict().items()},
-                       trainer.cluster.counters() - before)
+                       trainer.cluster.counters() - before, float(trainer.dense_bytes))
 
 
 def compare(emulated: EmulatedRun, real: DistributedResult) -> dict[str, Any]:
@@ -172,7 +174,8 @@ def compare(emulated: EmulatedRun, real: DistributedResult) -> dict[str, Any]:
 def clock_exchanges(history: pd.DataFrame, links: Links, dim: int) -> pd.DataFrame:
     """The clock's seconds of each worker's pull exchange and push, apart (its ``comm_s`` is
     their sum where the workers' links, not the server's, bound the iteration): each
-    ``messages x (L + c_msg) + bytes / B + rows x c_row`` on the worker's link."""
+    ``crossings x L + messages x c_msg + bytes / B + rows x c_row`` on the worker's link (a
+    pull crosses twice: request and reply)."""
     w = history["worker"].to_numpy()
     unique = history["unique_read"].to_numpy(np.float64)
     pulled = history["pulled_rows"].to_numpy(np.float64)
@@ -181,11 +184,27 @@ def clock_exchanges(history: pd.DataFrame, links: Links, dim: int) -> pd.DataFra
     per_worker = Links(links.bandwidth_Bps[w], links.latency_s[w], links.speed[w],
                        software=links.software)
     pull = per_worker.transfer_seconds(KEY_META_BYTES * unique + row_bytes * pulled,
-                                       unique > 0, unique + pulled)
+                                       unique > 0, unique + pulled, 2.0 * (unique > 0))
     push = per_worker.transfer_seconds((row_bytes + KEY_META_BYTES) * pushed, pushed > 0,
                                        pushed)
     return pd.DataFrame({"pull": np.where(unique > 0, pull, 0.0),
                          "push": np.where(pushed > 0, push, 0.0)}, index=history.index)
+
+
+def clock_frame(emulated: EmulatedRun, links: Links, dim: int) -> pd.DataFrame:
+    """The clock of an emulated run's recorded traffic on ``links`` (any software cost and
+    dense mode: :func:`~workbench.cluster.time_model.time_model` on its counters and compute),
+    per (iteration, worker): ``comm_s``, ``dense_s``, ``dense_total_s``, ``step_s`` and the pull
+    and push exchanges apart (:func:`clock_exchanges`)."""
+    history = emulated.history
+    iterations = int(history["iteration"].nunique())
+    workers = len(history) // iterations
+    t = time_model(history[list(COUNTERS)].to_numpy().reshape(iterations, workers, -1), links,
+                   dim, history["compute_s"].to_numpy(np.float64).reshape(iterations, workers),
+                   emulated.dense_bytes)
+    frame = pd.DataFrame({k: t[k].ravel() for k in ("comm_s", "dense_s", "dense_total_s",
+                                                   "step_s")}, index=history.index)
+    return pd.concat([frame, clock_exchanges(history, links, dim)], axis=1)
 
 
 def phase_frame(emulated: EmulatedRun, real: DistributedResult, warmup: int, links: Links,
@@ -195,11 +214,16 @@ def phase_frame(emulated: EmulatedRun, real: DistributedResult, warmup: int, lin
 
     Phases: the pull exchange (request to reply); the push on the wire (from the worker's send
     to the server having all of it, one machine-wide clock: on the kernel network a socket
-    takes the bytes long before they cross the link); PS communication = both; compute; the
-    all-reduce; the iteration (slowest worker) against the clock's BSP step.
+    takes the bytes long before they cross the link); PS communication = both; compute (to the
+    end of backward); the dense collective (every bucket's, hidden or not); the dense sync the
+    worker waited for past backward (with the optimizer step and the wait for the slowest
+    worker); the iteration (slowest worker) against the clock's BSP step.
     """
-    clock = clock_exchanges(emulated.history, links, dim)
-    emu = pd.concat([emulated.history, clock], axis=1).set_index(["iteration", "worker"])
+    clock = clock_frame(emulated, links, dim)
+    emu = pd.concat([emulated.history[["iteration", "worker", "compute_s", "unique_read",
+                                       "pulled_rows", "pushed_rows", "embedding_bytes",
+                                       "meta_bytes", "messages"]], clock],
+                    axis=1).set_index(["iteration", "worker"])
     dis = real.history.set_index(["iteration", "worker"])
     frame = pd.DataFrame({
         "compute_measured": dis["compute_s"], "compute_emulated": emu["compute_s"],
@@ -207,6 +231,8 @@ def phase_frame(emulated: EmulatedRun, real: DistributedResult, warmup: int, lin
         "push_measured": dis["push_wire_s"], "push_emulated": emu["push"],
         "comm_measured": dis["pull_s"] + dis["push_wire_s"], "comm_emulated": emu["comm_s"],
         "allreduce_measured": dis["allreduce_s"], "allreduce_emulated": emu["dense_s"],
+        "collective_measured": dis["allreduce_total_s"],
+        "collective_emulated": emu["dense_total_s"], "buckets": dis["buckets"],
         "wait_measured": dis["push_s"] - dis["push_wire_s"],
         "wall_measured": dis["wall_s"], "step_emulated": emu["step_s"],
         "pull_s": dis["pull_s"], "push_send_s": dis["push_send_s"],
@@ -216,11 +242,17 @@ def phase_frame(emulated: EmulatedRun, real: DistributedResult, warmup: int, lin
     return frame[frame["iteration"] >= warmup].reset_index(drop=True)
 
 
+#: The band a phase ratio (measured / emulated) must fall in (issue 33's target).
+BAND = (0.85, 1.15)
+PHASES = ("pull", "push", "comm", "compute", "allreduce", "allreduce_with_wait", "iteration")
+
+
 def phase_ratios(phases: pd.DataFrame) -> dict[str, float]:
-    """Measured / emulated per phase: means over iterations and workers; the all-reduce as the
-    collective itself (per iteration the shortest worker's, the last to enter it: the others'
-    include their wait for it, ``allreduce_with_wait``); the iteration wall against the
-    emulated BSP step."""
+    """Measured / emulated per phase: means over iterations and workers; ``allreduce`` is the
+    dense collective itself (every bucket's; per iteration the shortest worker's, the last to
+    enter it), ``allreduce_with_wait`` the dense sync each worker waited for past its backward
+    (mean over workers: with the faster workers' wait for the slowest) against the clock's
+    exposed part; the iteration wall against the emulated BSP step."""
     out = {}
     for phase in ("compute", "pull", "push", "comm", "allreduce"):
         emu = float(phases[f"{phase}_emulated"].mean())
@@ -228,8 +260,8 @@ def phase_ratios(phases: pd.DataFrame) -> dict[str, float]:
     out["allreduce_with_wait"] = out.pop("allreduce")
     step = phases.groupby("iteration").agg(wall=("wall_measured", "max"),
                                            step=("step_emulated", "max"),
-                                           collective=("allreduce_measured", "min"),
-                                           dense=("allreduce_emulated", "max"))
+                                           collective=("collective_measured", "min"),
+                                           dense=("collective_emulated", "max"))
     dense = float(step["dense"].mean())
     out["allreduce"] = float(step["collective"].mean()) / dense if dense > 0 else math.nan
     out["iteration"] = float(step["wall"].mean() / step["step"].mean())
@@ -343,15 +375,17 @@ class _EsdRuns:
     shape: dict[str, Any]
     seed: int
 
-    def run(self, name: str, network: str) -> tuple[dict[str, Any], DistributedJob,
-                                                     EmulatedRun, DistributedResult]:
-        """Dispatcher ``name`` in its own process on ``network``: its row of ``esd.csv``, the
-        job the clock ran (on the real links), the emulated and the real run."""
+    def run(self, name: str, network: str, mode: str
+            ) -> tuple[dict[str, Any], DistributedJob, EmulatedRun, DistributedResult]:
+        """Dispatcher ``name`` in its own process on ``network`` in dense ``mode``: its row of
+        ``esd.csv``, the job the clock ran (on the real links), the emulated and the real
+        run."""
         from workbench.dispatch.registry import SolverOptions
 
         exp = self.exp
         job = DistributedJob(self.model_cfg, system=SystemSpec(
-            f"Cache s={exp.esd_bound}", "cache", exp.esd_bound), cluster_cfg=self.cluster,
+            f"Cache s={exp.esd_bound}", "cache", exp.esd_bound),
+            cluster_cfg=with_mode(self.cluster, mode, exp.bucket_mb),
             cache_cfg=self.cache, steps=exp.steps, seed=self.seed, dispatcher=name,
             timeout_s=exp.timeout_s, deadline_s=exp.deadline_s, network=network, **self.shape)
         options = (SolverOptions() if name in ("contiguous", "random", "laia")
@@ -361,7 +395,8 @@ class _EsdRuns:
         # a baseline goes through the dispatcher process too (same message path for all)
         forced = dataclasses.replace(job, dispatcher_options=options, decision_budget_s=budget,
                                      force_dispatcher_process=True)
-        real = run_real(forced, self.train, f"ESD run of {name} on the {network} network")
+        real = run_real(forced, self.train,
+                        f"ESD run of {name} on the {network} network ({mode})")
         clock_job = on_real_links(forced, real)
         emulated = run_emulated(clock_job, self.train, self.compute, self.software,
                                 budget_fraction=self.esd.hybrid_budget_fraction)
@@ -369,7 +404,7 @@ class _EsdRuns:
         steady = real.history[real.history["iteration"] >= exp.warmup]
         wall = steady.groupby("iteration")["wall_s"].max()
         row: dict[str, Any] = {
-            "network": network, "dispatcher": name,
+            "network": network, "dense_mode": mode, "dispatcher": name,
             "step_s_measured": float(wall.mean()),
             "step_s_emulated": float(steady_emu.groupby("iteration")["step_s"].max().mean()),
             "embedding_bytes_measured": float((steady["sent_rows_bytes"]
@@ -382,37 +417,76 @@ class _EsdRuns:
                 emulated.history[list(COUNTERS)].to_numpy(),
                 real.history[list(COUNTERS)].to_numpy())),
             "wall_s": real.wall_s}
-        log.info("%s on the %s network: %.1f ms per iteration measured, %.1f ms emulated",
-                 name, network, 1e3 * row["step_s_measured"], 1e3 * row["step_s_emulated"])
+        log.info("%s on the %s network (%s): %.1f ms per iteration measured, %.1f ms emulated",
+                 name, network, mode, 1e3 * row["step_s_measured"],
+                 1e3 * row["step_s_emulated"])
         return row, clock_job, emulated, real
+
+
+def with_mode(cluster: ClusterConfig, mode: str, bucket_mb: float) -> ClusterConfig:
+    """``cluster`` in dense ``mode`` with DDP buckets of ``bucket_mb`` (the first one too)."""
+    return dataclasses.replace(cluster, dense_mode=mode,  # type: ignore[arg-type]
+                               bucket_mb=bucket_mb, first_bucket_mb=bucket_mb)
 
 
 @dataclass
 class _Collected:
-    """What the stage gathers from each run: its phases, their ratios and, on the kernel
-    network, its bytes."""
+    """What the stage gathers from each run: its phases, their ratios per clock and, on the
+    kernel network, its bytes."""
 
     warmup: int
     software: SoftwareCost
     dim: int
     phases: list[pd.DataFrame] = field(default_factory=list)
-    ratios: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ratios: list[dict[str, Any]] = field(default_factory=list)
     wire: list[pd.DataFrame] = field(default_factory=list)
+    runs: list[tuple[dict[str, Any], DistributedJob, EmulatedRun, DistributedResult]] = \
+        field(default_factory=list)
 
     def add(self, network: str, label: str, bound: int, clock_job: DistributedJob,
             emulated: EmulatedRun, real: DistributedResult) -> pd.DataFrame:
-        """Record run ``label`` on ``network`` (the clock on ``clock_job``'s links); its
-        phases."""
+        """Record run ``label`` on ``network`` (the clock on ``clock_job``'s links, in its dense
+        mode); its phases on the calibrated clock."""
+        mode = clock_job.cluster_cfg.dense_mode
+        key = {"network": network, "dense_mode": mode, "run": label}
         phases = phase_frame(emulated, real, self.warmup,
                              Links.from_config(clock_job.cluster_cfg, self.software), self.dim)
         phases.insert(0, "bound", bound)
-        phases.insert(0, "run", label)
-        phases.insert(0, "network", network)
+        for name, value in reversed(key.items()):
+            phases.insert(0, name, value)
         self.phases.append(phases)
-        self.ratios.setdefault(network, {})[label] = phase_ratios(phases)
+        self.ratios.append({**key, "clock": "calibrated", **phase_ratios(phases)})
+        self.runs.append((key, clock_job, emulated, real))
         if network == "kernel":
-            self.wire.append(byte_frame(emulated, real).assign(run=label, network=network))
+            self.wire.append(byte_frame(emulated, real).assign(run=label, network=network,
+                                                               dense_mode=mode))
         return phases
+
+    def refit(self, network: str, software: SoftwareCost) -> None:
+        """The phase ratios of every run on ``network`` again, on the clock with ``software``
+        (fitted on this network's validation runs: in sample for them, out of sample for the
+        ESD runs)."""
+        for key, clock_job, emulated, real in self.runs:
+            if key["network"] != network:
+                continue
+            phases = phase_frame(emulated, real, self.warmup,
+                                 Links.from_config(clock_job.cluster_cfg, software), self.dim)
+            sample = "in sample" if key["run"].startswith("validation") else "out of sample"
+            self.ratios.append({**key, "clock": f"refit ({sample})", **phase_ratios(phases)})
+
+
+def fit_ring_step(phases: pd.DataFrame) -> dict[str, float]:
+    """The dense collective's own cost per ring step, fitted from ``after_backward`` runs:
+    per iteration the collective of the last worker to enter it beyond the ring's link time
+    (the calibrated clock's, which has no per-step cost), over its ``2 (W - 1)`` steps; the
+    median over iterations, >= 0."""
+    flat = phases[phases["dense_mode"] == "after_backward"]
+    workers = int(flat["worker"].max()) + 1
+    per = flat.groupby(["run", "iteration"]).agg(measured=("collective_measured", "min"),
+                                                  link=("collective_emulated", "max"))
+    residual = (per["measured"] - per["link"]) / (2 * (workers - 1))
+    return {"step_s": max(0.0, float(residual.median())), "samples": int(len(residual)),
+            "residual_median_s": float(residual.median())}
 
 
 def run_real(job: DistributedJob, train: Split, what: str) -> DistributedResult:
@@ -470,40 +544,56 @@ def run(ctx: RunContext, exp: DistributedCheckConfig, *, dataset: DatasetConfig,
                         shape, seed)
     for network in networks:
         validation = []
-        for bound in exp.bounds:
-            job = DistributedJob(model_cfg, system=SystemSpec(f"Cache s={bound}", "cache", bound),
-                                 cluster_cfg=check_cluster, cache_cfg=cache_cfg, steps=exp.steps,
-                                 seed=seed, dispatcher=exp.dispatcher, timeout_s=exp.timeout_s,
-                                 deadline_s=exp.deadline_s, network=network, **shape)
-            real = run_real(job, train, f"validation run s = {bound} on the {network} network")
-            clock_job = on_real_links(job, real)
-            emulated = run_emulated(clock_job, train, compute, software)
-            check = {"network": network, "bound": bound, **compare(emulated, real),
-                     "wall_s": real.wall_s, "startup_s": real.startup_s}
-            log.info("%s network, s=%d: counters identical %s, table rel diff %.2e, dense rel "
-                     "diff %.2e", network, bound, check["counters_identical"],
-                     check["table_max_rel_diff"], check["dense_max_rel_diff"])
-            checks.append(check)
-            validation.append(collected.add(network, f"validation s = {bound}", bound,
-                                            clock_job, emulated, real))
-            if network == "kernel":
-                kernel_network = {k: v for k, v in real.network.items() if k != "nodes"}
-        # the software cost is fitted on the validation runs (the links of check_cluster)
-        fitted[network] = fit_software(pd.concat(validation, ignore_index=True),
-                                       clock_job.cluster_cfg,
-                                       BYTES_PER_FLOAT * model_cfg.embedding_dim)
-        # the clock's costs depend on the cluster's compute and software settings only, which
-        # the ESD cluster shares with the validation's: ``compute`` and ``software`` serve both
-        for name in exp.esd_dispatchers:
-            row, clock_job, emulated, real = esd_runs.run(name, network)
-            esd_rows.append(row)
-            collected.add(network, f"ESD {name}", exp.esd_bound, clock_job, emulated, real)
+        for mode in exp.dense_modes:
+            mode_cluster = with_mode(check_cluster, mode, exp.bucket_mb)
+            for bound in exp.bounds:
+                job = DistributedJob(model_cfg, system=SystemSpec(f"Cache s={bound}", "cache",
+                                                                  bound),
+                                     cluster_cfg=mode_cluster, cache_cfg=cache_cfg,
+                                     steps=exp.steps, seed=seed, dispatcher=exp.dispatcher,
+                                     timeout_s=exp.timeout_s, deadline_s=exp.deadline_s,
+                                     network=network, **shape)
+                real = run_real(job, train, f"validation run s = {bound} on the {network} "
+                                            f"network ({mode})")
+                clock_job = on_real_links(job, real)
+                emulated = run_emulated(clock_job, train, compute, software)
+                check = {"network": network, "dense_mode": mode, "bound": bound,
+                         **compare(emulated, real), "wall_s": real.wall_s,
+                         "startup_s": real.startup_s}
+                log.info("%s network (%s), s=%d: counters identical %s, table rel diff %.2e, "
+                         "dense rel diff %.2e", network, mode, bound,
+                         check["counters_identical"], check["table_max_rel_diff"],
+                         check["dense_max_rel_diff"])
+                checks.append(check)
+                validation.append(collected.add(network, f"validation s = {bound}", bound,
+                                                clock_job, emulated, real))
+                if network == "kernel":
+                    kernel_network = {k: v for k, v in real.network.items() if k != "nodes"}
+            # the clock's costs depend on the cluster's compute and software settings only,
+            # which the ESD cluster shares with the validation's: ``compute`` and ``software``
+            # serve both
+            for name in exp.esd_dispatchers:
+                row, esd_job, emulated, real = esd_runs.run(name, network, mode)
+                esd_rows.append(row)
+                collected.add(network, f"ESD {name}", exp.esd_bound, esd_job, emulated, real)
+        # the software costs are fitted on the validation runs (the links of check_cluster)
+        runs = pd.concat(validation, ignore_index=True)
+        pulls = fit_software(runs, clock_job.cluster_cfg,
+                             BYTES_PER_FLOAT * model_cfg.embedding_dim)
+        ring = fit_ring_step(runs) if "after_backward" in exp.dense_modes else {"step_s": 0.0}
+        fitted[network] = {**pulls, "ring_step_s": ring["step_s"],
+                           "ring_residual_median_s": ring.get("residual_median_s")}
+        collected.refit(network, SoftwareCost(
+            pulls["message_s"], pulls["row_s"], 0.0, 0.0,
+            source=f"fitted on the {network} network's validation runs",
+            collective_step_s=ring["step_s"]))
     if not checks[0]["counters_identical"]:
         log.error("the distributed backend's counters differ from the emulator's")
     phases = pd.concat(collected.phases, ignore_index=True)
     esd_frame = pd.DataFrame(esd_rows)
-    base = esd_frame.groupby("network")["step_s_measured"].transform("first")
-    base_emu = esd_frame.groupby("network")["step_s_emulated"].transform("first")
+    base = esd_frame.groupby(["network", "dense_mode"])["step_s_measured"].transform("first")
+    base_emu = esd_frame.groupby(["network", "dense_mode"])["step_s_emulated"].transform(
+        "first")
     esd_frame["speedup_measured"] = base / esd_frame["step_s_measured"]
     esd_frame["speedup_emulated"] = base_emu / esd_frame["step_s_emulated"]
     bytes_frame = (pd.concat(collected.wire, ignore_index=True) if collected.wire
@@ -519,7 +609,8 @@ def run(ctx: RunContext, exp: DistributedCheckConfig, *, dataset: DatasetConfig,
         "optimizer": model_cfg.optimizer, "lr_dense": model_cfg.lr_dense,
         "clock": clock_summary(check_cluster, compute, software),
         "networks": networks, "networks_skipped": skipped, "kernel_network": kernel_network,
-        "phase_ratios": collected.ratios, "fitted_software": fitted,
+        "phase_ratios": collected.ratios, "band": list(BAND), "fitted_software": fitted,
+        "dense_modes": list(exp.dense_modes), "bucket_mb": exp.bucket_mb,
         "esd_workers": exp.esd_workers, "esd_baseline": str(exp.esd_dispatchers[0]),
         "esd_bandwidth_gbps": esd_cluster.per_worker("bandwidth_gbps"),
         "esd_latency_ms": esd_cluster.per_worker("latency_ms"),
@@ -537,5 +628,5 @@ def run(ctx: RunContext, exp: DistributedCheckConfig, *, dataset: DatasetConfig,
         esd_frame.to_csv(tmp / "esd.csv", index=False, float_format="%.6g")
         bytes_frame.to_csv(tmp / "bytes.csv", index=False, float_format="%.6g")
         write_json(tmp / "summary.json", {**summary, "runs": [
-            {"network": c["network"], "bound": c["bound"], "wall_s": c["wall_s"],
-             "startup_s": c["startup_s"]} for c in checks]})
+            {"network": c["network"], "dense_mode": c["dense_mode"], "bound": c["bound"],
+             "wall_s": c["wall_s"], "startup_s": c["startup_s"]} for c in checks]})

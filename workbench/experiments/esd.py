@@ -14,12 +14,24 @@
   (quality vs decision time, and which solver hybriddis chose).
 * ``train.csv`` / ``train_summary.json``: the model trained end to end through the cluster with
   each of ``train_dispatchers`` (test AUC against emulated time; time to target).
+* ``train_modes.csv``: every end-to-end run (each dispatcher at each of ``train_spreads``)
+  clocked in each dense synchronisation mode of ``train_dense_modes``
+  (:mod:`workbench.cluster.dense_sync`; exact: the counters and compute of a run do not
+  depend on time): the time to target, the step, the share of it the dense synchronisation
+  takes (the AllReduce past backward; in ``ps`` the dense push and pull over the slowest link,
+  part of its exchange), and the speedup against random and LAIA; also with the dense bytes
+  scaled by each of ``train_dense_scales`` (a what-if: a smaller dense part, or one
+  synchronised off the edge links), which moves the dense share continuously. The dispatchers
+  gain only on the embedding traffic, so the dense share bounds their speedup: the figure shows
+  the speedup against it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -76,14 +88,12 @@ def edge_cluster(exp: EsdConfig, links: ClusterConfig, rows: int,
                                           write_bound=exp.bound), rows, VALUE_DIM)
 
 
-def clock_cluster(exp: EdgeLinks, cluster: ClusterConfig) -> ClusterConfig:
-    """ESD's base edge links (:func:`edge_cluster_config`) with the clock settings of
-    ``cluster`` (compute, software cost, overlap)."""
-    return dataclasses.replace(
-        edge_cluster_config(exp, exp.workers, exp.bandwidth_spread), compute=cluster.compute,
-        gflops=cluster.gflops, overlap=cluster.overlap, software=cluster.software,
-        client_message_us=cluster.client_message_us, client_row_us=cluster.client_row_us,
-        server_message_us=cluster.server_message_us, server_row_us=cluster.server_row_us)
+def clock_cluster(exp: EdgeLinks, cluster: ClusterConfig,
+                  spread: float | None = None) -> ClusterConfig:
+    """ESD's base edge links (:func:`edge_cluster_config`; at ``spread`` if given) with the
+    clock settings of ``cluster`` (compute, software cost, overlap, dense synchronisation)."""
+    spread = exp.bandwidth_spread if spread is None else spread
+    return edge_cluster_config(exp, exp.workers, spread).with_clock_of(cluster)
 
 
 def worker_capacities(cluster: ClusterConfig, per_worker: int, mode: str) -> np.ndarray:
@@ -318,10 +328,13 @@ def run(ctx: RunContext, exp: EsdConfig, *, train: HetTrainConfig, dataset: Data
     probe = dedup_ilp_probe(keys, rows, exp, wire_dim, seed)
     from workbench.training.trainer import ClusterSetup
 
-    setup = ClusterSetup(cluster_cfg, CacheConfig(policy="lru", ratio=exp.cache_ratio), compute,
-                         software, worker_capacities(cluster_cfg, exp.per_worker, exp.capacity))
-    train_frame, train_summary = train_end_to_end(ctx, meta, exp, train, model,
-                                                  dataset.target_auc, setup)
+    def setup_at(spread: float) -> ClusterSetup:
+        links = clock_cluster(exp, cluster, spread)
+        return ClusterSetup(links, CacheConfig(policy="lru", ratio=exp.cache_ratio), compute,
+                            software, worker_capacities(links, exp.per_worker, exp.capacity))
+
+    train_frame, modes_frame, train_summary = train_end_to_end(ctx, meta, exp, train, model,
+                                                               dataset.target_auc, setup_at)
     summary = {"dataset": meta.name, "table_rows": rows, "samples": int(len(keys)),
                "wire_dim": wire_dim, **dataclasses.asdict(exp), "train": train_summary,
                "skipped": skipped,
@@ -333,6 +346,7 @@ def run(ctx: RunContext, exp: EsdConfig, *, train: HetTrainConfig, dataset: Data
         # used in a decision: hybriddis' switch uses the configured predictor)
         pd.DataFrame(decisions).to_csv(tmp / "decision.csv", index=False, float_format="%.6g")
         train_frame.to_csv(tmp / "train.csv", index=False, float_format="%.6g")
+        modes_frame.to_csv(tmp / "train_modes.csv", index=False, float_format="%.6g")
         # wall-clock bound like decision.csv: whether a solve is proven depends on the machine
         probe.to_csv(tmp / "dedup_ilp.csv", index=False, float_format="%.6g")
         write_json(tmp / "summary.json", summary)
@@ -340,19 +354,30 @@ def run(ctx: RunContext, exp: EsdConfig, *, train: HetTrainConfig, dataset: Data
 
 def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
                      train_exp: HetTrainConfig, model: ModelConfig, target: float,
-                     setup: ClusterSetup) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Train ``model`` through the base edge cluster with each train dispatcher.
+                     setup_at: Callable[[float], ClusterSetup]
+                     ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """Train ``model`` through the edge cluster with each train dispatcher at each spread, and
+    clock every run in each dense synchronisation mode.
 
     Args:
         ctx: the run's data, seed and progress bars.
         meta: the dataset's schema.
-        exp: the experiment's settings (the dispatchers, the cache bound, the solvers).
+        exp: the experiment's settings (the dispatchers, spreads, modes, the cache bound, the
+            solvers).
         train_exp: the training run lengths (epochs, evaluation, sample caps).
         model: the model trained (its batch becomes ``exp.workers x exp.per_worker``).
         target: the AUC whose time to reach is recorded.
-        setup: the base edge links (:func:`clock_cluster`), the LRU caches, the clock's
-            calibrated costs and the workers' capacities.
+        setup_at: the edge links at a bandwidth spread (:func:`clock_cluster`) with the LRU
+            caches, the clock's calibrated costs and the workers' capacities.
+
+    Returns:
+        ``train.csv`` (the evaluations of the base spread's runs, clocked in the cluster's
+        mode), ``train_modes.csv`` (per dispatcher, spread and dense mode: the time to target,
+        the step, the dense synchronisation's share of it, the speedup against ``random`` and
+        ``laia``) and the summary.
     """
+    from workbench.cluster.edge_cluster import reclock
+    from workbench.cluster.time_model import Links
     from workbench.experiments.calibrate import clock_summary
     from workbench.experiments.het_train import load_split
     from workbench.training.trainer import (
@@ -363,27 +388,68 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
         time_to_target,
     )
 
-    assert setup.compute is not None and setup.software is not None  # the calibrated clock
+    base = setup_at(exp.bandwidth_spread)
+    assert base.compute is not None and base.software is not None  # the calibrated clock
     model_cfg = dataclasses.replace(model, batch_size=exp.workers * exp.per_worker)
     train = load_split(ctx.processed, meta, "train", train_exp.max_train_samples)
     test = load_split(ctx.processed, meta, "test", train_exp.max_test_samples)
     shape = ModelSpec(model_cfg, len(meta.dense), len(meta.categorical), table_rows(meta))
     options = SolverOptions(**exp.dispatcher_options())
+    spreads = list(dict.fromkeys([exp.bandwidth_spread, *exp.train_spreads]))
+    modes = list(dict.fromkeys([base.cluster.dense_mode, *exp.train_dense_modes]))
     frames: list[pd.DataFrame] = []
-    summary: dict[str, Any] = {"target_auc": target, "runs": [],
-                               "clock": clock_summary(setup.cluster, setup.compute,
-                                                      setup.software)}
-    for name in exp.train_dispatchers:
-        trainer = Trainer(shape, SystemSpec(f"Cache s={exp.bound}", "cache", exp.bound), setup,
-                          DispatcherSpec(name, options),
-                          Mechanisms(budget_fraction=exp.hybrid_budget_fraction), seed=ctx.seed)
-        metrics = trainer.fit(train, test, epochs=train_exp.epochs,
-                              eval_every=train_exp.eval_every, progress=ctx.progress)
-        metrics.insert(0, "dispatcher", name)
-        frames.append(metrics)
-        summary["runs"].append({"dispatcher": name,
-                                "time_to_target_s": time_to_target(metrics, target),
-                                "final_auc": float(metrics["test_auc"].iloc[-1]),
-                                "time_s": float(metrics["time_s"].iloc[-1]),
-                                "decision_s": float(metrics["decision_s"].iloc[-1])})
-    return pd.concat(frames, ignore_index=True), summary
+    by_mode: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {"target_auc": target, "runs": [], "spreads": spreads,
+                               "dense_mode": base.cluster.dense_mode, "dense_modes": modes,
+                               "dense_sync": base.cluster.dense_sync().describe(),
+                               "clock": clock_summary(base.cluster, base.compute, base.software)}
+    for spread in spreads:
+        setup = setup_at(spread)
+        for name in exp.train_dispatchers:
+            trainer = Trainer(shape, SystemSpec(f"Cache s={exp.bound}", "cache", exp.bound),
+                              setup, DispatcherSpec(name, options),
+                              Mechanisms(budget_fraction=exp.hybrid_budget_fraction),
+                              seed=ctx.seed)
+            metrics = trainer.fit(train, test, epochs=train_exp.epochs,
+                                  eval_every=train_exp.eval_every, progress=ctx.progress)
+            assert trainer.cluster is not None  # a cache system always has its cluster
+            history = trainer.cluster.history()
+            at = metrics["iteration"].to_numpy() - 1  # the evaluation after iteration k
+            for mode, scale in itertools.product(modes, exp.train_dense_scales):
+                dense_bytes = scale * trainer.dense_bytes
+                clocked = reclock(history, Links.from_config(
+                    dataclasses.replace(setup.cluster, dense_mode=mode),  # type: ignore[arg-type]
+                    setup.software), model_cfg.embedding_dim, dense_bytes)
+                elapsed = clocked["step_s"].cumsum().to_numpy()[at] + metrics["decision_s"]
+                if mode == "ps":  # inside the exchanges: the slowest link's push + pull
+                    slowest = min(setup.cluster.per_worker("bandwidth_gbps")) * 1e9 / 8
+                    clocked["dense_s"] = np.minimum(2 * dense_bytes / slowest,
+                                                    clocked["step_s"])
+                by_mode.append({
+                    "dispatcher": name, "spread": spread, "dense_mode": mode,
+                    "dense_scale": scale,
+                    "time_to_target_s": time_to_target(metrics.assign(time_s=elapsed), target),
+                    "time_s": float(elapsed.iloc[-1]),
+                    "step_s": float(clocked["step_s"].mean()),
+                    "dense_exposed_s": float(clocked["dense_s"].mean()),
+                    "dense_total_s": float(clocked["dense_total_s"].mean()),
+                    "dense_share": float(clocked["dense_s"].sum() / clocked["step_s"].sum())})
+            if spread != exp.bandwidth_spread:
+                continue
+            metrics.insert(0, "dispatcher", name)
+            frames.append(metrics)
+            summary["runs"].append({"dispatcher": name,
+                                    "time_to_target_s": time_to_target(metrics, target),
+                                    "final_auc": float(metrics["test_auc"].iloc[-1]),
+                                    "time_s": float(metrics["time_s"].iloc[-1]),
+                                    "decision_s": float(metrics["decision_s"].iloc[-1])})
+    modes_frame = pd.DataFrame(by_mode)
+    for reference in ("random", "laia"):
+        if reference in exp.train_dispatchers:
+            cols = ["spread", "dense_mode", "dense_scale"]
+            ref = modes_frame[modes_frame["dispatcher"] == reference].set_index(cols)[
+                "time_to_target_s"]
+            keys = pd.MultiIndex.from_frame(modes_frame[cols])
+            modes_frame[f"speedup_vs_{reference}"] = (
+                ref.reindex(keys).to_numpy() / modes_frame["time_to_target_s"].to_numpy())
+    return pd.concat(frames, ignore_index=True), modes_frame, summary

@@ -19,10 +19,16 @@ communication is shorter than its compute, faster links stop paying):
 * **Fig. 9c**: per-epoch time against the embedding width D = 128..4096 (a table of
   rows x 4096 floats does not fit a laptop, so this panel is the time model only).
 
+Fig. 7 and Fig. 9a are computed in every dense synchronisation mode of ``exp.dense_modes``
+(column ``dense_mode``; :mod:`workbench.cluster.dense_sync`): the cluster's own
+(``cluster.dense_mode``) is what the figures and claims use, the others are shown beside it.
+Fig. 2 (HET's PS system: dense on the PS) and Fig. 9c use the cluster's mode only.
+
 Every row has ``epoch_s`` (the emulated epoch), ``compute_s`` (the slowest worker's compute,
 summed), ``comm_s`` (= epoch - compute: the communication NOT hidden, what a stacked bar shows)
-and ``comm_total_s`` (the slowest worker's communication plus the AllReduce, hidden or not:
-what "communication time" means in the speedup labels).
+``comm_total_s`` (the slowest worker's communication plus the whole AllReduce, hidden or not:
+what "communication time" means in the speedup labels) and ``dense_exposed_s`` (the part of the
+AllReduce the steps saw).
 
 Outputs (``results/het_time/<dataset>/``): ``fig2.csv``, ``fig7.csv``, ``fig9_workers.csv``,
 ``fig9_dim.csv``, ``summary.json`` (with the clock's calibrated costs per model and width).
@@ -80,16 +86,18 @@ def epoch_time(counters: np.ndarray, cluster: ClusterConfig, dim: int, compute: 
                    dense_sync, sparse_sync)
     step = t["step_s"][:, 0]
     slowest_compute = t["compute_s"].max(axis=1)
-    comm_total = t["comm_s"].max(axis=1) + t["dense_s"][:, 0]
+    comm_total = t["comm_s"].max(axis=1) + t["dense_total_s"][:, 0]
     return {"epoch_s": float(step.sum()), "compute_s": float(slowest_compute.sum()),
             "comm_s": float((step - slowest_compute).sum()),
-            "comm_total_s": float(comm_total.sum())}
+            "comm_total_s": float(comm_total.sum()),
+            "dense_exposed_s": float(t["dense_s"][:, 0].sum())}
 
 
-def _cluster(cfg: ClusterConfig, workers: int | None = None, bandwidth: float | None = None,
-             ps_shards: int | None = None) -> ClusterConfig:
+def resized_cluster(cfg: ClusterConfig, workers: int | None = None, bandwidth: float | None = None,
+             ps_shards: int | None = None, dense_mode: str | None = None) -> ClusterConfig:
     """``cfg`` resized to ``workers`` (per-worker lists repeat cyclically) and, if given, with
-    every link (workers' and servers') at ``bandwidth`` Gb/s and ``ps_shards`` servers."""
+    every link (workers' and servers') at ``bandwidth`` Gb/s, ``ps_shards`` servers and dense
+    synchronisation ``dense_mode``."""
     workers = cfg.workers if workers is None else workers
     values: dict[str, Any] = {}
     for key in ("bandwidth_gbps", "latency_ms", "speed"):
@@ -101,6 +109,8 @@ def _cluster(cfg: ClusterConfig, workers: int | None = None, bandwidth: float | 
         values["ps_bandwidth_gbps"] = bandwidth
     if ps_shards is not None:
         values["ps_shards"] = ps_shards
+    if dense_mode is not None:
+        values["dense_mode"] = dense_mode
     return dataclasses.replace(cfg, workers=workers, **values)
 
 
@@ -161,21 +171,25 @@ def run(ctx: RunContext, exp: HetTimeConfig, *, per_worker: int,
         return replays[(bound, workers)]
 
     fig7, fig2, fig9w, fig9d = [], [], [], []
-    jobs = len(exp.models) * (len(exp.bandwidths_gbps) * len(SYSTEMS) + 1) + \
-        len(worker_sweep) * 3 + len(exp.dim_sweep) * 3
+    modes = [cluster.dense_mode] + [m for m in exp.dense_modes if m != cluster.dense_mode]
+    jobs = len(exp.models) * (len(exp.bandwidths_gbps) * len(SYSTEMS) * len(modes) + 1) + \
+        len(worker_sweep) * 3 * len(modes) + len(exp.dim_sweep) * 3
     bar = tqdm(total=jobs, disable=not progress, desc="het_time", unit="point")
-    fig2_cluster = dataclasses.replace(_cluster(cluster, workers=1, bandwidth=1.0),
+    fig2_cluster = dataclasses.replace(resized_cluster(cluster, workers=1, bandwidth=1.0),
                                        overlap="none")
     for model in exp.models:
         compute, software, dense_bytes = model_cost(model)
         dim = models[model].embedding_dim
-        for bw in exp.bandwidths_gbps:
-            for label, bound, dense_sync, sparse_sync in SYSTEMS:
-                t = epoch_time(counters(bound, cluster.workers),
-                               _cluster(cluster, bandwidth=bw), dim, compute, software,
-                               per_worker, dense_bytes, dense_sync, sparse_sync)
-                fig7.append({"model": model, "bandwidth_gbps": bw, "system": label, **t})
-                bar.update()
+        for mode in modes:
+            for bw in exp.bandwidths_gbps:
+                for label, bound, dense_sync, sparse_sync in SYSTEMS:
+                    t = epoch_time(counters(bound, cluster.workers),
+                                   resized_cluster(cluster, bandwidth=bw, dense_mode=mode), dim,
+                                   compute, software, per_worker, dense_bytes, dense_sync,
+                                   sparse_sync)
+                    fig7.append({"model": model, "dense_mode": mode, "bandwidth_gbps": bw,
+                                 "system": label, **t})
+                    bar.update()
         f2_compute, f2_software, f2_dense = model_cost(model, exp.fig2_dim, fig2_cluster)
         t = epoch_time(counters(None, 1), fig2_cluster, exp.fig2_dim, f2_compute, f2_software,
                        per_worker, f2_dense, "ps", "ps")
@@ -184,31 +198,38 @@ def run(ctx: RunContext, exp: HetTimeConfig, *, per_worker: int,
         bar.update()
     compute, software, dense_bytes = model_cost(base_model)
     dim = models[base_model].embedding_dim
-    for workers in worker_sweep:
-        for label, bound, dense_sync, sparse_sync in (SYSTEMS[0], SYSTEMS[1], SYSTEMS[4]):
-            t = epoch_time(counters(bound, workers),
-                           _cluster(cluster, workers=workers, ps_shards=exp.fig9_ps_shards),
-                           dim, compute, software, per_worker, dense_bytes, dense_sync,
-                           sparse_sync)
-            samples = counters(bound, workers).shape[0] * workers * per_worker
-            fig9w.append({"model": base_model, "workers": workers, "system": label, **t,
-                          "samples": samples, "samples_per_s": samples / t["epoch_s"]})
-            bar.update()
+    for mode in modes:
+        for workers in worker_sweep:
+            for label, bound, dense_sync, sparse_sync in (SYSTEMS[0], SYSTEMS[1], SYSTEMS[4]):
+                t = epoch_time(counters(bound, workers),
+                               resized_cluster(cluster, workers=workers,
+                                               ps_shards=exp.fig9_ps_shards, dense_mode=mode),
+                               dim, compute, software, per_worker, dense_bytes, dense_sync,
+                               sparse_sync)
+                samples = counters(bound, workers).shape[0] * workers * per_worker
+                fig9w.append({"model": base_model, "dense_mode": mode, "workers": workers,
+                              "system": label, **t, "samples": samples,
+                              "samples_per_s": samples / t["epoch_s"]})
+                bar.update()
     for d in exp.dim_sweep:
         d_compute, d_software, d_dense = model_cost(base_model, d)
         for label, bound, dense_sync, sparse_sync in (SYSTEMS[0], SYSTEMS[1], SYSTEMS[4]):
             t = epoch_time(counters(bound, cluster.workers),
-                           _cluster(cluster, ps_shards=exp.fig9_ps_shards), d, d_compute,
+                           resized_cluster(cluster, ps_shards=exp.fig9_ps_shards), d, d_compute,
                            d_software, per_worker, d_dense, dense_sync, sparse_sync)
             fig9d.append({"model": base_model, "dim": d, "system": label, **t})
             bar.update()
     bar.close()
     fig9w = pd.DataFrame(fig9w)
-    one = fig9w[fig9w["workers"] == min(worker_sweep)].set_index("system")["samples_per_s"]
-    fig9w["speedup"] = fig9w["samples_per_s"] / fig9w["system"].map(one)
+    one = fig9w[fig9w["workers"] == min(worker_sweep)].set_index(
+        ["dense_mode", "system"])["samples_per_s"]
+    fig9w["speedup"] = fig9w["samples_per_s"] / pd.Series(
+        list(zip(fig9w["dense_mode"], fig9w["system"]))).map(one).to_numpy()
     summary = {"dataset": meta.name, "samples": int(len(keys)), "table_rows": rows,
                "per_worker_batch": per_worker, "workers": cluster.workers,
                "cluster": cluster.name, "overlap": cluster.overlap,
+               "dense_mode": cluster.dense_mode, "dense_modes": modes,
+               "dense_sync": cluster.dense_sync().describe(),
                "cache_policy": cache.policy, "cache_ratio": cache.ratio,
                "cache_clock": cache.clock, "fig2_overlap": "none",
                "fig9_model": base_model, "fig9_ps_shards": exp.fig9_ps_shards,

@@ -233,6 +233,22 @@ def _het_time(run: StageRun) -> Path:
     return out
 
 
+def _het_scale(run: StageRun) -> Path:
+    from workbench.experiments import het_scale
+
+    cfg, exp = run.cfg, run.cfg.experiments.het_scale
+    if run.dataset.source != "synthetic" or run.dataset.synthetic is None:
+        raise ConfigError(f"experiments.het_scale.dataset = {run.dataset.name}: the table-size "
+                          "study draws keys from a synthetic dataset's generator (source: "
+                          f"synthetic), not from {run.dataset.source} files")
+    out = run.results("het_scale")
+    model = cfg.experiments.het_train.model
+    het_scale.run(run.context(out), exp, synthetic=run.dataset.synthetic, model_name=model,
+                  model=cfg.models[model], per_worker=cfg.experiments.het_cache.batch_size,
+                  cluster=cfg.cluster, cache=cfg.cache, dispatcher=cfg.dispatch.name)
+    return out
+
+
 def _esd(run: StageRun) -> Path:
     from workbench.experiments import esd
 
@@ -362,6 +378,10 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("het-time", _het_time, "HET time model (Fig. 2, 7, 9)", "results/het_time/<dataset>",
           config="het_time", dataset="experiments.het_time.dataset",
           module=f"{_EXP}/het_time.py"),
+    Stage("het-scale", _het_scale,
+          "HET replays against the table size (1% .. 100% of Criteo Kaggle's cardinality)",
+          "results/het_scale/<dataset>", config="het_scale",
+          dataset="experiments.het_scale.dataset", module=f"{_EXP}/het_scale.py"),
     Stage("esd", _esd, "ESD dispatchers: cost sweeps, decision time, training",
           "results/esd/<dataset>", config="esd", dataset="experiments.esd.dataset",
           module=f"{_EXP}/esd.py"),

@@ -7,6 +7,8 @@
 * ``distributed``: the same runs on real processes (a parameter server, one process per worker,
   a dispatcher process; torch.distributed over sender-shaped links on this machine's loopback,
   or one ``torchrun`` per node of a kernel-shaped edge network);
+* ``dense_reducer``: the workers' dense gradients summed after backward (one all_reduce) or
+  in DDP's buckets during backward (the real counterpart of ``cluster.dense_sync``);
 * ``supervision``: how the launcher watches those processes (heartbeats, nameless files, the
   error naming the process at fault);
 * ``hotline``: Hotline's micro-batch pipeline, the CPU-GPU hybrid, FAE and accelerator-only on a

@@ -34,15 +34,18 @@ One BSP iteration of worker w::
     pull       <- PULL / PULL_REPLY over w's shaped link              (pull_s)
     compute    <- forward + backward of w's samples; a worker of speed s_w < 1 sleeps
                   (1/s_w - 1) x its measured compute                  (compute_s)
-    all_reduce <- (token bucket: the sender-shaped ring share 2(W-1)/W x dense bytes at B_w and
-                  2(W-1) latencies, then) dist.all_reduce of the dense gradients (+ the loss)
-                  (allreduce_s)
+    all_reduce <- the dense gradients summed (workbench.training.dense_reducer, in the
+                  cluster's dense_mode: after backward, one flat dist.all_reduce; overlapped,
+                  DDP's buckets during backward; on the token bucket the sender-shaped ring
+                  share 2(W-1)/W x bytes at B_w and 2(W-1) latencies first) (allreduce_s: the
+                  part past backward, + the optimizer step; allreduce_total_s: the buckets'
+                  collectives)
     push       <- PUSH, wait for the round's ACK (every worker pushed) (push_s: includes the
                   wait for the slowest worker's push)
 
 The model, the table and the dispatch are the emulated trainer's
 (:func:`workbench.training.trainer.initial_parameters`, the same seeds), the per-sample loss is the
-same (``sum / global batch`` per worker, summed by the all_reduce = the batch mean), so the
+same (``sum / global batch`` per worker; the dense gradients summed = the batch mean), so the
 counters match the emulated run exactly and the parameters within the float tolerance of the
 reduction order (:mod:`workbench.experiments.distributed_check` checks both).
 
@@ -77,6 +80,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import os
 import pickle
 import signal
@@ -113,6 +117,7 @@ from workbench.dispatch.base import BASELINES, BaselineDispatcher, baseline
 from workbench.dispatch.registry import DispatcherSpec, SolverOptions
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import dense_parameter_count
+from workbench.training.dense_reducer import REAL_MODES, DenseReducer
 from workbench.training.supervision import (
     DirOutput,
     DistributedProcessError,
@@ -225,6 +230,11 @@ class DistributedJob:
                              f"by cluster.workers = {self.workers}")
         if self.steps < 1:
             raise ValueError(f"steps = {self.steps}: must be >= 1")
+        if self.cluster_cfg.dense_mode not in REAL_MODES:
+            raise ValueError(f"cluster.dense_mode = {self.cluster_cfg.dense_mode!r}: the "
+                             f"distributed backend runs {REAL_MODES} (its server holds "
+                             "embedding rows only: dense on the parameter server is modelled, "
+                             "not run)")
 
     @property
     def workers(self) -> int:
@@ -421,14 +431,16 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
     bandwidth, latency = links[w]
     workers = job.workers
     endpoint = Endpoint({SERVER_RANK: ShapedLink(bandwidth, latency)}, waiting=waiting)
-    ring = ShapedLink(bandwidth, 2 * (workers - 1) * latency)  # the all_reduce's sender side
     cache = RemoteCache(job.cache_spec(), job.table_rows, cfg.embedding_dim, endpoint)
     model, _ = initial_parameters(cfg, job.n_dense, job.n_sparse, job.table_rows, job.seed)
     optimizer = dense_optimizer(cfg, model)
-    params = list(model.parameters())
     dense_bytes = BYTES_PER_FLOAT * dense_parameter_count(model)
-    ring_share = 2 * (workers - 1) / workers  # of the reduced bytes, each way (ring)
-    ring_bytes = int(ring_share * dense_bytes)
+    ring_bytes = int(2 * (workers - 1) / workers * dense_bytes)  # each way (ring)
+    shaped_ring = job.shaped and job.network == "token_bucket"
+    reducer = DenseReducer(  # the all_reduce's sender side shaped on the token-bucket network
+        model, group, job.cluster_cfg.dense_mode,
+        ShapedLink(bandwidth, 2 * (workers - 1) * latency) if shaped_ring else None,
+        job.cluster_cfg.bucket_mb, job.cluster_cfg.first_bucket_mb, waiting)
     speed = float(job.cluster_cfg.per_worker("speed")[w])
     # the emulated trainer's dispatch stream, drawn by every worker (no dispatcher process)
     own = None if job.has_dispatcher else baseline(job.dispatcher)(
@@ -451,28 +463,16 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
         emb = cache.read(keys).reshape(len(pos), f, dim)
         t1 = time.perf_counter()
         emb_t = torch.from_numpy(emb).requires_grad_(True)
-        logits = model(torch.from_numpy(train.dense[idx]), emb_t)
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(
-            logits, torch.from_numpy(train.labels[idx]), reduction="sum") / batch
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        compute_s = time.perf_counter() - t1
-        if speed < 1.0:
-            time.sleep(compute_s * (1.0 / speed - 1.0))
-        compute_s = time.perf_counter() - t1
-        t2 = time.perf_counter()
-        flat = torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel())
-                          for p in params] + [loss.detach().reshape(1)])
-        with waiting():  # the ring's link time, then the peers
-            if job.shaped and ring_bytes:
-                ring.wait(ring_bytes)
-            dist.all_reduce(flat, group=group)
-        offset = 0
-        for p in params:
-            p.grad = flat[offset: offset + p.numel()].view_as(p).clone()
-            offset += p.numel()
+
+        dense_x, labels = torch.from_numpy(train.dense[idx]), torch.from_numpy(train.labels[idx])
+        loss = reducer.forward_backward(functools.partial(_loss, dense=dense_x, emb=emb_t,
+                                                          labels=labels, batch=batch),
+                                        1.0 / speed - 1.0)
         optimizer.step()
-        allreduce_s = time.perf_counter() - t2
+        dense = reducer.timing
+        compute_s = dense.compute_s
+        allreduce_s = time.perf_counter() - t1 - compute_s
         t3 = time.perf_counter()
         assert emb_t.grad is not None  # emb_t requires grad: backward() set it
         updates = (-cfg.lr_sparse * batch) * emb_t.grad.numpy()
@@ -488,12 +488,13 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
                      "dispatch_wait_s": t_dispatch - t0, "pull_s": pull_s,
                      "compute_s": compute_s, "allreduce_s": allreduce_s, "push_s": push_s,
                      "push_send_s": push_send_s, "push_started": cache.times.push_started,
-                     "wall_s": time.perf_counter() - t0, "loss": float(flat[-1]),
-                     "samples": len(pos), "allreduce_bytes": int(ring_share * flat.numel()
-                                                                 * BYTES_PER_FLOAT),
+                     "allreduce_total_s": dense.total_s, "buckets": dense.buckets,
+                     "wall_s": time.perf_counter() - t0, "loss": loss,
+                     "samples": len(pos), "allreduce_bytes": ring_bytes,
                      **{k: traffic[k] - traffic_last[k] for k in traffic},
                      **{f"kernel_{k}": v - kernel_last.get(k, 0) for k, v in kernel_now.items()}})
         last, traffic_last, kernel_last = now, traffic, kernel_now
+    reducer.close()
     cache.flush()
     cache.done()
     out = {"history": rows, "traffic": endpoint.traffic(),
@@ -501,6 +502,14 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
     if w == 0:
         out["dense_state"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
     return out
+
+
+def _loss(module: torch.nn.Module, dense: torch.Tensor, emb: torch.Tensor, labels: torch.Tensor,
+          batch: int) -> torch.Tensor:
+    """A worker's share of the batch loss: ``sum / global batch`` (summed over workers = the
+    batch mean, as in the emulated trainer)."""
+    return torch.nn.functional.binary_cross_entropy_with_logits(
+        module(dense, emb), labels, reduction="sum") / batch
 
 
 class _KernelCounters:
@@ -595,6 +604,7 @@ def run_distributed(job: DistributedJob, train: Split, fault: Fault | None = Non
     server = outs[SERVER_RANK]
     history = pd.DataFrame([r for out in outs[1: job.workers + 1] for r in out["history"]])
     history = history.sort_values(["iteration", "worker"], kind="stable").reset_index(drop=True)
+    history["loss"] = history.groupby("iteration")["loss"].transform("sum")  # the batch's
     arrived = {(rank - 1, round_): t for rank, round_, t in server["push_arrivals"]}
     history["push_wire_s"] = [arrived[(w, i)] - t for w, i, t in zip(
         history["worker"], history["iteration"], history.pop("push_started"))]
