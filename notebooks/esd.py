@@ -384,8 +384,8 @@ if len(own):
                  "prefetching part of it hides behind compute. The figure below shows the "
                  "speedup against that share.")
 if "speedup_vs_random" in modes_all and esd in set(modes_all["dispatcher"]):
-    curve = modes_all[modes_all["dispatcher"] == esd].copy()
-    curve["spread"] = "spread " + curve["spread"].map("{:g}".format)
+    curve = modes_all[modes_all["dispatcher"] == esd].sort_values(["spread", "dense_scale"])
+    curve["spread"] = "spread " + curve["spread"].map("{:g}".format)  # in numeric order
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
     for ax, against in zip(axes, ("random", "laia")):
         column = f"speedup_vs_{against}"

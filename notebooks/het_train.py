@@ -400,6 +400,40 @@ for bw, key, panel in ((1.0, "het.fig7a_comm", "Fig. 7a"), (10.0, "het.fig7b_com
                 f"(experiments.het_time.bandwidths_gbps = {list(bws)})"), key=key))
 
 # %% [markdown]
+# ## Fig. 7b's shape against a per-key cost that does not shrink with bandwidth
+
+# %%
+row_cost = pd.read_csv(time_dir / "fig7_row_cost.csv")
+if len(row_cost):
+    sens = row_cost.pivot_table(index=["model", "row_us", "bandwidth_gbps"], columns="system",
+                                values="comm_total_s")
+    sens = (sens["Hybrid, no cache"] / sens["Cache s=100"]).rename("ratio").reset_index()
+    calibrated_row_us = {m: 1e6 * (time_summary["clock"][f"{m}/D{cfg.models[m].embedding_dim}"][
+        "client_row_s"]) for m in sens["model"].unique()}
+    fig, axes = plt.subplots(1, sens["model"].nunique(), figsize=(3.4 * sens["model"].nunique(),
+                                                                  3.0), squeeze=False, sharey=True)
+    for ax, (model, part) in zip(axes[0], sens.groupby("model", sort=False)):
+        sns.lineplot(data=part, x="row_us", y="ratio", hue="bandwidth_gbps", marker="o",
+                     palette="deep", ax=ax)
+        for bw, style in ((1.0, ":"), (10.0, "--")):
+            if model in PAPER_FIG7[bw]:
+                ax.axhline(PAPER_FIG7[bw][model], color="k", ls=style, lw=0.8,
+                           label=f"paper {bw:g} Gb/s [P]")
+        ax.axvline(calibrated_row_us[model], color="grey", lw=0.6, label="calibrated (client)")
+        ax.set(xscale="log", xlabel="per-row cost, client and server each (us)",
+               ylabel="Hybrid / Cache s=100 communication", title=model.upper())
+        ax.legend(fontsize=6, title="Gb/s", title_fontsize=6)
+    section.figure(fig, "fig7_row_cost",
+                   "Fig. 7's communication ratio against the per-row software cost (a cost per "
+                   "key that does not shrink with bandwidth): the paper's gain collapses from "
+                   "1 to 10 Gb/s (WDL 8.2x to 1.8x); how far ours moves with the cost per key, "
+                   "each point the same replayed traffic", setting=fig7_setting)
+    section.table(sens.pivot_table(index=["model", "row_us"], columns="bandwidth_gbps",
+                                   values="ratio").reset_index(), "fig7_row_cost",
+                  "Hybrid / Cache s=100 communication per per-row cost (columns: Gb/s)",
+                  floatfmt=".3g")
+
+# %% [markdown]
 # ## The cache's gain against the table size (1% .. 100% of Criteo Kaggle's rows)
 
 # %%

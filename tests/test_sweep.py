@@ -59,6 +59,24 @@ def test_distributed_check_stage_outputs(ci_pipeline: Path) -> None:
         assert wire.empty
 
 
+def test_het_scale_stage_outputs(ci_pipeline: Path) -> None:
+    """The table-size study: every scale's replays, the cache moving fewer rows than Hybrid,
+    the ratios in the summary, the measured resources apart."""
+    cfg = load(params=ci_pipeline)
+    exp = cfg.experiments.het_scale
+    out = cfg.paths.resolve("results") / "het_scale" / exp.dataset
+    table = pd.read_csv(out / "table_size.csv")
+    assert sorted(set(table["scale"])) == sorted(exp.scales)
+    assert (table["samples"] == exp.samples).all()
+    rows = table.groupby("scale")["table_rows"].first()
+    assert rows.is_monotonic_increasing and rows.iloc[0] < rows.iloc[-1]
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["scale"] for r in summary["ratios"]] == sorted(exp.scales)
+    assert all(r["rows_moved"] > 1 for r in summary["ratios"])
+    runs = json.loads((out / "resources.json").read_text())["runs"]
+    assert len(runs) == 2 * len(exp.scales) and all(r["peak_rss_gb"] > 0 for r in runs)
+
+
 def test_run_point_needs_a_sweepable_stage(tmp_path: Path) -> None:
     from workbench.config import compose
     from workbench.sweep import run_point

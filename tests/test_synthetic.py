@@ -121,3 +121,21 @@ def test_unknown_user_feature_is_rejected() -> None:
 def test_ranges_equals_concatenated_aranges(lengths: list[int]) -> None:
     expected = np.concatenate([np.arange(n) for n in lengths]) if lengths else np.zeros(0)
     np.testing.assert_array_equal(_ranges(np.array(lengths, dtype=np.int64)), expected)
+
+
+def test_keys_only_generator_draws_the_ids_chunk_draws() -> None:
+    """The replays at full cardinality draw keys without the label model: the same ids as the
+    full generator, as keys of the concatenated table (id 0, missing, never drawn)."""
+    from workbench.data.synthetic import CATEGORICAL_NAMES, SyntheticGenerator
+
+    cfg = SyntheticConfig(rows=1000, cardinality_scale=0.001)
+    full = SyntheticGenerator(cfg, 3)
+    keys_only = SyntheticGenerator(cfg, 3, keys_only=True)
+    offsets = np.cumsum([0] + [full.cards[n] - 1 for n in CATEGORICAL_NAMES[:-1]])
+    for rows in (300, 200):  # the streams continue across calls
+        frame = full.chunk(rows)
+        keys = keys_only.keys(rows)
+        np.testing.assert_array_equal(keys, frame[CATEGORICAL_NAMES].to_numpy() + offsets - 1)
+    assert keys.min() >= 0 and keys.max() < keys_only.table_rows == full.table_rows
+    with pytest.raises(ValueError, match="keys_only"):
+        keys_only.chunk(10)

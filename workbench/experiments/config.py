@@ -191,6 +191,9 @@ class HetTimeConfig:
     max_samples: int | None = field(default=None, metadata=in_range(1, None))
     dense_modes: list[str] = field(
         default_factory=lambda: ["after_backward", "overlapped", "ps"], metadata=nonempty())
+    row_cost_us_sweep: list[float] = field(
+        default_factory=lambda: [0.5, 1.0, 2.0, 5.0, 10.0, 20.0],
+        metadata=in_range(0.0, 1e6))
 
     def __post_init__(self) -> None:
         check_dense_modes("experiments.het_time.dense_modes", self.dense_modes)

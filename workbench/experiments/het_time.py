@@ -23,6 +23,10 @@ Fig. 7 and Fig. 9a are computed in every dense synchronisation mode of ``exp.den
 (column ``dense_mode``; :mod:`workbench.cluster.dense_sync`): the cluster's own
 (``cluster.dense_mode``) is what the figures and claims use, the others are shown beside it.
 Fig. 2 (HET's PS system: dense on the PS) and Fig. 9c use the cluster's mode only.
+``fig7_row_cost.csv`` has Hybrid and Cache s=100 of Fig. 7 again with the per-row software cost
+(client and server each) at every value of ``exp.row_cost_us_sweep`` instead of the calibrated
+one: a per-key cost does not shrink with bandwidth, so it decides how much of the cache's gain
+survives at 10 Gb/s (Fig. 7b's shape).
 
 Every row has ``epoch_s`` (the emulated epoch), ``compute_s`` (the slowest worker's compute,
 summed), ``comm_s`` (= epoch - compute: the communication NOT hidden, what a stacked bar shows)
@@ -170,9 +174,10 @@ def run(ctx: RunContext, exp: HetTimeConfig, *, per_worker: int,
                                                         system_cache, dispatcher, seed)
         return replays[(bound, workers)]
 
-    fig7, fig2, fig9w, fig9d = [], [], [], []
+    fig7, fig2, fig9w, fig9d, row_cost = [], [], [], [], []
     modes = [cluster.dense_mode] + [m for m in exp.dense_modes if m != cluster.dense_mode]
-    jobs = len(exp.models) * (len(exp.bandwidths_gbps) * len(SYSTEMS) * len(modes) + 1) + \
+    jobs = len(exp.models) * (len(exp.bandwidths_gbps) * (len(SYSTEMS) * len(modes)
+                                                         + 2 * len(exp.row_cost_us_sweep)) + 1) + \
         len(worker_sweep) * 3 * len(modes) + len(exp.dim_sweep) * 3
     bar = tqdm(total=jobs, disable=not progress, desc="het_time", unit="point")
     fig2_cluster = dataclasses.replace(resized_cluster(cluster, workers=1, bandwidth=1.0),
@@ -189,6 +194,18 @@ def run(ctx: RunContext, exp: HetTimeConfig, *, per_worker: int,
                                    sparse_sync)
                     fig7.append({"model": model, "dense_mode": mode, "bandwidth_gbps": bw,
                                  "system": label, **t})
+                    bar.update()
+        for row_us in exp.row_cost_us_sweep:  # Fig. 7b's sensitivity to a per-key cost
+            swept = dataclasses.replace(software, client_row_s=row_us * 1e-6,
+                                        server_row_s=row_us * 1e-6,
+                                        source=f"{row_us:g} us per row (swept)")
+            for bw in exp.bandwidths_gbps:
+                for label, bound, dense_sync, sparse_sync in (SYSTEMS[1], SYSTEMS[4]):
+                    t = epoch_time(counters(bound, cluster.workers),
+                                   resized_cluster(cluster, bandwidth=bw), dim, compute, swept,
+                                   per_worker, dense_bytes, dense_sync, sparse_sync)
+                    row_cost.append({"model": model, "row_us": row_us, "bandwidth_gbps": bw,
+                                     "system": label, **t})
                     bar.update()
         f2_compute, f2_software, f2_dense = model_cost(model, exp.fig2_dim, fig2_cluster)
         t = epoch_time(counters(None, 1), fig2_cluster, exp.fig2_dim, f2_compute, f2_software,
@@ -236,6 +253,7 @@ def run(ctx: RunContext, exp: HetTimeConfig, *, per_worker: int,
                "skipped": skipped, "clock": clocks}
     with atomic_dir(out) as tmp:
         for name, table in (("fig2", pd.DataFrame(fig2)), ("fig7", pd.DataFrame(fig7)),
+                            ("fig7_row_cost", pd.DataFrame(row_cost)),
                             ("fig9_workers", fig9w), ("fig9_dim", pd.DataFrame(fig9d))):
             table.to_csv(tmp / f"{name}.csv", index=False, float_format="%.6g")
         write_json(tmp / "summary.json", summary)
