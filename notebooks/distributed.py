@@ -327,33 +327,35 @@ esd_links = ", ".join(f"{b:g}" for b in summary["esd_bandwidth_gbps"])
 esd_setting = (f"{dataset}, {summary['model']}, {summary['esd_workers']} workers, links "
                f"{esd_links} Gb/s, {summary['steps']} iterations, every dispatcher in its own "
                "process sending each worker its samples (the baseline too), on each network")
-view = esd[["network", "dispatcher", "step_s_measured", "step_s_emulated", "speedup_measured",
+view = esd[["network", "dense_mode", "dispatcher", "step_s_measured", "step_s_emulated", "speedup_measured",
             "speedup_emulated", "embedding_bytes_measured", "decision_s_mean",
             "dispatch_wait_s_mean", "counters_identical"]]
 section.table(view, "esd", "Mean BSP iteration (slowest worker) measured end to end against "
               "the emulated clock's step, and the speedup over "
-              f"`{summary['esd_baseline']}` in each, per network; decision seconds per batch in "
+              f"`{summary['esd_baseline']}` in each, per network and dense mode; decision "
+              "seconds per batch in "
               "the dispatcher process and the workers' wait for their samples.", esd_setting)
-melted = esd.melt(id_vars=["network", "dispatcher"],
+melted = esd.melt(id_vars=["network", "dense_mode", "dispatcher"],
                   value_vars=["speedup_measured", "speedup_emulated"],
                   var_name="source", value_name="speedup")
 melted["source"] = melted["source"].map({"speedup_measured": "measured (processes)",
                                          "speedup_emulated": "emulated clock"})
-melted["network"] = melted["network"].map(NETWORK_NAMES)
+melted["network"] = melted["network"].map(lambda n: NETWORK_NAMES[n].split(" (")[0])
 grid = sns.catplot(data=melted, x="dispatcher", y="speedup", hue="source", col="network",
-                   kind="bar", height=3.0, aspect=1.3)
+                   row="dense_mode", kind="bar", height=2.6, aspect=1.4)
 for ax in grid.axes.flat:
     ax.axhline(1.0, color="0.4", lw=0.8)
 grid.set_axis_labels("", f"speedup over {summary['esd_baseline']}")
-grid.set_titles("{col_name}")
+grid.set_titles("{col_name}, {row_name}")
 section.figure(grid.figure, "esd_speedup", "Per-iteration speedup of each dispatcher over the "
-               "baseline, measured on processes and on the emulated clock, per network.",
+               "baseline, measured on processes and on the emulated clock, per network and "
+               "dense mode.",
                esd_setting)
 plt.close("all")
 lines = []
-for network, rows in esd.groupby("network", sort=False):
+for (network, mode), rows in esd.groupby(["network", "dense_mode"], sort=False):
     best = rows.loc[rows["speedup_measured"].idxmax()]
-    lines.append(f"{NETWORK_NAMES[network]}: `{best['dispatcher']}` at "
+    lines.append(f"{NETWORK_NAMES[network]} ({mode}): `{best['dispatcher']}` at "
                  f"{best['speedup_measured']:.3f}x the baseline's iteration rate measured "
                  f"(clock {best['speedup_emulated']:.3f}x), deciding in "
                  f"{1e3 * best['decision_s_mean']:.1f} ms per batch while the workers waited "

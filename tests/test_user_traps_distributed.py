@@ -135,8 +135,8 @@ def test_a_stopped_worker_stops_the_run_naming_it(prepared: Path) -> None:
             os.kill(ranks[2], signal.SIGCONT)
     done = subprocess.CompletedProcess(proc.args, proc.returncode, "", err.read_text())
     failed_with(done, "DistributedProcessError: experiments.distributed_check, validation run "
-                      f"s = 0 on the token_bucket network: worker 1 (rank 2, pid {ranks[2]}) "
-                      "sent nothing",
+                      "s = 0 on the token_bucket network (after_backward): worker 1 (rank 2, "
+                      f"pid {ranks[2]}) sent nothing",
                 "stopped (SIGSTOP", "timeout_s = 5 s", "nothing was written")
     assert done.returncode == 2
     assert _gone(ranks) == []
