@@ -44,14 +44,13 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / ".dvc").mkdir()
     shutil.copy2(REPO_ROOT / ".dvc" / "config", root / ".dvc" / "config")
     # this module tests the pipeline's wiring (what runs, what reruns): the real-process check
-    # runs one network in one dense mode here, and two notebooks feed the report; the ci
-    # pipeline of the other tests (tests/conftest.py) runs the check on both networks in both
-    # modes, and tests/test_notebooks.py every notebook and the whole report
+    # runs one network in one dense mode here; the ci pipeline of the other tests
+    # (tests/conftest.py) runs it on both networks in both modes. Every notebook runs: the
+    # report's claims need each one's section.
     (root / "params.yaml").write_text(to_yaml(compose(
         ["profile=ci", f"paths.shared_data={shared_data_dir()}",
          "experiments.distributed_check.networks=[token_bucket]",
-         "experiments.distributed_check.dense_modes=[after_backward]",
-         "pipeline.notebooks=[datasets,het]"])))
+         "experiments.distributed_check.dense_modes=[after_backward]"])))
     _sh(["git", "init", "-q"], root)
     return root
 
