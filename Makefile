@@ -1,6 +1,7 @@
 # Two commands set everything up and run it:
 #   make repro   virtualenv + install + params.yaml from workbench/conf/ + dvc repro (the embedded default)
 #   make test    virtualenv + install (with dev extras) + the whole test suite
+# make check recomputes everything (dvc repro -f) and checks every claim against the committed one.
 # Also: make lab (JupyterLab on the notebooks), make notebooks (their .ipynb, for papermill),
 # make params, make calibrate, make bench, make lint (ruff + mypy), make clean.
 
@@ -11,7 +12,7 @@ PY     := $(BIN)/python
 # pytest workers: 2 cores here and in CI.
 JOBS   ?= 2
 
-.PHONY: repro test lab notebooks params calibrate install install-dev bench lint clean
+.PHONY: repro check test lab notebooks params calibrate install install-dev bench lint clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +38,17 @@ repro: params
 	@test -d .dvc || $(BIN)/dvc init -q
 	$(PY) -m workbench.utils.dvc_lock
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro
+
+# Reproduce and check: recompute the whole pipeline (dvc repro -f: every stage, the paper-scale
+# replays included) and report, claim by claim, whether the recomputed value lies inside the
+# committed 95% interval and whether any state changed (exit 1 if one did).
+check: params
+	@mkdir -p scratch
+	cp reports/claims.csv scratch/claims.committed.csv
+	@test -d .dvc || $(BIN)/dvc init -q
+	$(PY) -m workbench.utils.dvc_lock
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro -f
+	$(PY) -m workbench.report.check --committed scratch/claims.committed.csv --current reports/claims.csv
 
 # Re-measure this machine's compute and software costs (results/calibration, a frozen DVC stage
 # that `dvc repro` never reruns by itself; it reads the preprocessed datasets' shapes, so their

@@ -36,9 +36,8 @@ import pandas as pd
 import seaborn as sns
 
 from workbench.explorers import notebook_config
-from workbench.report import verdict
 from workbench.report.plotting import set_theme
-from workbench.report.sections import Claim, Section, per_dataset
+from workbench.report.sections import Section, per_dataset
 
 set_theme()
 cfg = notebook_config("flexshard", params_file, dataset, replicated_fraction=replicated_fraction,
@@ -86,29 +85,55 @@ def ds_setting(name: str) -> str:
 
 # %%
 curve = data["fraction_curve"]
-fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.8), squeeze=False)
-for ax, name in zip(axes[0], datasets, strict=True):
+# FlexShard's abstract, against row-wise sharding (RW): "over 85% less global all-to-all
+# traffic" and "almost 6x lower communication latency"
+PAPER_INTER_REDUCTION = 0.85
+PAPER_LATENCY_X = 6.0
+CURVE_STYLE = {"hot_dp": ("o", "C0", "replicated tier only (t2 = 0)"),
+               "flexshard": ("s", "C1", "FlexShard (+ node tier within RW's memory)")}
+ncols = min(2, len(datasets))
+nrows = -(-len(datasets) // ncols)
+fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.9 * nrows), squeeze=False)
+fractions = 100 * curve["replicated_fraction"]
+norm = plt.Normalize(fractions.min(), fractions.max())
+for ax, name in zip(axes.flat, datasets):
     part = curve[curve["dataset"] == name]
-    for plan, marker in (("hot_dp", "o"), ("flexshard", "s")):
-        pts = part[part["plan"] == plan]
+    for plan, (marker, colour, label) in CURVE_STYLE.items():
+        pts = part[part["plan"] == plan].sort_values("replicated_fraction")
         if pts.empty:
             continue
-        ax.plot(pts["savings_vs_rw_ms"], pts["memory_vs_rw_mib"], marker=marker, ms=3,
-                label="replicated tier only (t2 = 0)" if plan == "hot_dp"
-                else "FlexShard (+ node tier within RW's memory)")
-        for _, r in pts.iloc[::2].iterrows():
-            ax.annotate(f"{100 * r['replicated_fraction']:.1f}%",
-                        (r["savings_vs_rw_ms"], r["memory_vs_rw_mib"]), fontsize=6,
-                        xytext=(2, 2), textcoords="offset points")
+        # the replicated fraction is the points' colour (colour bar), not inline text
+        ax.plot(pts["savings_vs_rw_ms"], pts["memory_vs_rw_mib"], color=colour, lw=1,
+                zorder=1)
+        ax.scatter(pts["savings_vs_rw_ms"], pts["memory_vs_rw_mib"], marker=marker, s=28,
+                   c=100 * pts["replicated_fraction"], cmap="viridis", norm=norm,
+                   edgecolors=colour, linewidths=1.0, zorder=2, label=label)
+    rw = data["plans"][(data["plans"]["dataset"] == name) & (data["plans"]["plan"] == "rw")]
+    if len(rw):  # the savings at which the all-to-all would be 6x faster than RW's
+        ax.axvline(1e3 * float(rw["expected_seconds"].iloc[0]) * (1 - 1 / PAPER_LATENCY_X),
+                   color="k", ls="--", lw=0.9,
+                   label=f"paper: almost {PAPER_LATENCY_X:g}x lower latency than RW [A]")
     ax.axhline(0, color="grey", lw=0.8)
     ax.set(title=name, xlabel="all-to-all latency savings vs RW (ms / iteration)",
            ylabel="memory vs RW (MiB, largest device)")
-axes[0][0].legend(fontsize=6)
+for ax in axes.flat[len(datasets):]:
+    ax.set_visible(False)
+handles = {label: plt.Line2D([], [], color=colour, marker=marker, mfc="white", lw=1)
+           for plan, (marker, colour, label) in CURVE_STYLE.items()
+           if plan in set(curve["plan"])}
+for ax in axes.flat[:len(datasets)]:
+    for h, lab in zip(*ax.get_legend_handles_labels()):
+        handles.setdefault(lab, h)
+fig.legend(handles.values(), handles.keys(), fontsize=8, loc="outside lower center", ncol=3)
+fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap="viridis"), ax=axes, shrink=0.8,
+             label="rows replicated on every device (% of the table)")
 section.figure(fig, "memory_vs_savings",
                "Memory cost against latency savings relative to RW as the fraction of rows "
-               "replicated on every device goes from 0.1% to 1.1% (expected values from the "
-               "profile); the authors' figure has a memory minimum near 0.1-0.2% and zero extra "
-               "memory near 0.7%", setting="; ".join(ds_setting(n) for n in datasets))
+               "replicated on every device goes from 0.1% to 1.1% (point colour; expected "
+               "values from the profile); dashed: the savings at which the all-to-all would be "
+               f"{PAPER_LATENCY_X:g}x faster than RW's, the paper's headline (its abstract); the "
+               "authors' figure has a memory minimum near 0.1-0.2% and zero extra memory near "
+               "0.7%", setting="; ".join(ds_setting(n) for n in datasets))
 base_curve = curve[(curve["dataset"] == claims_ds) & (curve["plan"] == "hot_dp")]
 section.table(base_curve[["replicated_fraction", "t1", "memory_vs_rw_mib", "savings_vs_rw_ms"]],
               "curve_replicated_tier", f"The replicated tier alone on {claims_ds} (the "
@@ -149,7 +174,22 @@ fs_row = plans[(plans["dataset"] == claims_ds) & (plans["plan"] == "flexshard")]
 # ## Scaling with devices and with a slow node
 
 # %%
-fig, axes = plt.subplots(2, 2, figsize=(10, 6.4), sharex="col")
+# the paper's headlines against RW (PAPER_INTER_REDUCTION, PAPER_LATENCY_X), drawn as RW's
+# curve scaled by them
+# one style per plan (colour, marker, dash); every other plan has a larger hollow marker, so
+# plans whose lines coincide (several move the same inter-node bytes) stay visible
+_PLAN_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<"]
+_PLAN_DASHES = ["-", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (0, (3, 1.5)),
+                (0, (8, 2, 2, 2)), (0, (2, 2)), (0, (4, 1, 1, 1))]
+PLAN_STYLE = {}
+for i, (plan, colour) in enumerate(zip(PLAN_ORDER, sns.color_palette(n_colors=len(PLAN_ORDER)))):
+    hollow = i % 2 == 1
+    PLAN_STYLE[plan] = {"color": colour, "marker": _PLAN_MARKERS[i % len(_PLAN_MARKERS)],
+                        "ls": _PLAN_DASHES[i % len(_PLAN_DASHES)], "lw": 1.4, "mew": 1.4,
+                        "ms": (9, 12)[(i // 2) % 2] if hollow else 6,
+                        "mfc": "none" if hollow else colour,
+                        "label": LABEL[plan]}
+fig, axes = plt.subplots(2, 2, figsize=(11, 6.8), sharex="col")
 for col, (key, x, xlabel) in enumerate((("device_sweep", "devices", "devices"),
                                         ("skew_sweep", "slow_factor",
                                          "slow node's NIC speed (x nominal)"))):
@@ -157,17 +197,41 @@ for col, (key, x, xlabel) in enumerate((("device_sweep", "devices", "devices"),
     for row, (y, ylabel) in enumerate((("replay_inter_bytes", "inter-node MiB / iteration"),
                                        ("replay_seconds", "all-to-all s / iteration"))):
         ax = axes[row][col]
-        sns.lineplot(data=part.assign(v=part[y] / (2**20 if "bytes" in y else 1)), x=x, y="v",
-                     hue="label", hue_order=[LABEL[p] for p in PLAN_ORDER], marker="o", ax=ax,
-                     legend=row == 0 and col == 0)
+        # zero inter-node bytes (a single node) cannot be drawn on the log axis: left out
+        values = (part[y] / (2**20 if "bytes" in y else 1)).where(part[y] > 0)
+        for plan in PLAN_ORDER:
+            line = part.assign(v=values)[part["plan"] == plan].sort_values(x)
+            if len(line):
+                ax.plot(line[x], line["v"], **PLAN_STYLE[plan])
+        rw = part[part["plan"] == "rw"].sort_values(x)
+        if len(rw):
+            rw_v = (rw[y] / (2**20 if "bytes" in y else 1)).where(rw[y] > 0)
+            ref, ref_label = ((rw_v * (1 - PAPER_INTER_REDUCTION),
+                               f"paper: {PAPER_INTER_REDUCTION:.0%} less than RW [A]")
+                              if "bytes" in y else
+                              (rw_v / PAPER_LATENCY_X,
+                               f"paper: RW / {PAPER_LATENCY_X:g} (almost {PAPER_LATENCY_X:g}x "
+                               "lower latency) [A]"))
+            ax.plot(rw[x], ref, color="k", lw=1.6, label=ref_label,
+                    ls=(0, (1, 1)) if "bytes" in y else (0, (5, 1, 1, 1)))
         ax.set(yscale="log", ylabel=ylabel, xlabel=xlabel)
-        if key == "skew_sweep":
-            ax.invert_xaxis()
-axes[0][0].legend(fontsize=6)
+    if key == "skew_sweep":
+        axes[0][col].invert_xaxis()  # once: the column shares its x axis
+handles = {}
+for ax in axes.flat:
+    for h, lab in zip(*ax.get_legend_handles_labels()):
+        handles.setdefault(lab, h)
+fig.legend(handles.values(), handles.keys(), fontsize=8, loc="outside right center")
 section.figure(fig, "sweeps", "Inter-node bytes and all-to-all time per plan against the "
                "number of devices (nodes of "
-               f"{topo_cfg.devices_per_node}) and against the speed of the slowest node's NICs "
-               f"({max(1, topo_cfg.slow_nodes)} slow node), every plan re-planned at each point",
+               f"{topo_cfg.devices_per_node}; one node has no inter-node traffic, not drawn on "
+               "the log axis) and against the speed of the slowest node's NICs "
+               f"({max(1, topo_cfg.slow_nodes)} slow node), every plan re-planned at each "
+               "point; black: the paper's headlines applied to our RW (FlexShard "
+               f"{PAPER_INTER_REDUCTION:.0%} less inter-node traffic, "
+               f"{PAPER_LATENCY_X:g}x lower latency; paper values from its abstract, the "
+               "lines ours); plans whose lines coincide show as nested filled and hollow "
+               "markers",
                setting=ds_setting(claims_ds))
 
 # %% [markdown]
@@ -198,23 +262,42 @@ setting = (ds_setting(claims_ds) + f"; FlexShard t1 = {base['flexshard']['t1']:,
 note = ("our formalisation and assumed topology; the claims dataset is the session generator "
         "at Criteo's full cardinality; replayed memory "
         f"{mem_ratio:.2f}x RW's (the planner bounds the expected memory)")
-section.claim(Claim(
-    paper="FlexShard", claim="less global (inter-node) all-to-all traffic than row-wise "
-                             "sharding", paper_value="over 85% [A]",
-    measured=(f"{100 * reduction:.1f}% ({100 * float(base['traffic_reduction']):.1f}% of all "
-              "bytes)" if reduction is not None else "no ratio"), setting=setting,
-    verdict=(verdict.percent(reduction, (0.85, 1.0)) if reduction is not None
-             else verdict.not_comparable(base["inter_traffic_reduction_note"])),
-    note=note, key="flexshard.a2a_traffic"))
-section.claim(Claim(
-    paper="FlexShard", claim="lower end-to-end training communication latency than row-wise "
-                             "sharding", paper_value="almost 6x [A]",
-    measured=(f"{speedup:.2f}x" if speedup is not None else "no communication left"),
-    setting=setting,
-    verdict=(verdict.factor(speedup, 6.0) if speedup is not None
-             else verdict.not_comparable(base["latency_speedup_note"])),
-    note=note + "; the all-to-all time of one iteration (forward + backward), not the whole step",
-    key="flexshard.comm_latency"))
+skew = data["skew_sweep"][data["skew_sweep"]["dataset"] == claims_ds]
+
+
+def skew_points(column: str, better: str) -> list[dict]:
+    """FlexShard against RW at every slow-node NIC speed: the traffic reduction or speedup."""
+    out = []
+    for factor, g in skew.groupby("slow_factor"):
+        by = g.set_index("plan")[column]
+        if "rw" in by and "flexshard" in by and by["rw"] > 0 and by["flexshard"] > 0:
+            value = (1 - by["flexshard"] / by["rw"]) if better == "reduction" \
+                else by["rw"] / by["flexshard"]
+            out.append({"value": float(factor), "values": [float(value)]})
+    return out
+
+
+section.measure(
+    "flexshard.a2a_traffic",
+    text=(f"{100 * reduction:.1f}% ({100 * float(base['traffic_reduction']):.1f}% of all "
+          "bytes)" if reduction is not None else "no ratio"), setting=setting,
+    values=[reduction] if reduction is not None else None,
+    missing=base.get("inter_traffic_reduction_note") or "no inter-node traffic",
+    conditions={"slow-node NIC speed": skew_points("replay_inter_bytes", "reduction"),
+                "dataset": [{"value": n, "values": [summaries[n]["inter_traffic_reduction"]]}
+                            for n in datasets
+                            if summaries[n]["inter_traffic_reduction"] is not None]},
+    note=note)
+section.measure(
+    "flexshard.comm_latency",
+    text=f"{speedup:.2f}x" if speedup is not None else "no communication left",
+    setting=setting, values=[speedup] if speedup is not None else None,
+    missing=base.get("latency_speedup_note") or "no communication left",
+    conditions={"slow-node NIC speed": skew_points("replay_seconds", "speedup"),
+                "dataset": [{"value": n, "values": [summaries[n]["latency_speedup"]]}
+                            for n in datasets if summaries[n]["latency_speedup"]]},
+    note=note + "; the all-to-all time of one iteration (forward + backward), not the whole "
+                "step")
 others = [n for n in datasets if n != claims_ds]
 section.note("On the smaller tables (" + ", ".join(
     f"`{n}`: {summaries[n]['table_rows']:,} rows, "

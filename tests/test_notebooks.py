@@ -13,6 +13,7 @@ import pytest
 
 from claim_directions import direction_losses
 from workbench.config import load
+from workbench.report import register as reg
 from workbench.report import verdict
 from workbench.report.sections import CLAIM_COLUMNS, SECTION_FILE
 from workbench.stages import run
@@ -149,17 +150,17 @@ def test_datasets_notebook_reports_the_het_skew_claim(ci_pipeline: Path) -> None
     run(["notebook", "datasets", "--params", str(ci_pipeline)])
     cfg = load(params=ci_pipeline)
     section = json.loads((cfg.paths.resolve("reports") / "datasets" / SECTION_FILE).read_text())
-    claims = {c["setting"].split(":")[0]: c for c in section["claims"]}
-    assert "synthetic" in claims
-    stats = json.loads((cfg.paths.resolve("results") / "dataset_stats" / "synthetic"
-                        / "stats.json").read_text())
-    assert claims["synthetic"]["measured"] == f"{stats['claim_share']:.1%}"
-    skew = cfg.experiments.dataset_stats
-    expected = verdict.percent(stats["claim_share"], skew.skew_claim_share,
-                               baseline=skew.skew_claim_fraction)
-    assert (claims["synthetic"]["state"], claims["synthetic"]["rule"]) == (expected.state,
-                                                                           expected.rule)
-    assert claims["synthetic"]["key"] == "het.fig3_skew"
+    (claim,) = section["claims"]  # one row per register entry: the committed dataset's
+    assert claim["key"] == "het.fig3_skew" and claim["setting"].startswith("criteo_sample:")
+    stats = {n: json.loads((cfg.paths.resolve("results") / "dataset_stats" / n
+                            / "stats.json").read_text()) for n in ("criteo_sample", "synthetic")}
+    assert claim["measured"] == f"{stats['criteo_sample']['claim_share']:.1%}"
+    expected = verdict.percent(stats["criteo_sample"]["claim_share"], 0.9, baseline=0.1)
+    assert (claim["state"], claim["rule"]) == (expected.state, expected.rule)
+    # the other dataset is a condition of the claim, not a second row
+    points = {p["value"]: p["values"][0] for p in claim["conditions"]["dataset"]}
+    assert points["synthetic"] == pytest.approx(stats["synthetic"]["claim_share"])
+    assert "dataset criteo_sample, synthetic" in claim["holds"]
 
 
 def test_report_gathers_sections(ci_pipeline: Path) -> None:
@@ -175,9 +176,12 @@ def test_report_gathers_sections(ci_pipeline: Path) -> None:
     assert list(claims.columns) == CLAIM_COLUMNS
     assert set(claims["state"]) <= set(verdict.STATES)
     assert (claims["state"] != "not built").all()  # every paper's mechanism is built
-    hotline = claims[claims["paper"] == "Hotline"]
-    assert len(hotline) >= 4
+    # one row per register entry, in the register's order
+    assert list(claims["key"]) == reg.load().keys()
     assert len(claims[claims["paper"] == "FlexShard"]) == 2  # traffic and latency
+    assert (reports / "claims_metrics.json").is_file()
+    assert sorted(p.stem for p in (reports / "verdict_maps").glob("*.png")) == sorted(
+        {e.paper for e in reg.load().entries})
     # the quick profile keeps every direction the committed (default-profile) report shows, or
     # says why a point is not comparable
     if (REPO_ROOT / "reports" / "README.md").exists():

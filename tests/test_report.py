@@ -12,8 +12,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
+from workbench.report import register as reg
 from workbench.report import verdict
-from workbench.report.catalogue import CATALOGUE
 from workbench.report.index import ROW_WIDTH, build, clip, write
 from workbench.report.plotting import save_figure, set_theme
 from workbench.report.sections import (
@@ -39,6 +39,75 @@ def _figure() -> plt.Figure:
     return fig
 
 
+TEST_REGISTER = """
+version: 7
+claims:
+  - key: het.a
+    paper: HET
+    claim: claim a
+    paper_value: "8.2x [P]"
+    basis: paper
+    paper_setting: the paper's
+    ours: {dataset: toy, unit: x}
+    measured_by: {stage: s, file: f.csv, column: c}
+    section: demo
+    seeds: 1
+    rule: {kind: factor, paper: 8.2}
+    assumed:
+      - {name: knob, unit: us, committed: 1, range: [1, 4], why: unknown}
+  - key: het.b
+    paper: HET
+    claim: claim b
+    paper_value: "8.2x [P]"
+    basis: paper
+    paper_setting: the paper's
+    ours: {dataset: toy}
+    measured_by: {stage: s, file: f.csv, column: c}
+    section: demo
+    seeds: 3
+    rule: {kind: factor, paper: 8.2}
+  - key: esd.c
+    paper: ESD
+    claim: claim c
+    paper_value: "8.2x [A]"
+    basis: formalisation
+    paper_setting: unknown
+    ours: {dataset: toy}
+    measured_by: {stage: s, file: f.csv, column: c}
+    section: demo
+    seeds: 1
+    rule: {kind: factor, paper: 8.2}
+  - key: esd.nc
+    paper: ESD
+    claim: claim nc
+    paper_value: "1.74x [A]"
+    basis: formalisation
+    paper_setting: unknown
+    ours: {dataset: toy}
+    measured_by: {stage: s, file: "-", column: "-"}
+    section: demo
+    seeds: 1
+    rule: {kind: not_comparable, reason: no TF here}
+"""
+
+
+@pytest.fixture
+def test_register(monkeypatch: pytest.MonkeyPatch) -> reg.Register:
+    """A four-claim register for a ``demo`` section, in place of the package's."""
+    register = reg.parse(TEST_REGISTER)
+    monkeypatch.setattr(reg, "load", lambda path=None: register)
+    return register
+
+
+def _measure_all(sec: Section, a: float = 2.81, b: list[float] | None = None,
+                 c: float = 0.9) -> None:
+    sec.measure("het.a", text=f"{a}x", setting="toy", values=[a], note="small",
+                conditions={"knob": [{"value": 1, "values": [a]}, {"value": 2, "values": [6.0]},
+                                     {"value": 4, "values": [7.0]}]})
+    sec.measure("het.b", text="b", setting="toy", values=b or [6.0, 6.2, 6.4])
+    sec.measure("esd.c", text=f"{c}x", setting="toy", values=[c])
+
+
 def test_figures_are_byte_deterministic(tmp_path: Path) -> None:
     a = save_figure(_figure(), tmp_path / "a.png").read_bytes()
     b = save_figure(_figure(), tmp_path / "b.png").read_bytes()
@@ -48,21 +117,19 @@ def test_figures_are_byte_deterministic(tmp_path: Path) -> None:
     assert pdf1 == pdf2
 
 
-def test_section_roundtrip_index_and_page(tmp_path: Path) -> None:
+def test_section_roundtrip_index_and_page(tmp_path: Path, test_register: reg.Register) -> None:
     reports = tmp_path / "reports"
     sec = Section("demo", "Demo section", reports / "demo", intro="Our formalisation.")
     sec.figure(_figure(), "curve", "A curve", setting="toy")
     sec.table(pd.DataFrame({"x": [1, 2], "y": [0.5, 0.25]}), "tab", "A table")
-    sec.claim(Claim("HET", "less traffic", "8.2x [P]", "2.81x", "toy",
-                    verdict.factor(2.81, 8.2), "small"))
-    sec.claim(Claim("ESD", "n/a claim", "1.74x [A]", "-", "toy",
-                    verdict=verdict.not_comparable("no TF here")))
+    _measure_all(sec)
     sec.save()
     params = tmp_path / "params.yaml"
     params.write_text("seed: 0\n")
     text = build(reports, ["demo"], params, tmp_path)
-    assert "| HET" in text and "| direction only |" in text and "| not comparable |" in text
-    assert "[demo #1](demo/README.md#claim-1)" in text
+    assert "| HET" in text and "| direction only |" in text
+    assert "| not comparable (our formalisation) |" in text  # the register writes esd.nc
+    assert "[demo #1](demo/README.md#claim-1)" in text and "register v7" in text
     assert "seed: 0" not in text and "[`params.yaml`](../params.yaml)" in text
     # the page holds what the index leaves out: the rule with its numbers, notes, figures
     saved = json.loads((reports / "demo" / SECTION_FILE).read_text())
@@ -71,12 +138,26 @@ def test_section_roundtrip_index_and_page(tmp_path: Path) -> None:
     body = (reports / "demo" / PAGE_FILE).read_text()
     assert body == page(saved)
     assert body.startswith("# Demo section\n") and "Our formalisation." in body
-    assert "### Claim 1\n" in body and "### Claim 2\n" in body
-    assert "- **Rule:** direction only: 2.81x is 0.34x of the paper's 8.2x" in body
+    assert "### Claim 1\n" in body and "### Claim 3\n" in body
+    assert "- **Rule:** direction only: 2.81x; its gain is 0.25x the paper's" in body
+    assert "- **Holds:** knob 1-4 us: direction only at 1 us; reproduced at 2-4 us" in body
     assert "- **Note:** small" in body and "- **Setting:** toy" in body
     assert "![A curve](curve.png)" in body and "*Setting:* toy" in body
     assert "**A table** ([CSV](tab.csv))" in body and "| 0.25 |" in body
-    assert "2.81x is 0.34x" not in text  # the rule stays behind the link
+    assert "its gain is 0.25x" not in text  # the rule stays behind the link
+
+
+def test_measure_judges_by_the_register(test_register: reg.Register) -> None:
+    sec = Section("demo", "Demo", None)
+    row = sec.measure("het.b", text="b", setting="toy", values=[6.0, 6.2])
+    assert row.state == "not comparable" and "2 seed(s) ran; the register asks for 3" in row.rule
+    row = sec.measure("het.b", text="b", setting="toy", values=[6.0, 6.2, 6.4])
+    assert row.state == "reproduced" and row.seeds == 3 and row.ci_low < 6.2 < row.ci_high
+    with pytest.raises(KeyError, match="het.typo"):
+        sec.measure("het.typo", text="-", setting="-", values=[1.0])
+    with pytest.raises(reg.RegisterError, match="not among its assumed"):
+        sec.measure("het.a", text="-", setting="-", values=[2.0],
+                    conditions={"other": [{"value": 1, "values": [2.0]}]})
 
 
 def test_hand_run_writes_its_page_into_scratch(tmp_path: Path,
@@ -92,8 +173,11 @@ def test_hand_run_writes_its_page_into_scratch(tmp_path: Path,
         json.loads((sec.out_dir / SECTION_FILE).read_text()))
 
 
-def test_write_page_rewrites_only_a_missing_or_outdated_page(tmp_path: Path) -> None:
-    _demo(tmp_path, [Claim("HET", "a", "8.2x [P]", "6x", "toy", verdict.factor(6.0, 8.2))])
+def test_write_page_rewrites_only_a_missing_or_outdated_page(tmp_path: Path,
+                                                            test_register: reg.Register) -> None:
+    sec = Section("demo", "Demo", tmp_path / "demo")
+    _measure_all(sec)
+    sec.save()
     path = tmp_path / "demo" / PAGE_FILE
     saved = json.loads((tmp_path / "demo" / SECTION_FILE).read_text())
     assert not write_page(tmp_path / "demo", saved)  # Section.save wrote these bytes
@@ -108,10 +192,11 @@ def test_missing_section_names_the_stage(tmp_path: Path) -> None:
         build(tmp_path, ["absent"], tmp_path / "p.yaml", tmp_path)
 
 
-def test_pipes_inside_cells_are_escaped(tmp_path: Path) -> None:
+def test_pipes_inside_cells_are_escaped(tmp_path: Path, test_register: reg.Register) -> None:
     sec = Section("demo", "Demo", tmp_path / "demo")
-    sec.claim(Claim("HET", "gap", "close [P]", "max |a - b| = 0", "toy",
-                    verdict.close(0.1, 0.1, tolerance=2)))
+    _measure_all(sec)
+    sec.measure("het.a", text="max |a - b| = 0", setting="toy", values=[2.0])
+    sec.claims = sec.claims[1:]  # the row with a pipe replaces het.a's first row
     sec.table(pd.DataFrame({"x": ["p|q"]}), "t", "T")
     sec.save()
     (tmp_path / "p.yaml").write_text("seed: 0\n")
@@ -136,11 +221,12 @@ def test_claim_needs_a_verdict_or_a_valid_state() -> None:
     assert (row.state, row.rule) == ("reproduced", "by hand")
 
 
-def test_index_opens_with_counts_then_claims_then_sections(tmp_path: Path) -> None:
+def test_index_opens_with_counts_then_claims_then_sections(tmp_path: Path,
+                                                          test_register: reg.Register) -> None:
     reports = tmp_path / "reports"
-    _demo(reports, [Claim("HET", "a", "8.2x [P]", "2.81x", "toy", verdict.factor(2.81, 8.2)),
-                    Claim("HET", "b", "8.2x [P]", "6x", "toy", verdict.factor(6.0, 8.2)),
-                    Claim("ESD", "c", "8.2x [P]", "0.9x", "toy", verdict.factor(0.9, 8.2))])
+    sec = Section("demo", "Demo", reports / "demo")
+    _measure_all(sec, a=2.81, b=[6.0, 6.2, 6.4], c=0.9)
+    sec.save()
     (tmp_path / "p.yaml").write_text("seed: 0\n")
     text = build(reports, ["demo"], tmp_path / "p.yaml", tmp_path)
     counts, rules, claims, sections = (text.index("## Verdicts"), text.index("verdict rules"),
@@ -148,17 +234,16 @@ def test_index_opens_with_counts_then_claims_then_sections(tmp_path: Path) -> No
     assert counts < rules < claims < sections < text.index("## Provenance")
     rows = [[cell.strip() for cell in line.strip("|").split("|")]
             for line in text[counts:rules].splitlines()[2:] if line.startswith("|")]
-    not_built = sum(not c.built for c in CATALOGUE)
     assert rows[0][:4] == ["verdict", "claims", "HET", "ESD"]
     assert [r[:4] for r in rows[2:]] == [
         ["reproduced", "1", "1", "0"], ["direction only", "1", "1", "0"], ["tie", "0", "0", "0"],
-        ["contradicted", "1", "0", "1"], ["not comparable", "0", "0", "0"],
-        ["not built", str(not_built), "0", "0"], ["**total**", f"**{3 + not_built}**", "2", "1"]]
+        ["contradicted", "1", "0", "1"], ["not comparable", "1", "0", "1"],
+        ["not built", "0", "0", "0"], ["**total**", "**4**", "2", "2"]]
     for state in verdict.STATES:
         assert f"| {state} |" in text[counts:rules]
         assert f"- **{state}**:" in text[rules:claims]
     header = [h.strip() for h in text[claims:].split("\n")[4].strip("|").split("|")]
-    assert header == ["paper", "claim", "setting", "paper value", "ours", "verdict", "details"]
+    assert header == ["paper", "claim", "paper value", "ours", "verdict", "holds", "details"]
     assert "- [Demo](demo/README.md): 3 claims (1 reproduced, 1 direction only, " \
            "1 contradicted)" in text
     assert "[`reports/notebooks/demo.ipynb`](notebooks/demo.ipynb)" in text
@@ -169,18 +254,22 @@ def _claims_table(text: str) -> list[str]:
     return [line for line in block.splitlines() if line.startswith("|")]
 
 
-def test_long_cells_are_clipped_behind_the_link(tmp_path: Path) -> None:
+def test_long_cells_are_clipped_behind_the_link(tmp_path: Path,
+                                                test_register: reg.Register) -> None:
     long = "word " * 400
     reports = tmp_path / "reports"
-    _demo(reports, [Claim("HET", long + "| a pipe", "8.2x [P] " + long, "2.81x " + long,
-                          "setting " + long, verdict.factor(2.81, 8.2), note=long)])
+    sec = Section("demo", "Demo", reports / "demo")
+    _measure_all(sec)
+    sec.claims[0].measured = "2.81x " + long + "| a pipe"
+    sec.claims[0].setting = "setting " + long
+    sec.save()
     (tmp_path / "p.yaml").write_text("seed: 0\n")
     text = build(reports, ["demo"], tmp_path / "p.yaml", tmp_path)
     table = _claims_table(text)
-    assert len(table) == 3 and max(map(len, table)) <= ROW_WIDTH
+    assert len(table) == 6 and max(map(len, table)) <= ROW_WIDTH
     assert "word\u2026" in table[2]
     body = (reports / "demo" / PAGE_FILE).read_text()
-    assert long.strip() + " | a pipe" in body  # the page keeps the claim in full
+    assert long.strip() + " | a pipe" in body  # the page keeps the measurement in full
     assert clip("a b `code span` c", 12) == "a b\u2026" and clip("short", 5) == "short"
     assert len(clip("x" * 50, 10)) == 10
 
@@ -224,41 +313,49 @@ def test_index_of_the_committed_sections(tmp_path: Path) -> None:
     assert list(csv.columns) == CLAIM_COLUMNS and len(csv) == len(collect(reports, names)[1])
 
 
-def test_not_built_papers_get_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from workbench.report import sections
-    from workbench.report.catalogue import CatalogueClaim
-
-    unbuilt = CatalogueClaim("future.claim", "Future", "a claim of a paper not built yet",
-                             "9x [A]", False, missing="the future mechanism")
-    monkeypatch.setattr(sections, "CATALOGUE", (*CATALOGUE, unbuilt))
+def test_report_writes_metrics_curves_and_maps(tmp_path: Path,
+                                               test_register: reg.Register) -> None:
     reports = tmp_path / "reports"
-    _demo(reports, [])
-    _, claims = collect(reports, ["demo"])
-    rows = {c["key"]: c for c in claims}
-    assert rows["future.claim"]["state"] == "not built"
-    assert rows["future.claim"]["rule"] == "not built: the future mechanism"
-    assert rows["future.claim"]["paper_value"] == "9x [A]"
-    assert {c["paper"] for c in claims} == {"Future"}  # built claims come from notebooks only
-    assert "hotline.speedup" not in rows and "flexshard.a2a_traffic" not in rows
+    sec = Section("demo", "Demo", reports / "demo")
+    _measure_all(sec)
+    sec.save()
+    (tmp_path / "p.yaml").write_text("seed: 0\n")
+    write(reports, ["demo"], tmp_path / "p.yaml", tmp_path)
+    metrics = json.loads((reports / "claims_metrics.json").read_text())
+    assert metrics["register_version"] == 7
+    assert metrics["counts"] == {"reproduced": 1, "direction_only": 1, "tie": 0,
+                                 "contradicted": 1, "not_comparable": 1, "not_built": 0}
+    assert metrics["claims"]["het.b"]["seeds"] == 3 and metrics["claims"]["het.b"]["reproduced"]
+    curve = pd.read_csv(reports / "claims_curves" / "het.a--knob.csv")
+    assert list(curve.columns) == ["value", "measured", "state"] and len(curve) == 3
+    assert sorted(p.name for p in (reports / "verdict_maps").iterdir()) == ["ESD.png",
+                                                                            "HET.png"]
+    csv = pd.read_csv(reports / "claims.csv")
+    assert list(csv["key"]) == ["het.a", "het.b", "esd.c", "esd.nc"]  # the register's order
+    assert csv.loc[3, "verdict"] == "not comparable (our formalisation)"
 
 
-def test_missing_catalogue_row_is_an_error(tmp_path: Path) -> None:
+def test_two_rows_for_one_claim_are_an_error(tmp_path: Path,
+                                             test_register: reg.Register) -> None:
     reports = tmp_path / "reports"
-    sec = Section("esd", "ESD", reports / "esd")
-    sec.claim(Claim("ESD", "cost", "36.76% [A]", "30%", "toy", verdict.percent(0.3, 0.3676),
-                    key="esd.cost"))
+    sec = Section("demo", "Demo", reports / "demo")
+    _measure_all(sec)
+    sec.measure("het.a", text="again", setting="another dataset", values=[3.0])
     sec.save()
-    with pytest.raises(CatalogueError, match=r"esd\.speedup .*notebooks/esd\.py"):
-        collect(reports, ["esd"])
-    sec.claim(Claim("ESD", "speedup", "1.74x [A]", "-", "toy",
-                    verdict.not_comparable("not measured: target not reached"),
-                    key="esd.speedup"))
-    sec.save()
-    _, claims = collect(reports, ["esd"])
-    assert [c["key"] for c in claims][:2] == ["esd.cost", "esd.speedup"]
+    with pytest.raises(CatalogueError, match=r"two or more rows for one claim: het\.a"):
+        collect(reports, ["demo"])
 
 
-def test_unknown_claim_key_is_an_error(tmp_path: Path) -> None:
+def test_missing_register_row_is_an_error(tmp_path: Path, test_register: reg.Register) -> None:
+    reports = tmp_path / "reports"
+    sec = Section("demo", "Demo", reports / "demo")
+    sec.measure("het.a", text="-", setting="toy", values=[2.0])
+    sec.save()
+    with pytest.raises(CatalogueError, match=r"het\.b .*notebooks/demo\.py"):
+        collect(reports, ["demo"])
+
+
+def test_unknown_claim_key_is_an_error(tmp_path: Path, test_register: reg.Register) -> None:
     reports = tmp_path / "reports"
     _demo(reports, [Claim("HET", "a", "8.2x [P]", "2.81x", "toy", verdict.factor(2.81, 8.2),
                           key="het.typo")])
@@ -266,14 +363,58 @@ def test_unknown_claim_key_is_an_error(tmp_path: Path) -> None:
         collect(reports, ["demo"])
 
 
-def test_catalogue_is_consistent() -> None:
-    keys = [c.key for c in CATALOGUE]
-    assert len(keys) == len(set(keys))
-    for c in CATALOGUE:
-        assert c.key.split(".")[0] == c.paper.lower()
-        assert ("[P" in c.paper_value) or ("[A]" in c.paper_value)
-        assert (c.section is not None) == c.built
-        assert bool(c.missing) != c.built
+def test_report_rejudges_from_the_register(tmp_path: Path, test_register: reg.Register,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    reports = tmp_path / "reports"
+    sec = Section("demo", "Demo", reports / "demo")
+    _measure_all(sec)
+    sec.save()
+    # a new register version moves the paper's value: the stored rows are judged again
+    changed = reg.parse(TEST_REGISTER.replace("rule: {kind: factor, paper: 8.2}\n    assumed",
+                                              "rule: {kind: factor, paper: 3.0}\n    assumed"))
+    _, claims = collect(reports, ["demo"], changed)
+    assert claims[0]["key"] == "het.a" and claims[0]["state"] == "reproduced"
+
+
+def test_package_register_is_consistent() -> None:
+    register = reg.load()
+    keys = register.keys()
+    assert len(keys) == len(set(keys)) and register.version >= 1
+    for e in register.entries:
+        assert e.key.split(".")[0] == e.paper.lower()
+        assert ("[P" in e.paper_value) or ("[A]" in e.paper_value)
+        assert ("[A]" in e.paper_value) == e.formalisation
+        if e.kind != "not_comparable":
+            assert e.assumed, f"{e.key} names no assumed parameter"
+    # AUC, time-to-target and wall-clock claims run at least 3 seeds (HET averaged 5 runs)
+    assert register["het.table1_time_to_target"].seeds == 5
+    assert register["het.table2_staleness"].seeds == 5
+    assert all(register[k].seeds >= 3 for k in ("esd.speedup", "recd.train",
+                                                "recd.preprocess"))
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("claims: [{key: x}]", "missing field"),
+    ("version: 1\nclaims: 3", "a list 'claims'"),
+    ("claims: [\n  - {key: a", "line"),
+])
+def test_bad_register_is_a_one_line_error(text: str, match: str) -> None:
+    with pytest.raises(reg.RegisterError, match=match) as err:
+        reg.parse(text)
+    assert "\n" not in str(err.value)
+
+
+def test_bad_rule_or_range_names_the_claim() -> None:
+    bad_rule = TEST_REGISTER.replace("rule: {kind: factor, paper: 8.2}\n    assumed",
+                                     "rule: {kind: factor, paper: 1.0}\n    assumed")
+    with pytest.raises(reg.RegisterError, match="claim 'het.a': rule"):
+        reg.parse(bad_rule)
+    bad_range = TEST_REGISTER.replace("committed: 1, range: [1, 4]", "committed: 9, range: [1, 4]")
+    with pytest.raises(reg.RegisterError, match="committed 9 lies outside the range"):
+        reg.parse(bad_range)
+    twice = TEST_REGISTER.replace("key: het.b", "key: het.a")
+    with pytest.raises(reg.RegisterError, match="duplicate key"):
+        reg.parse(twice)
 
 
 def _git(repo: Path, *args: str) -> None:
@@ -281,7 +422,8 @@ def _git(repo: Path, *args: str) -> None:
                    check=True, capture_output=True)
 
 
-def test_dirty_sources_ignore_generated_outputs(tmp_path: Path) -> None:
+def test_dirty_sources_ignore_generated_outputs(tmp_path: Path,
+                                               test_register: reg.Register) -> None:
     assert _generated("results/x.csv") and _generated("dvc.lock")
     assert not _generated("dvc.yaml") and not _generated("resultsx.py")
     repo = tmp_path / "repo"
@@ -305,7 +447,9 @@ def test_dirty_sources_ignore_generated_outputs(tmp_path: Path) -> None:
     (repo / "untracked.py").unlink()
     (repo / "src.py").write_text("1\n")
     assert dirty_sources(repo) == ["src.py"]
-    _demo(repo / "reports", [])
+    sec = Section("demo", "Demo", repo / "reports" / "demo")
+    _measure_all(sec)
+    sec.save()
     text = build(repo / "reports", ["demo"], repo / "params.yaml", repo)
     assert text.startswith("# Reproduction report\n\n> **WARNING: built from a working tree")
     assert "1 modified sources" in text and "\n- `src.py`\n" in text
@@ -321,7 +465,8 @@ def test_unknown_git_state_is_flagged(tmp_path: Path) -> None:
     assert dirty_sources(tmp_path / "nowhere") is None
 
 
-def test_sections_without_states_ask_for_a_rerun(tmp_path: Path) -> None:
+def test_sections_without_states_ask_for_a_rerun(tmp_path: Path,
+                                                 test_register: reg.Register) -> None:
     _demo(tmp_path, [])
     path = tmp_path / "demo" / "section.json"
     saved = json.loads(path.read_text())

@@ -33,10 +33,10 @@ def test_states_in_report_order() -> None:
 
 @pytest.mark.parametrize(("measured", "paper", "state"), [
     (8.2, 8.2, REPRODUCED),
-    (4.1, 8.2, REPRODUCED),        # exactly 0.5x: the band edge counts
-    (16.4, 8.2, REPRODUCED),       # exactly 2x
-    (4.09, 8.2, DIRECTION_ONLY),
-    (16.41, 8.2, DIRECTION_ONLY),
+    (4.6, 8.2, REPRODUCED),        # gain 3.6 = 0.5 x 7.2: the band edge counts
+    (15.4, 8.2, REPRODUCED),       # gain 14.4 = 2 x 7.2
+    (4.59, 8.2, DIRECTION_ONLY),
+    (15.41, 8.2, DIRECTION_ONLY),
     (2.81, 8.2, DIRECTION_ONLY),
     (0.8, 8.2, CONTRADICTED),
     (1.005, 8.2, TIE),             # within the default 1% of 1x
@@ -49,37 +49,95 @@ def test_factor_states(measured: float, paper: float, state: str) -> None:
 
 def test_factor_rule_text_names_the_numbers() -> None:
     rule = v.factor(2.81, 8.2).rule
-    assert rule == "direction only: 2.81x is 0.34x of the paper's 8.2x; band 0.5x-2x"
+    assert rule == ("direction only: 2.81x; its gain is 0.25x the paper's (+7.2 for 8.2x); "
+                    "band 0.5x-2x on the gain: 4.60x-15.40x")
     # a value just outside the band never prints as the band edge
-    assert "2.001x" in v.factor(16.41, 8.2).rule
+    assert "2.001x" in v.factor(15.41, 8.2).rule
 
 
 def test_factor_range_uses_the_nearest_end() -> None:
     inside = v.factor(4.8, (4.4, 5.1))
-    assert inside.state == REPRODUCED and "within the paper's range 4.4-5.1x" in inside.rule
-    assert v.factor(2.2, (4.4, 5.1)).state == REPRODUCED      # 0.5 x 4.4
-    assert v.factor(2.19, (4.4, 5.1)).state == DIRECTION_ONLY
-    assert v.factor(10.2, (4.4, 5.1)).state == REPRODUCED     # 2 x 5.1
-    assert v.factor(10.3, (4.4, 5.1)).state == DIRECTION_ONLY
-    assert "of the paper's 4.4x (range 4.4-5.1x)" in v.factor(3.0, (4.4, 5.1)).rule
+    assert inside.state == REPRODUCED and "1.00x the paper's (+3.4-4.1 for 4.4-5.1x)" in inside.rule
+    assert v.factor(2.7, (4.4, 5.1)).state == REPRODUCED      # gain 1.7 = 0.5 x 3.4
+    assert v.factor(2.69, (4.4, 5.1)).state == DIRECTION_ONLY
+    assert v.factor(9.2, (4.4, 5.1)).state == REPRODUCED     # gain 8.2 = 2 x 4.1
+    assert v.factor(9.3, (4.4, 5.1)).state == DIRECTION_ONLY
 
 
 def test_small_paper_factor_uses_the_gain() -> None:
-    # 0.5 x 1.74 = 0.87 < 1: a ratio band would let any speedup through, so the gain decides
     weak = v.factor(1.06, 1.74)
     assert weak.state == DIRECTION_ONLY and "on the gain" in weak.rule
     assert v.factor(1.37, 1.74).state == REPRODUCED   # gain 0.37 = 0.5 x 0.74
     assert v.factor(1.36, 1.74).state == DIRECTION_ONLY
     assert v.factor(2.48, 1.74).state == REPRODUCED   # gain 1.48 = 2 x 0.74
     assert v.factor(2.5, 1.74).state == DIRECTION_ONLY
-    # a factor above 2x keeps the ratio band
-    assert "on the gain" not in v.factor(1.2, 2.3).rule
+
+
+def smallest_passing(paper: float) -> float:
+    """The smallest measured factor that reproduces ``paper`` (bisection on the verdict)."""
+    lo, hi = 1.0, paper
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if v.factor(mid, paper).state == REPRODUCED else (mid, hi)
+    return hi
+
+
+def test_factor_rule_is_continuous_in_the_paper_value() -> None:
+    # one rule for every factor: the smallest passing value is 1 + 0.5 (paper - 1), with no
+    # jump anywhere, in particular not at 2x (the old switch between two rules)
+    papers = np.linspace(1.2, 12.0, 109)
+    edges = np.array([smallest_passing(p) for p in papers])
+    np.testing.assert_allclose(edges, 1 + 0.5 * (papers - 1), rtol=1e-6)
+    assert np.abs(np.diff(edges)).max() < 0.06  # steps of 0.1 in the paper value
+    around_two = [smallest_passing(p) for p in (1.99, 2.0, 2.01)]
+    assert around_two == pytest.approx([1.495, 1.5, 1.505], rel=1e-6)
+
+
+@pytest.mark.parametrize("paper", [2.0, 2.01, 2.5, 3.0, 5.14])
+def test_a_small_factor_never_reproduces_a_large_one(paper: float) -> None:
+    assert v.factor(1.02, paper).state == DIRECTION_ONLY
+    assert v.factor([1.0, 1.02, 1.04], paper).state != REPRODUCED
+
+
+def test_estimate_over_seeds() -> None:
+    est = v.Estimate.of([2.0, 2.2, 2.4])
+    assert est is not None and est.n == 3 and est.mean == pytest.approx(2.2)
+    assert est.hi - est.mean == pytest.approx(4.302653 * 0.2 / math.sqrt(3), rel=1e-5)
+    assert v.Estimate.of([1.5]) == v.Estimate(1.5, 1.5, 1.5, 1)
+    assert v.Estimate.of([1.5, 1.5]) == v.Estimate(1.5, 1.5, 1.5, 2)
+    assert v.Estimate.of([1.0, float("nan")]) is None
+    assert "95% CI" in est.text(lambda x: f"{x:.2f}x") and "n = 3" in est.text(str)
+
+
+def test_factor_interval_decides() -> None:
+    # the mean is inside the band (gain 0.9 vs 1.2) but the interval reaches below 1.6x
+    wide = v.factor([1.5, 1.7, 1.9, 2.1, 2.3], 2.2)
+    assert wide.state == DIRECTION_ONLY and "95% CI" in wide.rule
+    assert v.factor([1.85, 1.9, 1.95], 2.2).state == REPRODUCED
+    # an interval that holds 1x is a tie, even with a mean well above it
+    assert v.factor([0.9, 1.5, 2.1], 2.2).state == TIE
+    assert v.factor([0.6, 0.7, 0.8], 2.2).state == CONTRADICTED
+    # percent: the whole interval within 10 points
+    assert v.percent([0.30, 0.36, 0.42], 0.3676).state == DIRECTION_ONLY
+    assert v.percent([0.34, 0.36, 0.38], 0.3676).state == REPRODUCED
+    assert v.percent([-0.02, 0.01, 0.04], 0.3676).state == TIE
+
+
+def test_decline_over_seeds() -> None:
+    paper = [0.7964, 0.7962, 0.7884, 0.7461]
+    seeds = [[0.7814, 0.7814, 0.7812, 0.7168], [0.7820, 0.7818, 0.7815, 0.7180],
+             [0.7810, 0.7811, 0.7809, 0.7150]]
+    out = v.decline(seeds, paper)
+    assert out.state == REPRODUCED and "n = 3" in out.rule
+    noisy = [[0.78, 0.78, 0.78, 0.79], [0.78, 0.78, 0.78, 0.70], [0.78, 0.78, 0.78, 0.77]]
+    assert v.decline(noisy, paper).state == TIE
 
 
 def test_factor_below_one_is_compared_as_inverse() -> None:
-    assert v.factor(0.5, 0.25).state == REPRODUCED        # 2x vs 4x
-    assert v.factor(0.6, 0.25).state == DIRECTION_ONLY    # 1.67x vs 4x
-    assert v.factor(0.125, 0.25).state == REPRODUCED      # 8x vs 4x
+    assert v.factor(0.4, 0.25).state == REPRODUCED        # 2.5x vs 4x: gain 1.5 = 0.5 x 3
+    assert v.factor(0.5, 0.25).state == DIRECTION_ONLY    # 2x vs 4x
+    assert v.factor(1 / 7, 0.25).state == REPRODUCED      # 7x vs 4x: gain 6 = 2 x 3
+    assert v.factor(0.125, 0.25).state == DIRECTION_ONLY  # 8x vs 4x
     assert v.factor(1.5, 0.25).state == CONTRADICTED
     assert "is above 1x" in v.factor(1.5, 0.25).rule
     assert v.factor(0.995, 0.25).state == TIE
@@ -143,7 +201,7 @@ def test_percent_states(measured: float, paper: object, kwargs: dict, state: str
 
 def test_percent_rule_text() -> None:
     assert v.percent(0.755, 0.9, baseline=0.1).rule == (
-        "direction only: 75.5% is 14.5 points from the paper's 90%; band +-10 points")
+        "direction only: 75.5% is 14.5 points from the paper's 90% at most; band +-10 points")
     assert "measured noise 1 points" in v.percent(0.004, 0.3676, noise=1.0).rule
     assert v.percent(None, 0.9).rule == "not measured: no finite measured value"
 

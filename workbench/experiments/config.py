@@ -133,6 +133,9 @@ class HetTrainConfig:
         max_train_samples: cap on train samples (null = all).
         max_test_samples: cap on test samples (null = all).
         asp_staleness: dense-gradient delay of ASP in iterations (null = workers - 1).
+        replicates: runs of the claims' systems (Hybrid and Cache s=100 of Table 1, Table 2's
+            bounds in HET's unit) with seeds ``seed + r``: replicate 0 is the main run, the
+            others each draw a new initialisation and a new data order (HET: 5 runs averaged).
     """
 
     dataset: str = "synthetic"
@@ -150,6 +153,7 @@ class HetTrainConfig:
     max_train_samples: int | None = field(default=None, metadata=in_range(1, None))
     max_test_samples: int | None = field(default=None, metadata=in_range(1, None))
     asp_staleness: int | None = field(default=None, metadata=in_range(0, None))
+    replicates: int = field(default=5, metadata=in_range(1, 20))
 
     def __post_init__(self) -> None:
         check_each("systems", self.systems, lambda s: s in ("ps", "hybrid", "allreduce", "cache"),
@@ -283,6 +287,9 @@ class EsdConfig:
         train_dense_scales: the dense bytes scaled by each of these when clocking the
             end-to-end runs (1 = the model's; a what-if that moves the dense share of the step:
             a smaller dense part, or one synchronised off the edge links).
+        train_replicates: end-to-end runs of every train dispatcher at the base spread, with
+            seeds ``seed + r`` (a new initialisation and data order each; replicate 0 is the
+            main run): the speedup claim's mean and interval.
     """
 
     dataset: str = "synthetic"
@@ -332,6 +339,7 @@ class EsdConfig:
     train_dense_scales: list[float] = field(
         default_factory=lambda: [0.0, 0.05, 0.1, 0.25, 0.5, 1.0],
         metadata=nonempty(in_range(0.0, 100.0)))
+    train_replicates: int = field(default=3, metadata=in_range(1, 20))
 
     def dispatcher_options(self) -> dict[str, Any]:
         """Keyword arguments of ``make_dispatcher`` for the cost-aware dispatchers (the solver
@@ -513,6 +521,9 @@ class HotlineConfig:
         threads: torch intra-op threads of the compute (Hotline's gather thread is one more).
         timeline_step: the mini-batch (1-based, after the first evaluation) whose phases the
             timeline figure shows.
+        host_rate_sweep: host gather + update rates (GB/s) at which every server's time model
+            is re-evaluated, in both ``rows_unit`` (``conditions.csv``): the claims' assumed
+            parameter.
     """
 
     dataset: str = "synthetic"
@@ -548,6 +559,9 @@ class HotlineConfig:
     device: Literal["cpu", "cuda", "auto"] = "cpu"
     threads: int = field(default=1, metadata=in_range(1, 1024))
     timeline_step: int = field(default=60, metadata=in_range(1, None))
+    host_rate_sweep: list[float] = field(
+        default_factory=lambda: [0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0],
+        metadata=nonempty(in_range(0.0, None, lo_open=True)))
 
     def __post_init__(self) -> None:
         check_each("popularity_fractions", self.popularity_fractions, lambda f: 0 < f <= 1,

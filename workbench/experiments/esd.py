@@ -13,7 +13,9 @@
 * ``decision.csv``: decision seconds per batch and cost per dispatcher at the base setting
   (quality vs decision time, and which solver hybriddis chose).
 * ``train.csv`` / ``train_summary.json``: the model trained end to end through the cluster with
-  each of ``train_dispatchers`` (test AUC against emulated time; time to target).
+  each of ``train_dispatchers`` (test AUC against emulated time; time to target); the summary's
+  ``replicates`` holds each dispatcher's time to target in ``train_replicates`` runs at the base
+  spread (seed + r: a new initialisation and data order each; replicate 0 is the main run).
 * ``train_modes.csv``: every end-to-end run (each dispatcher at each of ``train_spreads``)
   clocked in each dense synchronisation mode of ``train_dense_modes``
   (:mod:`workbench.cluster.dense_sync`; exact: the counters and compute of a run do not
@@ -443,6 +445,22 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
                                     "final_auc": float(metrics["test_auc"].iloc[-1]),
                                     "time_s": float(metrics["time_s"].iloc[-1]),
                                     "decision_s": float(metrics["decision_s"].iloc[-1])})
+    summary["replicates"] = [{"replicate": 0, "seed": ctx.seed, "dispatcher": r["dispatcher"],
+                              "time_to_target_s": r["time_to_target_s"]}
+                             for r in summary["runs"]]
+    for r in range(1, exp.train_replicates):
+        order = np.random.default_rng(ctx.seed + r).permutation(len(train))
+        data = train.take(order)
+        for name in exp.train_dispatchers:
+            trainer = Trainer(shape, SystemSpec(f"Cache s={exp.bound}", "cache", exp.bound),
+                              base, DispatcherSpec(name, options),
+                              Mechanisms(budget_fraction=exp.hybrid_budget_fraction),
+                              seed=ctx.seed + r)
+            metrics = trainer.fit(data, test, epochs=train_exp.epochs,
+                                  eval_every=train_exp.eval_every, progress=ctx.progress)
+            summary["replicates"].append({"replicate": r, "seed": ctx.seed + r,
+                                          "dispatcher": name,
+                                          "time_to_target_s": time_to_target(metrics, target)})
     modes_frame = pd.DataFrame(by_mode)
     for reference in ("random", "laia"):
         if reference in exp.train_dispatchers:

@@ -19,8 +19,15 @@ Time comes from the cluster's clock: the calibrated compute cost of the model on
 (:mod:`workbench.cluster.time_model`). Time to target is interpolated between evaluations
 (:func:`~workbench.training.trainer.time_to_target`).
 
+**Replicates** (``replicates``): the systems the claims rest on (Hybrid and Cache s=100 of
+Table 1, Table 2's bounds in HET's unit) are trained again with seeds ``seed + r``, each with a
+new initialisation and a new data order (a permutation of the train split); replicate 0 is the
+main run, in file order.
+
 Outputs (``results/het_train/<dataset>/``): ``metrics.csv`` (one row per evaluation per run),
-``summary.json`` (time to target, final AUC, the bounds and their unit, the clock's costs).
+``replicates.csv`` (the evaluations of every replicate of the claims' systems), ``summary.json``
+(time to target, final AUC, the bounds and their unit, the clock's costs, and per replicate the
+time to target and the final AUC of each claims' system).
 """
 
 from __future__ import annotations
@@ -105,6 +112,52 @@ def staleness_systems(exp: HetTrainConfig, iterations: int) -> list[tuple[System
     return out
 
 
+CLAIMS_SYSTEMS = ("Hybrid, no cache", "Cache s=100")  # Table 1's claim: the ratio of the two
+
+
+def claims_system(group: str, system: SystemSpec, extra: dict[str, Any]) -> bool:
+    """Whether a run carries a claim (and is replicated): Table 1's two systems, Table 2's
+    bounds in HET's own unit."""
+    return ((group == "systems" and system.label in CLAIMS_SYSTEMS)
+            or (group == "staleness" and extra.get("unit") == "paper"))
+
+
+def replicate_runs(exp: HetTrainConfig, seed: int,
+                   runs: list[tuple[str, SystemSpec, dict[str, Any]]],
+                   main: dict[tuple, pd.DataFrame], build: Any, train: Split, test: Split,
+                   target: float, progress: bool) -> tuple[list[dict[str, Any]], pd.DataFrame]:
+    """Every replicate of the claims' ``runs`` (replicate 0: the main run's ``main`` metrics).
+
+    Returns:
+        One record per (replicate, run): its seed, time to target and final AUC; and the
+        evaluations of every replicate (``replicate, group, system, iteration, time_s,
+        test_auc``).
+    """
+    records, frames = [], []
+    for r in range(exp.replicates):
+        data = train if r == 0 else train.take(np.random.default_rng(seed + r).permutation(
+            len(train)))
+        done: dict[tuple, pd.DataFrame] = {}
+        for group, system, extra in runs:
+            same = (system.kind, system.bound,
+                    system.clock if 0 < system.bound < INFINITE else None)
+            if r == 0:
+                done[same] = main[same]
+            elif same not in done:
+                done[same] = build(system, r).fit(data, test, epochs=exp.epochs,
+                                                  eval_every=exp.eval_every, progress=progress)
+            metrics = done[same]
+            records.append({"replicate": r, "seed": seed + r, "group": group,
+                            "system": system.label, **extra,
+                            "time_to_target_s": time_to_target(metrics, target),
+                            "final_auc": float(metrics["test_auc"].iloc[-1])})
+            frames.append(metrics[["iteration", "time_s", "test_auc"]].assign(
+                replicate=r, group=group, system=system.label))
+        log.info("replicate %d of %d done", r + 1, exp.replicates)
+    cols = ["replicate", "group", "system", "iteration", "time_s", "test_auc"]
+    return records, pd.concat(frames, ignore_index=True)[cols]
+
+
 def run(ctx: RunContext, exp: HetTrainConfig, *, dataset: DatasetConfig, model: ModelConfig,
         cluster: ClusterConfig, cache: CacheConfig, dispatcher: str) -> None:
     """The ``het_train`` stage: every system and every Table 2 bound; writes ``out`` whole.
@@ -170,6 +223,10 @@ def run(ctx: RunContext, exp: HetTrainConfig, *, dataset: DatasetConfig, model: 
             "comm_s": float(final["comm_s"]), "bytes": float(final["bytes"])})
         log.info("%s: final AUC %.4f after %.2f emulated s", system.label,
                  summary_runs[-1]["final_auc"], summary_runs[-1]["time_s"])
+    replicate_rows, curves = replicate_runs(
+        exp, seed, [(g, sys, extra) for g, sys, extra in runs if claims_system(g, sys, extra)],
+        done, lambda system, r: Trainer(shape, system, setup, dispatch, switches, seed=seed + r),
+        train, test, dataset.target_auc, progress)
     example = trainer(SystemSpec("probe", "plain"))
     summary = {
         "dataset": dataset.name, "model": exp.model, "target_auc": dataset.target_auc,
@@ -180,8 +237,10 @@ def run(ctx: RunContext, exp: HetTrainConfig, *, dataset: DatasetConfig, model: 
         "eval_every": exp.eval_every, "epochs": exp.epochs,
         "flops_per_sample_train": example.flops, "dense_parameters": example.dense_bytes // 4,
         "embedding_dim": model.embedding_dim, "het_iterations": exp.het_iterations,
-        "clock": clock_summary(cluster, compute, software), "runs": summary_runs}
+        "clock": clock_summary(cluster, compute, software), "runs": summary_runs,
+        "replicates": replicate_rows}
     with atomic_dir(out) as tmp:
         pd.concat(frames, ignore_index=True).to_csv(tmp / "metrics.csv", index=False,
                                                     float_format="%.6g")
+        curves.to_csv(tmp / "replicates.csv", index=False, float_format="%.6g")
         write_json(tmp / "summary.json", summary)

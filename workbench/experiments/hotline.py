@@ -22,7 +22,8 @@ follows its abstracts and FAE's public profiler. Two stages:
 Outputs (``results/hotline/<ds>/``): ``metrics.csv`` (AUC against measured and modelled time),
 ``steps.csv`` (every step: sizes, measured wall, modelled seconds per server), ``timeline.csv``
 (one mini-batch per scheme: measured spans and modelled phases), ``sweep.csv``,
-``summary.json``. Wall-clock columns are measured and change from run to run (AUC, sizes and the
+``conditions.csv`` (every server's modelled speedup at each host rate of ``host_rate_sweep`` in
+both rows units: the claims' assumed parameters), ``summary.json``. Wall-clock columns are measured and change from run to run (AUC, sizes and the
 modelled seconds on the configured servers do not).
 """
 
@@ -140,6 +141,32 @@ def _modelled(kind: str, counts: MicroBatchCounts, synced: int, hw: HardwareConf
               row_bytes: int, flops: float) -> float:
     return (step_seconds(kind, hw, row_bytes, flops, **counts.model_inputs(unit))
             + sync_seconds(hw, row_bytes, synced))
+
+
+def host_rate_conditions(steps: pd.DataFrame, records: list[StepRecord],
+                         servers: dict[str, HardwareConfig], rates: list[float], row_bytes: int,
+                         flops: float) -> pd.DataFrame:
+    """Every server's modelled epoch per scheme re-evaluated at each host rate, in both rows
+    units: ``server, rows_unit, host_gbps, scheme, model_s, speedup`` (hybrid / scheme).
+
+    ``records`` are the steps of ``steps`` in its row order; the step counts are the ones
+    trained, so only the host's rate and the way its rows are counted change.
+    """
+    schemes = steps["scheme"].to_numpy()
+    rows = []
+    for name, hw in servers.items():
+        for unit in ("lookups", "unique"):
+            for rate in rates:
+                at = dataclasses.replace(hw, host_gbps=float(rate))
+                seconds = pd.Series([_modelled(r.kind, cast(MicroBatchCounts, r.counts),
+                                               r.synced_rows, at, unit, row_bytes, flops)
+                                     for r in records])
+                totals = seconds.groupby(schemes).sum()
+                rows += [{"server": name, "rows_unit": unit, "host_gbps": float(rate),
+                          "scheme": scheme, "model_s": float(total),
+                          "speedup": float(totals["hybrid"] / total)}
+                         for scheme, total in totals.items()]
+    return pd.DataFrame(rows)
 
 
 def _step_frame(scheme: str, steps: list[StepRecord]) -> pd.DataFrame:
@@ -464,6 +491,8 @@ def run(processed: Path, out: Path, exp: HotlineConfig, *, dataset: DatasetConfi
                                 on=["scheme", "step"], how="left")
         metrics[f"model_{name}_s"] = metrics[f"model_{name}_s"].fillna(0.0)
     timeline = _timeline(steps, spans, models, row_bytes, flops, exp.timeline_step)
+    conditions = host_rate_conditions(steps, records, servers, exp.host_rate_sweep, row_bytes,
+                                      flops)
     sweep = _sweep(rig, counts_full, train, models, row_bytes, flops)
     full_table_gb = exp.full_scale_rows * exp.full_scale_dim * FLOAT_BYTES / 1e9
     totals = steps.groupby("scheme")[["wall_s", *[f"model_{n}_s" for n in models]]].sum()
@@ -503,6 +532,7 @@ def run(processed: Path, out: Path, exp: HotlineConfig, *, dataset: DatasetConfi
         steps.to_csv(tmp / "steps.csv", index=False, float_format="%.6g")
         timeline.to_csv(tmp / "timeline.csv", index=False, float_format="%.6g")
         sweep.to_csv(tmp / "sweep.csv", index=False, float_format="%.6g")
+        conditions.to_csv(tmp / "conditions.csv", index=False, float_format="%.6g")
         write_json(tmp / "summary.json", summary)
     log.info("Hotline vs hybrid: %.2fx measured; %s modelled",
              summary["speedup_measured"]["hotline"],

@@ -16,6 +16,9 @@ rows and runs two paths on them::
   default), so a step's cost follows the ids it reads, which dedup reduces, not the table
   sizes, which are the same on both paths. The reader hands the trainer ready batches, as in
   RecD, so conversion is part of preprocessing, not of training.
+* ``timing_rounds.csv``: every one of the ``repeats`` alternating rounds (``round``); a round
+  times both paths back to back, so the per-round ratio IKJT/KJT is one paired sample of the
+  speedup (the claims' mean and 95% interval).
 * ``training.csv``: the loss of every step on both paths (the IKJT path trains the same model:
   equal up to float summation order).
 """
@@ -45,7 +48,7 @@ from workbench.sparse import reader
 from workbench.sparse.jagged_tensor import to_ikjt
 from workbench.sparse.transforms import FeatureTransforms
 from workbench.training.recd_trainer import RecDTrainer
-from workbench.utils.timing import best_seconds
+from workbench.utils.timing import repeat_seconds
 
 log = logging.getLogger(__name__)
 
@@ -125,9 +128,9 @@ def preprocess_timing(batches: list[Batch], meta: dict[str, Any], transforms: Fe
     the decoded columnar rows to the transformed sparse batch), and the values transformed."""
     paths = preprocessors(meta, transforms)
     runs = {name: (lambda fn=fn: [fn(b.rows) for b in batches]) for name, fn in paths.items()}
-    seconds = best_seconds(runs, repeats)
+    rounds = repeat_seconds(runs, repeats)
     keys, groups, plain = meta["keys"], meta["groups"], meta["plain"]
-    return {"seconds": seconds,
+    return {"seconds": {name: min(t) for name, t in rounds.items()}, "rounds": rounds,
             "values_kjt": sum(transforms.values_processed_kjt(reader.table_to_kjt(b.rows, keys))
                               for b in batches),
             "values_ikjt": sum(transforms.values_processed_ikjt(
@@ -151,12 +154,12 @@ def build_model(meta: dict[str, Any], exp: RecdConfig, seed: int) -> RecDModel:
 
 def training_timing(batches: list[Batch], meta: dict[str, Any], transforms: FeatureTransforms,
                     exp: RecdConfig,
-                    seed: int) -> tuple[dict[str, float], pd.DataFrame, dict[str, Any]]:
+                    seed: int) -> tuple[dict[str, list[float]], pd.DataFrame, dict[str, Any]]:
     """Train the same model (same seed) on the KJT and on the IKJT of the same batches.
 
     Returns:
-        ``(best seconds per path, losses of every step per path, work counts per path)``; the
-        timed part is forward + backward + optimizer step of every batch.
+        ``(seconds of every round per path, losses of every step per path, work counts per
+        path)``; the timed part is forward + backward + optimizer step of every batch.
     """
     import torch
 
@@ -180,8 +183,8 @@ def training_timing(batches: list[Batch], meta: dict[str, Any], transforms: Feat
 
     run("kjt", steps=2)  # warm-up: allocator, lazy module loading (not timed)
     run("ikjt", steps=2)
-    seconds = best_seconds({"kjt": lambda: run("kjt"), "ikjt": lambda: run("ikjt")},
-                           exp.repeats)
+    seconds = repeat_seconds({"kjt": lambda: run("kjt"), "ikjt": lambda: run("ikjt")},
+                             exp.repeats)
     model = build_model(meta, exp, seed)
     work = {path: {key: int(sum(model.work(s)[key] for _, s, _ in inputs[path]))
                    for key in ("rows", "values", "sequence_positions")}
@@ -298,6 +301,7 @@ def run(partitions: Path, out: Path, exp: RecdConfig, seed: int,
         torch.set_num_threads(1)
         groups, plain = meta["groups"], meta["plain"]
         transforms = auto_transforms(meta, exp)
+        rounds: list[dict[str, Any]] = []
         timing, losses, summary = [], [], {"dataset": meta["dataset"], "available": True,
                                            "groups": groups, "plain": plain, "layouts": {}}
         for layout in tqdm(part.LAYOUTS, desc="recd", disable=not progress):
@@ -313,16 +317,24 @@ def run(partitions: Path, out: Path, exp: RecdConfig, seed: int,
                 pre = preprocess_timing(read_batches(table, meta, size, count), meta,
                                         transforms, exp.repeats)
                 values[str(size)] = {"kjt": pre["values_kjt"], "ikjt": pre["values_ikjt"]}
-                for path, sec in pre["seconds"].items():
+                for path, secs in pre["rounds"].items():
                     timing.append({"layout": layout, "phase": "preprocess", "path": path,
                                    "batch_size": size, "samples": count * size,
-                                   "seconds": sec})
+                                   "seconds": min(secs)})
+                    rounds += [{"layout": layout, "phase": "preprocess", "path": path,
+                                "batch_size": size, "samples": count * size, "round": i,
+                                "seconds": t} for i, t in enumerate(secs)]
             ready = read_batches(table, meta, exp.train_batch_size, exp.train_batches)
             seconds, loss_frame, work = training_timing(ready, meta, transforms, exp, seed)
-            for path, sec in seconds.items():
+            for path, secs in seconds.items():
                 timing.append({"layout": layout, "phase": "train", "path": path,
                                "batch_size": exp.train_batch_size,
-                               "samples": len(ready) * exp.train_batch_size, "seconds": sec})
+                               "samples": len(ready) * exp.train_batch_size,
+                               "seconds": min(secs)})
+                rounds += [{"layout": layout, "phase": "train", "path": path,
+                            "batch_size": exp.train_batch_size,
+                            "samples": len(ready) * exp.train_batch_size, "round": i,
+                            "seconds": t} for i, t in enumerate(secs)]
             losses.append(loss_frame.assign(layout=layout))
             summary["layouts"][layout] = {
                 "preprocess_values": values, "train_work": work, "train_batches": len(ready),
@@ -331,6 +343,9 @@ def run(partitions: Path, out: Path, exp: RecdConfig, seed: int,
         frame = pd.DataFrame.from_records(timing)
         frame["samples_per_s"] = frame["samples"] / frame["seconds"]
         frame.to_csv(tmp / "timing.csv", index=False, float_format="%.6g")
+        every = pd.DataFrame.from_records(rounds)
+        every["samples_per_s"] = every["samples"] / every["seconds"]
+        every.to_csv(tmp / "timing_rounds.csv", index=False, float_format="%.6g")
         pd.concat(losses).to_csv(tmp / "training.csv", index=False, float_format="%.8g")
         summary["settings"] = {"batch_size": exp.train_batch_size, "repeats": exp.repeats,
                                "embedding_dim": exp.embedding_dim,

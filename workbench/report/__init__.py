@@ -9,7 +9,9 @@
                 section links) and ``reports/claims.csv`` (every field)
 ``display``     each section's figures, tables and notes shown inline in the notebook cell
 ``verdict``     the rules that grade each claim in direction and magnitude
-``catalogue``   the papers' headline claims the report must account for
+``register``    the claims register (conf/claims.yaml): one entry per claim, its rule
+``verdict_map`` per paper, the state against every assumed parameter
+``check``       a recomputed claims table against the committed one (make check)
 ``plotting``    the one seaborn theme, byte-deterministic figures
 ``explore``     the notebooks' widgets: a live run, its plot redrawn in place, in the background
                 with progress

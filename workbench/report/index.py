@@ -6,7 +6,14 @@ Writes, from the sections' ``reports/<nb>/section.json`` (:func:`write`)::
                           file linked, never embedded), verdict counts per paper, a claims table
                           of short cells (each row links to its claim on its section's page),
                           the list of section pages, provenance
-    reports/claims.csv    every field of every claim row (the machine-readable full record)
+    reports/claims.csv    every field of every claim row (the machine-readable full record),
+                          one row per entry of the claims register
+    reports/claims_metrics.json  the verdict counts and each claim's mean, interval and seeds
+                          (DVC metrics: ``dvc metrics show``, ``dvc metrics diff HEAD~1``)
+    reports/claims_curves/<key>--<parameter>.csv  each numeric sweep of an assumed parameter:
+                          value, measured, state (DVC plots: ``dvc plots show``)
+    reports/verdict_maps/<paper>.png  per paper, the state at every point of every assumed
+                          parameter's sweep (:mod:`workbench.report.verdict_map`)
     reports/<nb>/README.md  each section's page, only where missing or outdated: the same bytes
                           its notebook writes (:func:`workbench.report.sections.write_page`)
 
@@ -24,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 
+from workbench.report import register as reg
 from workbench.report.sections import (
     CLAIM_COLUMNS,
     PAGE_FILE,
@@ -36,7 +44,10 @@ from workbench.report.verdict import DEFINITIONS, STATES, SUMMARIES
 from workbench.utils.io import write_text
 
 ROW_WIDTH = 300  # the most characters of one line of the index's claims table
-CELL_WIDTHS = {"paper": 12, "claim": 96, "setting": 24, "paper_value": 32, "measured": 32}
+CELL_WIDTHS = {"paper": 12, "claim": 80, "paper_value": 32, "measured": 40, "holds": 60}
+METRICS_FILE = "claims_metrics.json"
+CURVES_DIR = "claims_curves"
+MAPS_DIR = "verdict_maps"
 REPORT_COMMAND = "python -m workbench.stages report --params"
 ELLIPSIS = "\u2026"
 
@@ -88,7 +99,7 @@ def _papers(claims: list[dict[str, Any]]) -> list[str]:
     return list(dict.fromkeys(c["paper"] for c in claims))
 
 
-def verdict_lines(claims: list[dict[str, Any]]) -> list[str]:
+def verdict_lines(claims: list[dict[str, Any]], register: reg.Register) -> list[str]:
     """The verdict counts: one row per state (total and per paper, with its meaning), then the
     full rules, folded."""
     papers = _papers(claims)
@@ -101,34 +112,48 @@ def verdict_lines(claims: list[dict[str, Any]]) -> list[str]:
         lines.append(_row([state, str(sum(per)), *map(str, per), SUMMARIES[state]]))
     lines.append(_row(["**total**", f"**{len(claims)}**",
                        *[str(sum(c["paper"] == p for c in claims)) for p in papers], ""]))
-    return ["## Verdicts", "", *lines, "",
+    formal = sum(c.get("basis") == reg.BASES["formalisation"] for c in claims)
+    return ["## Verdicts", "",
+            f"One row per claim of the claims {register.label()} "
+            "([`workbench/conf/claims.yaml`](../workbench/conf/claims.yaml)), written before "
+            f"the run and judged from it; {formal} of the {len(claims)} claims are of papers "
+            "known from their abstract only, whose mechanism is our formalisation.", "",
+            *lines, "",
             "<details><summary>The verdict rules in full "
             "(<code>workbench/report/verdict.py</code>)</summary>", "",
             *[f"- **{state}**: {text}." for state, text in DEFINITIONS], "", "</details>", ""]
 
 
-def claim_lines(loaded: list[dict[str, Any]], claims: list[dict[str, Any]]) -> list[str]:
-    """The claims table: short cells, each row linking its claim on its section's page; the
-    rows :func:`~workbench.report.sections.collect` added for claims not built come last,
-    without a page."""
-    header = ["paper", "claim", "setting", "paper value", "ours", "verdict", "details"]
+def claim_lines(claims: list[dict[str, Any]]) -> list[str]:
+    """The claims table: short cells, each row linking its claim on its section's page (a row
+    the register writes itself has no page)."""
+    header = ["paper", "claim", "paper value", "ours", "verdict", "holds", "details"]
     lines = [_row(header), _row([":--"] * len(header))]
-    sourced = [(sec["name"], number) for sec in loaded
-               for number in range(1, len(sec["claims"]) + 1)]
-    for i, c in enumerate(claims):
-        if i < len(sourced):
-            name, number = sourced[i]
-            link = f"[{name} #{number}]({name}/{PAGE_FILE}#{claim_anchor(number)})"
-        else:
-            link = "-"
+    for c in claims:
+        name, number = c.get("section"), c.get("number")
+        link = (f"[{name} #{number}]({name}/{PAGE_FILE}#{claim_anchor(number)})"
+                if name and number else "-")
         lines.append(_row([cell(c[k], CELL_WIDTHS[k])
-                           for k in ("paper", "claim", "setting", "paper_value", "measured")]
-                          + [c["state"], link]))
+                           for k in ("paper", "claim", "paper_value", "measured")]
+                          + [c["verdict"], cell(c.get("holds") or "-", CELL_WIDTHS["holds"]),
+                             link]))
     return ["## Claims", "",
-            "Paper values: [P] from the paper's full text, [A] from its abstract. Cells are "
-            "clipped; *details* opens the claim on its section's page (full setting, the rule "
-            "with its numbers, the note). [`claims.csv`](claims.csv) has every field.", "",
+            "Paper values: [P] from the paper's full text, [A] from its abstract. *Ours* is the "
+            "mean over the seeds with its 95% interval where the claim ran several; *holds* is "
+            "the state across each assumed parameter's plausible range. Cells are clipped; "
+            "*details* opens the claim on its section's page. [`claims.csv`](claims.csv) has "
+            "every field; the verdict maps per paper are under [Conditions](#conditions).", "",
             *(lines if claims else ["(no claims yet)"]), ""]
+
+
+def condition_lines(maps: list[Path], reports: Path) -> list[str]:
+    """Links to the verdict maps (one per paper)."""
+    if not maps:
+        return []
+    return ["## Conditions", "",
+            "The state of every claim at every point of its assumed parameters' sweeps "
+            "(committed value outlined): " + ", ".join(
+                f"[{m.stem}]({m.relative_to(reports).as_posix()})" for m in maps) + ".", ""]
 
 
 def section_lines(loaded: list[dict[str, Any]]) -> list[str]:
@@ -189,7 +214,9 @@ def provenance_lines(prov: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def build(reports: Path, sections: list[str], params: Path, repo: Path) -> str:
+def build(reports: Path, sections: list[str], params: Path, repo: Path,
+          collected: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None,
+          maps: list[Path] | None = None) -> str:
     """The text of ``reports/README.md`` from the sections' ``section.json`` files.
 
     Args:
@@ -197,12 +224,15 @@ def build(reports: Path, sections: list[str], params: Path, repo: Path) -> str:
         sections: the sections' names, in report order.
         params: the params file the pipeline ran with (linked, never embedded).
         repo: the repository root (git state, relative names).
+        collected: :func:`~workbench.report.sections.collect`'s result, if already loaded.
+        maps: the verdict maps to link.
 
     Raises:
         FileNotFoundError: a section's notebook stage has not run.
         CatalogueError: see :func:`workbench.report.sections.collect`.
     """
-    loaded, claims = collect(reports, sections)
+    register = reg.load()
+    loaded, claims = collected or collect(reports, sections, register)
     prov = provenance(repo, params)
     shown, linked = _params_refs(reports, params, repo)
     digest = (f" (sha256 `{prov['params_sha256'][:12]}`)" if prov["params_sha256"]
@@ -212,12 +242,47 @@ def build(reports: Path, sections: list[str], params: Path, repo: Path) -> str:
         f"Built from commit `{prov['commit']}` by `{REPORT_COMMAND} {shown}` (the `report` "
         f"stage of `dvc repro`) with the configuration {linked}{digest}; do not edit. Each "
         "section has its own page with its figures, tables and claims in full.", "",
-        *verdict_lines(claims), *claim_lines(loaded, claims), *section_lines(loaded),
+        *verdict_lines(claims, register), *claim_lines(claims),
+        *condition_lines(maps or [], reports), *section_lines(loaded),
         *provenance_lines(prov)])
 
 
+def metrics(claims: list[dict[str, Any]], register: reg.Register) -> dict[str, Any]:
+    """The DVC metrics of the claims: the register's version, the count per state, and per
+    claim its mean, 95% interval, seeds and state (numbers where DVC can diff them)."""
+    states = pd.Series([c["state"] for c in claims], dtype=object).value_counts()
+    return {"register_version": register.version,
+            "counts": {s.replace(" ", "_"): int(states.get(s, 0)) for s in STATES},
+            "claims": {c["key"]: {"mean": c.get("mean"), "ci_low": c.get("ci_low"),
+                                  "ci_high": c.get("ci_high"), "seeds": c.get("seeds", 0),
+                                  "reproduced": int(c["state"] == STATES[0]),
+                                  "state": c["state"]} for c in claims}}
+
+
+def curves(claims: list[dict[str, Any]], register: reg.Register) -> dict[str, pd.DataFrame]:
+    """Every numeric sweep of an assumed parameter as ``value, measured, state`` (the point
+    estimate in the rule's unit), named ``<key>--<parameter>``."""
+    out = {}
+    for c in claims:
+        entry = register[c["key"]]
+        for a in entry.assumed:
+            points = (c.get("conditions") or {}).get(a.name)
+            if not a.numeric or not points:
+                continue
+            judged = dict((float(v), s) for v, s in reg.judge_points(entry, a, points))
+            rows = []
+            for p in sorted(points, key=lambda q: float(q["value"])):
+                est = reg.estimate(entry, p)
+                rows.append({"value": float(p["value"]),
+                             "measured": None if est is None else est.mean,
+                             "state": judged[float(p["value"])]})
+            out[f"{c['key']}--{a.name.replace(' ', '_')}"] = pd.DataFrame(rows)
+    return out
+
+
 def write(reports: Path, sections: list[str], params: Path, repo: Path) -> list[Path]:
-    """Write the index, ``claims.csv`` and every missing or outdated section page.
+    """Write the index, ``claims.csv``, the DVC metrics and curves, the verdict maps and
+    every missing or outdated section page.
 
     Returns:
         The section pages (re)written (empty when every notebook already wrote its own).
@@ -226,12 +291,23 @@ def write(reports: Path, sections: list[str], params: Path, repo: Path) -> list[
         FileNotFoundError: a section's notebook stage has not run.
         CatalogueError: see :func:`workbench.report.sections.collect`.
     """
-    loaded, claims = collect(reports, sections)
+    from workbench.report import verdict_map
+    from workbench.utils.io import atomic_dir, write_json
+
+    register = reg.load()
+    loaded, claims = collect(reports, sections, register)
     pages = [reports / sec["name"] / PAGE_FILE for sec in loaded
              if write_page(reports / sec["name"], sec)]
     write_text(reports / "claims.csv",
                pd.DataFrame(claims, columns=CLAIM_COLUMNS).to_csv(index=False))
-    write_text(reports / "README.md", build(reports, sections, params, repo))
+    write_json(reports / METRICS_FILE, metrics(claims, register))
+    with atomic_dir(reports / CURVES_DIR) as tmp:
+        for name, frame in curves(claims, register).items():
+            write_text(tmp / f"{name}.csv", frame.to_csv(index=False, float_format="%.6g"))
+    with atomic_dir(reports / MAPS_DIR) as tmp:
+        maps = [reports / MAPS_DIR / m.name for m in verdict_map.draw_all(claims, register, tmp)]
+    write_text(reports / "README.md", build(reports, sections, params, repo,
+                                            (loaded, claims), maps))
     return pages
 
 

@@ -14,13 +14,15 @@ The page is a pure function of ``section.json`` (:func:`page`), so the ``report`
 a missing or outdated page to the same bytes the notebook would have written
 (:func:`write_page`); a notebook run by hand writes the same page into ``scratch/<nb>/``.
 
-A claim row is: paper, claim, paper value (with [P] full text / [A] abstract), measured value,
-the exact setting it was measured in, its verdict state and the rule that decided it
-(:mod:`workbench.report.verdict`), and a note. Rows carry the key of the headline claim they
-measure (:mod:`workbench.report.catalogue`); the report adds a ``not built`` row for every
-claim of a paper not built, and fails when a built claim of a gathered section has no row
-(:func:`collect`). Where the workbench's model of a mechanism is ours (the paper's method section
-is unavailable), the section says so next to the result.
+A claim row measures one entry of the claims register (:mod:`workbench.report.register`,
+``workbench/conf/claims.yaml``): a notebook calls :meth:`Section.measure` with the entry's key,
+the samples over seeds and the sweep of every assumed parameter; the row takes the paper, the
+claim, the paper's value and the rule from the register, and the verdict from
+:func:`workbench.report.register.judge`. The report judges every row again from the register
+(:func:`collect`), requires exactly one row per entry of a gathered section (a register entry
+whose rule is ``not_comparable`` needs none: the register writes it), and fails on a key not in
+the register or two rows for one claim. Context (other datasets, units, baselines) goes into the
+section's tables and notes, never into claim rows.
 
 Provenance (:func:`provenance`): the commit the report was built from and, when tracked sources
 differ from it (anything outside the generated :data:`GENERATED` paths), the list of them.
@@ -37,31 +39,34 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
 import pandas as pd
 
 from workbench.report import display
-from workbench.report.catalogue import CATALOGUE
+from workbench.report import register as reg
 from workbench.report.plotting import save_figure
-from workbench.report.verdict import STATES, Verdict, not_built
+from workbench.report.verdict import STATES, Verdict
 from workbench.utils.errors import MissingInputError, WorkbenchError
 from workbench.utils.io import write_json, write_text
 from workbench.utils.paths import notebook_output, repo_relative
 
 SECTION_FILE = "section.json"
 PAGE_FILE = "README.md"  # the section's page, beside its section.json
-CLAIM_COLUMNS = ["paper", "claim", "paper_value", "measured", "setting", "state", "rule", "note"]
+CLAIM_COLUMNS = ["key", "paper", "claim", "basis", "paper_value", "measured", "mean", "ci_low",
+                 "ci_high", "seeds", "setting", "assumed", "holds", "state", "verdict", "rule",
+                 "note"]
 GENERATED = ("results/", "reports/", "data/", "dvc.lock", "params.yaml")  # not "sources"
 PROVENANCE_PACKAGES = ["torch", "numpy", "pandas", "pyarrow", "scipy", "numba", "hydra-core",
                        "dvc", "papermill", "jupytext", "matplotlib", "seaborn"]
 
 
 class CatalogueError(WorkbenchError, ValueError):
-    """Claim rows and the catalogue of headline claims disagree."""
+    """Claim rows and the claims register disagree (a key not in it, a missing or a second row)."""
 
 
 @dataclass
 class Claim:
-    """One row of the claims table.
+    """One row of the claims table (build it with :meth:`Section.measure`).
 
     Give either ``verdict`` (from :mod:`workbench.report.verdict`) or ``state`` and ``rule``.
 
@@ -69,13 +74,20 @@ class Claim:
         paper: short paper name (HET, ESD, RecD, Hotline, FlexShard).
         claim: the claim in words.
         paper_value: the paper's number with its source tag, e.g. ``"90% [P]"``.
-        measured: what this run measured, formatted.
+        measured: what this run measured, formatted (mean with its interval over seeds).
         setting: the exact setting of the measurement (dataset, sizes, knobs).
         verdict: sets ``state`` and ``rule`` (not stored itself).
-        note: caveats (sample size, our formalisation, ...).
-        key: the catalogue id of the headline claim this row measures (empty: none).
+        note: caveats (sample size, ...).
+        key: the register key of the claim this row measures.
         state: one of :data:`workbench.report.verdict.STATES`.
         rule: the rule that decided the state, with the numbers.
+        basis: the paper's method, or our formalisation (papers known from their abstract).
+        mean, ci_low, ci_high: the measured effect and its 95% interval (the rule's unit).
+        seeds: how many seeds (repeats) the measurement holds.
+        assumed: the assumed parameters at their committed values, with their ranges.
+        holds: the state across each assumed parameter's range, in words.
+        measurement: the payload the register judges (``values``, or ``a``/``b``).
+        conditions: assumed parameter -> the sweep's points (``value`` plus a payload).
 
     Raises:
         ValueError: no verdict and no valid state.
@@ -91,6 +103,15 @@ class Claim:
     key: str = ""
     state: str = ""
     rule: str = ""
+    basis: str = ""
+    mean: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    seeds: int = 0
+    assumed: str = ""
+    holds: str = ""
+    measurement: dict[str, Any] = field(default_factory=dict)
+    conditions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def __post_init__(self, verdict: Verdict | None) -> None:
         if verdict is not None:
@@ -98,6 +119,48 @@ class Claim:
         if self.state not in STATES:
             raise ValueError(f"claim {self.claim!r}: state {self.state!r} is not one of {STATES} "
                              "(pass verdict=...)")
+
+
+def _jsonable(value: Any) -> Any:
+    """Numpy scalars and arrays (and NaN) in a payload as plain JSON values."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (np.integer, np.floating, float)):
+        return reg.finite_or_none(value)
+    return value.item() if hasattr(value, "item") else value
+
+
+def measured_claim(entry: reg.Entry, *, text: str, setting: str, note: str = "",
+                   measurement: dict[str, Any], conditions: dict[str, list[dict[str, Any]]]
+                   ) -> Claim:
+    """The claim row of ``entry`` from a measurement, judged by the register (see
+    :mod:`workbench.report.register`); the report stage calls it again on the stored row."""
+    verdict = reg.judge(entry, measurement, check_seeds=True)
+    est = reg.estimate(entry, measurement)
+    return Claim(entry.paper, entry.claim, entry.paper_value, text, setting, verdict=verdict,
+                 note=note, key=entry.key, basis=reg.BASES[entry.basis],
+                 mean=None if est is None else reg.finite_or_none(est.mean),
+                 ci_low=None if est is None else reg.finite_or_none(est.lo),
+                 ci_high=None if est is None else reg.finite_or_none(est.hi),
+                 seeds=reg.samples(entry, measurement),
+                 assumed="; ".join(a.describe() for a in entry.assumed),
+                 holds=reg.holds(entry, conditions), measurement=measurement,
+                 conditions=conditions)
+
+
+def register_claim(entry: reg.Entry) -> Claim:
+    """The row of a register entry that needs no measurement (a ``not_comparable`` rule)."""
+    return Claim(entry.paper, entry.claim, entry.paper_value, "-", entry.ours_text() or "-",
+                 verdict=reg.judge(entry, {}), key=entry.key, basis=reg.BASES[entry.basis])
+
+
+def verdict_text(row: dict[str, Any]) -> str:
+    """The state as the claims table shows it: ``"reproduced (our formalisation)"`` for a paper
+    known from its abstract."""
+    formal = row.get("basis") == reg.BASES["formalisation"]
+    return row["state"] + (" (our formalisation)" if formal else "")
 
 
 @dataclass
@@ -162,6 +225,33 @@ class Section:
         """Add a row to the claims table (shown when the section is saved)."""
         self.claims.append(claim)
 
+    def measure(self, key: str, *, text: str, setting: str, note: str = "",
+                conditions: dict[str, list[dict[str, Any]]] | None = None,
+                **measurement: Any) -> Claim:
+        """Measure the register's claim ``key``: add its row, judged by the register.
+
+        Args:
+            key: the register key (``workbench/conf/claims.yaml``).
+            text: the measured value as shown (e.g. ``"2.73x (95% CI ...)"``).
+            setting: the exact setting of the measurement.
+            note: caveats.
+            conditions: each assumed parameter's sweep: ``{name: [{"value": v, **payload}]}``.
+            **measurement: the payload of the rule's kind (``values=[...]`` per seed, or
+                ``a=..., b=..., labels=...``; ``missing=`` why a value is missing).
+
+        Returns:
+            The row (also added to the section).
+
+        Raises:
+            KeyError: ``key`` is not in the register.
+        """
+        entry = reg.load()[key]
+        claim = measured_claim(entry, text=text, setting=setting, note=note,
+                               measurement=_jsonable(measurement),
+                               conditions=_jsonable(conditions or {}))
+        self.claims.append(claim)
+        return claim
+
     def save(self) -> None:
         """Write ``section.json`` and the section's page ``README.md`` (both atomically); show
         this section's claim rows and where the section went."""
@@ -219,15 +309,20 @@ def page(section: dict[str, Any]) -> str:
             lines += [f"### Claim {number}", "", f"**{c['paper']}:** {_one_line(c['claim'])}",
                       "", f"- **Paper:** {_one_line(c['paper_value'])}",
                       f"- **Ours:** {_one_line(c['measured'])}",
-                      f"- **Verdict:** {c['state']}"]
+                      f"- **Verdict:** {verdict_text(c)}"]
             if c.get("rule"):
                 lines.append(f"- **Rule:** {_one_line(c['rule'])}")
             lines.append(f"- **Setting:** {_one_line(c['setting'])}")
+            if c.get("seeds"):
+                lines.append(f"- **Seeds:** {c['seeds']}")
+            if c.get("assumed"):
+                lines.append(f"- **Assumed:** {_one_line(c['assumed'])}")
+            if c.get("holds"):
+                lines.append(f"- **Holds:** {_one_line(c['holds'])}")
             if c.get("note"):
                 lines.append(f"- **Note:** {_one_line(c['note'])}")
             if c.get("key"):
-                lines.append(f"- **Headline claim:** `{c['key']}` "
-                             "(`workbench/report/catalogue.py`)")
+                lines.append(f"- **Register:** `{c['key']}` (`workbench/conf/claims.yaml`)")
             lines.append("")
     if section["items"]:
         lines += ["## Results", ""]
@@ -352,20 +447,43 @@ def provenance(repo: Path, params: Path) -> dict[str, Any]:
                               if params.is_file() else None)}
 
 
-def collect(reports: Path, sections: list[str]) -> tuple[list[dict[str, Any]],
-                                                          list[dict[str, Any]]]:
-    """Load the sections and their claim rows, plus a ``not built`` row per catalogue claim.
+def rejudge(row: dict[str, Any], register: reg.Register) -> dict[str, Any]:
+    """``row`` judged again from the register entry of its key (its measurement and sweeps);
+    a row without a stored measurement keeps its state."""
+    entry = register[row["key"]]
+    if entry.kind == "not_comparable":
+        fresh = register_claim(entry)
+        fresh.measured, fresh.setting, fresh.note = (row.get("measured", "-"),
+                                                      row.get("setting", "-"),
+                                                      row.get("note", ""))
+        out = asdict(fresh)
+    elif "measurement" in row and row["measurement"]:
+        out = asdict(measured_claim(entry, text=row["measured"], setting=row["setting"],
+                                    note=row.get("note", ""), measurement=row["measurement"],
+                                    conditions=row.get("conditions") or {}))
+    else:
+        out = dict(row)
+    out["verdict"] = verdict_text(out)
+    return out
+
+
+def collect(reports: Path, sections: list[str], register: reg.Register | None = None
+            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Load the sections and one claim row per register entry, judged from the register.
+
+    Rows come in the register's order; each gets ``section`` and ``number`` (its place on its
+    section's page; empty for a row the register writes itself).
 
     Returns:
-        ``(sections, claims)``: the loaded ``section.json`` contents, and every claim row
-        (the sections' rows in order, then the catalogue's not-built claims).
+        ``(sections, claims)``: the loaded ``section.json`` contents and the judged rows.
 
     Raises:
         FileNotFoundError: a section's notebook stage has not run.
         ValueError: a section's claims predate verdict states.
-        CatalogueError: a row's key is not in the catalogue, or a built catalogue claim of a
-            gathered section has no row.
+        CatalogueError: a row without a key or with a key not in the register, two rows for one
+            claim, or a measured entry of a gathered section without its row.
     """
+    register = register or reg.load()
     loaded = []
     for name in sections:
         path = reports / name / SECTION_FILE
@@ -377,23 +495,40 @@ def collect(reports: Path, sections: list[str]) -> tuple[list[dict[str, Any]],
     if stale:
         raise ValueError(f"the claims of {', '.join(stale)} carry no verdict state (written "
                          "before verdicts existed): rerun their notebook stage")
-    claims = [c for s in loaded for c in s["claims"]]
-    known = {c.key for c in CATALOGUE}
-    unknown = sorted({f"{c.get('key')!r} ({s['name']})" for s in loaded for c in s["claims"]
-                      if c.get("key") and c["key"] not in known})
-    if unknown:
-        raise CatalogueError(f"claim keys not in workbench/report/catalogue.py: "
-                             f"{', '.join(unknown)}")
-    keys = {c.get("key") for c in claims}
-    absent = [f"{c.key} ({c.paper}: {c.claim}; expected from notebooks/{c.section}.py)"
-              for c in CATALOGUE if c.built and c.section in sections and c.key not in keys]
+    known = set(register.keys())
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    bad = []
+    for sec in loaded:
+        for number, c in enumerate(sec["claims"], 1):
+            if c.get("key") not in known:
+                bad.append(f"{c.get('key')!r} ({sec['name']} #{number}: {c.get('claim')})")
+                continue
+            by_key.setdefault(c["key"], []).append({**c, "section": sec["name"],
+                                                    "number": number})
+    if bad:
+        raise CatalogueError(f"claim rows whose key is not in {reg.REGISTER_FILE.name}: "
+                             + "; ".join(bad))
+    twice = [k + " (" + ", ".join(f"{r['section']} #{r['number']}" for r in rows) + ")"
+             for k, rows in by_key.items() if len(rows) > 1]
+    if twice:
+        raise CatalogueError("two or more rows for one claim: " + "; ".join(twice)
+                             + ". One row per register entry; other datasets, units and "
+                             "baselines go into the section as context.")
+    absent = [f"{e.key} ({e.paper}: {e.claim}; expected from notebooks/{e.section}.py)"
+              for e in register.entries if e.kind != "not_comparable"
+              and e.section in sections and e.key not in by_key]
     if absent:
-        raise CatalogueError("built headline claims with no claim row: " + "; ".join(absent)
-                             + ". Each notebook must add a Claim(key=...) for every catalogue "
-                             "claim it covers, as 'not comparable' with the reason when its "
+        raise CatalogueError("register claims with no claim row: " + "; ".join(absent)
+                             + ". Each notebook must measure every register claim it covers "
+                             "(section.measure(key, ...)), with missing= the reason when its "
                              "setting cannot measure it.")
-    for c in CATALOGUE:
-        if not c.built:
-            claims.append(asdict(Claim(c.paper, c.claim, c.paper_value, "-", "-",
-                                       verdict=not_built(c.missing), key=c.key)))
+    claims = []
+    for e in register.entries:
+        if e.key in by_key:
+            row = by_key[e.key][0]
+            claims.append({**rejudge(row, register), "section": row["section"],
+                           "number": row["number"]})
+        elif e.kind == "not_comparable" and e.section in sections:
+            claims.append({**rejudge(asdict(register_claim(e)), register), "section": "",
+                           "number": 0})
     return loaded, claims

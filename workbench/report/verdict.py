@@ -15,12 +15,11 @@ Formal rule, applied in this order (``e`` is the measured effect, ``e*`` the pap
 The kinds, with their effect, direction and default band:
 
 * :func:`factor` (speedups, ratios): the direction is the side of 1x the paper's factor is on;
-  reproduced when ``measured / paper`` lies in ``[0.5, 2]``. A paper range ``[lo, hi]`` counts
-  the measured value as in band when it lies in ``[0.5 lo, 2 hi]`` (ratio to the nearest end).
-  When half the paper's factor would be no effect at all (a paper factor of at most 2x), the
-  band applies to the gain ``factor - 1`` instead, so that 1.06x does not reproduce 1.74x.
-  Factors below 1x are compared as their inverses. Tie: within ``1x +- tie_tolerance``
-  (default 1%).
+  reproduced when the measured *gain* ``factor - 1`` lies within ``[0.5, 2]`` of the paper's gain
+  (of its range, ratio to the nearest end). One rule for every factor, continuous in the
+  paper's value: the smallest passing factor is ``1 + 0.5 (paper - 1)`` (1.50x for 2.0x, 1.505x
+  for 2.01x, 4.6x for 8.2x), so there is no switch between two rules at 2x. Factors below 1x
+  are compared as their inverses. Tie: within ``1x +- tie_tolerance`` (default 1%).
 * :func:`percent` (shares and reductions in [0, 1]): the direction is the side of a
   ``baseline`` (0 for a reduction; the uniform share for a skew; 50% for "dominates");
   reproduced within 10 percentage points of the paper's value (of its range).
@@ -37,6 +36,16 @@ The kinds, with their effect, direction and default band:
 
 :data:`DEFINITIONS` states each rule in full, :data:`SUMMARIES` in a short phrase (the report's
 index counts the states with it).
+
+Measured values may be one number or an :class:`Estimate` (the mean of several seeds with its
+95% interval, :meth:`Estimate.of`). With an interval every test uses the whole interval:
+
+    the interval meets the no-effect zone (1x +- tie; baseline +- tie) -> tie
+    the interval lies wholly on the wrong side                          -> contradicted
+    the interval lies wholly inside the band                            -> reproduced
+    otherwise                                                           -> direction only
+
+A single value is an interval of width 0, so the rule above is the same rule without seeds.
 
 Paper values are validated (a factor range on one side of 1x, a percent range off its baseline)
 and a bad one raises ``ValueError``: that is a mistake in the notebook, not in the measurement.
@@ -60,15 +69,16 @@ FACTOR_TIE = 0.01  # a factor within 1x +- 1% is no effect
 PERCENT_POINTS = 10.0  # a share or reduction within 10 points of the paper's
 
 DEFINITIONS: tuple[tuple[str, str], ...] = (
-    (REPRODUCED, "direction right and magnitude within the band of the paper's value: a factor "
-                 "(speedup, ratio) within 0.5x-2x of the paper's (of its range; on the gain, "
-                 "factor - 1, when the paper's factor is at most 2x, since half of it would be "
-                 "no speedup at all); a share or reduction within 10 percentage points; a gap "
-                 "or a drop within 0.5x-2x of the paper's"),
+    (REPRODUCED, "direction right and magnitude within the band of the paper's value, for the "
+                 "whole 95% interval when the claim ran several seeds: a factor (speedup, "
+                 "ratio) whose gain (factor - 1) is within 0.5x-2x of the paper's gain, one "
+                 "rule continuous in the paper's value; a share or reduction within 10 "
+                 "percentage points; a gap or a drop within 0.5x-2x of the paper's"),
     (DIRECTION_ONLY, "the sign is right, the magnitude is outside the band"),
     (TIE, "the difference is within the measured noise or a stated tolerance (the rule says "
-          "which): the run cannot tell the two sides apart"),
-    (CONTRADICTED, "the direction is wrong"),
+          "which), or the 95% interval over seeds holds no effect: the run cannot tell the "
+          "two sides apart"),
+    (CONTRADICTED, "the direction is wrong (for the whole interval over seeds)"),
     (NOT_COMPARABLE, "the setting lacks what the claim needs, or the value was not measured "
                      "(the rule says what)"),
     (NOT_BUILT, "the mechanism is not built in the workbench yet"),
@@ -103,6 +113,57 @@ class Verdict:
     def __post_init__(self) -> None:
         if self.state not in STATES:
             raise ValueError(f"unknown verdict state {self.state!r}; expected one of {STATES}")
+
+
+CONFIDENCE = 0.95  # the interval of a mean over seeds
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A measured value over seeds: the mean and its two-sided 95% interval (Student's t).
+
+    Attributes:
+        mean: the mean of the samples.
+        lo: the interval's lower end (``mean`` for one sample or identical samples).
+        hi: the interval's upper end.
+        n: the number of samples (seeds).
+    """
+
+    mean: float
+    lo: float
+    hi: float
+    n: int
+
+    @classmethod
+    def of(cls, samples: float | Sequence[float] | Estimate | None,
+           confidence: float = CONFIDENCE) -> Estimate | None:
+        """The estimate of ``samples``; None when any sample is missing (None, NaN, inf).
+
+        ``mean +- t(confidence, n - 1) s / sqrt(n)``; one sample is an interval of width 0.
+        """
+        if isinstance(samples, Estimate):
+            return samples
+        arr = _series(samples)
+        if arr is None:
+            return None
+        mean = float(arr.mean())
+        if arr.size < 2 or float(arr.std()) == 0.0:
+            return cls(mean, mean, mean, int(arr.size))
+        from scipy import stats
+        half = float(stats.t.ppf(0.5 + confidence / 2, arr.size - 1)
+                     * arr.std(ddof=1) / math.sqrt(arr.size))
+        return cls(mean, mean - half, mean + half, int(arr.size))
+
+    def text(self, fmt: Callable[[float], str]) -> str:
+        """``"2.73x (95% CI 2.61x-2.85x, n = 5)"``; ``"2.73x"`` for a single value."""
+        if self.n < 2:
+            return fmt(self.mean)
+        if self.lo == self.hi:
+            return f"{fmt(self.mean)} (identical over n = {self.n})"
+        return f"{fmt(self.mean)} (95% CI {fmt(self.lo)}-{fmt(self.hi)}, n = {self.n})"
+
+
+Measured = float | Sequence[float] | Estimate | None
 
 
 def not_comparable(reason: str) -> Verdict:
@@ -207,16 +268,16 @@ def _position(value: float, lo: float, hi: float) -> float:
     return value / lo if value < lo else value / hi if value > hi else 1.0
 
 
-def factor(measured: float | None, paper: Paper, *, band: tuple[float, float] = FACTOR_BAND,
+def factor(measured: Measured, paper: Paper, *, band: tuple[float, float] = FACTOR_BAND,
            tie_tolerance: float = FACTOR_TIE, noise: float | None = None,
            missing: str = "no finite measured value") -> Verdict:
     """A speedup or ratio against the paper's (a number or a ``(low, high)`` range).
 
     Args:
-        measured: the measured factor (> 0); None or NaN gives ``not comparable``.
+        measured: the measured factor (> 0), its samples over seeds, or their :class:`Estimate`;
+            None or NaN gives ``not comparable``.
         paper: the paper's factor or range; it sets the direction (above or below 1x).
-        band: measured / paper bounds for ``reproduced`` (on the gain when the paper's factor
-            is at most ``1 / band[0]``, see the module docstring).
+        band: bounds on measured gain / paper gain (``factor - 1``) for ``reproduced``.
         tie_tolerance: relative distance from 1x counted as no effect (0.01: 0.99x-1.01x).
         noise: the measured relative noise of the factor, if known; the tie bound is the larger.
         missing: why a missing measurement is missing (shown after ``not measured:``).
@@ -229,46 +290,45 @@ def factor(measured: float | None, paper: Paper, *, band: tuple[float, float] = 
     if lo <= 0 or not (lo > 1 or hi < 1):
         raise ValueError(f"a paper factor must be positive and on one side of 1x, got {paper!r}")
     ptext = _span(lo, hi, _x)
-    m = _finite(measured)
-    if m is None:
+    est = Estimate.of(measured)
+    if est is None:
         return _unmeasured(missing)
-    if m <= 0:
-        return not_comparable(f"a factor must be positive, measured {m:g}")
+    if est.lo <= 0:
+        return not_comparable(f"a factor must be positive, measured {est.lo:g}")
     up = lo > 1
+    shown = est.text(_mx)
     # orient so that the paper's factor is above 1x
-    mo, lo_o, hi_o = (m, lo, hi) if up else (1 / m, 1 / hi, 1 / lo)
+    m_lo, m_hi, lo_o, hi_o = ((est.lo, est.hi, lo, hi) if up
+                              else (1 / est.hi, 1 / est.lo, 1 / hi, 1 / lo))
     bound, which = _tie_bound(tie_tolerance, noise, lambda v: f"+-{100 * v:.3g}% of 1x")
-    if max(mo, 1 / mo) - 1 <= bound * (1 + _EPS):
-        return Verdict(TIE, f"tie: {_mx(m)} is {which}; paper {ptext}")
-    if mo < 1:
-        return Verdict(CONTRADICTED, f"contradicted: {_mx(m)} is {'below' if up else 'above'} "
+    slack = 1 + bound * (1 + _EPS)
+    if m_lo <= slack and m_hi >= 1 / slack:
+        where = "meets the no-effect zone: " if est.lo != est.hi else ""
+        return Verdict(TIE, f"tie: {shown} {where}{which}; paper {ptext}")
+    if m_hi < 1:
+        return Verdict(CONTRADICTED, f"contradicted: {shown} is {'below' if up else 'above'} "
                                      f"1x, the paper's {ptext} is {'above' if up else 'below'}")
     inverse = "" if up else " (factors below 1x compared as inverses)"
-    band_text = f"{_x(band[0])}-{_x(band[1])}"
-    if lo_o * band[0] <= 1:  # half the paper's factor would be no effect: band on the gain
-        pos = _position(mo - 1, lo_o - 1, hi_o - 1)
-        state = REPRODUCED if _in_band(pos, band) else DIRECTION_ONLY
-        paper_gain = _span(lo_o - 1, hi_o - 1, _num)
-        return Verdict(state, f"{state}: the gain of {_mx(mo)} (+{mo - 1:.2f}) is "
-                              f"{_ratio(pos, band)} the paper's (+{paper_gain} for {ptext})"
-                              f"{inverse}; band {band_text} on the gain (factor - 1), as half "
-                              "the paper's factor would be no speedup")
-    pos = _position(mo, lo_o, hi_o)
-    state = REPRODUCED if _in_band(pos, band) else DIRECTION_ONLY
-    where = ("within the paper's range " + ptext if pos == 1.0 and lo != hi
-             else f"{_ratio(pos, band)} of the paper's {_x(lo_o if mo < lo_o else hi_o)}"
-             + (f" (range {ptext})" if lo != hi else ""))
-    shown = _mx(m) if up else f"1/{_mx(m)} = {_mx(mo)}"
-    return Verdict(state, f"{state}: {shown} is {where}{inverse}; band {band_text}")
+    g_lo, g_hi = lo_o - 1, hi_o - 1
+    pos = [_position(m - 1, g_lo, g_hi) for m in (m_lo, m_hi)]
+    state = REPRODUCED if all(_in_band(q, band) for q in pos) else DIRECTION_ONLY
+    edges = (1 + band[0] * g_lo, 1 + band[1] * g_hi)
+    edges_text = "-".join(_mx(e if up else 1 / e) for e in (edges if up else edges[::-1]))
+    at = (_ratio(pos[0], band) if pos[0] == pos[1]
+          else f"{_ratio(pos[0], band)}-{_ratio(pos[1], band)}")
+    return Verdict(state, f"{state}: {shown}; its gain is {at} the paper's "
+                          f"(+{_span(g_lo, g_hi, _num)} for {ptext}){inverse}; band "
+                          f"{_x(band[0])}-{_x(band[1])} on the gain: {edges_text}")
 
 
-def percent(measured: float | None, paper: Paper, *, points: float = PERCENT_POINTS,
+def percent(measured: Measured, paper: Paper, *, points: float = PERCENT_POINTS,
             baseline: float = 0.0, tie_tolerance: float = 0.0, noise: float | None = None,
             missing: str = "no finite measured value") -> Verdict:
     """A share or reduction (fractions in [0, 1]) against the paper's, within ``points``.
 
     Args:
-        measured: the measured fraction (a reduction may be negative: an increase).
+        measured: the measured fraction (a reduction may be negative: an increase), its samples
+            over seeds, or their :class:`Estimate`.
         paper: the paper's fraction or ``(low, high)`` range.
         points: the band half-width in percentage points.
         baseline: the no-effect value whose side sets the direction (0 for a reduction, the
@@ -285,22 +345,28 @@ def percent(measured: float | None, paper: Paper, *, points: float = PERCENT_POI
         raise ValueError(f"a paper share must lie in [0, 1] on one side of the baseline "
                          f"{baseline:g}, got {paper!r}")
     ptext = _span(lo, hi, _pct)
-    m = _finite(measured)
-    if m is None:
+    est = Estimate.of(measured)
+    if est is None:
         return _unmeasured(missing)
+    shown = est.text(_pct)
     up = lo > baseline
     bound, which = _tie_bound(tie_tolerance, noise, _points)
-    if abs(m - baseline) * 100 <= bound * (1 + _EPS):
-        return Verdict(TIE, f"tie: {_pct(m)} is {which} of the {_pct(baseline)} baseline; "
+    b = bound / 100 * (1 + _EPS)
+    if est.lo <= baseline + b and est.hi >= baseline - b:
+        return Verdict(TIE, f"tie: {shown} is {which} of the {_pct(baseline)} baseline; "
                             f"paper {ptext}")
-    if (m > baseline) != up:
+    if (est.hi < baseline) if up else (est.lo > baseline):
         side = ("above", "below") if up else ("below", "above")
-        return Verdict(CONTRADICTED, f"contradicted: {_pct(m)} is not {side[0]} the "
+        return Verdict(CONTRADICTED, f"contradicted: {shown} is not {side[0]} the "
                                      f"{_pct(baseline)} baseline; the paper's {ptext} is")
-    distance = 100 * (lo - m if m < lo else m - hi if m > hi else 0.0)
-    state = REPRODUCED if distance <= points * (1 + _EPS) else DIRECTION_ONLY
-    return Verdict(state, f"{state}: {_pct(m)} is {distance:.3g} points from the paper's "
-                          f"{ptext}; band +-{points:g} points")
+
+    def distance(m: float) -> float:
+        return 100 * (lo - m if m < lo else m - hi if m > hi else 0.0)
+
+    far = max(distance(est.lo), distance(est.hi))
+    state = REPRODUCED if far <= points * (1 + _EPS) else DIRECTION_ONLY
+    return Verdict(state, f"{state}: {shown} is {far:.3g} points from the paper's "
+                          f"{ptext} at most; band +-{points:g} points")
 
 
 def less(a: float | Sequence[float], b: float | Sequence[float], *,
@@ -385,7 +451,8 @@ def decline(measured: Sequence[float], paper: Sequence[float], *, slack: float =
     """A series (fractions, e.g. AUC) that falls from its first to its last point.
 
     Args:
-        measured: the measured series, first to last.
+        measured: the measured series, first to last, or one series per seed (rows): the
+            shape is judged on their mean, the drop on its 95% interval over seeds.
         paper: the paper's series at the same points (it must fall).
         slack: a rise between neighbours of at most this many points is not a rise.
         tie_tolerance: a total drop within this many points is no effect.
@@ -405,32 +472,40 @@ def decline(measured: Sequence[float], paper: Sequence[float], *, slack: float =
         raise ValueError(f"the paper's series must have two or more points and fall, got "
                          f"{paper!r}")
     _check_band(band)
-    mv = _series(measured)
-    if mv is None:
+    try:
+        grid = np.atleast_2d(np.asarray(measured, dtype=float))
+    except (TypeError, ValueError):
         return _unmeasured(missing)
+    if grid.size == 0 or not np.isfinite(grid).all():
+        return _unmeasured(missing)
+    mv = grid.mean(axis=0)
     if mv.shape != pv.shape:
         raise ValueError(f"measured and paper series differ in length: {mv.size} and {pv.size}")
     labels = [str(i + 1) for i in range(mv.size)] if labels is None else list(labels)
-    drop, pdrop = 100 * (mv[0] - mv[-1]), 100 * (pv[0] - pv[-1])
+    drops = Estimate.of(100 * (grid[:, 0] - grid[:, -1]))
+    assert drops is not None  # finite by the check above
+    drop, pdrop = drops.mean, 100 * (pv[0] - pv[-1])
+    shown = drops.text(lambda v: f"{v:.3g} points")
     span = f"from {labels[0]} to {labels[-1]}"
     paper_text = f"the paper's drop {pdrop:.3g} points"
-    if abs(drop) <= tie_tolerance + _EPS:
-        return Verdict(TIE, f"tie: the series moves {-drop:+.3g} points {span}, within the stated "
-                            f"tolerance {tie_tolerance:g} points; {paper_text}")
-    if drop < 0:
+    if drops.lo <= tie_tolerance + _EPS and drops.hi >= -tie_tolerance - _EPS:
+        return Verdict(TIE, f"tie: the drop {span} is {shown}, within the stated tolerance "
+                            f"{tie_tolerance:g} points of none; {paper_text}")
+    if drops.hi < 0:
         return Verdict(CONTRADICTED, f"contradicted: the series rises {-drop:.3g} points {span}; "
                                      f"{paper_text}")
     rises = [labels[i + 1] for i, d in enumerate(100 * np.diff(mv)) if d > slack]
     off = [(labels[i], 100 * (mv[0] - mv[i]), 100 * (pv[0] - pv[i])) for i in range(1, mv.size - 1)
            if abs(100 * ((mv[0] - mv[i]) - (pv[0] - pv[i]))) > shape_points + _EPS]
     ratio = drop / pdrop
-    state = REPRODUCED if _in_band(ratio, band) and not rises and not off else DIRECTION_ONLY
+    in_band = _in_band(drops.lo / pdrop, band) and _in_band(drops.hi / pdrop, band)
+    state = REPRODUCED if in_band and not rises and not off else DIRECTION_ONLY
     rise_text = (f"; rises by more than {slack:g} points at {', '.join(rises)}" if rises
                  else f"; never rises by more than {slack:g} points")
     shape_text = ("; the drop to " + ", ".join(f"{lab} is {d:.3g} points against the paper's "
                                                 f"{p:.3g}" for lab, d, p in off)
                   + f" (more than {shape_points:g} point(s) apart)" if off else
                   f"; every intermediate drop within {shape_points:g} point(s) of the paper's")
-    return Verdict(state, f"{state}: drops {drop:.3g} points {span}, {_ratio(ratio, band)} of "
+    return Verdict(state, f"{state}: drops {shown} {span}, {_ratio(ratio, band)} of "
                           f"{paper_text}{rise_text}{shape_text}; band {_x(band[0])}-"
                           f"{_x(band[1])} of the paper's drop")

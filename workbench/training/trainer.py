@@ -216,6 +216,10 @@ class Split:
         """The first ``n`` samples (all when None)."""
         return self if n is None else Split(self.dense[:n], self.keys[:n], self.labels[:n])
 
+    def take(self, order: np.ndarray) -> Split:
+        """The samples in ``order`` (e.g. a permutation: another data order)."""
+        return Split(self.dense[order], self.keys[order], self.labels[order])
+
 
 class EmbeddingStore(Protocol):
     """Where embedding rows come from and where their updates go."""

@@ -1,0 +1,124 @@
+"""Reproduce and check: every recomputed claim against the committed claims table.
+
+``make check`` copies the committed ``reports/claims.csv`` aside, recomputes the whole pipeline
+(``dvc repro -f``) and runs this module, which reports claim by claim whether the recomputed
+value lies inside the committed 95% interval and whether the state changed::
+
+    key                       committed                    recomputed   inside  state
+    het.table1_time_to_target 2.73x [2.61, 2.85] (n = 5)   2.70x        yes     direction only
+    recd.train                1.35x [1.20, 1.50] (n = 3)   1.62x        NO      reproduced -> ...
+
+A committed value of one deterministic run is an interval of width 0: the recomputed value must
+equal it (to a relative 1e-6). Exit status: 0 when no state changed, 1 when one did (the values
+outside their interval are reported either way: for a wall-clock claim they say how far this
+machine is from the committed one), 2 on unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from workbench.utils.errors import MissingInputError
+
+REL_TOL = 1e-6  # a deterministic value "equals" the committed one to this relative tolerance
+
+
+def _num(value: object) -> float | None:
+    try:
+        out = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def read(path: Path) -> pd.DataFrame:
+    """A claims table, indexed by key.
+
+    Raises:
+        MissingInputError: the file is missing or has no ``key`` and ``state`` columns.
+    """
+    if not Path(path).is_file():
+        raise MissingInputError(f"{path}: no claims table there (make check copies the "
+                                "committed reports/claims.csv before recomputing)")
+    frame = pd.read_csv(path)
+    if not {"key", "state"} <= set(frame.columns):
+        raise MissingInputError(f"{path}: a claims table needs the columns 'key' and 'state' "
+                                f"(found {list(frame.columns)}); it predates the register")
+    return frame.set_index("key")
+
+
+def compare(committed: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
+    """One row per claim of either table: the committed mean and interval, the recomputed mean,
+    whether it lies inside (None: nothing to compare), both states and whether it changed."""
+    rows = []
+    for key in dict.fromkeys([*committed.index, *current.index]):
+        old = committed.loc[key] if key in committed.index else None
+        new = current.loc[key] if key in current.index else None
+        lo = hi = mean = None
+        if old is not None:
+            lo, hi = _num(old.get("ci_low")), _num(old.get("ci_high"))
+        if new is not None:
+            mean = _num(new.get("mean"))
+        inside = None
+        if lo is not None and hi is not None and mean is not None:
+            slack = REL_TOL * max(abs(lo), abs(hi), 1e-12)
+            inside = lo - slack <= mean <= hi + slack
+        old_state = "-" if old is None else str(old["state"])
+        new_state = "-" if new is None else str(new["state"])
+        rows.append({"key": key, "committed_mean": None if old is None else _num(old.get("mean")),
+                     "committed_low": lo, "committed_high": hi,
+                     "committed_seeds": None if old is None else _num(old.get("seeds")),
+                     "recomputed_mean": mean, "inside": inside, "committed_state": old_state,
+                     "recomputed_state": new_state, "changed": old_state != new_state})
+    return pd.DataFrame(rows)
+
+
+def _g(v: object) -> str:
+    x = _num(v)
+    return "-" if x is None else f"{x:.4g}"
+
+
+def render(table: pd.DataFrame) -> str:
+    """The comparison as text: one line per claim, then the counts."""
+    lines = [f"{'claim':34} {'committed [95% interval] (n)':36} {'recomputed':>10}  "
+             f"{'inside':6}  state"]
+    for r in table.itertuples():
+        interval = (f"{_g(r.committed_mean)} [{_g(r.committed_low)}, {_g(r.committed_high)}] "
+                    f"(n = {_g(r.committed_seeds)})" if r.committed_low is not None else "-")
+        inside = "-" if r.inside is None else ("yes" if r.inside else "NO")
+        state = (r.committed_state if not r.changed
+                 else f"{r.committed_state} -> {r.recomputed_state}")
+        lines.append(f"{r.key:34} {interval:36} {_g(r.recomputed_mean):>10}  {inside:6}  "
+                     f"{state}")
+    judged = table["inside"].dropna()
+    lines += ["", f"{len(table)} claims: {int(judged.sum())} inside their committed interval, "
+                  f"{int((~judged.astype(bool)).sum())} outside, "
+                  f"{len(table) - len(judged)} with nothing to compare; "
+                  f"{int(table['changed'].sum())} state(s) changed."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m workbench.report.check --committed OLD --current NEW``; see the module."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--committed", type=Path, required=True,
+                        help="the claims table before the recompute (a copy)")
+    parser.add_argument("--current", type=Path, default=Path("reports/claims.csv"),
+                        help="the recomputed claims table (default: reports/claims.csv)")
+    args = parser.parse_args(argv)
+    try:
+        table = compare(read(args.committed), read(args.current))
+    except MissingInputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(render(table))
+    return 1 if table["changed"].any() else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
