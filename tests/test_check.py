@@ -1,0 +1,57 @@
+"""make check's comparison: a recomputed claims table against the committed one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from workbench.report import check
+
+COLUMNS = ["key", "mean", "ci_low", "ci_high", "seeds", "state"]
+
+
+def _table(path: Path, rows: list[tuple]) -> Path:
+    pd.DataFrame(rows, columns=COLUMNS).to_csv(path, index=False)
+    return path
+
+
+def test_inside_outside_and_state_changes(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    committed = _table(tmp_path / "old.csv", [
+        ("a", 2.0, 1.8, 2.2, 3, "reproduced"),          # wall clock, an interval
+        ("b", 1.5, 1.5, 1.5, 1, "direction only"),      # deterministic: width 0
+        ("c", 0.3, 0.3, 0.3, 1, "reproduced"),
+        ("d", None, None, None, 0, "not comparable")])  # nothing to compare
+    current = _table(tmp_path / "new.csv", [
+        ("a", 2.15, 2.0, 2.3, 3, "reproduced"),
+        ("b", 1.5 * (1 + 1e-9), 1.5, 1.5, 1, "direction only"),
+        ("c", 0.31, 0.31, 0.31, 1, "direction only"),
+        ("d", None, None, None, 0, "not comparable")])
+    table = check.compare(check.read(committed), check.read(current)).set_index("key")
+    assert table.loc["a", "inside"] and table.loc["b", "inside"]  # b equal to 1e-6
+    assert not table.loc["c", "inside"] and table.loc["c", "changed"]
+    assert pd.isna(table.loc["d", "inside"]) and not table.loc["d", "changed"]
+    assert check.main(["--committed", str(committed), "--current", str(current)]) == 1
+    out = capsys.readouterr().out
+    assert "reproduced -> direction only" in out and "NO" in out
+    assert "4 claims: 2 inside their committed interval, 1 outside, 1 with nothing to " \
+           "compare; 1 state(s) changed." in out
+
+
+def test_unchanged_states_exit_zero(tmp_path: Path) -> None:
+    rows = [("a", 2.0, 1.8, 2.2, 3, "reproduced")]
+    old, new = _table(tmp_path / "o.csv", rows), _table(tmp_path / "n.csv", rows)
+    assert check.main(["--committed", str(old), "--current", str(new)]) == 0
+
+
+def test_missing_or_old_tables_are_one_line_errors(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture) -> None:
+    new = _table(tmp_path / "n.csv", [("a", 2.0, 1.8, 2.2, 3, "reproduced")])
+    assert check.main(["--committed", str(tmp_path / "nope.csv"), "--current", str(new)]) == 2
+    assert "no claims table there" in capsys.readouterr().err
+    old = tmp_path / "old.csv"
+    pd.DataFrame({"paper": ["HET"], "state": ["reproduced"]}).to_csv(old, index=False)
+    assert check.main(["--committed", str(old), "--current", str(new)]) == 2
+    err = capsys.readouterr().err
+    assert "predates the register" in err and err.count("\n") == 1
