@@ -23,8 +23,9 @@ Outputs (``results/hotline/<ds>/``): ``metrics.csv`` (AUC against measured and m
 ``steps.csv`` (every step: sizes, measured wall, modelled seconds per server), ``timeline.csv``
 (one mini-batch per scheme: measured spans and modelled phases), ``sweep.csv``,
 ``conditions.csv`` (every server's modelled speedup at each host rate of ``host_rate_sweep`` in
-both rows units: the claims' assumed parameters), ``summary.json``. Wall-clock columns are measured and change from run to run (AUC, sizes and the
-modelled seconds on the configured servers do not).
+both rows units: the claims' assumed parameters), ``summary.json``. Wall-clock columns are
+measured and change from run to run (AUC, sizes and the modelled seconds on the configured
+servers do not).
 """
 
 from __future__ import annotations
