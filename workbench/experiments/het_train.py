@@ -115,6 +115,13 @@ def staleness_systems(exp: HetTrainConfig, iterations: int) -> list[tuple[System
 CLAIMS_SYSTEMS = ("Hybrid, no cache", "Cache s=100")  # Table 1's claim: the ratio of the two
 
 
+def run_key(system: SystemSpec) -> tuple:
+    """What decides a training run: a bound of 0 or infinity means the same in either clock
+    unit, so such systems share one run."""
+    return (system.kind, system.bound,
+            system.clock if 0 < system.bound < INFINITE else None)
+
+
 def claims_system(group: str, system: SystemSpec, extra: dict[str, Any]) -> bool:
     """Whether a run carries a claim (and is replicated): Table 1's two systems, Table 2's
     bounds in HET's own unit."""
@@ -139,8 +146,7 @@ def replicate_runs(exp: HetTrainConfig, seed: int,
             len(train)))
         done: dict[tuple, pd.DataFrame] = {}
         for group, system, extra in runs:
-            same = (system.kind, system.bound,
-                    system.clock if 0 < system.bound < INFINITE else None)
+            same = run_key(system)
             if r == 0:
                 done[same] = main[same]
             elif same not in done:
@@ -202,9 +208,7 @@ def run(ctx: RunContext, exp: HetTrainConfig, *, dataset: DatasetConfig, model: 
     frames, summary_runs = [], []
     done: dict[tuple, pd.DataFrame] = {}
     for group, system, extra in runs:
-        # a bound of 0 or infinity means the same in either clock unit: train it once
-        same = (system.kind, system.bound,
-                system.clock if 0 < system.bound < INFINITE else None)
+        same = run_key(system)
         if same not in done:
             done[same] = trainer(system).fit(train, test, epochs=exp.epochs,
                                              eval_every=exp.eval_every, progress=progress)
