@@ -37,17 +37,17 @@ repro: params
 	@test -d .git || git init -q
 	@test -d .dvc || $(BIN)/dvc init -q
 	$(PY) -m workbench.utils.dvc_lock
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro
+	PATH="$(abspath $(BIN)):$$PATH" $(PY) -m workbench.repro
 
 # Reproduce and check: recompute the whole pipeline (dvc repro -f: every stage, the paper-scale
-# replays included) and report, claim by claim, whether the recomputed value lies inside the
+# replays included; workbench.repro hands independent stages to DVC side by side) and report, claim by claim, whether the recomputed value lies inside the
 # committed 95% interval and whether any state changed (exit 1 if one did).
 check: params
 	@mkdir -p scratch
 	cp reports/claims.csv scratch/claims.committed.csv
 	@test -d .dvc || $(BIN)/dvc init -q
 	$(PY) -m workbench.utils.dvc_lock
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro -f
+	PATH="$(abspath $(BIN)):$$PATH" $(PY) -m workbench.repro -f
 	$(PY) -m workbench.report.check --committed scratch/claims.committed.csv --current reports/claims.csv
 
 # Re-measure this machine's compute and software costs (results/calibration, a frozen DVC stage

@@ -40,32 +40,63 @@ def ci_params(tmp_path: Path) -> Path:
     return write_params(tmp_path)
 
 
+#: What a copy of the project needs to run its pipeline (a clone's sources, no outputs).
+PROJECT_FILES = ["workbench", "notebooks", "dvc.yaml", ".dvcignore", "pyproject.toml"]
+#: The log of the ci pipeline's ``python -m workbench.repro`` run, in the built project.
+REPRO_LOG = "repro.log"
+
+
+def sh(args: list[str], cwd: Path) -> str:
+    """Run a command of the project (this venv's ``python`` and ``dvc`` first on PATH, no
+    progress bars); its output, or a failed assertion with it."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "TQDM_DISABLE": "1"}
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600)
+    assert proc.returncode == 0, f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout + proc.stderr
+
+
+def copy_project(root: Path) -> None:
+    """The project's sources and DVC config in ``root``, a new git repository (a clone's
+    files, without outputs)."""
+    import shutil
+
+    for name in PROJECT_FILES:
+        src = REPO_ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, root / name)
+    (root / ".dvc").mkdir()
+    shutil.copy2(REPO_ROOT / ".dvc" / "config", root / ".dvc" / "config")
+    sh(["git", "init", "-q"], root)
+
+
 def _build_pipeline(root: Path) -> None:
-    """Run every data and experiment stage on the ci profile with outputs under ``root``."""
-    from workbench.config import load
-    from workbench.stages import STAGES, run
-    from workbench.stages.registry import config_value
+    """The whole pipeline on the ci profile in a copy of the project at ``root``, as ``make
+    repro`` runs it: the frozen calibration measured and committed as ``make calibrate`` does,
+    then ``python -m workbench.repro`` (DVC for each stage, two at a time): every data and
+    experiment stage, every notebook, the report. Its output goes to ``root/repro.log``."""
+    import sys
 
-    params = write_params(root)
-    cfg = load(params=params)
-    for stage in STAGES.values():  # the registry's order: every stage after the ones it reads
-        if not stage.in_dvc or stage.name in ("notebook", "report"):
-            continue
-        if stage.datasets is None:
-            run([stage.name, "--params", str(params)])
-            continue
-        for name in config_value(cfg, stage.datasets):
-            run([stage.name, "--params", str(params), "--dataset", name])
+    copy_project(root)
+    (root / "params.yaml").write_text(to_yaml(compose(
+        ["profile=ci", f"paths.shared_data={shared_data_dir()}"])))
+    dvc = str(Path(sys.executable).parent / "dvc")
+    sh([dvc, "repro", "--glob", "preprocess@*"], root)
+    sh([sys.executable, "-m", "workbench.stages", "calibrate", "--params", "params.yaml"], root)
+    sh([dvc, "commit", "-f", "calibrate"], root)
+    log = sh([sys.executable, "-m", "workbench.repro", "--jobs", "2"], root)
+    (root / REPRO_LOG).write_text(log)
 
 
-@pytest.fixture(scope="session")
-def ci_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Every data and experiment stage of the pipeline on the ci profile, run once per test run
-    and copied for this test process (each pytest-xdist worker writes its own reports there).
-
-    The first worker to get here builds it under a lock in the run's common temporary folder;
-    the others wait and copy. Returns the params file; outputs lie beside it.
-    """
+def built_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ci pipeline's project (:func:`_build_pipeline`), built once per test run: the first
+    pytest-xdist worker to get here builds it under a lock in the run's common temporary
+    folder; the others wait. Read it, never write into it (copy what you change)."""
     import shutil
 
     from filelock import FileLock
@@ -79,9 +110,29 @@ def ci_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
             built.mkdir()
             _build_pipeline(built)
             (built / ".complete").touch()
+    return built
+
+
+@pytest.fixture(scope="session")
+def ci_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The built ci pipeline's project (read only): sources, ``params.yaml``, ``dvc.lock``,
+    every output, the notebooks as executed and the report, ``repro.log``."""
+    return built_pipeline(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def ci_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every output of the ci pipeline (data, results, the executed notebooks and the report),
+    copied for this test process (each pytest-xdist worker writes its own reports there).
+
+    Returns a params file of the ci profile whose outputs lie beside it.
+    """
+    import shutil
+
+    built = built_pipeline(tmp_path_factory)
     root = tmp_path_factory.mktemp("pipeline")
-    shutil.copytree(built, root, dirs_exist_ok=True, symlinks=True,
-                    ignore=shutil.ignore_patterns(".complete", "params.yaml"))
+    for name in ("data", "results", "reports"):
+        shutil.copytree(built / name, root / name, symlinks=True)
     return write_params(root)
 
 

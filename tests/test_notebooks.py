@@ -16,7 +16,6 @@ from workbench.config import load
 from workbench.report import register as reg
 from workbench.report import verdict
 from workbench.report.sections import CLAIM_COLUMNS, SECTION_FILE
-from workbench.stages import run
 from workbench.utils.paths import NOTEBOOK_DIR, REPO_ROOT
 
 NOTEBOOKS = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.py"))
@@ -48,7 +47,8 @@ def _outputs(executed: Path) -> list[dict]:
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_on_ci_profile(name: str, ci_pipeline: Path) -> None:
-    run(["notebook", name, "--params", str(ci_pipeline)])
+    """The notebook as the ci pipeline's ``notebook@<name>`` stage executed it (papermill,
+    through DVC; ``tests/conftest.py``)."""
     cfg = load(params=ci_pipeline)
     out = cfg.paths.resolve("reports") / name
     section = json.loads((out / SECTION_FILE).read_text())
@@ -147,8 +147,7 @@ def test_dataset_parameter_errors_name_the_command(own_dataset: Path) -> None:
 
 
 def test_datasets_notebook_reports_the_het_skew_claim(ci_pipeline: Path) -> None:
-    run(["notebook", "datasets", "--params", str(ci_pipeline)])
-    cfg = load(params=ci_pipeline)
+    cfg = load(params=ci_pipeline)  # the section as the pipeline's notebook@datasets wrote it
     section = json.loads((cfg.paths.resolve("reports") / "datasets" / SECTION_FILE).read_text())
     (claim,) = section["claims"]  # one row per register entry: the committed dataset's
     assert claim["key"] == "het.fig3_skew" and claim["setting"].startswith("criteo_sample:")
@@ -164,9 +163,7 @@ def test_datasets_notebook_reports_the_het_skew_claim(ci_pipeline: Path) -> None
 
 
 def test_report_gathers_sections(ci_pipeline: Path) -> None:
-    for name in NOTEBOOKS:
-        run(["notebook", name, "--params", str(ci_pipeline)])
-    run(["report", "--params", str(ci_pipeline)])
+    # the report as the ci pipeline's `report` stage wrote it from every notebook's section
     reports = load(params=ci_pipeline).paths.resolve("reports")
     text = (reports / "README.md").read_text()
     assert "## Verdicts" in text and "## Claims" in text and "| HET" in text

@@ -51,6 +51,7 @@ LAYERS: dict[str, int] = {
     "replay": 9,
     "api": 9,
     "sweep": 10,
+    "repro": 10,
     "explorers": 10,
     "cli": 11,
 }

@@ -2,7 +2,8 @@
 
 The models are in :mod:`workbench.dispatch.objective`. The additive problem is totally
 unimodular, so its LP optimum is integral: a numba successive-shortest-path solver finds it
-(``transport-ssp``; about 10 ms for 1,024 samples x 8 workers), falling back to scipy's
+(``transport-ssp``; ``benchmarks/dispatch_throughput.py`` times it up to 4,096 samples x 32
+workers), falling back to scipy's
 ``linear_sum_assignment`` on the expanded worker slots should it meet a numerical cycle. The
 makespan variant and the deduplicated ILP are MILPs solved by HiGHS (``highspy``) under a hard
 time limit, started from a feasible plan (the total-cost optimum; the better of the regret + swap
@@ -40,6 +41,44 @@ _INTERRUPTS = (highspy.cb.HighsCallbackType.kCallbackSimplexInterrupt,
                highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
 
 
+@nb.njit(cache=True, inline="always")
+def _edge_join(C, edge, arg, s, a):  # pragma: no cover - compiled
+    """Sample ``s`` joins worker ``a``: row ``a`` of the residual graph takes it into its
+    minima (the lowest-index sample among equal minima, as a scan in index order would)."""
+    w = C.shape[1]
+    base = C[s, a]
+    for b in range(w):
+        if b != a:
+            d = C[s, b] - base
+            if d < edge[a, b] or (d == edge[a, b] and s < arg[a, b]):
+                edge[a, b] = d
+                arg[a, b] = s
+
+
+@nb.njit(cache=True, inline="always")
+def _edge_leave(C, edge, arg, members, count, pos, s, a):  # pragma: no cover - compiled
+    """Sample ``s`` leaves worker ``a``: drop it from ``a``'s members and recompute the
+    entries of row ``a`` it was the minimum of, over ``a``'s remaining samples."""
+    w = C.shape[1]
+    last = members[a, count[a] - 1]  # swap-remove: members are unordered
+    members[a, pos[s]] = last
+    pos[last] = pos[s]
+    count[a] -= 1
+    for b in range(w):
+        if arg[a, b] != s:
+            continue
+        best = np.inf
+        who = -1
+        for m in range(count[a]):
+            t = members[a, m]
+            d = C[t, b] - C[t, a]
+            if d < best or (d == best and t < who):
+                best = d
+                who = t
+        edge[a, b] = best
+        arg[a, b] = who
+
+
 @nb.njit(cache=True)
 def _transport_ssp(C, cap, x, rtol):  # pragma: no cover - compiled
     """Successive shortest paths on the W-worker residual graph; False on a numerical cycle.
@@ -50,39 +89,57 @@ def _transport_ssp(C, cap, x, rtol):  # pragma: no cover - compiled
     cheapest sample from a to b); the new sample enters worker j at cost C[i, j]; the path ends
     at a worker with room. Bellman-Ford over W nodes finds the shortest such path (ties: the
     lowest-index sample per edge, the lowest-index end worker); augmenting moves one sample per
-    edge of the path. O(N^2 W + N W^3).
+    edge of the path.
+
+    The edge minima are kept up to date rather than rebuilt for every sample: a sample joining
+    a worker enters its row's minima (O(W)); one leaving it recomputes only the entries it was
+    the minimum of, over that worker's samples. The graph is the one a rebuild from scratch
+    gives, ties included. Bellman-Ford relaxes, after its first pass, only the workers whose
+    distance moved since they were last relaxed (the others would change nothing), in the same
+    order as full passes. Still O(N^2 W + N W^3) at worst (every move recomputing whole rows,
+    W - 1 full passes), where rebuilding cost O(N^2 W) always; in practice paths are a move or
+    two and the first pass dominates: O(N W^2).
     """
     n, w = C.shape
     room = cap.copy()
-    edge = np.empty((w, w))
-    arg = np.empty((w, w), dtype=np.int64)
+    edge = np.full((w, w), np.inf)
+    arg = np.full((w, w), -1, dtype=np.int64)
+    members = np.empty((w, max(1, cap.max())), dtype=np.int64)
+    count = np.zeros(w, dtype=np.int64)
+    pos = np.empty(n, dtype=np.int64)
     dist = np.empty(w)
     pred = np.empty(w, dtype=np.int64)
+    moved = np.empty(w + 1, dtype=np.int64)
+    source = np.empty(w + 1, dtype=np.int64)
+    target = np.empty(w + 1, dtype=np.int64)
+    bar = np.empty(w)  # dist[b] less the margin a new path must beat it by
+    fresh = np.empty(w, dtype=np.bool_)  # dist[a] moved since row a was last relaxed
     for i in range(n):
-        edge[:, :] = np.inf
-        arg[:, :] = -1
-        for s in range(i):
-            a = x[s]
-            base = C[s, a]
-            for b in range(w):
-                if b != a:
-                    d = C[s, b] - base
-                    if d < edge[a, b]:
-                        edge[a, b] = d
-                        arg[a, b] = s
         for j in range(w):
             dist[j] = C[i, j]
+            bar[j] = dist[j] - rtol * max(1.0, abs(dist[j]))
             pred[j] = -1
+            fresh[j] = True
+        # Bellman-Ford in passes over a = 0..W-1. A row whose dist has not moved since it was
+        # last relaxed would change nothing (its offers are what they were, every bar only
+        # fell): it is skipped, so each pass does what a full pass does, in the same order.
         for _ in range(w - 1):
             changed = False
             for a in range(w):
-                for b in range(w):
-                    if arg[a, b] >= 0:
-                        nd = dist[a] + edge[a, b]
-                        if nd < dist[b] - rtol * max(1.0, abs(dist[b])):
-                            dist[b] = nd
-                            pred[b] = a
-                            changed = True
+                if not fresh[a]:
+                    continue
+                fresh[a] = False
+                if count[a] == 0:  # no sample to move: no edge out of a
+                    continue
+                da = dist[a]  # no edge a -> a: dist[a] stays put over the row
+                for b in range(w):  # every b != a has an edge (edge[a, a] is inf)
+                    nd = da + edge[a, b]
+                    if nd < bar[b]:
+                        dist[b] = nd
+                        bar[b] = nd - rtol * max(1.0, abs(nd))
+                        pred[b] = a
+                        fresh[b] = True
+                        changed = True
             if not changed:
                 break
         end = -1
@@ -92,14 +149,31 @@ def _transport_ssp(C, cap, x, rtol):  # pragma: no cover - compiled
         room[end] -= 1
         b = end
         steps = 0
-        while pred[b] >= 0:
+        while pred[b] >= 0:  # the path's moves, against the graph as it stands
             a = pred[b]
-            x[arg[a, b]] = b
+            moved[steps] = arg[a, b]
+            source[steps] = a
+            target[steps] = b
             b = a
             steps += 1
             if steps > w:
                 return False
+        for k in range(steps):
+            s = moved[k]
+            x[s] = target[k]
+            _edge_leave(C, edge, arg, members, count, pos, s, source[k])
+        for k in range(steps):
+            s = moved[k]
+            t = target[k]
+            members[t, count[t]] = s
+            pos[s] = count[t]
+            count[t] += 1
+            _edge_join(C, edge, arg, s, t)
         x[i] = b
+        members[b, count[b]] = i
+        pos[i] = count[b]
+        count[b] += 1
+        _edge_join(C, edge, arg, i, b)
     return True
 
 
@@ -126,12 +200,14 @@ def solve_transport(C, cap, objective: str = "total", time_limit_s: float = 10.0
 
     ``objective="total"`` solves the transportation problem
     ``min sum_i C[i, x_i]`` s.t. worker ``j`` gets ``cap[j]`` samples exactly, by successive
-    shortest paths on the W-worker residual graph (a numba kernel, O(N^2 W + N W^3); exact and
-    integral by construction, no LP rounding). Measured on N = 1,024, W = 8 (this machine):
-    ~5-8 ms, against ~360 ms for ``linear_sum_assignment`` on the slot-expanded N x N matrix
-    (~25 ms on tie-free random costs; cache-derived costs have many ties) and ~1.3 s for
-    ``linprog(method="highs")`` on the LP. Should the kernel ever detect a numerical cycle it
-    falls back to ``linear_sum_assignment`` (``method="transport-lsa"``).
+    shortest paths on the W-worker residual graph (a numba kernel that keeps the graph's edges
+    up to date as samples move rather than rebuilding them, and relaxes only the workers whose
+    distance moved; exact and integral by construction, no LP rounding). Its times are
+    ``benchmarks/dispatch_throughput.py``'s (``esd_exact``); at N = 1,024, W = 8 the kernel
+    that rebuilt the graph took ~5-8 ms, against ~360 ms for ``linear_sum_assignment`` on the
+    slot-expanded N x N matrix (~25 ms on tie-free random costs; cache-derived costs have many
+    ties) and ~1.3 s for ``linprog(method="highs")`` on the LP. Should the kernel ever detect a
+    numerical cycle it falls back to ``linear_sum_assignment`` (``method="transport-lsa"``).
 
     Ties: deterministic. Samples are inserted in index order; each goes along the cheapest
     augmenting path (a path must beat the incumbent by a relative 1e-12 to replace it; each edge

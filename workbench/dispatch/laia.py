@@ -190,6 +190,11 @@ def _dispatch(loc, links, meta, bitmap, summary, raw, keys, quota, offset):
         mine_w = assignment[i]
         for t in range(f):
             k = keys[i, t]
+            valid = 0  # valid entries of k elsewhere (a vectorised pass over its row first:
+            for w in range(n_workers):  # most occurrences of a hot key find none left)
+                valid += loc[k, w] & 1
+            if valid == (loc[k, mine_w] & 1):
+                continue
             for w in range(n_workers):
                 v = loc[k, w]
                 if w != mine_w and v & 1:

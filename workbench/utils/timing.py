@@ -2,16 +2,20 @@
 
 Timings on a shared machine are noisy, so a comparison runs every contender once per round,
 alternating, for several rounds. The stages keep each one's best (least disturbed) time; the
-benchmarks report the median with its min and max (:func:`spread`).
+benchmarks report the median with the mean, the 95th percentile, min and max
+(:func:`spread`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 
 def repeat_seconds(runs: Mapping[str, Callable[[], object]], repeats: int,
@@ -53,18 +57,21 @@ def best_seconds(runs: Mapping[str, Callable[[], object]], repeats: int,
 
 
 def spread(samples: Sequence[float]) -> dict[str, float | int]:
-    """Median, min and max of repeated measurements (a benchmark's summary of one contender).
+    """Median, mean, 95th percentile, min and max of repeated measurements (a benchmark's
+    summary of one contender). The mean and the p95 show a slow tail the median hides.
 
     Args:
-        samples: one value per run (seconds, or a rate).
+        samples: one value per run or per batch (seconds, or a rate).
 
     Returns:
-        ``{"median", "min", "max", "n"}``.
+        ``{"median", "mean", "p95", "min", "max", "n"}``; ``p95`` interpolates linearly
+        between the order statistics (numpy's default).
     """
     if len(samples) == 0:
         raise ValueError("spread of no samples")
     arr = sorted(float(x) for x in samples)
-    return {"median": float(statistics.median(arr)), "min": arr[0], "max": arr[-1],
+    return {"median": float(statistics.median(arr)), "mean": float(statistics.fmean(arr)),
+            "p95": float(np.percentile(arr, 95)), "min": arr[0], "max": arr[-1],
             "n": len(arr)}
 
 
@@ -77,6 +84,23 @@ def paired_ratio(times: Mapping[str, Sequence[float]], num: str,
         ``{"median", "min", "max", "n"}`` of the per-round ratios.
     """
     return spread([a / b for a, b in zip(times[num], times[den], strict=True)])
+
+
+def machine() -> dict[str, str | int]:
+    """Where and when a benchmark ran, for its JSON: the UTC date, the CPU model, the CPUs,
+    Python's and numpy's versions (no host name: results are shared)."""
+    import datetime
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f
+                     if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    return {"date": datetime.datetime.now(datetime.UTC).date().isoformat(), "cpu": cpu,
+            "cpus": os.cpu_count() or 0, "python": platform.python_version(),
+            "numpy": np.__version__}
 
 
 def pin_one_core() -> None:

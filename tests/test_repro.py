@@ -1,0 +1,114 @@
+"""The parallel ``dvc repro`` runner: which stages it hands over, and in what order and company.
+
+A fake DVC (a script that records when each stage starts and ends, and fails where told) stands
+in for ``dvc repro --single-item``; ``tests/test_dvc_pipeline.py`` runs the real one on the ci
+pipeline and checks that a plain ``dvc repro`` afterwards reruns nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from workbench.repro import Scheduler, Stage, main, to_run
+from workbench.utils.errors import UserError
+
+#   a   b      (a, b independent; c needs both; d needs c; x exclusive, needs a; f frozen)
+#    \ / \
+#     c   x
+#     |
+#     d
+PIPELINE = [Stage("a", frozenset()), Stage("b", frozenset()),
+            Stage("c", frozenset({"a", "b"})), Stage("x", frozenset({"b"}), exclusive=True),
+            Stage("d", frozenset({"c"})), Stage("f", frozenset(), frozen=True)]
+
+FAKE_DVC = """
+import json, sys, time
+log, name = sys.argv[1], sys.argv[-1]
+with open(log, "a") as f:
+    f.write(json.dumps({"stage": name, "event": "start", "t": time.monotonic(),
+                        "force": "--force" in sys.argv}) + "\\n")
+time.sleep(0.4)
+with open(log, "a") as f:
+    f.write(json.dumps({"stage": name, "event": "end", "t": time.monotonic()}) + "\\n")
+print(f"Running stage '{name}':")
+sys.exit(3 if name in sys.argv[2].split(",") else 0)
+"""
+
+
+def _run(tmp_path: Path, stages: list[Stage], jobs: int, fail: str = "",
+         force: bool = False) -> tuple[int, list[dict], Scheduler]:
+    script = tmp_path / "fake_dvc.py"
+    script.write_text(FAKE_DVC)
+    log = tmp_path / "events.jsonl"
+    scheduler = Scheduler(stages, jobs, force=force, root=tmp_path,
+                          command=(sys.executable, str(script), str(log), fail or "-"))
+    code = scheduler.run()
+    events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return code, events, scheduler
+
+
+def _intervals(events: list[dict]) -> dict[str, tuple[float, float]]:
+    start = {e["stage"]: e["t"] for e in events if e["event"] == "start"}
+    return {e["stage"]: (start[e["stage"]], e["t"]) for e in events if e["event"] == "end"}
+
+
+def test_to_run_picks_changed_stages_and_what_depends_on_them() -> None:
+    names = lambda stages: [s.name for s in stages]  # noqa: E731
+    assert names(to_run(PIPELINE, force=True, changed=None)) == ["a", "b", "c", "x", "d"]
+    assert names(to_run(PIPELINE, force=False, changed={"a"})) == ["a", "c", "d"]
+    assert names(to_run(PIPELINE, force=False, changed={"f"})) == []  # frozen: never run
+    assert names(to_run(PIPELINE, force=False, changed=set())) == []
+    # a target brings what it depends on, and nothing downstream of it
+    assert names(to_run(PIPELINE, force=True, changed=None, targets=["c"])) == ["a", "b", "c"]
+    assert names(to_run(PIPELINE, force=False, changed={"b"}, targets=["x"])) == ["b", "x"]
+    with pytest.raises(UserError, match="nope: not a stage of dvc.yaml"):
+        to_run(PIPELINE, force=True, changed=None, targets=["nope"])
+
+
+def test_stages_run_after_their_inputs_two_at_a_time_and_an_exclusive_one_alone(
+        tmp_path: Path) -> None:
+    stages = to_run(PIPELINE, force=True, changed=None)
+    code, events, scheduler = _run(tmp_path, stages, jobs=2, force=True)
+    assert code == 0 and sorted(scheduler.done) == ["a", "b", "c", "d", "x"]
+    span = _intervals(events)
+    assert all(e["force"] for e in events if e["event"] == "start")
+    for stage in stages:  # every input finished before the stage started
+        assert all(span[up][1] <= span[stage.name][0] for up in stage.upstream)
+    overlap = lambda p, q: p[0] < q[1] and q[0] < p[1]  # noqa: E731
+    assert overlap(span["a"], span["b"])  # independent: side by side
+    assert not any(overlap(span["x"], span[o]) for o in "abcd")  # exclusive: alone
+    times = sorted(t for p in span.values() for t in p)
+    for t in times:  # never more than `jobs` at once
+        assert sum(p[0] <= t < p[1] for p in span.values()) <= 2
+
+
+def test_one_job_is_a_serial_run_in_pipeline_order(tmp_path: Path) -> None:
+    code, events, _ = _run(tmp_path, to_run(PIPELINE, force=True, changed=None), jobs=1)
+    started = [e["stage"] for e in events if e["event"] == "start"]
+    assert code == 0 and started == ["a", "b", "c", "d", "x"]  # exclusive last: nothing waits
+
+
+def test_a_failed_stage_starts_nothing_more_and_lets_the_others_finish(tmp_path: Path,
+                                                                        capsys) -> None:
+    code, events, scheduler = _run(tmp_path, to_run(PIPELINE, force=True, changed=None),
+                                   jobs=2, fail="a")
+    span = _intervals(events)
+    assert code == 1 and scheduler.failed == ["a"]
+    assert set(span) == {"a", "b"}  # b was running beside a and finished; c, d, x never began
+    out = capsys.readouterr().out
+    assert "repro: a FAILED (exit 3)" in out
+    assert "a failed; 1 of 5 stages done, 3 not started" in out
+
+
+def test_bad_arguments_and_a_missing_pipeline_are_one_line(tmp_path: Path, monkeypatch,
+                                                           capsys) -> None:
+    with pytest.raises(UserError, match="--jobs 0: must be >= 1"):
+        Scheduler([], 0)
+    monkeypatch.chdir(tmp_path)
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("UserError: no dvc.yaml in ") and err.count("\n") == 1

@@ -1,0 +1,307 @@
+r"""``dvc repro`` with independent stages in parallel (what ``make repro`` and ``make check`` run).
+
+DVC runs the stages of a pipeline one after another; on a machine with several cores most of
+them wait for nothing but their turn (the experiments are single-threaded by design: one torch
+thread, numba kernels). This runner reads DVC's own graph of the pipeline and hands each stage to
+``dvc repro --single-item`` as soon as the stages it depends on are done, up to ``--jobs`` at a
+time (the machine's cores by default)::
+
+    dvc.yaml --(dvc's index: stages, their deps and outs)--> DAG
+    ready = stages whose upstream stages are all done
+    while stages remain:
+        start ready stages while a slot is free   dvc --wait-for-lock repro --single-item STAGE
+          (an exclusive stage waits for an empty  (DVC decides whether it is stale, runs it,
+           machine and runs alone)                 hashes its outputs, writes its dvc.lock entry)
+        a stage ends -> its dependants may be ready; a stage fails -> start nothing more,
+                        let the running ones finish, exit 1 naming it
+
+DVC itself does everything that makes a run a ``dvc repro``: it checks each stage against
+``dvc.lock``, runs its command, and records it, under its repository lock (``--wait-for-lock``:
+two stages finishing together queue for the lock rather than fail). A second run reruns
+nothing; the lock is the one a serial ``dvc repro`` writes (DVC updates its entries in place).
+
+Which stages are handed over: with ``--force`` every stage that is not frozen (``dvc repro -f``
+skips frozen stages too); without it, those ``dvc status`` reports changed and everything
+downstream of them (DVC skips those whose inputs turn out unchanged), so an up-to-date pipeline
+costs one status check.
+
+**Exclusive stages** measure wall-clock time (RecD's throughputs, Hotline's measured CPU run,
+the real-process check's timeouts): they say so in ``dvc.yaml``'s ``meta: {exclusive: true}``
+and run with nothing beside them. Every other stage's outputs are deterministic: the order and
+company they run in changes nothing in them.
+
+Output: each stage's own lines (its log lines carry its name), a line when a stage starts and
+ends, and every minute the stages still running. Progress bars of the stages are off (two bars
+on one terminal garble each other); the runner's lines take their place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbench.utils.errors import UserError
+
+HEARTBEAT_S = 60.0  # how often the stages still running are listed
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of the pipeline as the runner sees it.
+
+    Attributes:
+        name: DVC's address (``esd``, ``download@synthetic``).
+        upstream: the stages it depends on (their outputs are its inputs).
+        exclusive: runs with no other stage beside it (``meta: {exclusive: true}``).
+        frozen: DVC never runs it (``frozen: true``).
+    """
+
+    name: str
+    upstream: frozenset[str]
+    exclusive: bool = False
+    frozen: bool = False
+
+
+def load_pipeline(root: Path) -> list[Stage]:
+    """The stages of the DVC project at ``root`` in ``dvc.yaml``'s order, from DVC's index."""
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        graph = repo.index.graph
+        stages = []
+        for stage in repo.index.stages:
+            meta = stage.meta if isinstance(stage.meta, dict) else {}
+            stages.append(Stage(stage.addressing,
+                                frozenset(s.addressing for s in graph.successors(stage)),
+                                bool(meta.get("exclusive", False)), bool(stage.frozen)))
+    return stages
+
+
+def changed_stages(root: Path) -> set[str]:
+    """The stages ``dvc status`` reports changed (their inputs, outputs or command)."""
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        return set(repo.status())
+
+
+def to_run(stages: Sequence[Stage], force: bool, changed: set[str] | None,
+           targets: Sequence[str] = ()) -> list[Stage]:
+    """The stages to hand to DVC, in pipeline order.
+
+    Args:
+        stages: the pipeline (:func:`load_pipeline`).
+        force: every stage but the frozen ones (``dvc repro -f``).
+        changed: without ``force``, the stages ``dvc status`` reports changed; they and
+            everything downstream of them run.
+        targets: only these stages and what they depend on (empty: the whole pipeline).
+
+    Raises:
+        UserError: a target that is not a stage of the pipeline.
+    """
+    by_name = {s.name: s for s in stages}
+    unknown = [t for t in targets if t not in by_name]
+    if unknown:
+        raise UserError(f"{', '.join(unknown)}: not a stage of dvc.yaml (stages: "
+                        f"{', '.join(by_name)})")
+    wanted = set(by_name)
+    if targets:
+        wanted = set()
+        todo = list(targets)
+        while todo:
+            name = todo.pop()
+            if name not in wanted:
+                wanted.add(name)
+                todo.extend(by_name[name].upstream)
+    if force:
+        pick = set(wanted)
+    else:
+        pick = set(changed or ()) & wanted
+        grew = True
+        while grew:  # downstream of a changed stage: DVC decides whether its inputs changed
+            more = {s.name for s in stages if s.name in wanted and s.upstream & pick}
+            grew = not more <= pick
+            pick |= more
+    return [s for s in stages if s.name in pick and not s.frozen]
+
+
+@dataclass
+class _Running:
+    stage: Stage
+    process: subprocess.Popen
+    started: float
+    reader: threading.Thread
+
+
+@dataclass
+class Scheduler:
+    """Runs the chosen stages through DVC, ``jobs`` at a time, in dependency order.
+
+    Args:
+        stages: the stages to run (:func:`to_run`); an upstream stage outside this list
+            counts as done.
+        jobs: stages at a time (>= 1).
+        force: pass ``-f`` to DVC (rerun a stage whatever its state).
+        command: the DVC command line before the stage's name (tests put a fake DVC here).
+        root: the project directory.
+    """
+
+    stages: Sequence[Stage]
+    jobs: int
+    force: bool = False
+    command: Sequence[str] = ()
+    root: Path = Path(".")
+    done: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    _print_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        if self.jobs < 1:
+            raise UserError(f"--jobs {self.jobs}: must be >= 1")
+        if not self.command:
+            self.command = (str(Path(sys.executable).with_name("dvc")), "--wait-for-lock",
+                            "repro", "--single-item")
+
+    def say(self, line: str) -> None:
+        """Print one line whole (the stages' output threads print too)."""
+        with self._print_lock:
+            print(line, flush=True)
+
+    def _argv(self, stage: Stage) -> list[str]:
+        return [*self.command, *(["--force"] if self.force else []), stage.name]
+
+    def _start(self, stage: Stage) -> _Running:
+        env = {**os.environ, "TQDM_DISABLE": "1",
+               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        process = subprocess.Popen(self._argv(stage), cwd=self.root, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   bufsize=1, start_new_session=True)
+
+        def forward() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                self.say(line.rstrip("\n"))
+
+        reader = threading.Thread(target=forward, daemon=True)
+        reader.start()
+        return _Running(stage, process, time.monotonic(), reader)
+
+    def _start_ready(self, pending: list[Stage], names: set[str], running: list[_Running],
+                     total: int) -> None:
+        """Start the stages whose upstream stages are done, while a slot is free. Exclusive
+        stages come last: one starts only on an empty machine with no other stage ready."""
+        if self.failed or any(r.stage.exclusive for r in running):
+            return
+        ready = [s for s in pending if not s.upstream & names - set(self.done)]
+        for stage in sorted(ready, key=lambda s: s.exclusive):  # stable: pipeline order
+            if len(running) >= self.jobs or (stage.exclusive and running):
+                return
+            pending.remove(stage)
+            running.append(self._start(stage))
+            self.say(f"repro: started {stage.name}"
+                     + (" (alone: it measures wall-clock time)" if stage.exclusive else "")
+                     + f" [{len(self.done) + len(running)}/{total}]")
+            if stage.exclusive:
+                return
+
+    def run(self) -> int:
+        """Run every stage; 0 when all succeeded, 1 when one failed (the others that were
+        running finish; nothing new starts), 130 on Ctrl-C (the running stages are stopped)."""
+        pending = list(self.stages)
+        names = {s.name for s in pending}
+        running: list[_Running] = []
+        start = last_beat = time.monotonic()
+        total = len(pending)
+        try:
+            while pending or running:
+                self._start_ready(pending, names, running, total)
+                if not running:
+                    if pending and not self.failed:  # cannot happen with a DAG from DVC
+                        raise UserError(f"stages {', '.join(s.name for s in pending)} wait on "
+                                        "each other")
+                    break
+                time.sleep(0.2)
+                for r in list(running):
+                    code = r.process.poll()
+                    if code is None:
+                        continue
+                    r.reader.join()
+                    running.remove(r)
+                    took = _duration(time.monotonic() - r.started)
+                    if code == 0:
+                        self.done.append(r.stage.name)
+                        self.say(f"repro: done {r.stage.name} in {took} "
+                                 f"[{len(self.done)}/{total}]")
+                    else:
+                        self.failed.append(r.stage.name)
+                        self.say(f"repro: {r.stage.name} FAILED (exit {code}) after {took}"
+                                 + (f"; waiting for {', '.join(x.stage.name for x in running)}"
+                                    " to finish" if running else ""))
+                now = time.monotonic()
+                if running and now - last_beat >= HEARTBEAT_S:
+                    last_beat = now
+                    self.say("repro: running " + ", ".join(
+                        f"{r.stage.name} ({_duration(now - r.started)})" for r in running)
+                        + f"; {len(self.done)}/{total} done, {_duration(now - start)} in all")
+        except KeyboardInterrupt:
+            for r in running:
+                os.killpg(r.process.pid, signal.SIGINT)
+            for r in running:
+                r.process.wait()
+            self.say("repro: interrupted; stopped " + ", ".join(r.stage.name for r in running))
+            return 130
+        if self.failed:
+            self.say(f"repro: {', '.join(self.failed)} failed; {len(self.done)} of {total} "
+                     f"stages done, {len(pending)} not started (their inputs are not ready)")
+            return 1
+        self.say(f"repro: {total} stages in {_duration(time.monotonic() - start)}"
+                 f" ({self.jobs} at a time)")
+        return 0
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m workbench.repro [-f] [--jobs N] [STAGE ...]``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m workbench.repro",
+        description="dvc repro with independent stages in parallel (module docstring).")
+    parser.add_argument("targets", nargs="*", help="stages to reproduce, with what they "
+                        "depend on (default: the whole pipeline)")
+    parser.add_argument("-f", "--force", action="store_true",
+                        help="rerun every stage that is not frozen (dvc repro -f)")
+    parser.add_argument("-j", "--jobs", type=int, default=len(os.sched_getaffinity(0))
+                        if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
+                        help="stages at a time (default: the cores this process may use)")
+    args = parser.parse_args(argv)
+    root = Path.cwd()
+    try:
+        if not (root / "dvc.yaml").is_file():
+            raise UserError(f"no dvc.yaml in {root.name}/: run this from the project's root")
+        stages = load_pipeline(root)
+        changed = None if args.force else changed_stages(root)
+        chosen = to_run(stages, args.force, changed, args.targets)
+        if not chosen:
+            print("repro: Data and pipelines are up to date.", flush=True)
+            return 0
+        print(f"repro: {len(chosen)} stages to hand to DVC, {args.jobs} at a time"
+              + ("" if args.force else " (changed, and what depends on them)"), flush=True)
+        return Scheduler(chosen, args.jobs, force=args.force, root=root).run()
+    except UserError as err:
+        print(f"{type(err).__name__}: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
