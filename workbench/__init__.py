@@ -4,8 +4,9 @@ The package is layered; a module may import only from its own package and from p
 lower layer (``tests/test_layering.py`` walks every import to keep this true)::
 
    11  cli                 the ``workbench`` console command (stage, replay, config, sweep)
-   10  sweep, explorers    Hydra multirun over any stage (joblib / cluster launchers); the
-                           notebooks' exploration sections (report's widgets over api)
+   10  sweep, explorers,   Hydra multirun over any stage (joblib / cluster launchers); the
+       repro               notebooks' exploration sections (report's widgets over api);
+                           ``dvc repro`` with independent stages side by side
     9  stages/, replay,    the stage registry and its command line; replaying your own traces;
        api                 the few calls a notebook cell makes (small live runs, tidy frames)
     8  report/, arguments  papermill runner, report sections and their pages, the claims index,
