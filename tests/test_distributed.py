@@ -389,6 +389,10 @@ def _liveness(rows: list[tuple[float, float, float]]) -> Liveness:
     ([(50, 75, 0), (50, 99.9, 72), (50, 99.9, 0)], (0, "silent", 25.0)),
     # the dispatcher never started, 21 s after the first process did
     ([(79, 99.9, 0), (80, 99.9, 0), (85, 99.9, 0), (0, 0, 0)], (3, "silent", 21.0)),
+    # the server's row read while it was being written (started, no beat yet): it counts from
+    # its start (1 s ago), never from the clock's zero (a CI run once named it "silent for
+    # 74125 s", the machine's uptime)
+    ([(99, 0, 0), (50, 99.9, 99), (50, 99.9, 99)], None),
 ])
 def test_liveness_names_the_process_without_progress(rows, found):
     lost = _liveness(rows).lost(list(range(len(rows))), now=100.0, seconds=10.0)

@@ -190,8 +190,8 @@ class Liveness:
         as soon as its parent is no longer ``parent_pid`` (the launcher died)."""
         self._rank = rank
         now = time.monotonic()
-        for column in (_STARTED, _BEAT, _BUSY):
-            self._set(column, now)
+        for column in (_BEAT, _BUSY, _STARTED):  # started last: a reader that sees it started
+            self._set(column, now)                # sees its beat too
         self._set(_PID, os.getpid())
         threading.Thread(target=self._beat, args=(parent_pid,), daemon=True,
                          name="heartbeat").start()
@@ -263,7 +263,10 @@ class Liveness:
             return None
         sel = np.asarray(ranks)
         row = table[sel]
-        silent = now - np.where(row[:, _STARTED] > 0, row[:, _BEAT], started[started > 0].min())
+        # a started process without a beat yet counts from its start (never from the clock's
+        # zero: a row read while the process writes it must not read as hours of silence)
+        beat = np.where(row[:, _BEAT] > 0, row[:, _BEAT], row[:, _STARTED])
+        silent = now - np.where(row[:, _STARTED] > 0, beat, started[started > 0].min())
         busy = np.where(row[:, _BUSY] > 0, now - row[:, _BUSY], 0.0)
         age = np.maximum(silent, busy)
         is_silent = silent >= BLAME_FRACTION * age
