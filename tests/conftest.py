@@ -46,14 +46,17 @@ PROJECT_FILES = ["workbench", "notebooks", "dvc.yaml", ".dvcignore", "pyproject.
 REPRO_LOG = "repro.log"
 
 
-def sh(args: list[str], cwd: Path) -> str:
+def sh(args: list[str], cwd: Path, *, own_root: bool = False) -> str:
     """Run a command of the project (this venv's ``python`` and ``dvc`` first on PATH, no
-    progress bars); its output, or a failed assertion with it."""
+    progress bars); its output, or a failed assertion with it. ``own_root`` drops
+    ``WORKBENCH_ROOT``, so the command finds its project from ``cwd`` as a user's shell does."""
     import subprocess
     import sys
 
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
            "TQDM_DISABLE": "1"}
+    if own_root:
+        env.pop("WORKBENCH_ROOT", None)
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout + proc.stderr

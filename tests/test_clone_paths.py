@@ -9,7 +9,6 @@ byte, and no stage output holds the machine's paths.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import shared_data_dir
+from conftest import sh, shared_data_dir
 from workbench.utils.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.slow,
@@ -25,12 +24,7 @@ pytestmark = [pytest.mark.slow,
 
 
 def _sh(args: list[str], cwd: Path) -> str:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-           "TQDM_DISABLE": "1"}
-    env.pop("WORKBENCH_ROOT", None)
-    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600)
-    assert proc.returncode == 0, f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout + proc.stderr
+    return sh(args, cwd, own_root=True)
 
 
 def _copy_tree(dest: Path) -> None:

@@ -200,7 +200,8 @@ class Scheduler:
         stages come last: one starts only on an empty machine with no other stage ready."""
         if self.failed or any(r.stage.exclusive for r in running):
             return
-        ready = [s for s in pending if not s.upstream & names - set(self.done)]
+        waiting_on = names - set(self.done)  # stages of this run not yet done
+        ready = [s for s in pending if not (s.upstream & waiting_on)]
         for stage in sorted(ready, key=lambda s: s.exclusive):  # stable: pipeline order
             if len(running) >= self.jobs or (stage.exclusive and running):
                 return
