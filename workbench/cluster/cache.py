@@ -26,10 +26,10 @@ Write of keys K with one gradient row per occurrence, write bound s_w:
 Clock unit (``CacheSpec.clock``): ``update`` (above: a tick per gradient row, Hetu's code) or
 ``iteration`` (a tick per write call that updates the row, whatever its occurrences: the HET
 paper's per-embedding clock, section 3.1, in which s = 100 means 100 of this worker's iterations).
-Policies: LRU (recency list); LFU (frequency buckets, recency order inside a bucket, evict the
-oldest line of the lowest bucket); LFUOpt (HET's light LFU: a line reaching 10 uses becomes
-permanent; when every line is permanent a new key is not cached); none (capacity 0: pull and push
-every key every step).
+Policies: LRU (recency queue, below); LFU (frequency buckets, recency order inside a bucket,
+evict the oldest line of the lowest bucket); LFUOpt (HET's light LFU: a line reaching 10 uses
+becomes permanent; when every line is permanent a new key is not cached); none (capacity 0: pull
+and push every key every step).
 
 Layout (struct of arrays, so the kernels compile with numba and nothing loops per key in Python):
 
@@ -37,20 +37,43 @@ Layout (struct of arrays, so the kernels compile with numba and nothing loops pe
   :class:`~workbench.cluster.edge_cluster.EdgeCluster`, column w of one key-major ``[rows, W]``
   table (:func:`cluster_slots`), so the ESD cost model reads every worker's slot of a key from
   one memory line;
-* ``links[C, 4]`` (int32): prev, next, bucket, freq of each slot (the list links, 16 bytes a
-  line, apart from the rest so a list walk stays in the core's L2 cache);
-* ``lines[C, 3]`` (int64): key, version, updates of each slot;
-* ``vecs[2, C, D]``: value and grad of each slot (float32, as on the wire);
+* ``links[C, 4]`` (int32): prev, next, bucket, freq of each slot (the LFU and LFUOpt list
+  links, 16 bytes a line, apart from the rest so a list walk stays in the core's L2 cache; one
+  unused row for LRU and none);
+* ``lines[C, 4]`` (int64): key, version, updates and LRU queue position of each slot (32 bytes:
+  two lines to a 64-byte cache line, so the touch and the version check share one);
+* ``lru_q[Q]`` (int32, Q = 2C + 1; LRU only): the recency queue, below;
+* ``vecs[C, 2, D]``: value and grad of each slot (float32, as on the wire; side by side, so a
+  write's two row updates share a cache line at D = 8);
 * ``buckets[NB, 5]``: freq, head, tail, prev, next of each bucket (an LRU list of lines);
-  LRU uses bucket 0, LFUOpt buckets 1..9 (use counts), LFU a sorted list of buckets allocated
+  LFUOpt uses buckets 1..9 (use counts), LFU a sorted list of buckets allocated
   from a free pool;
 * ``queue_i[C, 2]``, ``queue_g[C, D]``: the dirty-eviction queue (key, updates; grad);
-* ``meta[8]``: policy, capacity, size, first LFU bucket, free-bucket top, queue length,
-  permanent lines, dirty lines (kept up to date so the ESD cost model reads it in O(1));
+* ``meta[10]``: policy, capacity, size, first LFU bucket, free-bucket top, queue length,
+  permanent lines, dirty lines (kept up to date so the ESD cost model reads it in O(1)), LRU
+  queue head and tail;
 * ``counters``: see :data:`COUNTERS`.
 
 Between two writes a line can be evicted dirty at most once (a re-inserted line is clean), so
 the queue never holds more than C entries.
+
+LRU's recency queue (exact LRU, lazily deleted). A touch or an insert of slot s appends s at the
+tail and records the position; an entry whose slot has been touched since is stale::
+
+    lru_q:  [ head ... stale  s3  stale  s7  s1 ... tail )      lines[s, 3] = s's live position
+              ^ oldest live entry = the LRU line (the victim)
+
+    touch(s):  lru_q[tail] = s;  lines[s, 3] = tail;  tail += 1
+    victim:    while lines[lru_q[head], 3] != head: head += 1      (skip stale entries)
+    full tail: compact the live entries (at most C) to the front, in order
+
+Every live line has exactly one live entry, in the order of its last touch, so the oldest live
+entry is exactly the doubly linked list's tail: the same victims, hence the same counters. A touch
+writes one word of a line the kernel reads anyway and one sequential queue word (a list's touch
+rewrites both neighbours, two random lines), and the victims are found by a sequential scan that
+can be prefetched (a list's tail walk is a chain of dependent random loads). Each entry is
+appended once and skipped once: O(1) amortised per touch; the compaction every >= C + 1 appends
+reads at most 2C + 1 entries.
 
 Speed (``benchmarks/cache_replay.py``): the sorted unique keys of a call come from the server's
 two-level bitmap (:mod:`workbench.utils.bitset`, no sort), and a write of the keys just read
@@ -88,14 +111,15 @@ PUSH_COUNTERS = ("bound_pushes", "evict_pushes", "uncached_pushes", "flush_pushe
 _PREV, _NEXT = PREV, NEXT
 _BUCKET, _FREQ = 2, 3
 # lines[] columns (int64)
-_KEY, _VER, _UPD = 0, 1, 2
+_KEY, _VER, _UPD, _QPOS = 0, 1, 2, 3
+LINE_COLUMNS = 4
 #: lines[] columns read by other modules: the cached row's version, its unpushed updates
 LINE_VERSION, LINE_UPDATES = _VER, _UPD
 # buckets[] columns: a bucket is a list of lines, and a node of the chain of LFU buckets
 _BHEAD, _BTAIL = HEAD, TAIL
 _BFREQ, _BPREV, _BNEXT = range(2, 5)
 # meta[] entries
-_POLICY, _CAP, _SIZE, _FIRST, _FREE_TOP, _QLEN, _PERM, _DIRTY = range(8)
+_POLICY, _CAP, _SIZE, _FIRST, _FREE_TOP, _QLEN, _PERM, _DIRTY, _QHEAD, _QTAIL = range(10)
 _NONE, _LRU, _LFU, _LFUOPT = 0, 1, 2, 3
 # prefetch distances (in touches) of a line and of its list neighbours
 _AHEAD, _NEAR = 8, 4
@@ -152,17 +176,48 @@ def _drop_bucket_if_empty(buckets, free_b, meta, b):
     meta[_FREE_TOP] += 1
 
 
+@nb.njit(cache=True, _nrt=False)
+def _lru_append(lines, lru_q, meta, s):
+    """Make slot ``s`` the most recently used line: append it to the recency queue."""
+    t = meta[_QTAIL]
+    if t == lru_q.shape[0]:  # full: keep the live entries (<= C < Q), in order
+        w = 0
+        for i in range(meta[_QHEAD], t):
+            x = lru_q[i]
+            if lines[x, _QPOS] == i:
+                lru_q[w] = x
+                lines[x, _QPOS] = w
+                w += 1
+        meta[_QHEAD] = 0
+        t = w
+    lru_q[t] = s
+    lines[s, _QPOS] = t
+    meta[_QTAIL] = t + 1
+
+
+@nb.njit(cache=True, _nrt=False)
+def _lru_victim(lines, lru_q, meta):
+    """The least recently used line (the oldest live queue entry; the cache is full), its
+    entry consumed."""
+    h = meta[_QHEAD]
+    ahead = meta[_QTAIL] - _AHEAD
+    while lines[lru_q[h], _QPOS] != h:
+        if h < ahead:
+            prefetch(lines, lru_q[h + _AHEAD] * LINE_COLUMNS)
+        h += 1
+    meta[_QHEAD] = h + 1
+    return lru_q[h]
+
+
 # ------------------------------------------------------------------------------------------
 # Policy operations
 # ------------------------------------------------------------------------------------------
 
 @nb.njit(cache=True, _nrt=False)
 def _touch(links, buckets, free_b, meta, s):
+    """Count a use of slot ``s`` in LFU or LFUOpt (LRU: :func:`_lru_append`)."""
     policy = meta[_POLICY]
-    if policy == _LRU:
-        _unlink(links, buckets, s)
-        _push_front(links, buckets, s, 0)
-    elif policy == _LFU:
+    if policy == _LFU:
         b = links[s, _BUCKET]
         f = links[s, _FREQ] + 1
         nxt = buckets[b, _BNEXT]
@@ -189,13 +244,20 @@ def _touch(links, buckets, free_b, meta, s):
 
 
 @nb.njit(cache=True)
-def _lookup_and_touch(slot_of, uniq, links, buckets, free_b, meta):
+def _lookup_and_touch(slot_of, uniq, links, lines, lru_q, buckets, free_b, meta):
     """The slot of every key of ``uniq`` (-1: not cached); touch the cached ones in key order,
-    prefetching the links (and their list neighbours) a few touches ahead."""
+    prefetching the lines (LRU) or the links and their list neighbours a few touches ahead."""
     m = uniq.shape[0]
     slots = np.empty(m, np.int64)
     for j in range(m):
         slots[j] = slot_of[uniq[j]]
+    if meta[_POLICY] == _LRU:
+        for j in range(m):
+            if j + _AHEAD < m and slots[j + _AHEAD] >= 0:
+                prefetch(lines, slots[j + _AHEAD] * LINE_COLUMNS)
+            if slots[j] >= 0:
+                _lru_append(lines, lru_q, meta, slots[j])
+        return slots
     width = links.shape[1]
     for j in range(m):
         if j + _AHEAD < m and slots[j + _AHEAD] >= 0:
@@ -211,10 +273,8 @@ def _lookup_and_touch(slot_of, uniq, links, buckets, free_b, meta):
 
 @nb.njit(cache=True, _nrt=False)
 def _victim(links, buckets, meta):
-    policy = meta[_POLICY]
-    if policy == _LRU:
-        return buckets[0, _BTAIL]
-    if policy == _LFU:
+    """The next victim of LFU or LFUOpt (-1: every line is permanent)."""
+    if meta[_POLICY] == _LFU:
         return buckets[meta[_FIRST], _BTAIL]
     for b in range(1, LFUOPT_PERMANENT):
         if buckets[b, _BTAIL] >= 0:
@@ -223,16 +283,18 @@ def _victim(links, buckets, meta):
 
 
 @nb.njit(cache=True, _nrt=False)
-def _insert(slot_of, links, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counters, key):
+def _insert(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g, meta, counters,
+            key):
     """Give ``key`` a slot (evicting when full); return it, or -1 when it cannot be cached."""
     cap = meta[_CAP]
     if cap == 0:
         return -1
+    policy = meta[_POLICY]
     if meta[_SIZE] < cap:
         s = meta[_SIZE]
         meta[_SIZE] += 1
     else:
-        s = _victim(links, buckets, meta)
+        s = _lru_victim(lines, lru_q, meta) if policy == _LRU else _victim(links, buckets, meta)
         if s < 0:
             return -1
         counters[_EVICTIONS] += 1
@@ -242,20 +304,21 @@ def _insert(slot_of, links, lines, vecs, buckets, free_b, queue_i, queue_g, meta
             queue_i[q, 0] = lines[s, _KEY]
             queue_i[q, 1] = lines[s, _UPD]
             for d in range(vecs.shape[2]):
-                queue_g[q, d] = vecs[1, s, d]
+                queue_g[q, d] = vecs[s, 1, d]
             meta[_QLEN] = q + 1
-        b = links[s, _BUCKET]
-        _unlink(links, buckets, s)
-        if meta[_POLICY] == _LFU:
-            _drop_bucket_if_empty(buckets, free_b, meta, b)
+        if policy != _LRU:
+            b = links[s, _BUCKET]
+            _unlink(links, buckets, s)
+            if policy == _LFU:
+                _drop_bucket_if_empty(buckets, free_b, meta, b)
         slot_of[lines[s, _KEY]] = -1
     lines[s, _KEY] = key
-    links[s, _FREQ] = 1
     slot_of[key] = s
-    policy = meta[_POLICY]
     if policy == _LRU:
-        _push_front(links, buckets, s, 0)
-    elif policy == _LFUOPT:
+        _lru_append(lines, lru_q, meta, s)
+        return s
+    links[s, _FREQ] = 1
+    if policy == _LFUOPT:
         _push_front(links, buckets, s, 1)
     else:
         first = meta[_FIRST]
@@ -293,10 +356,10 @@ def _unique(keys, bitmap, summary, scratch):
 
 
 @nb.njit(cache=True)
-def _read(slot_of, links, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counters,
+def _read(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g, meta, counters,
           srv_val, srv_ver, keys, uniq, inv, read_bound, out, want_values):
     m = uniq.shape[0]
-    slots = _lookup_and_touch(slot_of, uniq, links, buckets, free_b, meta)
+    slots = _lookup_and_touch(slot_of, uniq, links, lines, lru_q, buckets, free_b, meta)
     misses = 0
     stale = 0
     for j in range(m):
@@ -307,16 +370,17 @@ def _read(slot_of, links, lines, vecs, buckets, free_b, queue_i, queue_g, meta, 
                 stale += 1
                 lines[s, _VER] = srv_ver[u]
                 for d in range(srv_val.shape[1]):
-                    vecs[0, s, d] = srv_val[u, d] + vecs[1, s, d]
+                    vecs[s, 0, d] = srv_val[u, d] + vecs[s, 1, d]
         else:
             misses += 1
     if want_values:
         dim = out.shape[1]
-        for i in range(keys.shape[0]):
+        n = keys.shape[0]
+        for i in range(n):
             s = slots[inv[i]]
             if s >= 0:
                 for d in range(dim):
-                    out[i, d] = vecs[0, s, d]
+                    out[i, d] = vecs[s, 0, d]
             else:
                 u = uniq[inv[i]]
                 for d in range(dim):
@@ -324,14 +388,14 @@ def _read(slot_of, links, lines, vecs, buckets, free_b, queue_i, queue_g, meta, 
     for j in range(m):
         if slots[j] < 0:
             u = uniq[j]
-            s = _insert(slot_of, links, lines, vecs, buckets, free_b, queue_i, queue_g, meta,
-                        counters, u)
+            s = _insert(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g,
+                        meta, counters, u)
             if s >= 0:
                 lines[s, _VER] = srv_ver[u]
                 lines[s, _UPD] = 0
                 for d in range(srv_val.shape[1]):
-                    vecs[0, s, d] = srv_val[u, d]
-                    vecs[1, s, d] = 0.0
+                    vecs[s, 0, d] = srv_val[u, d]
+                    vecs[s, 1, d] = 0.0
     counters[_READS] += 1
     counters[_KEYS_READ] += keys.shape[0]
     counters[_UNIQUE_READ] += m
@@ -366,24 +430,25 @@ def _push_row(srv_val, srv_ver, key, src, row, updates, log_i, log_g):
 
 
 @nb.njit(cache=True)
-def _write(slot_of, links, lines, vecs, buckets, free_b, queue_i, queue_g, meta, counters,
+def _write(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g, meta, counters,
            srv_val, srv_ver, keys, uniq, inv, grads, const_grad, write_bound, per_occurrence,
            log_i, log_g):
     m = uniq.shape[0]
     dim = vecs.shape[2]
-    slots = _lookup_and_touch(slot_of, uniq, links, buckets, free_b, meta)
+    slots = _lookup_and_touch(slot_of, uniq, links, lines, lru_q, buckets, free_b, meta)
     direct = np.zeros((m, dim), np.float32)
     occurrences = np.zeros(m, np.int64)
     per_row = grads.shape[0] > 0
-    for i in range(keys.shape[0]):
+    n = keys.shape[0]
+    for i in range(n):
         j = inv[i]
         s = slots[j]
         occurrences[j] += 1
         if s >= 0:
             for d in range(dim):
                 g = grads[i, d] if per_row else const_grad
-                vecs[0, s, d] += g
-                vecs[1, s, d] += g
+                vecs[s, 0, d] += g
+                vecs[s, 1, d] += g
         else:
             for d in range(dim):
                 direct[j, d] += grads[i, d] if per_row else const_grad
@@ -397,7 +462,7 @@ def _write(slot_of, links, lines, vecs, buckets, free_b, queue_i, queue_g, meta,
                 meta[_DIRTY] += 1
             lines[s, _UPD] += direct_n[j]
     pushed = 0
-    grad_rows = vecs[1]
+    grad_rows = vecs[:, 1, :]
     for j in range(m):
         s = slots[j]
         if s >= 0:
@@ -408,7 +473,7 @@ def _write(slot_of, links, lines, vecs, buckets, free_b, queue_i, queue_g, meta,
                 lines[s, _UPD] = 0
                 meta[_DIRTY] -= 1
                 for d in range(dim):
-                    vecs[1, s, d] = 0.0
+                    vecs[s, 1, d] = 0.0
                 counters[_BOUND_PUSHES] += 1
                 pushed += 1
         else:
@@ -434,7 +499,7 @@ def _drain_queue(queue_i, queue_g, meta, counters, srv_val, srv_ver, log_i, log_
 
 @nb.njit(cache=True)
 def _flush(lines, vecs, queue_i, queue_g, meta, counters, srv_val, srv_ver, log_i, log_g):
-    grad_rows = vecs[1]
+    grad_rows = vecs[:, 1, :]
     for s in range(meta[_SIZE]):
         upd = lines[s, _UPD]
         if upd > 0:
@@ -443,7 +508,7 @@ def _flush(lines, vecs, queue_i, queue_g, meta, counters, srv_val, srv_ver, log_
             lines[s, _UPD] = 0
             meta[_DIRTY] -= 1
             for d in range(vecs.shape[2]):
-                vecs[1, s, d] = 0.0
+                vecs[s, 1, d] = 0.0
             counters[_FLUSH_PUSHES] += 1
     _drain_queue(queue_i, queue_g, meta, counters, srv_val, srv_ver, log_i, log_g)
 
@@ -515,11 +580,11 @@ def cluster_slots(spec: CacheSpec, rows: int, workers: int) -> tuple[np.ndarray,
 
     Returns:
         ``slot_of``: ``int32[rows, W]``, key-major (all workers' slots of a key on one line);
-        ``lines``: ``int64[W, max(C, 1), 3]``.
+        ``lines``: ``int64[W, max(C, 1), 4]``.
     """
     cap = 0 if spec.policy == "none" else int(spec.capacity)
     return (np.full((rows, workers), -1, dtype=np.int32),
-            np.full((workers, max(cap, 1), 3), -1, dtype=np.int64))
+            np.full((workers, max(cap, 1), LINE_COLUMNS), -1, dtype=np.int64))
 
 
 class WorkerCache:
@@ -532,7 +597,8 @@ class WorkerCache:
         slot_of: the slot of every key, ``int32[rows]`` filled with -1; a view of the cluster's
             key-major ``[rows, W]`` table (:func:`cluster_slots`) lets the ESD cost model read
             every worker's state of a key from one memory line. None: a private array.
-        lines: key, version and updates of every slot, ``int64[max(C, 1), 3]`` filled with -1
+        lines: key, version, updates and LRU queue position of every slot,
+            ``int64[max(C, 1), 4]`` filled with -1
             (a view of :func:`cluster_slots`' stacked lines); None: a private array.
 
     Example::
@@ -555,24 +621,26 @@ class WorkerCache:
         if slot_of is None:
             slot_of = np.full(server.rows, -1, dtype=np.int32)  # 4 bytes per row per worker
         if lines is None:
-            lines = np.full((max(cap, 1), 3), -1, dtype=np.int64)
+            lines = np.full((max(cap, 1), LINE_COLUMNS), -1, dtype=np.int64)
         if slot_of.shape != (server.rows,) or slot_of.dtype != np.int32:
             raise ValueError(f"slot_of: int32[{server.rows}] expected, got "
                              f"{slot_of.dtype}{list(slot_of.shape)}")
-        if lines.shape != (max(cap, 1), 3) or lines.dtype != np.int64:
-            raise ValueError(f"lines: int64[{max(cap, 1)}, 3] expected, got "
+        if lines.shape != (max(cap, 1), LINE_COLUMNS) or lines.dtype != np.int64:
+            raise ValueError(f"lines: int64[{max(cap, 1)}, {LINE_COLUMNS}] expected, got "
                              f"{lines.dtype}{list(lines.shape)}")
         self.slot_of = slot_of
         self.lines = lines
         # the list links apart from the keys and versions: the lists' pointer chasing reads
         # 16-byte rows that stay in the core's L2 cache for 100k-line caches
-        self.links = np.full((max(cap, 1), 4), -1, dtype=np.int32)
-        self.vecs = np.zeros((2, max(cap, 1), dim), dtype=np.float32)
+        lists = spec.policy in ("lfu", "lfuopt")
+        self.links = np.full((max(cap, 1) if lists else 1, 4), -1, dtype=np.int32)
+        self.lru_q = np.zeros(2 * cap + 1 if spec.policy == "lru" else 1, dtype=np.int32)
+        self.vecs = np.zeros((max(cap, 1), 2, dim), dtype=np.float32)
         self.buckets = np.full((n_buckets, 5), -1, dtype=np.int64)
-        self.buckets[:, _BFREQ] = np.arange(n_buckets)  # LRU bucket 0, LFUOpt buckets 1..9
+        self.buckets[:, _BFREQ] = np.arange(n_buckets)  # LFUOpt buckets 1..9
         self.queue_i = np.zeros((max(cap, 1), 2), dtype=np.int64)
         self.queue_g = np.zeros((max(cap, 1), dim), dtype=np.float32)
-        self.meta = np.zeros(8, dtype=np.int64)
+        self.meta = np.zeros(10, dtype=np.int64)
         self.meta[_POLICY] = POLICIES[spec.policy]
         self.meta[_CAP] = cap
         self.meta[_FIRST] = -1
@@ -599,7 +667,8 @@ class WorkerCache:
         return int(self.meta[_CAP])
 
     def _state(self) -> tuple:
-        return (self.slot_of, self.links, self.lines, self.vecs, self.buckets, self.free_b,
+        return (self.slot_of, self.links, self.lines, self.lru_q, self.vecs, self.buckets,
+                self.free_b,
                 self.queue_i, self.queue_g, self.meta, self.counters, self.server.values,
                 self.server.versions)
 
@@ -693,7 +762,7 @@ class WorkerCache:
         size, q = self.size, int(self.meta[_QLEN])
         dirty = np.flatnonzero(self.lines[:size, _UPD] != 0)
         keys = np.concatenate([self.lines[dirty, _KEY], self.queue_i[:q, 0]])
-        grads = np.concatenate([self.vecs[1, dirty], self.queue_g[:q]])
+        grads = np.concatenate([self.vecs[dirty, 1], self.queue_g[:q]])
         return keys, grads
 
     def counter_dict(self) -> dict[str, int]:
@@ -709,16 +778,18 @@ class WorkerCache:
         s = self.slot_of[key]
         if s < 0:
             return None
-        return {"value": self.vecs[0, s].copy(), "grad": self.vecs[1, s].copy(),
+        return {"value": self.vecs[s, 0].copy(), "grad": self.vecs[s, 1].copy(),
                 "version": int(self.lines[s, _VER]), "updates": int(self.lines[s, _UPD])}
 
     def eviction_order(self) -> list[int]:
         """Cached, evictable keys, next victim first (for tests and inspection)."""
         order: list[int] = []
         policy = self.meta[_POLICY]
-        if policy == _LRU:
-            bucket_ids = [0]
-        elif policy == _LFUOPT:
+        if policy == _LRU:  # the live queue entries, oldest first
+            pos = np.arange(self.meta[_QHEAD], self.meta[_QTAIL])
+            live = pos[self.lines[self.lru_q[pos], _QPOS] == pos]
+            return [int(k) for k in self.lines[self.lru_q[live], _KEY]]
+        if policy == _LFUOPT:
             bucket_ids = list(range(1, LFUOPT_PERMANENT))
         else:
             bucket_ids, b = [], int(self.meta[_FIRST])
