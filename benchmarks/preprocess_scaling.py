@@ -1,14 +1,26 @@
 """Benchmark: preprocess throughput and peak memory against input size, streaming vs in memory.
 
-Input: the full-size synthetic (Criteo Kaggle's cardinalities, ``cardinality_scale = 1.0``)
-written as Criteo ``train.txt`` (TSV, no header, 8-hex-digit tokens) by
-:func:`workbench.data.synthetic.write_criteo_tsv`: 1M, 10M and 45M rows (Criteo Kaggle has
-45.8M). Each size is preprocessed by the stage's own code (``pipeline.preprocess``, a ``local``
-``criteo_tsv`` source, ``min_count = 3`` as for Criteo Kaggle) in a fresh process per engine:
+Inputs, written once per size in a child process and cached under ``--workdir``:
+
+* ``criteo_tsv``: the full-size synthetic (Criteo Kaggle's cardinalities, ``cardinality_scale =
+  1.0``) written as Criteo ``train.txt`` (TSV, no header, 8-hex-digit tokens) by
+  :func:`workbench.data.synthetic.write_criteo_tsv`: 1M, 10M and 45M rows (Criteo Kaggle has
+  45.8M);
+* ``avazu_csv``: an Avazu-shaped CSV (:func:`write_avazu_csv`: the header ``id,click,hour,
+  C1,...,C21``, Avazu's per-column cardinalities, Zipf(1.3) popularity, 17% clicks, ten days of
+  ``YYMMDDHH`` hours in order).
+
+Each size is preprocessed by the stage's own code (``pipeline.preprocess``, a ``local`` source,
+``min_count = 3`` as for Criteo Kaggle) in a fresh process per engine:
 
 * ``streaming``: DuckDB, ``memory_limit_mb`` (default 2048);
 * ``memory``: the in-memory path (pandas), only where its peak, extrapolated linearly from the
   smallest size, stays under 80% of this machine's RAM; otherwise recorded as skipped.
+
+With ``--baseline DIR`` (a checkout of an earlier version, e.g. ``git worktree add /tmp/base
+<commit>``) every streaming run is repeated, right after, with that checkout's ``workbench`` first
+on ``PYTHONPATH``, on the same input: the before/after of one run, and ``speedup`` = the
+baseline's seconds / ours (issue 35's target: 3x at 10M rows for both formats).
 
 Per run: wall seconds, rows/s, and the child's peak RSS (``wait4``'s ``ru_maxrss``; the inputs
 are generated in a child too, so this process stays small: a child's peak counts its parent's
@@ -18,6 +30,7 @@ linear: flat seconds per row; streaming memory flat). Inputs are cached under ``
 (11 GB at 45M rows) and reused when their size matches.
 
 Usage: python benchmarks/preprocess_scaling.py [--sizes 1000000 10000000 45000000]
+       [--formats criteo_tsv avazu_csv] [--engines streaming memory] [--baseline DIR]
        [--memory-limit-mb 2048] [--workdir data/bench] [--keep-inputs] [--keep-outputs]
        [--out benchmarks/results/preprocess_scaling.json]
 """
@@ -41,10 +54,24 @@ GENERATE = """
 import sys
 from workbench.data.config import SyntheticConfig
 from workbench.data.synthetic import write_criteo_tsv
-rows, seed, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-write_criteo_tsv(SyntheticConfig(rows=rows, cardinality_scale=1.0, chunk_rows=1_000_000), seed,
-                 path, progress=True)
+fmt, rows, seed, path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+if fmt == "criteo_tsv":
+    write_criteo_tsv(SyntheticConfig(rows=rows, cardinality_scale=1.0, chunk_rows=1_000_000),
+                     seed, path, progress=True)
+else:
+    sys.path.insert(0, sys.argv[5])
+    from preprocess_scaling import write_avazu_csv
+    write_avazu_csv(rows, seed, path)
 """
+FILE_NAMES = {"criteo_tsv": "train.txt", "avazu_csv": "train.csv"}
+TARGET_SPEEDUP = 3.0  # issue 35: streaming rows/s against the baseline's, at 10M rows
+AVAZU_CARDINALITY = {  # Avazu CTR's distinct values per column (its 40M-row train file)
+    "C1": 7, "banner_pos": 7, "site_id": 4737, "site_domain": 7745, "site_category": 26,
+    "app_id": 8552, "app_domain": 559, "app_category": 36, "device_id": 2686408,
+    "device_ip": 6729486, "device_model": 8251, "device_type": 5, "device_conn_type": 4,
+    "C14": 2626, "C15": 8, "C16": 9, "C17": 435, "C18": 4, "C19": 68, "C20": 172, "C21": 60}
+AVAZU_HEX = {"site_id", "site_domain", "site_category", "app_id", "app_domain", "app_category",
+             "device_id", "device_ip", "device_model"}
 CHILD = """
 import sys, json, logging
 from pathlib import Path
@@ -60,8 +87,43 @@ def _ram_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def _input(workdir: Path, rows: int, seed: int) -> Path:
-    path = workdir / f"criteo_full_{rows}" / "train.txt"
+def write_avazu_csv(rows: int, seed: int, path: str | Path, chunk: int = 1_000_000) -> None:
+    """An Avazu-shaped ``train`` CSV of ``rows`` rows (see the module docstring), vectorised."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from workbench.data.formats.avazu import AVAZU_HEADER
+
+    rng = np.random.default_rng(seed)
+    hexdigits = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+    shifts = np.arange(28, -1, -4, dtype=np.uint64)
+
+    def text(values: np.ndarray) -> pa.Array:
+        return pa.array(values).cast(pa.string())
+
+    with open(path, "wb") as f:
+        f.write((",".join(AVAZU_HEADER) + "\n").encode())
+        for done in range(0, rows, chunk):
+            n = min(chunk, rows - done)
+            hours = (done + np.arange(n, dtype=np.int64)) * 240 // rows  # ten days, in order
+            cols = {"id": text(rng.integers(0, 2**63 - 1, n)),
+                    "click": text((rng.random(n) < 0.17).astype(np.int64)),
+                    "hour": text(14_102_100 + hours // 24 * 100 + hours % 24)}
+            for name in AVAZU_HEADER[3:]:
+                rank = np.minimum(rng.zipf(1.3, n) - 1, AVAZU_CARDINALITY[name] - 1)
+                v = (rank.astype(np.uint64) * np.uint64(2654435761)) % np.uint64(2**32)
+                if name in AVAZU_HEX:  # 8 hex digits, as Avazu's hashed ids
+                    chars = hexdigits[(v[:, None] >> shifts) & np.uint64(15)]
+                    cols[name] = pa.array(chars.view("S8").ravel()).cast(pa.string())
+                else:
+                    cols[name] = text((v % np.uint64(100_000)).astype(np.int64))
+            pacsv.write_csv(pa.table(cols), f, pacsv.WriteOptions(include_header=False,
+                                                                 quoting_style="none"))
+
+
+def _input(workdir: Path, fmt: str, rows: int, seed: int) -> Path:
+    path = workdir / f"{fmt}_{rows}" / FILE_NAMES[fmt]
     marker = path.with_suffix(".rows")
     if path.exists() and marker.exists() and marker.read_text().strip() == str(rows):
         return path
@@ -69,7 +131,8 @@ def _input(workdir: Path, rows: int, seed: int) -> Path:
     t0 = time.perf_counter()
     # In a child process: the generator's model (~1.5 GB at full size) must not raise this
     # process's RSS, which every measured child starts from (ChildRun.floor_mb).
-    code = run_measured([sys.executable, "-c", GENERATE, str(rows), str(seed), str(path)])
+    code = run_measured([sys.executable, "-c", GENERATE, fmt, str(rows), str(seed), str(path),
+                         str(Path(__file__).resolve().parent)])
     if code.exit_code != 0:
         raise RuntimeError(f"generating {path} failed (exit {code.exit_code})")
     marker.write_text(f"{rows}\n")
@@ -78,13 +141,18 @@ def _input(workdir: Path, rows: int, seed: int) -> Path:
     return path
 
 
-def _run(ds: DatasetConfig, root: Path) -> dict:
-    """Preprocess in a child process; its wall time and peak RSS."""
+def _run(ds: DatasetConfig, root: Path, baseline: Path | None = None) -> dict:
+    """Preprocess in a child process (with ``baseline``'s ``workbench`` first on the path when
+    given); its wall time and peak RSS."""
     shutil.rmtree(root / "processed" / ds.name, ignore_errors=True)
     args = {k: getattr(ds, k) for k in ("name", "source", "format", "path", "files", "min_count",
                                          "test_fraction", "engine", "memory_limit_mb",
                                          "row_group_rows")}
-    run = run_measured([sys.executable, "-c", CHILD, json.dumps(args), str(root)])
+    env = None
+    if baseline is not None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(baseline.resolve()), os.environ.get("PYTHONPATH")]))}
+    run = run_measured([sys.executable, "-c", CHILD, json.dumps(args), str(root)], env=env)
     seconds = run.seconds
     if run.exit_code != 0:
         return {"engine": ds.engine, "failed": True, "exit": run.exit_code, "seconds": seconds,
@@ -101,10 +169,77 @@ def _run(ds: DatasetConfig, root: Path) -> dict:
             "output_bytes": sum(f.stat().st_size for f in out.glob("*.parquet"))}
 
 
+def _describe(checkout: Path) -> str:
+    """The baseline checkout as its commit (no machine paths in the JSON)."""
+    import subprocess
+
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=checkout,
+                          capture_output=True, text=True)
+    return f"commit {head.stdout.strip()}" if head.returncode == 0 else "a checkout (not git)"
+
+
+def _sizes(args: argparse.Namespace, fmt: str, ram: int) -> list[dict]:
+    """Every size of one format: each engine, and the baseline's streaming run beside ours."""
+    from workbench.data import pipeline
+
+    runs: list[dict] = []
+    memory_mb_per_row: float | None = None
+    for rows in sorted(args.sizes):
+        path = _input(args.workdir, fmt, rows, args.seed)
+        root = args.workdir / f"root_{fmt}_{rows}"
+        base = DatasetConfig(name=f"{fmt}_{rows}", source="local", format=fmt,
+                             path=str(path.parent.resolve()), files=[path.name], min_count=3,
+                             memory_limit_mb=args.memory_limit_mb)
+        pipeline.download(base, root, seed=args.seed)  # manifest (sha256 of the input)
+        for engine in args.engines:
+            ds = DatasetConfig(**{**base.__dict__, "engine": engine})
+            if engine == "memory" and memory_mb_per_row is not None and \
+                    memory_mb_per_row * rows * 2**20 > 0.8 * ram:
+                runs.append({"format": fmt, "engine": engine, "rows": rows, "skipped": (
+                    f"extrapolated peak {memory_mb_per_row * rows / 1024:.1f} GB exceeds 80% "
+                    f"of this machine's {ram / 2**30:.0f} GB")})
+                print(f"{fmt}, {rows:,} rows, {engine}: skipped ({runs[-1]['skipped']})",
+                      flush=True)
+                continue
+            result = {"format": fmt, "input_bytes": path.stat().st_size, **_run(ds, root)}
+            result["rows"] = result.get("rows", rows)
+            runs.append(result)
+            if engine == "memory" and not result.get("failed") and memory_mb_per_row is None:
+                memory_mb_per_row = result["peak_rss_mb"] / rows
+            _say(fmt, rows, engine, result)
+            if engine == "streaming" and args.baseline is not None:
+                before = {"format": fmt, "input_bytes": path.stat().st_size, "baseline": True,
+                          **_run(ds, root, args.baseline)}
+                before["rows"] = before.get("rows", rows)
+                runs.append(before)
+                _say(fmt, rows, "streaming (baseline)", before)
+                if not (before.get("failed") or result.get("failed")):
+                    result["speedup"] = before["seconds"] / result["seconds"]
+                    print(f"  speedup {result['speedup']:.2f}x", flush=True)
+        if not (args.keep_outputs and rows == max(args.sizes)):
+            shutil.rmtree(root, ignore_errors=True)
+        if not args.keep_inputs:
+            shutil.rmtree(path.parent, ignore_errors=True)
+    return runs
+
+
+def _say(fmt: str, rows: int, what: str, result: dict) -> None:
+    print(f"{fmt}, {rows:,} rows, {what}: {result['seconds']:.1f} s, "
+          f"{result.get('rows_per_s', 0):,.0f} rows/s, peak RSS "
+          f"{result['peak_rss_mb']:,.0f} MB", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000,
                                                                  45_000_000])
+    parser.add_argument("--formats", nargs="+", default=list(FILE_NAMES),
+                        choices=list(FILE_NAMES))
+    parser.add_argument("--engines", nargs="+", default=["streaming", "memory"],
+                        choices=["streaming", "memory"])
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="a checkout of an earlier version: each streaming run again with "
+                             "its workbench first on PYTHONPATH")
     parser.add_argument("--memory-limit-mb", type=int, default=2048)
     parser.add_argument("--workdir", type=Path, default=Path("data/bench"))
     parser.add_argument("--seed", type=int, default=0)
@@ -112,61 +247,44 @@ def main() -> None:
                         help="keep the generated TSV files (11 GB at 45M rows)")
     parser.add_argument("--keep-outputs", action="store_true",
                         help="keep the largest size's processed dataset under --workdir "
-                             "(root_<rows>/processed/criteo_full_<rows>) for the later stages")
+                             "(root_<format>_<rows>/processed/<format>_<rows>) for the later "
+                             "stages")
     parser.add_argument("--out", type=Path,
                         default=Path("benchmarks/results/preprocess_scaling.json"))
     args = parser.parse_args()
-    from workbench.data import pipeline
 
     ram = _ram_bytes()
     runs: list[dict] = []
-    memory_mb_per_row: float | None = None
-    for rows in sorted(args.sizes):
-        tsv = _input(args.workdir, rows, args.seed)
-        root = args.workdir / f"root_{rows}"
-        base = DatasetConfig(name=f"criteo_full_{rows}", source="local", format="criteo_tsv",
-                             path=str(tsv.parent.resolve()), files=[tsv.name], min_count=3,
-                             memory_limit_mb=args.memory_limit_mb)
-        pipeline.download(base, root, seed=args.seed)  # manifest (sha256 of the input)
-        for engine in ("streaming", "memory"):
-            ds = DatasetConfig(**{**base.__dict__, "engine": engine})
-            if engine == "memory" and memory_mb_per_row is not None and \
-                    memory_mb_per_row * rows * 2**20 > 0.8 * ram:
-                runs.append({"engine": engine, "rows": rows, "skipped": (
-                    f"extrapolated peak {memory_mb_per_row * rows / 1024:.1f} GB exceeds 80% "
-                    f"of this machine's {ram / 2**30:.0f} GB")})
-                print(f"{rows:,} rows, {engine}: skipped ({runs[-1]['skipped']})", flush=True)
-                continue
-            result = {"input_bytes": tsv.stat().st_size, **_run(ds, root)}
-            result["rows"] = result.get("rows", rows)
-            runs.append(result)
-            if engine == "memory" and not result.get("failed") and memory_mb_per_row is None:
-                memory_mb_per_row = result["peak_rss_mb"] / rows
-            print(f"{rows:,} rows, {engine}: {result['seconds']:.1f} s, "
-                  f"{result.get('rows_per_s', 0):,.0f} rows/s, peak RSS "
-                  f"{result['peak_rss_mb']:,.0f} MB", flush=True)
-        if not (args.keep_outputs and rows == max(args.sizes)):
-            shutil.rmtree(root, ignore_errors=True)
-        if not args.keep_inputs:
-            shutil.rmtree(tsv.parent, ignore_errors=True)
+    for fmt in args.formats:
+        runs += _sizes(args, fmt, ram)
     growth = {}
-    for engine in ("streaming", "memory"):
-        done = [r for r in runs if r["engine"] == engine and "seconds" in r
-                and not r.get("failed")]
-        if done:
-            first = done[0]
-            growth[engine] = [{"rows": r["rows"],
-                               "seconds_per_row_vs_smallest": (r["seconds"] / r["rows"])
-                               / (first["seconds"] / first["rows"]),
-                               "peak_rss_vs_smallest": r["peak_rss_mb"] / first["peak_rss_mb"]}
-                              for r in done]
+    for fmt in args.formats:
+        for engine in ("streaming", "memory"):
+            done = [r for r in runs if r["format"] == fmt and r["engine"] == engine
+                    and "seconds" in r and not r.get("failed") and not r.get("baseline")]
+            if done:
+                first = done[0]
+                growth[f"{fmt}/{engine}"] = [
+                    {"rows": r["rows"], "seconds_per_row_vs_smallest": (r["seconds"] / r["rows"])
+                     / (first["seconds"] / first["rows"]),
+                     "peak_rss_vs_smallest": r["peak_rss_mb"] / first["peak_rss_mb"]}
+                    for r in done]
+    at_10m = [r for r in runs if "speedup" in r and r["rows"] >= 10_000_000]
+    from workbench.utils.timing import machine
+
     write_json(args.out, {
         "benchmark": "preprocess_scaling",
-        "workload": {"input": "full-size synthetic as Criteo train.txt (cardinality_scale 1.0)",
-                     "format": "criteo_tsv", "min_count": 3, "test_fraction": 0.1,
+        "workload": {"inputs": {"criteo_tsv": "full-size synthetic as Criteo train.txt "
+                                              "(cardinality_scale 1.0)",
+                                "avazu_csv": "Avazu-shaped CSV (write_avazu_csv)"},
+                     "formats": args.formats, "min_count": 3, "test_fraction": 0.1,
                      "memory_limit_mb": args.memory_limit_mb, "seed": args.seed},
-        "machine": {"cpus": os.cpu_count(), "ram_gb": ram / 2**30,
-                    "python": platform.python_version()},
+        "machine": {**machine(), "ram_gb": ram / 2**30, "python": platform.python_version()},
+        "baseline": None if args.baseline is None else _describe(args.baseline),
+        "target_speedup": TARGET_SPEEDUP,
+        # None: no baseline run at 10M rows or more to judge by
+        "meets_target": None if not at_10m else bool(all(r["speedup"] >= TARGET_SPEEDUP
+                                                         for r in at_10m)),
         "runs": runs, "growth": growth})
     print(f"wrote {args.out}")
 

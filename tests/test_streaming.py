@@ -17,7 +17,7 @@ from workbench.data import pipeline
 from workbench.data.config import DatasetConfig, SequenceConfig, SessionConfig, SyntheticConfig
 from workbench.data.formats.criteo import CRITEO_TSV
 from workbench.data.schema import MalformedInputError, ParseReport
-from workbench.data.streaming import TableLayout, _prefetched, encode_streaming
+from workbench.data.streaming import TableLayout, encode_streaming
 from workbench.data.synthetic import write_criteo_tsv
 from workbench.utils.timing import run_measured
 
@@ -209,74 +209,3 @@ def test_parse_report_rows_count_every_kept_row(tmp_path: Path) -> None:
     report = ParseReport()
     blocks = list(CRITEO_TSV.batches(path, report, max_rows=1000, block_size=1 << 14))
     assert sum(len(b["label"]) for b in blocks) == 1000 and len(blocks) > 1
-
-
-def test_prefetched_keeps_the_order_and_raises_at_the_failing_block() -> None:
-    assert list(_prefetched(iter(range(50)))) == list(range(50))
-
-    def failing():
-        yield 1
-        yield 2
-        raise MalformedInputError("f:3: bad")
-
-    got = []
-    with pytest.raises(MalformedInputError, match="f:3: bad"):
-        for x in _prefetched(failing()):
-            got.append(x)
-    assert got == [1, 2]
-
-
-def test_prefetched_stops_its_producer_when_the_consumer_stops() -> None:
-    import threading
-
-    produced = []
-
-    def endless():
-        i = 0
-        while True:
-            produced.append(i)
-            yield i
-            i += 1
-
-    gen = _prefetched(endless(), depth=2)
-    assert next(gen) == 0
-    gen.close()  # joins the producer
-    assert not [t for t in threading.enumerate() if t.name == "parse"]
-    assert len(produced) <= 4
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("gz", [False, True])
-def test_malformed_rows_past_duckdb_row_groups_give_the_same_bytes_and_report(
-        tmp_path: Path, gz: bool) -> None:
-    """300k rows (several DuckDB row groups of 122,880 rows, so the ids tables are put beside
-    the rows by position over more than one) with malformed rows spread over the file: the
-    streaming engine writes the in-memory engine's bytes and reports the same file:line
-    examples and count, plain and gzip."""
-    import gzip
-
-    path = tmp_path / "train.txt"
-    write_criteo_tsv(SyntheticConfig(rows=300_000, cardinality_scale=0.01, chunk_rows=100_000),
-                     0, path)
-    lines = path.read_bytes().split(b"\n")
-    bad = {17: b"2" + lines[17][1:],  # label outside {0, 1}
-           50_000: b"1\t2\t3",  # too few fields
-           130_000: b"",  # blank line
-           250_000: b"0\t2.5" + lines[250_000].split(b"\t", 2)[2].join([b"\t", b""]),
-           299_000: lines[299_000] + b"\textra"}  # too many fields
-    for i, line in bad.items():
-        lines[i] = line
-    data = b"\n".join(lines)
-    if gz:
-        path = tmp_path / "train.txt.gz"
-        path.write_bytes(gzip.compress(data, compresslevel=1))
-    else:
-        path.write_bytes(data)
-    ds = _local(tmp_path, "criteo_tsv", [path], min_count=2, row_group_rows=65536,
-                max_malformed_fraction=0.5)
-    dirs = _both_engines(ds, tmp_path)
-    _assert_same_bytes(dirs)
-    parse = json.loads((dirs["streaming"] / "meta.json").read_text())["provenance"]["parse"]
-    assert parse["malformed"] == len(bad)
-    assert [e.split(": ", 1)[0] for e in parse["examples"]] == [
-        f"{path}:{i + 1}" for i in sorted(bad)]

@@ -4,15 +4,14 @@ memory bounded by ``dataset.memory_limit_mb``, not by the input size.
 ::
 
     raw files --pyarrow CSV, one block at a time--> validated blocks (formats.RowFormat.convert,
-        |         (in a thread, one block ahead)    malformed rows counted with file and line)
+        |                                           malformed rows counted with file and line)
         |  dense -> log1p(max(x, 0)), missing -> 0 (numpy, the in-memory path's transform)
         v  Arrow stream, _row = stored position
-    DuckDB table rows (in-memory database under memory_limit; spills to a temp directory)
+    DuckDB table rows (on disk, under memory_limit; spills to a temp directory)
         |  _pos = _row, or the rank by (order_by..., _row)      (Taobao, session logs: stable sort)
         |  test = _pos >= cut, or (timestamp, _pos) >= the cut-th in time order
         |  vocab_f = train tokens seen >= min_count times, id = rank of the token (1..K)
-        |  encode: ids_f = (rows LEFT JOIN vocab_f -> id, 0 = missing, rare or unseen) in _pos
-        |          order, one narrow table per feature, then rows POSITIONAL JOIN ids_1 ... ids_F
+        |  encode: LEFT JOIN vocab_f -> id (0 = missing, rare or unseen)
         |  history: list(item id) OVER (PARTITION BY session ORDER BY _pos, L preceding rows)
         v  ORDER BY test, _pos, fetched in Arrow batches
     row groups of exactly row_group_rows rows --pyarrow ParquetWriter (zstd)--> train/test.parquet
@@ -29,19 +28,9 @@ copies both ways, so the validated blocks go in as they are parsed and the encod
 as they are written. Polars' streaming engine has no hard memory limit for joins and sorts, and
 pyarrow datasets have no out-of-core join or sort.
 
-Memory: DuckDB's ``memory_limit`` plus up to four parsed blocks (``block_size``: the one being
-stored, two queued, one being parsed) plus one row group being written (``row_group_rows`` x the
-row width) plus the interpreter; the benchmark ``benchmarks/preprocess_scaling.py`` measures it.
-
-Speed (issue 35): on a 2-core machine the time went to DuckDB, not to parsing: storing the rows
-in an on-disk database (compression, checkpoints) took 2.3x the pyarrow parse, and the 26
-chained LEFT JOINs of the encode, each carrying the whole row, as much again. Hence the
-in-memory database (it still spills beyond ``memory_limit``), the narrow per-feature id tables
-put beside the rows by position, and the parse overlapped with the load. DuckDB's own CSV reader
-(``read_csv``, ``store_rejects``) was not faster here than pyarrow's (2.6 s against 2.0 s for 1M
-Criteo rows on one core), and the engine's rules (an integer written as ``260.0``, Avazu's
-``YYMMDDHH``, undecodable bytes counted at their own line, the first error in file order in
-strict mode, ``max_rows``) would still need the engine; so the engine stays.
+Memory: DuckDB's ``memory_limit`` plus one parsed block (``block_size``) plus one row group
+being written (``row_group_rows`` x the row width) plus the interpreter; the benchmark
+``benchmarks/preprocess_scaling.py`` measures it.
 """
 
 from __future__ import annotations
@@ -126,7 +115,7 @@ class _Feed:
 
         bar = tqdm(disable=not self.progress, desc="parse", unit=" rows", unit_scale=True)
         try:
-            for block in _prefetched(self.blocks):
+            for block in self.blocks:
                 if isinstance(block, pa.RecordBatch):
                     block = {name: block.column(name) for name in block.schema.names}
                 n = len(next(iter(block.values())))
@@ -148,52 +137,6 @@ class _Feed:
         finally:
             bar.close()
 
-
-def _prefetched(blocks: Iterable[Any], depth: int = 2) -> Iterator[Any]:
-    """``blocks``, produced by a background thread up to ``depth`` ahead: the next block is
-    parsed (pyarrow releases the GIL) while DuckDB stores the previous one, so both cores work.
-
-    An exception of the producer is raised here, at its place in the sequence; stopping early
-    (the consumer failed or closed the generator) stops the producer at its next block.
-    """
-    import queue
-    import threading
-
-    items: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def put(item: tuple[str, Any]) -> bool:
-        while not stop.is_set():
-            try:
-                items.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for block in blocks:
-                if not put(("block", block)):
-                    return
-        except BaseException as exc:  # noqa: BLE001 (re-raised by the consumer)
-            put(("error", exc))
-            return
-        put(("end", None))
-
-    thread = threading.Thread(target=produce, name="parse", daemon=True)
-    thread.start()
-    try:
-        while True:
-            kind, value = items.get()
-            if kind == "end":
-                return
-            if kind == "error":
-                raise value
-            yield value
-    finally:
-        stop.set()
-        thread.join()
 
 
 class StreamingMemoryError(UserError, MemoryError):
@@ -247,8 +190,8 @@ def encode_streaming(blocks: Iterable[dict[str, Any] | pa.RecordBatch], layout: 
         history_length: length L of the history built for ``layout.history`` (0 = none).
         memory_limit_mb: DuckDB's memory limit (it spills to ``work_dir`` beyond it).
         row_group_rows: rows per Parquet row group.
-        work_dir: where DuckDB's spill files live (a temporary directory beside ``out_dir``
-            when None; removed afterwards).
+        work_dir: where DuckDB's database and spill files live (a temporary directory beside
+            ``out_dir`` when None; removed afterwards).
         progress: show a tqdm counter of parsed rows.
 
     Returns:
@@ -273,14 +216,10 @@ def encode_streaming(blocks: Iterable[dict[str, Any] | pa.RecordBatch], layout: 
     seconds: dict[str, float] = {}
     con = None
     try:
-        # An in-memory database: its tables spill to temp_directory beyond memory_limit like
-        # the operators do, and loading skips the on-disk format's compression and checkpoints
-        # (5x faster). Insertion order is kept: the tables are stored in _pos order, which the
-        # positional joins of the encode step rely on.
-        con = duckdb.connect(":memory:", config={
+        con = duckdb.connect(str(Path(scratch.name) / "work.duckdb"), config={
             "memory_limit": f"{int(memory_limit_mb)}MB",
             "temp_directory": str(Path(scratch.name) / "spill"),
-            "preserve_insertion_order": True})
+            "preserve_insertion_order": False})  # every order is explicit (_row, _pos)
         con.execute("SET enable_progress_bar = false")
         t0 = time.perf_counter()
         con.register("feed_stream", pa.RecordBatchReader.from_batches(
@@ -320,22 +259,15 @@ def _encode_in_duckdb(con: Any, layout: TableLayout, out_dir: Path, n: int, *,
     if layout.order_by:
         keys = ", ".join([*map(_quote, layout.order_by), ROW])
         con.execute(f"CREATE TABLE rows AS SELECT *, row_number() OVER (ORDER BY {keys}) - 1 "
-                    f"AS {POS} FROM feed ORDER BY {POS}")
+                    f"AS {POS} FROM feed")
         con.execute("DROP TABLE feed")
     else:
         con.execute(f"CREATE VIEW rows AS SELECT *, {ROW} AS {POS} FROM feed")
     cut = split_point(n, test_fraction)
     if layout.has_timestamp and cut < n:
-        # The cut-th row in (timestamp, _pos) order: its timestamp is the last one with at most
-        # cut rows before it (counted per timestamp), then its rank among that timestamp's rows
-        # (sorting those rows only, not the whole table).
-        t_cut, before = con.execute(
-            f'SELECT "{TIMESTAMP}", before FROM (SELECT "{TIMESTAMP}", CAST(sum(count(*)) OVER '
-            f'(ORDER BY "{TIMESTAMP}") - count(*) AS BIGINT) AS before FROM rows GROUP BY 1) '
-            f'WHERE before <= {cut} ORDER BY "{TIMESTAMP}" DESC LIMIT 1').fetchone()
-        (p_cut,) = con.execute(
-            f'SELECT {POS} FROM rows WHERE "{TIMESTAMP}" = {int(t_cut)} ORDER BY {POS} '
-            f"LIMIT 1 OFFSET {cut - int(before)}").fetchone()
+        t_cut, p_cut = con.execute(
+            f'SELECT "{TIMESTAMP}", {POS} FROM rows ORDER BY "{TIMESTAMP}", {POS} '
+            f"LIMIT 1 OFFSET {cut}").fetchone()
         is_test = f'("{TIMESTAMP}" > {int(t_cut)} OR ("{TIMESTAMP}" = {int(t_cut)} AND ' \
                   f"{POS} >= {int(p_cut)}))"
     else:
@@ -359,22 +291,11 @@ def _encode_in_duckdb(con: Any, layout: TableLayout, out_dir: Path, n: int, *,
             f"FROM (SELECT {col} AS _tok FROM rows WHERE NOT {is_test} AND {col} IS NOT NULL "
             f"GROUP BY 1 HAVING count(*) >= {int(min_count)})")
         cards[name] = int(con.execute(f"SELECT count(*) FROM vocab{i}").fetchone()[0]) + 1
+        joins.append(f"LEFT JOIN vocab{i} v{i} ON r.{col} = v{i}._tok")
+        ids[name] = f"coalesce(v{i}._id, 0)"
     seconds["vocabulary"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    # Each feature's ids in a narrow table of its own, in _pos order (a join of two columns and
-    # a sort of (id, _pos)), then put beside the rows by position: 26 joins chained over the
-    # whole row cost twice as much, as every join carries the row along.
-    for i, name in enumerate(layout.categorical):
-        if cardinalities is not None:
-            continue
-        col = _quote(name)
-        con.execute(f"CREATE TABLE ids{i} AS SELECT coalesce(v._id, 0) AS _id FROM rows r "
-                    f"LEFT JOIN vocab{i} v ON r.{col} = v._tok ORDER BY r.{POS}")
-        con.execute(f"DROP TABLE vocab{i}")
-        joins.append(f"POSITIONAL JOIN ids{i}")
-        ids[name] = f"ids{i}._id"
-
     select = [f"r.{_quote(LABEL)}", *(f"r.{_quote(d)}" for d in layout.dense),
               *(f"{ids[c]} AS {_quote(c)}" for c in layout.categorical)]
     select += [f'r."{SESSION}"'] if layout.has_session else []

@@ -129,15 +129,15 @@ class ChildRun:
     floor_mb: float
 
 
-def run_measured(argv: list[str]) -> ChildRun:
-    """Run a command in a child process and measure its wall time and peak RSS (its output goes
-    to this process's stdout and stderr)."""
+def run_measured(argv: list[str], env: dict[str, str] | None = None) -> ChildRun:
+    """Run a command in a child process (with ``env``, default this process's environment) and
+    measure its wall time and peak RSS (its output goes to this process's stdout and stderr)."""
     import resource
     import subprocess
 
     floor_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv)
+    proc = subprocess.Popen(argv, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     return ChildRun(os.waitstatus_to_exitcode(status), time.perf_counter() - t0,
                     usage.ru_maxrss / 1024, floor_mb)
