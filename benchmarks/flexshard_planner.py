@@ -8,19 +8,18 @@ cut positions (about 33,000 pairs of cut points), searched twice (tier-2 owners 
 bandwidth and equal) as the ``flexshard`` stage does; lambda = 512 samples x 20 lookups per device;
 D = 64.
 
-Timed (median, min and max of ``--repeats`` runs): ranking the rows once and, per search, building
-the prefix sums and evaluating every pair (``evaluate_cuts``), choosing within RW's memory
-(``best_cut``), building the plan (``tiered``), and replaying one iteration of 64 x 512 x 20 lookups
-through it (``replay_traffic``), in lookups per second.
+Timed (median, mean, p95, min and max of ``--repeats`` runs, 5 by default): ranking the rows
+once and, per search, building the prefix sums and evaluating every pair (``evaluate_cuts``),
+choosing within RW's memory (``best_cut``), building the plan (``tiered``), and replaying one
+iteration of 64 x 512 x 20 lookups through it (``replay_traffic``), in lookups per second.
 
-Usage: python benchmarks/flexshard_planner.py [--rows 10000000] [--repeats 3]
+Usage: python benchmarks/flexshard_planner.py [--rows 10000000] [--repeats 5]
        [--out benchmarks/results/flexshard_planner.json]
 """
 
 from __future__ import annotations
 
 import argparse
-import platform
 import time
 from pathlib import Path
 
@@ -32,7 +31,7 @@ from workbench.sharding.plans import rank_order, row_wise, tiered
 from workbench.sharding.topology import Topology
 from workbench.sharding.traffic import expected_traffic, memory, replay_traffic
 from workbench.utils.io import write_json
-from workbench.utils.timing import spread
+from workbench.utils.timing import machine, spread
 
 ZIPF, DIM, PER_DEVICE, LENGTH, CANDIDATES = 1.05, 64, 512, 20, 256
 
@@ -41,7 +40,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=10_000_000)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path,
                         default=Path(__file__).parent / "results" / "flexshard_planner.json")
     args = parser.parse_args()
@@ -77,7 +76,7 @@ def main() -> None:
     total = [sum(v) for v in zip(*(times[k] for k in ("evaluate_cuts", "best_cut", "tiered")),
                                  strict=True)]
     result = {
-        "benchmark": "flexshard_planner", "machine": platform.machine(), "rows": n,
+        "benchmark": "flexshard_planner", "machine": machine(), "rows": n,
         "devices": topo.devices, "candidate_cuts": int(cuts.size),
         "pairs_per_search": int(searches[0].t1.size), "searches": 2,
         "plan_seconds": spread(total), **{f"{k}_seconds": spread(v) for k, v in times.items()},
