@@ -319,6 +319,27 @@ def test_equivalent_to_reference(trace) -> None:
         assert np.bincount(r.assignment, minlength=workers).tolist() == quota
 
 
+@pytest.mark.parametrize("workers", [63, 64, 65, 130])
+def test_more_workers_than_one_bitmask_word(workers) -> None:
+    """The batch's users of a key are a bitmask of ceil(W / 64) words: a worker index at a
+    word's edge, or in a second or third word, dispatches as the reference does."""
+    rng = np.random.default_rng(workers)
+    caps = rng.integers(0, 6, workers).tolist()
+    ref = RefLaia(workers, caps)
+    d = LaiaDispatcher(workers, 40, caps)
+    for batch_id in range(4):
+        keys = rng.zipf(1.4, size=(2 * workers, 3)) % 40
+        assignment, scores, cplan, counters = ref.dispatch(keys.tolist(), [2] * workers,
+                                                           batch_id)
+        r = d.dispatch(keys, 2, batch_id)
+        assert r.assignment.tolist() == assignment
+        assert r.scores.tolist() == scores
+        assert [p.tolist() for p in r.cplan] == cplan
+        assert r.counters.tolist() == counters
+        assert all(_snapshot(d, w) == ref.snapshot(w) for w in range(workers))
+    assert not d.users.any()  # the bitmask is empty again between batches
+
+
 @given(workers=st.integers(1, 6), b=st.integers(1, 5), f=st.integers(1, 4),
        cap=st.integers(0, 20), seed=st.integers(0, 2**16), batches=st.integers(1, 5))
 @settings(max_examples=100, deadline=None)

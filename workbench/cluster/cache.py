@@ -375,8 +375,7 @@ def _read(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g,
             misses += 1
     if want_values:
         dim = out.shape[1]
-        n = keys.shape[0]
-        for i in range(n):
+        for i in range(keys.shape[0]):
             s = slots[inv[i]]
             if s >= 0:
                 for d in range(dim):
@@ -439,8 +438,7 @@ def _write(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g
     direct = np.zeros((m, dim), np.float32)
     occurrences = np.zeros(m, np.int64)
     per_row = grads.shape[0] > 0
-    n = keys.shape[0]
-    for i in range(n):
+    for i in range(keys.shape[0]):
         j = inv[i]
         s = slots[j]
         occurrences[j] += 1

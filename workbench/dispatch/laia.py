@@ -51,15 +51,22 @@ Layout (struct of arrays, so the whole batch runs in one numba call with no per-
 * Slots of all workers in one flat pool; worker w owns ``[base_w, base_w + min(cap_w, rows))``:
   ``links[S, 4]`` (int32): key, prev, next (recency list, global slot ids), padding; 16 aligned
   bytes per slot, so a touch costs one cache line per slot it visits.
-* ``bitmap[rows / 64]``, ``summary[rows / 4096]`` (uint64): a worker's keys de-duplicated and
-  listed in ascending order without a sort (:mod:`workbench.utils.bitset`).
-* ``raw``: the communication plans' scratch, reused across batches.
-* Memory in all: ``4 * rows * W + rows / 8 + 16 * sum(min(cap_w, rows))`` bytes, i.e. 32 + 0.1
-  + 13 MB for 1M rows, 8 workers and caches of 100k rows.
-
-The kernel prefetches the ``loc`` rows of keys a few occurrences ahead
-(:mod:`workbench.utils.prefetch`): they are random rows of a table too large for the caches.
 * ``meta[W, 5]``: base, capacity, size, head (most recent) and tail (least recent) per worker.
+* ``users[rows, ceil(W / 64)]`` (uint64): during a batch, the bitmask of the workers whose
+  samples use key k (all zero between batches).
+* ``bitmap[rows / 64]``, ``summary[rows / 4096]`` (uint64): the batch's keys de-duplicated and
+  listed in ascending order without a sort (:mod:`workbench.utils.bitset`).
+* ``raw``: the batch's key list and the communication plans' scratch, reused across batches.
+* Memory in all: ``4 * rows * W + 8 * rows * ceil(W / 64) + rows / 8 + 16 * sum(min(cap_w,
+  rows))`` bytes, i.e. 32 + 8 + 0.1 + 13 MB for 1M rows, 8 workers and caches of 100k rows.
+
+Steps 3 to 5 run per distinct key, not per occurrence: after the assignment one pass over the
+occurrences fills ``users`` and the bitmap; the drained keys (ascending) then make two passes,
+one building every plan (already sorted) and outdating, one touching each key on each of its
+users. The snapshots are independent, so the second pass gives every worker its own ascending
+sequence of touches, as Herald's per-worker loop does, and reads a key's ``loc`` row once for
+all its users. The kernel prefetches the ``loc`` and ``users`` rows of keys a few places ahead
+(:mod:`workbench.utils.prefetch`): they are random rows of tables too large for the caches.
 """
 
 from __future__ import annotations
@@ -69,6 +76,7 @@ from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from workbench.cluster.linked_list import HEAD, NEXT, PREV, TAIL, push_front, unlink
 from workbench.dispatch.base import Decision, Dispatcher
@@ -135,21 +143,27 @@ def _get(loc, links, meta, w, k):
 # ------------------------------------------------------------------------------------------
 
 @nb.njit(cache=True)
-def _dispatch(loc, links, meta, bitmap, summary, raw, keys, quota, offset):
+def _dispatch(loc, links, meta, bitmap, summary, users, raw, keys, quota, offset):
     n, f = keys.shape
     n_workers = quota.shape[0]
+    n_words = users.shape[1]
+    one = np.uint64(1)
 
-    # 1. scores: valid entries per key occurrence
-    scores = np.zeros((n, n_workers), np.int64)
+    # 1. scores: valid entries per key occurrence (a sample's W counts summed in int32 lanes)
+    scores = np.empty((n, n_workers), np.int64)
+    acc = np.empty(n_workers, np.int32)
     flat = keys.ravel()
     for i in range(n):
+        acc[:] = 0
         for t in range(f):
             ahead = i * f + t + _AHEAD
             if ahead < flat.size:  # keys are random rows of loc: load a few keys ahead
                 prefetch(loc, flat[ahead] * n_workers)
             k = keys[i, t]
             for z in range(n_workers):
-                scores[i, z] += loc[k, z] & 1
+                acc[z] += loc[k, z] & 1
+        for z in range(n_workers):
+            scores[i, z] = acc[z]
 
     # 2. greedy assignment with the rotating scan offset and a strict '>'
     assignment = np.empty(n, np.int64)
@@ -165,79 +179,95 @@ def _dispatch(loc, links, meta, bitmap, summary, raw, keys, quota, offset):
         assignment[i] = best_w
         load[best_w] += 1
 
-    # samples of each worker, in sample order (counting sort)
-    start = np.zeros(n_workers + 1, np.int64)
-    for z in range(n_workers):
-        start[z + 1] = start[z] + quota[z]
-    fill = start[:n_workers].copy()
-    order = np.empty(n, np.int64)
+    # the batch's keys, each with the set of workers whose samples use it (users[k], a
+    # bitmask), listed once in ascending order (the two-level bitmap)
     for i in range(n):
-        z = assignment[i]
-        order[fill[z]] = i
-        fill[z] += 1
+        u = assignment[i]
+        word = u >> 6
+        bit = one << np.uint64(u & 63)
+        for t in range(f):
+            ahead = i * f + t + _AHEAD
+            if ahead < flat.size:
+                prefetch(users, flat[ahead] * n_words)
+            k = keys[i, t]
+            if users[k, word] & bit == 0:
+                users[k, word] |= bit
+                mark(bitmap, summary, k)
+    uniq = raw[:n * f]
+    c = drain_sorted(bitmap, summary, uniq)
 
-    # 3. cplan[w] + the outdating of step 4: clearing w's valid bit when a key first enters
-    # cplan[w] both outdates it and de-duplicates the plan. Snapshots are independent, so
-    # building every plan before any touch equals Herald's per-worker order.
-    # One pass over the keys reads each key's W entries from one memory line (loc is
-    # key-major); w's plan grows in its own region of ``raw`` (the dispatcher's reused
-    # buffer: a fresh one would fault its pages in every batch) of at most (n - quota[w]) x f.
+    # 3. cplan[w] + the outdating of step 4: k enters cplan[w] iff it is valid in w and a
+    # worker other than w uses it, i.e. it has two users or more, or one that is not w.
+    # Clearing w's valid bit outdates it; keys come in ascending order, so every plan is
+    # sorted as it grows (in its own region of ``raw``, at most (n - quota[w]) x f keys).
+    # Every plan is complete before any touch, as in Herald's per-worker order.
     region = np.zeros(n_workers + 1, np.int64)
+    region[0] = n * f
     for z in range(n_workers):
         region[z + 1] = region[z] + (n - quota[z]) * f
     top = region[:n_workers].copy()
-    for i in range(n):
-        mine_w = assignment[i]
-        for t in range(f):
-            k = keys[i, t]
-            valid = 0  # valid entries of k elsewhere (a vectorised pass over its row first:
-            for w in range(n_workers):  # most occurrences of a hot key find none left)
-                valid += loc[k, w] & 1
-            if valid == (loc[k, mine_w] & 1):
-                continue
-            for w in range(n_workers):
-                v = loc[k, w]
-                if w != mine_w and v & 1:
-                    loc[k, w] = v ^ 1
-                    raw[top[w]] = k
-                    top[w] += 1
+    for j in range(c):
+        if j + _AHEAD < c:
+            prefetch(loc, uniq[j + _AHEAD] * n_workers)
+            prefetch(users, uniq[j + _AHEAD] * n_words)
+        k = uniq[j]
+        single = -1  # the only user, or -1 when there are two or more
+        for word in range(n_words):
+            x = users[k, word]
+            if x != 0:
+                if single >= 0 or x & (x - one) != 0:
+                    single = -2
+                    break
+                single = word * 64 + trailing_zeros(x)
+        if single == -2:
+            single = -1
+        valid = 0  # a vectorised pass first: most keys have no valid entry to outdate
+        for w in range(n_workers):
+            valid += loc[k, w] & 1
+        if valid == 0 or (single >= 0 and valid == (loc[k, single] & 1)):
+            continue
+        for w in range(n_workers):
+            v = loc[k, w]
+            if w != single and v & 1:
+                loc[k, w] = v ^ 1
+                raw[top[w]] = k
+                top[w] += 1
     plan_ptr = np.zeros(n_workers + 1, np.int64)
     for w in range(n_workers):
         plan_ptr[w + 1] = plan_ptr[w] + top[w] - region[w]
     plan = np.empty(plan_ptr[n_workers], np.int64)
-    m = 0
     for w in range(n_workers):
-        size = top[w] - region[w]
-        plan[m:m + size] = np.sort(raw[region[w]:top[w]])
-        m += size
-        plan_ptr[w + 1] = m
+        plan[plan_ptr[w]:plan_ptr[w + 1]] = raw[region[w]:top[w]]
 
-    # 4./5. touch each worker's unique keys in ascending order, counting get()'s codes
+    # 4./5. every worker touches its unique keys in ascending order, counting get()'s codes.
+    # Snapshots are independent, so one ascending pass over the batch's keys, touching each
+    # key on its users, gives every worker's own ascending sequence (and reads a key's loc
+    # row once for all of them).
     counters = np.zeros((n_workers, 6), np.int64)
-    mine = np.empty(quota.max() * f if n_workers else 0, np.int64)
     for w in range(n_workers):
         counters[w, _UPDATE_PUSH] = plan_ptr[w + 1] - plan_ptr[w]
-        for r in range(start[w], start[w + 1]):
-            i = order[r]
-            for t in range(f):
-                mark(bitmap, summary, keys[i, t])
-        c = drain_sorted(bitmap, summary, mine)
-        uniq = mine[:c]
-        counters[w, _UNIQUE] = c
-        for j in range(c):
-            if j + _AHEAD < c:
-                prefetch(loc, uniq[j + _AHEAD] * n_workers + w)
-            k = uniq[j]
-            code = _get(loc, links, meta, w, k)
-            if code == _GET_HIT:
-                counters[w, _HITS] += 1
-            elif code == _GET_OUTDATED:
-                counters[w, _UPDATE_PULL] += 1
-            else:
-                counters[w, _MISS_PULL] += 1
-                if code == _GET_MISS_DIRTY:
-                    counters[w, _MISS_PUSH] += 1
-    return assignment, scores, plan[:m], plan_ptr, counters
+    for j in range(c):
+        if j + _AHEAD < c:
+            prefetch(loc, uniq[j + _AHEAD] * n_workers)
+            prefetch(users, uniq[j + _AHEAD] * n_words)
+        k = uniq[j]
+        for word in range(n_words):
+            x = users[k, word]
+            users[k, word] = 0
+            while x != 0:
+                w = word * 64 + trailing_zeros(x)
+                x &= x - one
+                counters[w, _UNIQUE] += 1
+                code = _get(loc, links, meta, w, k)
+                if code == _GET_HIT:
+                    counters[w, _HITS] += 1
+                elif code == _GET_OUTDATED:
+                    counters[w, _UPDATE_PULL] += 1
+                else:
+                    counters[w, _MISS_PULL] += 1
+                    if code == _GET_MISS_DIRTY:
+                        counters[w, _MISS_PUSH] += 1
+    return assignment, scores, plan, plan_ptr, counters
 
 
 # ------------------------------------------------------------------------------------------
@@ -278,8 +308,8 @@ class LaiaDispatcher:
         rows: size of the global key space; keys are ints in ``0..rows-1``.
         cache_rows: each worker's cache capacity in rows (one int for all, or W ints, >= 0).
 
-    Memory: ``4 * rows * W + rows / 8`` bytes plus ``16`` bytes per cache slot (module
-    docstring).
+    Memory: ``4 * rows * W + 8 * rows * ceil(W / 64) + rows / 8`` bytes plus ``16`` bytes per
+    cache slot (module docstring).
 
     Example::
 
@@ -310,6 +340,8 @@ class LaiaDispatcher:
         self.meta[:, _SIZE] = 0
         # a worker's keys, de-duplicated and sorted through a two-level bitmap
         self.bitmap, self.summary = bitset_arrays(self.rows)
+        # the workers that use each key of the batch (a bitmask; all zero between batches)
+        self.users = np.zeros((self.rows, (self.workers + 63) // 64), dtype=np.uint64)
         # the plans' scratch, grown to the largest batch's bound and reused
         self._raw = np.empty(0, dtype=np.int64)
 
@@ -337,12 +369,12 @@ class LaiaDispatcher:
         if keys.size and (keys.min() < 0 or keys.max() >= self.rows):
             raise ValueError(f"keys must lie in 0..{self.rows - 1}")
         offset = int(batch_id) % self.workers
-        bound = int(((keys.shape[0] - quota) * keys.shape[1]).sum())
+        bound = int(((keys.shape[0] - quota) * keys.shape[1]).sum()) + keys.size
         if self._raw.size < bound:
             self._raw = np.empty(bound, dtype=np.int64)
         assignment, scores, plan, ptr, counters = _dispatch(
-            self.loc, self.links, self.meta, self.bitmap, self.summary, self._raw, keys, quota,
-            offset)
+            self.loc, self.links, self.meta, self.bitmap, self.summary, self.users, self._raw,
+            keys, quota, offset)
         cplan = [plan[ptr[w]:ptr[w + 1]] for w in range(self.workers)]
         return LaiaResult(assignment, cplan, counters, scores)
 

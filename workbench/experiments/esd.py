@@ -397,6 +397,13 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
     test = load_split(ctx.processed, meta, "test", train_exp.max_test_samples)
     shape = ModelSpec(model_cfg, len(meta.dense), len(meta.categorical), table_rows(meta))
     options = SolverOptions(**exp.dispatcher_options())
+
+    def cache_trainer(setup: ClusterSetup, name: str, seed: int) -> Trainer:
+        """The Cache s=bound trainer of ``shape`` on ``setup``, dispatched by ``name``."""
+        return Trainer(shape, SystemSpec(f"Cache s={exp.bound}", "cache", exp.bound), setup,
+                       DispatcherSpec(name, options),
+                       Mechanisms(budget_fraction=exp.hybrid_budget_fraction), seed=seed)
+
     spreads = list(dict.fromkeys([exp.bandwidth_spread, *exp.train_spreads]))
     modes = list(dict.fromkeys([base.cluster.dense_mode, *exp.train_dense_modes]))
     frames: list[pd.DataFrame] = []
@@ -408,10 +415,7 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
     for spread in spreads:
         setup = setup_at(spread)
         for name in exp.train_dispatchers:
-            trainer = Trainer(shape, SystemSpec(f"Cache s={exp.bound}", "cache", exp.bound),
-                              setup, DispatcherSpec(name, options),
-                              Mechanisms(budget_fraction=exp.hybrid_budget_fraction),
-                              seed=ctx.seed)
+            trainer = cache_trainer(setup, name, ctx.seed)
             metrics = trainer.fit(train, test, epochs=train_exp.epochs,
                                   eval_every=train_exp.eval_every, progress=ctx.progress)
             assert trainer.cluster is not None  # a cache system always has its cluster
@@ -452,10 +456,7 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
         order = np.random.default_rng(ctx.seed + r).permutation(len(train))
         data = train.take(order)
         for name in exp.train_dispatchers:
-            trainer = Trainer(shape, SystemSpec(f"Cache s={exp.bound}", "cache", exp.bound),
-                              base, DispatcherSpec(name, options),
-                              Mechanisms(budget_fraction=exp.hybrid_budget_fraction),
-                              seed=ctx.seed + r)
+            trainer = cache_trainer(base, name, ctx.seed + r)
             metrics = trainer.fit(data, test, epochs=train_exp.epochs,
                                   eval_every=train_exp.eval_every, progress=ctx.progress)
             summary["replicates"].append({"replicate": r, "seed": ctx.seed + r,

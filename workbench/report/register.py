@@ -326,7 +326,8 @@ def estimate(entry: Entry, measurement: Mapping[str, Any]) -> Estimate | None:
 
 # --- conditions -----------------------------------------------------------------------------
 
-def _fmt(value: Any) -> str:
+def format_value(value: Any) -> str:
+    """A setting's value as the register writes it: numbers in ``%g``, anything else as text."""
     return f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) \
         else str(value)
 
@@ -337,14 +338,14 @@ def _runs(points: list[tuple[Any, str]], numeric: bool = True) -> dict[str, list
     out: dict[str, list[str]] = {}
     if not numeric:
         for value, state in points:
-            out.setdefault(state, []).append(_fmt(value))
+            out.setdefault(state, []).append(format_value(value))
         return out
     i = 0
     while i < len(points):
         j = i
         while j + 1 < len(points) and points[j + 1][1] == points[i][1]:
             j += 1
-        lo, hi = _fmt(points[i][0]), _fmt(points[j][0])
+        lo, hi = format_value(points[i][0]), format_value(points[j][0])
         out.setdefault(points[i][1], []).append(lo if i == j else f"{lo}-{hi}")
         i = j + 1
     return out
@@ -378,7 +379,7 @@ def holds_one(entry: Entry, assumption: Assumption,
         gap = (f" (the register's range {assumption.lo:g}-{assumption.hi:g} is not covered: "
                f"{', '.join(short)} not swept)") if short else ""
     else:
-        span, gap = f"{assumption.name} {', '.join(_fmt(v) for v, _ in judged)}", ""
+        span, gap = f"{assumption.name} {', '.join(format_value(v) for v, _ in judged)}", ""
         missing = [v for v in assumption.values if v not in {str(v) for v, _ in judged}]
         if missing:
             gap = f" ({', '.join(missing)} not measured)"

@@ -54,7 +54,7 @@ def rows_of(claims: list[dict[str, Any]], register: reg.Register, paper: str
             if not points:
                 out.append((label, [("not swept", c["state"], True)]))
                 continue
-            cells = [(reg._fmt(v), s, _is_committed(a, v))
+            cells = [(reg.format_value(v), s, _is_committed(a, v))
                      for v, s in reg.judge_points(entry, a, points)]
             out.append((label, cells))
     return out
