@@ -139,8 +139,14 @@ def lookup_benchmark(repeats: int) -> dict[str, object]:
         bag.weight, torch.optim.Adagrad(bag.parameters(), lr=LR), head,
         lambda jt: bag(*tensors[id(jt)]), batches)
     times = repeat_seconds(runs, repeats, warmup=True)
-    for name, table in tables.items():  # same data, same steps: the same parameters
-        torch.testing.assert_close(table.detach(), bag.weight.detach(), rtol=1e-4, atol=1e-6,
+    # Same data, same steps: the same parameters. The sparse path is Adagrad's sparse step, as
+    # torch's bag: equal to 1e-6. The dense path steps the whole table (a fused addcdiv), which
+    # rounds otherwise, and the loss couples the rows, so a rounding difference grows over the
+    # steps: 1.6e-5 on 1 element of 16M on an AMD EPYC (2026-11-26), under 1e-6 on an Intel
+    # Xeon. A wrong update is off by the step's scale (lr = 0.05): 1e-4 still catches it.
+    for name, table in tables.items():
+        torch.testing.assert_close(table.detach(), bag.weight.detach(), rtol=1e-4,
+                                   atol=1e-6 if name == "ours_sparse" else 1e-4,
                                    msg=f"{name} diverged from the torch baseline")
     ids = [jt.values().size for jt, _ in batches]
     return {
