@@ -78,7 +78,7 @@ notebooks/%.ipynb: notebooks/%.py $(VENV)/.installed
 lab: install notebooks
 	$(BIN)/jupyter lab notebooks/
 
-# Every benchmark at its defaults (JSON in benchmarks/results/), in under 10 minutes on 2 cores;
+# Every benchmark at its defaults (JSON in benchmarks/results/): 22 minutes on a 2-core AMD EPYC;
 # the preprocess scaling at 1M and 2M rows only (its default goes to 45M rows: 11 GB of inputs
 # and most of an hour, run it by hand).
 # The ESD ranking benchmark reads the esd stage's dataset: DVC brings it up to date first.

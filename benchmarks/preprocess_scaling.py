@@ -178,6 +178,13 @@ def _describe(checkout: Path) -> str:
     return f"commit {head.stdout.strip()}" if head.returncode == 0 else "a checkout (not git)"
 
 
+def _row(fmt: str, path: Path, rows: int, run: dict) -> dict:
+    """One run's JSON row: its format, input bytes and rows (the requested count unless the
+    run reports its own) with the run's measurements."""
+    return {"format": fmt, "input_bytes": path.stat().st_size, **run,
+            "rows": run.get("rows", rows)}
+
+
 def _sizes(args: argparse.Namespace, fmt: str, ram: int) -> list[dict]:
     """Every size of one format: each engine, and the baseline's streaming run beside ours."""
     from workbench.data import pipeline
@@ -201,16 +208,14 @@ def _sizes(args: argparse.Namespace, fmt: str, ram: int) -> list[dict]:
                 print(f"{fmt}, {rows:,} rows, {engine}: skipped ({runs[-1]['skipped']})",
                       flush=True)
                 continue
-            result = {"format": fmt, "input_bytes": path.stat().st_size, **_run(ds, root)}
-            result["rows"] = result.get("rows", rows)
+            result = _row(fmt, path, rows, _run(ds, root))
             runs.append(result)
             if engine == "memory" and not result.get("failed") and memory_mb_per_row is None:
                 memory_mb_per_row = result["peak_rss_mb"] / rows
             _say(fmt, rows, engine, result)
             if engine == "streaming" and args.baseline is not None:
-                before = {"format": fmt, "input_bytes": path.stat().st_size, "baseline": True,
-                          **_run(ds, root, args.baseline)}
-                before["rows"] = before.get("rows", rows)
+                before = {**_row(fmt, path, rows, _run(ds, root, args.baseline)),
+                          "baseline": True}
                 runs.append(before)
                 _say(fmt, rows, "streaming (baseline)", before)
                 if not (before.get("failed") or result.get("failed")):

@@ -142,6 +142,20 @@ def _get(loc, links, meta, w, k):
 # The per-batch kernel
 # ------------------------------------------------------------------------------------------
 
+@nb.njit(cache=True, _nrt=False, inline="always")
+def _sole_user(users, k):
+    """The one worker in key k's user bitmask, or -1 when it holds two or more."""
+    one = np.uint64(1)
+    single = -1
+    for word in range(users.shape[1]):
+        x = users[k, word]
+        if x != 0:
+            if single >= 0 or x & (x - one) != 0:
+                return -1
+            single = word * 64 + trailing_zeros(x)
+    return single
+
+
 @nb.njit(cache=True)
 def _dispatch(loc, links, meta, bitmap, summary, users, raw, keys, quota, offset):
     n, f = keys.shape
@@ -211,16 +225,7 @@ def _dispatch(loc, links, meta, bitmap, summary, users, raw, keys, quota, offset
             prefetch(loc, uniq[j + _AHEAD] * n_workers)
             prefetch(users, uniq[j + _AHEAD] * n_words)
         k = uniq[j]
-        single = -1  # the only user, or -1 when there are two or more
-        for word in range(n_words):
-            x = users[k, word]
-            if x != 0:
-                if single >= 0 or x & (x - one) != 0:
-                    single = -2
-                    break
-                single = word * 64 + trailing_zeros(x)
-        if single == -2:
-            single = -1
+        single = _sole_user(users, k)
         valid = 0  # a vectorised pass first: most keys have no valid entry to outdate
         for w in range(n_workers):
             valid += loc[k, w] & 1
