@@ -16,7 +16,8 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 
 
 def shared_data_dir() -> Path:
-    """The real dataset samples: ``../shared/data`` beside the repo (or $WORKBENCH_SHARED_DATA)."""
+    """This repository's CI copy of the real samples, the mirror the tests name in
+    ``paths.mirrors``: ``../shared/data`` beside the repo (or $WORKBENCH_SHARED_DATA)."""
     return Path(os.environ.get("WORKBENCH_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 
@@ -26,7 +27,7 @@ def write_params(directory: Path, overrides: list[str] | None = None) -> Path:
     overrides = ["profile=ci", f"paths.data={directory / 'data'}",
                  f"paths.results={directory / 'results'}",
                  f"paths.reports={directory / 'reports'}",
-                 f"paths.shared_data={shared_data_dir()}", *(overrides or [])]
+                 f"paths.mirrors=[{shared_data_dir()}]", *(overrides or [])]
     composed = compose(overrides)
     validate(composed)
     path = directory / "params.yaml"
@@ -87,7 +88,7 @@ def _build_pipeline(root: Path) -> None:
 
     copy_project(root)
     (root / "params.yaml").write_text(to_yaml(compose(
-        ["profile=ci", f"paths.shared_data={shared_data_dir()}"])))
+        ["profile=ci", f"paths.mirrors=[{shared_data_dir()}]"])))
     dvc = str(Path(sys.executable).parent / "dvc")
     sh([dvc, "repro", "--glob", "preprocess@*"], root)
     sh([sys.executable, "-m", "workbench.stages", "calibrate", "--params", "params.yaml"], root)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -66,14 +67,39 @@ def test_real_samples_are_parsed_when_present(ci_pipeline: Path) -> None:
     assert ml.has_session and "user_id" in ml.user_side and ml.sequences
 
 
-def test_missing_optional_sample_is_recorded_not_fatal(tmp_path: Path) -> None:
-    params = write_params(tmp_path, ["paths.shared_data=/nonexistent/shared"])
-    run(["download", "--params", str(params), "--dataset", "avazu_sample"])
-    run(["preprocess", "--params", str(params), "--dataset", "avazu_sample"])
-    run(["dataset-stats", "--params", str(params), "--dataset", "avazu_sample"])
-    stats = json.loads((tmp_path / "results" / "dataset_stats" / "avazu_sample"
-                        / "stats.json").read_text())
-    assert stats["available"] is False and "/nonexistent/shared/avazu" in stats["reason"]
+def test_a_sample_with_no_mirror_and_no_network_fails_its_stage(tmp_path: Path) -> None:
+    """A real sample that cannot be had fails its download stage in one line (naming the file,
+    the URL tried and how to provide it) and writes nothing: what depends on it cannot run."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    params = write_params(tmp_path, ["paths.mirrors=[]"])
+    env = {**os.environ, "WORKBENCH_SOURCE_BASE": closed}
+    env.pop("WORKBENCH_MIRRORS", None)
+    proc = subprocess.run([sys.executable, "-m", "workbench.stages", "download", "--params",
+                           str(params), "--dataset", "avazu_sample"], capture_output=True,
+                          text=True, cwd=REPO_ROOT, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("DownloadError: avazu_sample: could not fetch avazu_train_head1000.csv")
+    assert f"{closed}/raw.githubusercontent.com/Ringares/Pytorch_Prac/" in line
+    assert "WORKBENCH_MIRRORS=" in line and "Traceback" not in proc.stderr
+    assert not (tmp_path / "data" / "raw" / "avazu_sample").exists()
+    assert [p for p in (tmp_path / "data").rglob("*") if p.is_file()] == []
+
+
+def test_missing_optional_local_dataset_is_recorded_not_fatal(tmp_path: Path) -> None:
+    nowhere = tmp_path / "nowhere"
+    params = write_params(tmp_path, ["dataset=local", "dataset.name=own",
+                                     f"dataset.path={nowhere}", "dataset.format=avazu_csv",
+                                     "dataset.optional=true"])
+    for stage in ("download", "preprocess", "dataset-stats"):
+        run([stage, "--params", str(params)])
+    stats = json.loads((tmp_path / "results" / "dataset_stats" / "own" / "stats.json")
+                       .read_text())
+    assert stats["available"] is False and str(nowhere) in stats["reason"]
 
 
 def test_missing_required_local_source_fails_with_the_path(tmp_path: Path) -> None:

@@ -35,7 +35,10 @@ time.sleep(0.4)
 with open(log, "a") as f:
     f.write(json.dumps({"stage": name, "event": "end", "t": time.monotonic()}) + "\\n")
 print(f"Running stage '{name}':")
-sys.exit(3 if name in sys.argv[2].split(",") else 0)
+if name in sys.argv[2].split(","):
+    print(f"DownloadError: {name}: could not fetch it from http://127.0.0.1:9/{name}")
+    print("ERROR: failed to reproduce: exited with 3")
+    sys.exit(3)
 """
 
 
@@ -92,16 +95,28 @@ def test_one_job_is_a_serial_run_in_pipeline_order(tmp_path: Path) -> None:
     assert code == 0 and started == ["a", "b", "c", "d", "x"]  # exclusive last: nothing waits
 
 
-def test_a_failed_stage_starts_nothing_more_and_lets_the_others_finish(tmp_path: Path,
-                                                                        capsys) -> None:
+def test_a_failed_stage_stops_only_what_depends_on_it(tmp_path: Path, capsys) -> None:
     code, events, scheduler = _run(tmp_path, to_run(PIPELINE, force=True, changed=None),
                                    jobs=2, fail="a")
     span = _intervals(events)
     assert code == 1 and scheduler.failed == ["a"]
-    assert set(span) == {"a", "b"}  # b was running beside a and finished; c, d, x never began
+    assert set(span) == {"a", "b", "x"}  # c and d need a: never began; x needs b only
+    assert scheduler.skipped == ["c", "d"] and sorted(scheduler.done) == ["b", "x"]
     out = capsys.readouterr().out
     assert "repro: a FAILED (exit 3)" in out
-    assert "a failed; 1 of 5 stages done, 3 not started" in out
+    summary = out[out.index("repro: 1 of 5"):]
+    assert "1 of 5 stages FAILED, 2 done, 2 not run" in summary
+    # the stage's own error line, not DVC's, with the URL whole
+    assert "a: DownloadError: a: could not fetch it from http://127.0.0.1:9/a" in summary
+    assert "not run: c, d" in summary
+
+
+def test_two_failures_skip_the_union_of_their_downstream(tmp_path: Path, capsys) -> None:
+    code, events, scheduler = _run(tmp_path, to_run(PIPELINE, force=True, changed=None),
+                                   jobs=1, fail="a,b")
+    assert code == 1 and sorted(scheduler.failed) == ["a", "b"]
+    assert sorted(scheduler.skipped) == ["c", "d", "x"] and scheduler.done == []
+    assert {e["stage"] for e in events} == {"a", "b"}
 
 
 def test_bad_arguments_and_a_missing_pipeline_are_one_line(tmp_path: Path, monkeypatch,

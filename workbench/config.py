@@ -70,15 +70,23 @@ class ProfileConfig:
 
 @dataclass(frozen=True)
 class PathsConfig:
-    """Where stages read and write (relative paths are relative to the repository root)."""
+    """Where stages read and write (relative paths are relative to the repository root).
+
+    Attributes:
+        data: downloads, raw and processed datasets, partitions.
+        results: the experiments' outputs.
+        reports: figures, tables, executed notebooks, the report.
+        mirrors: folders holding already-downloaded files by name, looked in before any URL
+            (``WORKBENCH_MIRRORS`` adds a user's own; :func:`workbench.data.download.fetch`).
+    """
 
     data: str = "data"
     results: str = "results"
     reports: str = "reports"
-    shared_data: str = "../shared/data"
+    mirrors: list[str] = field(default_factory=lambda: ["../shared/data"])
 
     def resolve(self, key: str) -> Path:
-        """Absolute path of ``data``, ``results``, ``reports`` or ``shared_data``."""
+        """Absolute path of ``data``, ``results`` or ``reports``."""
         return resolve(getattr(self, key))
 
 

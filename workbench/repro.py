@@ -12,8 +12,10 @@ time (the machine's cores by default)::
         start ready stages while a slot is free   dvc --wait-for-lock repro --single-item STAGE
           (an exclusive stage waits for an empty  (DVC decides whether it is stale, runs it,
            machine and runs alone)                 hashes its outputs, writes its dvc.lock entry)
-        a stage ends -> its dependants may be ready; a stage fails -> start nothing more,
-                        let the running ones finish, exit 1 naming it
+        a stage ends -> its dependants may be ready; a stage fails -> nothing downstream of
+                        it starts (their committed outputs stay as they are), every other
+                        stage still runs; at the end, exit 1 with a summary: each failed
+                        stage with its error line, and what did not run because of it
 
 DVC itself does everything that makes a run a ``dvc repro``: it checks each stage against
 ``dvc.lock``, runs its command, and records it, under its repository lock (``--wait-for-lock``:
@@ -39,9 +41,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Sequence
@@ -51,6 +55,9 @@ from pathlib import Path
 from workbench.utils.errors import UserError
 
 HEARTBEAT_S = 60.0  # how often the stages still running are listed
+#: A stage's error line: a user error's ``<Class>: <message>`` (``DownloadError: ...``) or the
+#: last line of a traceback; DVC's own ``ERROR: failed to reproduce ...`` says less.
+ERROR_LINE = re.compile(r"^[A-Z][a-z]\w*: \S")
 
 
 @dataclass(frozen=True)
@@ -139,6 +146,7 @@ class _Running:
     process: subprocess.Popen
     started: float
     reader: threading.Thread
+    error: list[str] = field(default_factory=list)  # its last error line
 
 
 @dataclass
@@ -161,6 +169,8 @@ class Scheduler:
     root: Path = Path(".")
     done: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
     _print_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -185,20 +195,39 @@ class Scheduler:
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                    bufsize=1, start_new_session=True)
 
+        error: list[str] = []
+
         def forward() -> None:
             assert process.stdout is not None
             for line in process.stdout:
-                self.say(line.rstrip("\n"))
+                line = line.rstrip("\n")
+                self.say(line)
+                if ERROR_LINE.match(line):
+                    error[:] = [line]
 
         reader = threading.Thread(target=forward, daemon=True)
         reader.start()
-        return _Running(stage, process, time.monotonic(), reader)
+        return _Running(stage, process, time.monotonic(), reader, error)
+
+    def _skip_downstream(self, pending: list[Stage]) -> None:
+        """Take out of ``pending`` every stage that needs a failed (or skipped) stage."""
+        lost = set(self.failed) | set(self.skipped)
+        grew = True
+        while grew:
+            grew = False
+            for stage in list(pending):
+                if stage.upstream & lost:
+                    pending.remove(stage)
+                    self.skipped.append(stage.name)
+                    lost.add(stage.name)
+                    grew = True
 
     def _start_ready(self, pending: list[Stage], names: set[str], running: list[_Running],
                      total: int) -> None:
         """Start the stages whose upstream stages are done, while a slot is free. Exclusive
         stages come last: one starts only on an empty machine with no other stage ready."""
-        if self.failed or any(r.stage.exclusive for r in running):
+        self._skip_downstream(pending)
+        if any(r.stage.exclusive for r in running):
             return
         waiting_on = names - set(self.done)  # stages of this run not yet done
         ready = [s for s in pending if not (s.upstream & waiting_on)]
@@ -214,8 +243,8 @@ class Scheduler:
                 return
 
     def run(self) -> int:
-        """Run every stage; 0 when all succeeded, 1 when one failed (the others that were
-        running finish; nothing new starts), 130 on Ctrl-C (the running stages are stopped)."""
+        """Run every stage; 0 when all succeeded, 1 when one failed (what depends on it does
+        not start; every other stage runs), 130 on Ctrl-C (the running stages are stopped)."""
         pending = list(self.stages)
         names = {s.name for s in pending}
         running: list[_Running] = []
@@ -225,7 +254,7 @@ class Scheduler:
             while pending or running:
                 self._start_ready(pending, names, running, total)
                 if not running:
-                    if pending and not self.failed:  # cannot happen with a DAG from DVC
+                    if pending:  # cannot happen with a DAG from DVC
                         raise UserError(f"stages {', '.join(s.name for s in pending)} wait on "
                                         "each other")
                     break
@@ -243,9 +272,10 @@ class Scheduler:
                                  f"[{len(self.done)}/{total}]")
                     else:
                         self.failed.append(r.stage.name)
-                        self.say(f"repro: {r.stage.name} FAILED (exit {code}) after {took}"
-                                 + (f"; waiting for {', '.join(x.stage.name for x in running)}"
-                                    " to finish" if running else ""))
+                        if r.error:
+                            self.errors[r.stage.name] = r.error[0]
+                        self.say(f"repro: {r.stage.name} FAILED (exit {code}) after {took}; "
+                                 "what depends on it will not run, the other stages go on")
                 now = time.monotonic()
                 if running and now - last_beat >= HEARTBEAT_S:
                     last_beat = now
@@ -260,12 +290,28 @@ class Scheduler:
             self.say("repro: interrupted; stopped " + ", ".join(r.stage.name for r in running))
             return 130
         if self.failed:
-            self.say(f"repro: {', '.join(self.failed)} failed; {len(self.done)} of {total} "
-                     f"stages done, {len(pending)} not started (their inputs are not ready)")
+            self.say(self.summary(total))
             return 1
         self.say(f"repro: {total} stages in {_duration(time.monotonic() - start)}"
                  f" ({self.jobs} at a time)")
         return 0
+
+
+    def summary(self, total: int) -> str:
+        """What failed and why (each stage's error line), and what did not run because of it."""
+        lines = [f"repro: {len(self.failed)} of {total} stages FAILED, {len(self.done)} done, "
+                 f"{len(self.skipped)} not run because they need what failed (their committed "
+                 "outputs and dvc.lock entries are left as they were):"]
+        for name in self.failed:
+            why = self.errors.get(name, "(no error line: see its output above)")
+            lines += textwrap.wrap(f"{name}: {why}", 100, initial_indent="  ",
+                                   subsequent_indent="      ", break_long_words=False,
+                                   break_on_hyphens=False)
+        if self.skipped:
+            lines += textwrap.wrap("not run: " + ", ".join(self.skipped), 100,
+                                   initial_indent="  ", subsequent_indent="      ",
+                                   break_on_hyphens=False)
+        return "\n".join(lines)
 
 
 def _duration(seconds: float) -> str:

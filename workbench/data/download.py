@@ -1,6 +1,13 @@
 """Download, verify and unpack the raw files of a registered dataset.
 
-Behaviour of :func:`fetch` (one :class:`~workbench.data.registry.RemoteFile` into a directory):
+Behaviour of :func:`fetch` (one :class:`~workbench.data.registry.RemoteFile` into a directory),
+in this order (a pooch-like registry: name, sha256, URLs; local copies first, then the network)::
+
+    dest/<name> verifies ----------------------------------------------> use it
+    a mirror folder holds <name> -> hash it while copying into dest ---> place it | refuse it
+    each URL (rewritten by WORKBENCH_SOURCE_BASE) -> .part -> verify --> place it
+    each upstream: fetch its bytes (same steps) -> derive -> verify --> place it
+    nothing worked -> DownloadError naming every folder and URL tried
 
 * **Already there**: when ``<dest_dir>/<name>`` exists and verifies it is used as is and the network
   is not touched. "Verifies" means: the published checksum matches (md5 and/or sha256) when one is
@@ -21,40 +28,82 @@ Behaviour of :func:`fetch` (one :class:`~workbench.data.registry.RemoteFile` int
   checked, and only then is the ``.part`` moved to the final name with ``os.replace`` (atomic on
   POSIX): no partial or unverified file ever carries the final name. A wrong checksum deletes the
   ``.part`` and raises :class:`ChecksumError`.
+* **Mirrors**: folders holding already-downloaded files (``paths.mirrors``, with this
+  project's ``../shared/data`` in it for CI, and ``WORKBENCH_MIRRORS`` for a user's own copy),
+  looked up by name before any URL, offline too. A mirror's file is hashed while it is copied
+  (never used in place: the dataset's manifest names the download folder wherever the bytes
+  came from); one whose size or digest differs is refused (:class:`ChecksumError` naming the
+  file, the expected and the actual digest) and nothing is placed.
+* **Derived files**: a file whose :class:`~workbench.data.registry.Upstream` serves other bytes
+  (a file with a cut last line, an archive) fetches them into ``.upstream/`` beside it
+  (verified like any file, kept so that several files of one archive fetch it once), derives the
+  file from them and verifies the result before placing it.
+* **Where the network is**: ``WORKBENCH_SOURCE_BASE=http://host:port`` rewrites every URL
+  ``scheme://host/path`` to ``<base>/host/path`` (a local copy of the sources laid out by host;
+  the tests' stand-in for the internet, or a site's caching proxy).
 * **Offline**: ``offline=True`` or ``WORKBENCH_OFFLINE=1`` forbids network access; a missing file
   raises :class:`DownloadError` at once, naming the absolute path to place it at.
 
-:func:`extract_members` unpacks named members of a ``.tar(.gz)``/``.zip`` (each through a temporary
-file and ``os.replace``, skipping members already extracted, refusing path traversal and links).
-:func:`acquire` ties it together for a :class:`~workbench.data.registry.DatasetSource` and returns
-the paths a parser should read.
+:func:`~workbench.data.archive.extract_members` unpacks named members of a ``.tar(.gz)``/``.zip``
+(each through a temporary file and ``os.replace``, skipping members already extracted, refusing
+path traversal and links); digests, stamps and the error family are in
+:mod:`workbench.data.verify`. :func:`acquire` ties it together for a
+:class:`~workbench.data.registry.DatasetSource` and returns the paths a parser should read.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import http.client
-import json
 import logging
 import os
 import re
-import shutil
 import socket
-import stat
-import tarfile
 import time
 import urllib.error
 import urllib.request
 import zipfile
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path, PurePosixPath
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import IO, Any
 
-from workbench.data.registry import DatasetSource, RemoteFile
-from workbench.utils.errors import UserError, WorkbenchError
-from workbench.utils.io import atomic_path, is_disk_full, write_json
+from workbench.data.archive import extract_members
+from workbench.data.registry import (
+    MIRRORS_ENV,
+    DatasetSource,
+    DropPartialLastLine,
+    RemoteFile,
+    Upstream,
+    ZipMember,
+)
+from workbench.data.verify import (
+    CHUNK,
+    ChecksumError,
+    DownloadError,
+    ExtractError,
+    _copy_hashed,
+    _describe_expected,
+    _digest_mismatch,
+    _Hasher,
+    _problem,
+    _read_chunks,
+    _stamp_path,
+    _write_stamp,
+    check_file,
+    check_not_in_the_way,
+    file_digests,
+    verify_file,
+)
+from workbench.utils.errors import WorkbenchError
+from workbench.utils.io import atomic_path, is_disk_full
+from workbench.utils.paths import resolve
+
+__all__ = [  # the data layer's acquisition API (the errors and checks live in verify.py)
+    "MIN_RATE", "OFFLINE_ENV", "RATE_WINDOW_S", "SOURCE_BASE_ENV", "UPSTREAM_DIR",
+    "ChecksumError", "DownloadError", "ExtractError", "acquire", "check_file", "extract_members",
+    "fetch", "file_digests", "is_offline", "mirror_folders", "source_url", "verify_file",
+]
 
 try:  # POSIX only; on other systems concurrent downloads of one file are not guarded
     import fcntl
@@ -63,34 +112,36 @@ except ImportError:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-CHUNK = 1 << 20
 #: A transfer slower than MIN_RATE bytes/s over RATE_WINDOW_S seconds is stopped (resumable).
 MIN_RATE = 1024.0
 RATE_WINDOW_S = 60.0
-"""Bytes per read/write/hash step."""
 
 OFFLINE_ENV = "WORKBENCH_OFFLINE"
 """Environment variable: set to ``1`` to forbid all network access."""
+
+SOURCE_BASE_ENV = "WORKBENCH_SOURCE_BASE"
+"""Environment variable: a base URL that every download URL is rewritten onto
+(:func:`source_url`)."""
 
 USER_AGENT = "workbench-data-download/1.0 (+python-urllib)"
 
 _TRUE = {"1", "true", "yes", "on"}
 
 
-class DownloadError(UserError, RuntimeError):
-    """A raw file could not be obtained; the message says why and how to place it by hand."""
-
-
-class ChecksumError(DownloadError):
-    """A file's size or digest does not match the published value."""
-
-
-class ExtractError(DownloadError):
-    """An archive member could not be extracted (missing, unsafe name, corrupt archive)."""
-
-
 class _MirrorFailed(WorkbenchError):
     """This URL did not deliver (before any byte was kept); try the next mirror."""
+
+
+class _UrlsFailed(WorkbenchError):
+    """Every URL of a list failed before delivering; ``tried`` says how each did."""
+
+    def __init__(self, tried: list[str]) -> None:
+        super().__init__("; ".join(tried))
+        self.tried = tried
+
+
+UPSTREAM_DIR = ".upstream"
+"""Where, inside a download folder, the upstream bytes of derived files are kept."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -101,6 +152,30 @@ class _MirrorFailed(WorkbenchError):
 def is_offline(offline: bool = False) -> bool:
     """Whether network access is forbidden (``offline`` or ``WORKBENCH_OFFLINE`` set to 1/true)."""
     return offline or os.environ.get(OFFLINE_ENV, "").strip().lower() in _TRUE
+
+
+def source_url(url: str) -> str:
+    """``url`` as it is fetched: ``scheme://host/path`` becomes ``<base>/host/path`` when
+    ``WORKBENCH_SOURCE_BASE`` names a base, else ``url`` itself."""
+    base = os.environ.get(SOURCE_BASE_ENV, "").strip()
+    if not base:
+        return url
+    _, sep, rest = url.partition("://")
+    return f"{base.rstrip('/')}/{rest if sep else url}"
+
+
+def mirror_folders(configured: Sequence[str] = ()) -> list[Path]:
+    """The mirror folders to look in, in order: ``WORKBENCH_MIRRORS`` (``os.pathsep``-separated),
+    then ``configured`` (``paths.mirrors``; relative paths are relative to the project root).
+    Folders that do not exist are left out (a clone without ``../shared`` has none)."""
+    named = [Path(p.strip()).absolute()  # typed in a shell: relative to its directory
+             for p in os.environ.get(MIRRORS_ENV, "").split(os.pathsep) if p.strip()]
+    out: list[Path] = []
+    for entry in [*named, *(resolve(p) for p in configured)]:
+        folder = Path(os.path.normpath(entry))
+        if folder.is_dir() and folder not in out:
+            out.append(folder)
+    return out
 
 
 def _progress_enabled(progress: bool) -> bool:
@@ -126,173 +201,6 @@ class _NoBar:
 
     def close(self) -> None:
         pass
-
-
-class _GzipStream:
-    """Whether bytes fed in order form complete gzip data: the magic, then members that each
-    reach their end (a body cut short ends inside a member). Used when no checksum is published."""
-
-    def __init__(self) -> None:
-        self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        self._head = b""
-        self.error: str | None = None
-
-    def update(self, data: bytes | memoryview) -> None:
-        if self.error is not None:
-            return
-        data = bytes(data)
-        if len(self._head) < 2:
-            self._head += data[:2 - len(self._head)]
-            if len(self._head) == 2 and self._head != b"\x1f\x8b":
-                self.error = f"not gzip data (it starts with {self._head!r}, not the gzip magic)"
-                return
-        try:
-            while data:
-                self._z.decompress(data, 0)
-                data = self._z.unused_data  # the next member of a multi-member file
-                if data:
-                    self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                # discard output: only the structure is checked
-        except zlib.error as err:
-            self.error = f"not valid gzip data ({err})"
-
-    def problem(self) -> str | None:
-        """What is wrong with the data fed so far, taken as the whole file (None: nothing)."""
-        if self.error is None and not self._z.eof:
-            return "the gzip data ends early (the body was cut short)"
-        return self.error
-
-
-class _Hasher:
-    """Incremental md5/sha256 of the digests a :class:`RemoteFile` publishes; for a ``.gz`` file
-    without a published digest, a check that the bytes are complete gzip data instead."""
-
-    def __init__(self, file: RemoteFile) -> None:
-        self._h: dict[str, Any] = {}
-        if file.md5 is not None:
-            self._h["md5"] = hashlib.md5(usedforsecurity=False)
-        if file.sha256 is not None:
-            self._h["sha256"] = hashlib.sha256()
-        self.gzip = _GzipStream() if not self._h and file.name.endswith(".gz") else None
-
-    def update(self, data: bytes | memoryview) -> None:
-        for h in self._h.values():
-            h.update(data)
-        if self.gzip is not None:
-            self.gzip.update(data)
-
-    def update_from(self, fh: IO[bytes], limit: int) -> None:
-        """Hash the first ``limit`` bytes of ``fh`` (from its start)."""
-        if (not self._h and self.gzip is None) or limit <= 0:
-            return
-        fh.seek(0)
-        left = limit
-        while left > 0:
-            chunk = fh.read(min(CHUNK, left))
-            if not chunk:
-                break
-            self.update(chunk)
-            left -= len(chunk)
-        fh.seek(0, os.SEEK_END)
-
-    def hexdigests(self) -> dict[str, str]:
-        return {k: h.hexdigest() for k, h in self._h.items()}
-
-
-def _expected_digests(file: RemoteFile) -> dict[str, str]:
-    out = {}
-    if file.md5 is not None:
-        out["md5"] = file.md5
-    if file.sha256 is not None:
-        out["sha256"] = file.sha256
-    return out
-
-
-def _digest_mismatch(file: RemoteFile, actual: dict[str, str]) -> str | None:
-    """Describe the first digest that differs from the published one, or ``None``."""
-    for algo, expected in _expected_digests(file).items():
-        if actual.get(algo) != expected:
-            return f"{algo} mismatch: expected {expected}, got {actual.get(algo)}"
-    return None
-
-
-def file_digests(path: Path | str, file: RemoteFile) -> dict[str, str]:
-    """Compute the digests ``file`` publishes (md5 and/or sha256) of ``path``, streaming."""
-    hasher = _Hasher(file)
-    with open(path, "rb") as fh:
-        while chunk := fh.read(CHUNK):
-            hasher.update(chunk)
-    return hasher.hexdigests()
-
-
-def _stamp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.verified.json")
-
-
-def _write_stamp(path: Path, digests: dict[str, str]) -> None:
-    if not digests:
-        return
-    try:
-        st = path.stat()
-        write_json(_stamp_path(path), {"size": st.st_size, "mtime_ns": st.st_mtime_ns, **digests})
-    except OSError as e:  # a read-only raw directory must not break anything
-        log.debug("could not write verification stamp for %s: %s", path, e)
-
-
-def _stamp_ok(path: Path, file: RemoteFile, st: os.stat_result) -> bool:
-    try:
-        data = json.loads(_stamp_path(path).read_text())
-    except (OSError, ValueError):
-        return False
-    if data.get("size") != st.st_size or data.get("mtime_ns") != st.st_mtime_ns:
-        return False
-    return all(data.get(k) == v for k, v in _expected_digests(file).items())
-
-
-def check_file(path: Path | str, file: RemoteFile) -> str | None:
-    """Check a local file against ``file``'s published checksum, else size, else existence.
-
-    Args:
-        path: the local file.
-        file: what it should be.
-
-    Returns:
-        ``None`` when the file verifies, else a short description of the problem.
-    """
-    path = Path(path)
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return "missing"
-    if not stat.S_ISREG(st.st_mode):
-        return "not a regular file"
-    if file.size is not None and st.st_size != file.size:
-        return f"size {st.st_size} bytes, expected {file.size}"
-    if not file.has_checksum:
-        return None
-    if _stamp_ok(path, file, st):
-        return None
-    log.info("verifying checksum of %s (%d bytes)", path, st.st_size)
-    digests = file_digests(path, file)
-    problem = _digest_mismatch(file, digests)
-    if problem is None:
-        _write_stamp(path, digests)
-    return problem
-
-
-def verify_file(path: Path | str, file: RemoteFile) -> None:
-    """Raise :class:`ChecksumError` unless ``path`` verifies against ``file``
-    (see :func:`check_file`)."""
-    problem = check_file(path, file)
-    if problem is not None:
-        raise ChecksumError(f"{file.name}: {Path(path).absolute()} does not verify: {problem}")
-
-
-def _describe_expected(file: RemoteFile) -> str:
-    bits = [f"{k} {v}" for k, v in _expected_digests(file).items()]
-    if file.size is not None:
-        bits.append(f"{file.size:,} bytes")
-    return f" ({', '.join(bits)})" if bits else ""
 
 
 def _manual_message(file: RemoteFile, final: Path, why: str, hint: str) -> str:
@@ -357,8 +265,10 @@ def fetch(
     hint: str = "",
     min_rate: float = MIN_RATE,
     rate_window_s: float = RATE_WINDOW_S,
+    mirrors: Sequence[Path] = (),
 ) -> Path:
-    """Make ``dest_dir/file.name`` present and verified, downloading it if needed.
+    """Make ``dest_dir/file.name`` present and verified: in place, from a mirror, downloaded,
+    or derived from its upstream's bytes (module docstring).
 
     Without a published checksum, what can be checked is: the declared length (a body shorter
     than ``Content-Length`` is incomplete), the content (an HTML page or a transfer encoding
@@ -375,6 +285,7 @@ def fetch(
         rate_window_s: the window of the minimum rate, seconds.
         offline: never use the network (also set by ``WORKBENCH_OFFLINE=1``).
         hint: extra text for the error message, e.g. the source's ``manual_hint``.
+        mirrors: folders that may hold the file by name, tried before any URL (offline too).
 
     Returns:
         The absolute path of the verified file.
@@ -383,7 +294,8 @@ def fetch(
         DownloadError: offline and missing; every mirror failed (the message lists each URL and
             its reason and the path to place the file at by hand); transfer incomplete (the
             ``.part`` is kept, run again to resume).
-        ChecksumError: the downloaded (or present) file's size/digest does not match.
+        ChecksumError: the downloaded (or present, mirrored or derived) file's size/digest does
+            not match.
     """
     dest_dir = Path(dest_dir).absolute()
     final = dest_dir / file.name
@@ -391,31 +303,64 @@ def fetch(
     part = dest_dir / f"{file.name}.part"
     for path, what in ((dest_dir, "the download directory"), (final, file.name),
                        (part, f"the partial download of {file.name}")):
-        _check_not_in_the_way(path, what, dir_wanted=path == dest_dir)
+        check_not_in_the_way(path, what, dir_wanted=path == dest_dir)
 
     if final.exists():
         problem = check_file(final, file)
         if problem is None:
             log.debug("%s present and verified", final)
             return final
-        if offline or not file.urls:
+        if (offline or not file.all_urls) and not mirrors:
             raise ChecksumError(
                 f"{final} is present but does not verify ({problem}). "
                 "Replace it with the right file"
                 f"{_describe_expected(file)}" + ("" if offline else " or delete it and run again")
                 + (f".\n{hint}" if hint else ".")
             )
-        log.warning("%s is present but does not verify (%s); downloading it again", final, problem)
+        log.warning("%s is present but does not verify (%s); fetching it again", final, problem)
 
+    copied = _from_mirror(file, final, mirrors)
+    if copied is not None:
+        return copied
     if offline:
         raise DownloadError(_manual_message(
             file, final,
             f"offline mode (offline=True or {OFFLINE_ENV}=1), the network is not used.", hint))
-    if not file.urls:
+    if not file.all_urls:
         raise DownloadError(_manual_message(file, final, "it has no download URL.", hint))
 
     dest_dir.mkdir(parents=True, exist_ok=True)
-    failures: list[str] = []
+    tried: list[str] = []
+    if file.urls:
+        try:
+            return _download(file, part, final, timeout, progress, (min_rate, rate_window_s))
+        except _UrlsFailed as failed:
+            tried += failed.tried
+    for upstream in file.upstreams:
+        try:
+            source = fetch(upstream.file, dest_dir / UPSTREAM_DIR, progress=progress,
+                           timeout=timeout, min_rate=min_rate, rate_window_s=rate_window_s)
+        except ChecksumError:
+            raise
+        except DownloadError as err:
+            tried += err.tried or [f"{source_url(u)} ({err})" for u in upstream.urls]
+            continue
+        return _derive(upstream, source, final, file)
+    raise DownloadError(_manual_message(
+        file, final, "every download URL failed:\n" + "\n".join(f"  {t}" for t in tried),
+        hint), tried)
+
+
+def _download(file: RemoteFile, part: Path, final: Path, timeout: float, progress: bool,
+              rate: tuple[float, float]) -> Path:
+    """Fetch ``file`` from its own URLs into ``part`` (resuming), verify, place at ``final``.
+
+    Raises:
+        _UrlsFailed: no URL delivered (an empty ``.part`` is removed).
+        DownloadError: a transfer stopped early (the ``.part`` is kept for resuming).
+        ChecksumError: the complete download does not verify (it is deleted).
+    """
+    tried: list[str] = []
     with _locked_part(part) as fh:
         fh.seek(0, os.SEEK_END)
         have = fh.tell()
@@ -429,13 +374,12 @@ def fetch(
             hasher.update_from(fh, have)
             return _finish(fh, part, final, file, hasher, have, "an earlier run")
 
-        for url in file.urls:
+        for url in map(source_url, file.urls):
             try:
-                hasher, size = _transfer(fh, part, url, file, timeout, progress,
-                                         (min_rate, rate_window_s))
+                hasher, size = _transfer(fh, part, url, file, timeout, progress, rate)
             except _MirrorFailed as e:
                 log.warning("%s: %s", url, e)
-                failures.append(f"  {url}: {e}")
+                tried.append(f"{url} ({e})")
                 continue
             return _finish(fh, part, final, file, hasher, size, url)
 
@@ -444,22 +388,81 @@ def fetch(
     if empty:
         with contextlib.suppress(OSError):
             part.unlink()
-    raise DownloadError(_manual_message(
-        file, final, "every download URL failed:\n" + "\n".join(failures), hint))
+    raise _UrlsFailed(tried)
 
 
-def _check_not_in_the_way(path: Path, what: str, dir_wanted: bool) -> None:
-    """Raise :class:`DownloadError` when ``path`` exists as the wrong kind (a directory where
-    a file goes, or the reverse): the download could not be placed there."""
-    if not path.exists():
-        return
-    if dir_wanted and not path.is_dir():
-        raise DownloadError(f"{path} is a file, but {what} goes there: move or delete it and "
-                            "run again")
-    if not dir_wanted and not path.is_file():
-        kind = "a directory" if path.is_dir() else "not a regular file"
-        raise DownloadError(f"{path} is {kind}, but {what} goes there: move or delete it and "
-                            "run again (or place the file there by hand)")
+def _from_mirror(file: RemoteFile, final: Path, folders: Sequence[Path]) -> Path | None:
+    """Copy ``file`` from the first mirror folder holding it to ``final``, verified while copied.
+
+    Returns:
+        ``final``, or ``None`` when no folder holds a file of that name.
+
+    Raises:
+        ChecksumError: the mirror's file does not verify (one line: the file, the expected and
+            the actual digest or size); nothing is placed.
+    """
+    for folder in folders:
+        candidate = folder / file.name
+        if not candidate.is_file():
+            continue
+        with atomic_path(final) as tmp:
+            hasher, size = _copy_hashed(_read_chunks(candidate), tmp, file)
+            problem = _problem(file, hasher, size)
+            if problem is not None:
+                raise ChecksumError(
+                    f"mirror file {candidate} refused: {problem}; replace it with the "
+                    f"registered file or take it out of the mirror folder")
+        with contextlib.suppress(OSError):
+            _stamp_path(final).unlink()
+        _write_stamp(final, hasher.hexdigests())
+        log.info("%s: copied from the mirror %s and verified", final, candidate)
+        return final
+    return None
+
+
+def _derived_chunks(upstream: Upstream, source: Path) -> Iterator[bytes]:
+    """The bytes of the file ``upstream.derive`` makes from the upstream bytes at ``source``."""
+    derive = upstream.derive
+    if isinstance(derive, DropPartialLastLine):
+        size = source.stat().st_size
+        end = size
+        with open(source, "rb") as fh:  # the last newline, scanning back a chunk at a time
+            while end > 0:
+                start = max(0, end - CHUNK)
+                fh.seek(start)
+                found = fh.read(end - start).rfind(b"\n")
+                if found >= 0:
+                    end = start + found + 1
+                    break
+                end = start
+        yield from _read_chunks(source, end)
+    elif isinstance(derive, ZipMember):
+        try:
+            with zipfile.ZipFile(source) as zf, zf.open(derive.member) as member:
+                while chunk := member.read(CHUNK):
+                    yield chunk
+        except KeyError:
+            raise ExtractError(f"{source}: the archive has no member {derive.member}") from None
+        except (zipfile.BadZipFile, zlib.error, EOFError) as e:
+            raise ExtractError(f"cannot read {derive.member} from {source}: {e}") from e
+    else:  # pragma: no cover - Derivation is a closed union
+        raise TypeError(f"unknown derivation {derive!r}")
+
+
+def _derive(upstream: Upstream, source: Path, final: Path, file: RemoteFile) -> Path:
+    """Make ``final`` from the verified upstream bytes at ``source`` and verify it."""
+    with atomic_path(final) as tmp:
+        hasher, size = _copy_hashed(_derived_chunks(upstream, source), tmp, file)
+        problem = _problem(file, hasher, size)
+        if problem is not None:
+            raise ChecksumError(
+                f"{file.name} derived from {source} ({type(upstream.derive).__name__}) does not "
+                f"verify: {problem}; it was not kept (the registry's upstream entry is wrong)")
+    with contextlib.suppress(OSError):
+        _stamp_path(final).unlink()
+    _write_stamp(final, hasher.hexdigests())
+    log.info("%s: derived from %s and verified", final, source.name)
+    return final
 
 
 def _finish(fh: IO[bytes], part: Path, final: Path, file: RemoteFile, hasher: _Hasher,
@@ -622,200 +625,6 @@ def _stream(resp: http.client.HTTPResponse, fh: IO[bytes], hasher: _Hasher, tota
 
 
 # --------------------------------------------------------------------------------------------
-# extraction
-# --------------------------------------------------------------------------------------------
-
-
-def _member_parts(name: str) -> tuple[str, ...]:
-    """Split an archive member name, refusing absolute names and ``..`` (path traversal)."""
-    norm = name.replace("\\", "/")
-    if not norm or norm.startswith("/") or re.match(r"^[A-Za-z]:", norm):
-        raise ExtractError(f"unsafe archive member name {name!r}: absolute paths are not allowed")
-    parts = tuple(p for p in PurePosixPath(norm).parts if p not in ("", "."))
-    if not parts or any(p == ".." for p in parts):
-        raise ExtractError(f"unsafe archive member name {name!r}: path traversal is not allowed")
-    return parts
-
-
-def _normal_name(name: str) -> str | None:
-    """Archive entry name in canonical form, or ``None`` for an unsafe/empty name."""
-    try:
-        return "/".join(_member_parts(name))
-    except ExtractError:
-        return None
-
-
-def _target(dest_dir: Path, member: str) -> Path:
-    parts = _member_parts(member)
-    target = dest_dir.joinpath(*parts)
-    root = dest_dir.resolve()
-    resolved = target.resolve()
-    if resolved != root and root not in resolved.parents:
-        raise ExtractError(f"unsafe archive member {member!r}: it would be written outside "
-                           f"{dest_dir}")
-    return target
-
-
-def _manifest_path(archive: Path, dest_dir: Path) -> Path:
-    return dest_dir / f".{archive.name}.extracted.json"
-
-
-def _manifest_ok(manifest: Path, archive: Path, targets: dict[str, Path]) -> bool:
-    try:
-        data = json.loads(manifest.read_text())
-        st = archive.stat()
-    except (OSError, ValueError):
-        return False
-    if data.get("archive_size") != st.st_size or data.get("archive_mtime_ns") != st.st_mtime_ns:
-        return False
-    sizes = data.get("members", {})
-    for member, target in targets.items():
-        try:
-            if sizes.get(member) != target.stat().st_size:
-                return False
-        except OSError:
-            return False
-    return True
-
-
-def _copy_member(src: IO[bytes], target: Path) -> None:
-    with atomic_path(target) as tmp, open(tmp, "wb") as dst:
-        shutil.copyfileobj(src, dst, CHUNK)
-
-
-def _existing_size(path: Path) -> int | None:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return None
-
-
-def _extract_zip(archive: Path, targets: dict[str, Path]) -> dict[str, int]:
-    sizes: dict[str, int] = {}
-    with zipfile.ZipFile(archive) as zf:
-        index = {}
-        for entry in zf.infolist():
-            norm = _normal_name(entry.filename)
-            if norm is not None and not entry.is_dir():
-                index[norm] = entry
-        for member, target in targets.items():
-            info = index.get(member)
-            if info is None:
-                raise ExtractError(_missing_members_message(archive, [member], list(index)))
-            mode = info.external_attr >> 16
-            if mode and stat.S_ISLNK(mode):
-                raise ExtractError(f"{archive}: member {member!r} is a symbolic link; refusing it")
-            if _existing_size(target) == info.file_size:
-                log.debug("%s already extracted", target)
-            else:
-                log.info("extracting %s from %s", member, archive.name)
-                with zf.open(info) as src:
-                    _copy_member(src, target)
-            sizes[member] = info.file_size
-    return sizes
-
-
-def _extract_tar(archive: Path, targets: dict[str, Path]) -> dict[str, int]:
-    sizes: dict[str, int] = {}
-    seen: list[str] = []
-    # Streaming mode: one sequential pass over the (possibly multi-GB, gzip) archive.
-    with tarfile.open(archive, mode="r|*") as tf:
-        for info in tf:
-            norm = _normal_name(info.name)
-            if norm is None:
-                continue
-            if len(seen) < 50:
-                seen.append(norm)
-            if norm not in targets or norm in sizes:
-                continue
-            if not info.isreg():
-                raise ExtractError(f"{archive}: member {norm!r} is not a regular file "
-                                   "(link or directory); refusing it")
-            target = targets[norm]
-            if _existing_size(target) == info.size:
-                log.debug("%s already extracted", target)
-            else:
-                log.info("extracting %s from %s", norm, archive.name)
-                src = tf.extractfile(info)
-                assert src is not None  # regular file
-                _copy_member(src, target)
-            sizes[norm] = info.size
-            if len(sizes) == len(targets):
-                break
-    missing = [m for m in targets if m not in sizes]
-    if missing:
-        raise ExtractError(_missing_members_message(archive, missing, seen))
-    return sizes
-
-
-def _missing_members_message(archive: Path, missing: Sequence[str],
-                             available: Sequence[str]) -> str:
-    shown = ", ".join(list(available)[:20]) or "none"
-    return f"{archive}: member(s) {', '.join(missing)} not found; the archive has: {shown}"
-
-
-def extract_members(archive: Path | str, members: Iterable[str],
-                    dest_dir: Path | str) -> list[Path]:
-    """Extract the named members of a ``.tar``/``.tar.gz``/``.zip`` archive into ``dest_dir``.
-
-    Each member goes to ``dest_dir/<member path>`` through a temporary file moved into place with
-    ``os.replace``. Members already present with the right size are skipped, and a manifest
-    (``.<archive>.extracted.json``) lets a later call return without reading the archive at all.
-
-    Args:
-        archive: the archive (format detected from its content).
-        members: member paths inside the archive (``./`` prefixes are ignored).
-        dest_dir: where to extract (created if needed).
-
-    Returns:
-        The extracted paths, in the order of ``members``.
-
-    Raises:
-        ExtractError: a member name is absolute or contains ``..``, a member is missing or is a
-            link, or the archive is not a readable tar/zip file.
-    """
-    archive = Path(archive)
-    dest_dir = Path(dest_dir).absolute()
-    if isinstance(members, str):
-        members = (members,)
-    wanted = ["/".join(_member_parts(m)) for m in members]
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    targets = {m: _target(dest_dir, m) for m in wanted}
-    if not targets:
-        return []
-    for member, target in targets.items():
-        _check_not_in_the_way(target, f"member {member} of {archive.name}", dir_wanted=False)
-    manifest = _manifest_path(archive, dest_dir)
-    if _manifest_ok(manifest, archive, targets):
-        return [targets[m] for m in wanted]
-    if not archive.is_file():
-        raise ExtractError(f"archive {archive} not found")
-    try:
-        if zipfile.is_zipfile(archive):
-            sizes = _extract_zip(archive, targets)
-        else:
-            sizes = _extract_tar(archive, targets)
-    except ExtractError:
-        raise
-    except (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, OSError) as e:
-        raise ExtractError(
-            f"cannot extract from {archive}: {type(e).__name__}: {e}. "
-            "The archive may be corrupt or "
-            "truncated; delete it and run again."
-        ) from e
-    st = archive.stat()
-    old: dict[str, Any] = {}
-    with contextlib.suppress(OSError, ValueError):
-        prev = json.loads(manifest.read_text())
-        if (prev.get("archive_size") == st.st_size
-                and prev.get("archive_mtime_ns") == st.st_mtime_ns):
-            old = prev.get("members", {})
-    write_json(manifest, {"archive": archive.name, "archive_size": st.st_size,
-                          "archive_mtime_ns": st.st_mtime_ns, "members": {**old, **sizes}})
-    return [targets[m] for m in wanted]
-
-
-# --------------------------------------------------------------------------------------------
 # acquire
 # --------------------------------------------------------------------------------------------
 
@@ -829,8 +638,12 @@ def acquire(
     offline: bool = False,
     timeout: float = 30.0,
     min_rate: float = MIN_RATE,
+    mirrors: Sequence[Path] = (),
 ) -> list[Path]:
     """Obtain a dataset's raw files in ``raw_dir`` and return the paths its parser should read.
+
+    Every file is tried (a mirror, then its URLs) before a failure is raised, so the error names
+    all the files that could not be had, every folder looked in and every URL tried.
 
     Args:
         source: the registered dataset.
@@ -841,19 +654,23 @@ def acquire(
         offline: never use the network (also ``WORKBENCH_OFFLINE=1``).
         timeout: per-connection/read timeout in seconds.
         min_rate: bytes/s under which a transfer is stopped (see :func:`fetch`).
+        mirrors: mirror folders (:func:`mirror_folders`); a file is looked for in
+            ``<mirror>/<source.mirror_dir>/`` and then in ``<mirror>/``.
 
     Returns:
         For each file: its extracted members when the source names any (e.g.
         ``raw_dir/ml-100k/u.data``), else the file itself (e.g. ``raw_dir/day_0.gz``).
 
     Raises:
-        DownloadError: a file could not be obtained; for a ``manual_only`` source, the expected
-            files are not all present (the message gives the manual hint and exact paths).
-        ChecksumError: a file does not verify.
+        DownloadError: files could not be obtained (one line: which, the folders looked in, the
+            URLs tried, how to provide them); for a ``manual_only`` source, the expected files
+            are not all present (the message gives the manual hint and exact paths).
+        ChecksumError: a file (present, mirrored, downloaded or derived) does not verify.
         ExtractError: extraction failed.
     """
     raw_dir = Path(raw_dir).absolute()
     chosen = tuple(source.files if files is None else files)
+    folders = [f for m in mirrors for f in (m / source.mirror_dir, m)]
     if source.manual_only:
         problems = []
         for f in chosen:
@@ -868,8 +685,20 @@ def acquire(
             )
         paths = [raw_dir / f.name for f in chosen]
     else:
-        paths = [fetch(f, raw_dir, progress=progress, timeout=timeout, offline=offline,
-                       hint=source.manual_hint, min_rate=min_rate) for f in chosen]
+        paths, missing = [], []
+        for f in chosen:
+            try:
+                paths.append(fetch(f, raw_dir, progress=progress, timeout=timeout,
+                                   offline=offline, hint=source.manual_hint, min_rate=min_rate,
+                                   mirrors=folders))
+            except ChecksumError:
+                raise
+            except DownloadError as err:
+                missing.append((f, err))
+        if missing:
+            raise DownloadError(_unavailable(source, missing, folders, raw_dir,
+                                             is_offline(offline)),
+                                [t for _, err in missing for t in err.tried])
 
     out: list[Path] = []
     for f, path in zip(chosen, paths):
@@ -879,3 +708,23 @@ def acquire(
         else:
             out.append(path)
     return out
+
+
+def _unavailable(source: DatasetSource, missing: Sequence[tuple[RemoteFile, DownloadError]],
+                 folders: Sequence[Path], raw_dir: Path, offline: bool) -> str:
+    """One line: which files of ``source`` could not be had, where they were looked for, every
+    URL tried, and how to provide them."""
+    names = ", ".join(f.name for f, _ in missing)
+    looked = (f"no mirror folder holds them (looked in {', '.join(map(str, folders))})"
+              if folders else "no mirror folder is set (paths.mirrors and "
+              f"{MIRRORS_ENV} name none that exists)")
+    if offline:
+        network = f"the network was not used (offline: --offline or {OFFLINE_ENV}=1)"
+    else:
+        tried = [t for _, err in missing for t in err.tried]
+        stopped = [str(err).splitlines()[0] for _, err in missing if not err.tried]
+        network = "every URL failed: " + ", ".join(tried + stopped)
+    hint = source.manual_hint.replace("\n", " ")
+    return (f"{source.name}: could not fetch {names}: {looked}, and {network}. {hint} "
+            f"Or place them by hand at {', '.join(str(raw_dir / f.name) for f, _ in missing)}, "
+            "or run where those URLs can be reached.")

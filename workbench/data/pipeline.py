@@ -3,7 +3,8 @@
 ::
 
     download@<ds>:   synthetic -> generate          data/raw/<ds>/synthetic.parquet
-                     url       -> fetch + verify    data/downloads/<source>/<files, members>
+                     url       -> mirror | fetch    data/downloads/<source>/<files, members>
+                                  + verify
                      local     -> check + checksum  (files stay where they are)
                      every source                   data/raw/<ds>/manifest.json
     preprocess@<ds>: manifest -> parse -> encode    data/processed/<ds>/{train,test}.parquet,
@@ -13,9 +14,10 @@
 changed input changes the stage's output and DVC reruns what depends on it. Downloads live in
 ``data/downloads/<source>/``, outside every DVC output: DVC deletes a stage's outputs before
 rerunning it, and a multi-GB archive, or a file a user placed there by hand, must survive that.
-An ``optional`` local source whose files are absent (the real samples in ``../shared/data``) is
-recorded with ``available: false`` and a reason; the later stages carry that through and the
-report says where to put the files.
+A ``url`` source (the real samples included) that cannot be had fails its stage: nothing
+downstream of it runs, so nothing committed is rewritten. Only an ``optional`` local source (a
+user's own files) whose files are absent is recorded with ``available: false`` and a reason; the
+later stages carry that through and the report says where to put the files.
 
 ``preprocess`` refuses a train split of one label class (AUC, which every experiment reports, is
 undefined on it; the session logs without purchases are key-only on purpose), and says a full
@@ -31,7 +33,7 @@ import hashlib
 import logging
 import re
 import shlex
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -144,7 +146,7 @@ def _portable_root(configured: str, root: Path) -> str:
 
 
 def download(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool = False,
-             offline: bool = False) -> Path:
+             offline: bool = False, mirrors: Sequence[Path] = ()) -> Path:
     """Acquire the raw files of ``ds`` and write ``<data>/raw/<ds>/manifest.json``.
 
     Args:
@@ -152,7 +154,9 @@ def download(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool = 
         data_root: the data directory (``paths.data``).
         seed: seeds the synthetic generator.
         progress: show download progress bars.
-        offline: never use the network (files already in place only).
+        offline: never use the network (files already in place or in a mirror only).
+        mirrors: folders holding already-downloaded files, tried before any URL
+            (:func:`workbench.data.download.mirror_folders`).
 
     Returns:
         The raw directory.
@@ -208,7 +212,7 @@ def download(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool = 
         with disk_full_reported(root, "paths.data"):
             paths = acquire(source, root, files=files, progress=progress, offline=offline,
                             timeout=ds.download_timeout_s,
-                            min_rate=ds.download_min_rate_kbps * 1000)
+                            min_rate=ds.download_min_rate_kbps * 1000, mirrors=mirrors)
     finally:
         if root.is_dir() and not any(root.iterdir()):
             root.rmdir()  # a failed first attempt leaves nothing behind

