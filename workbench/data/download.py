@@ -64,7 +64,7 @@ import urllib.error
 import urllib.request
 import zipfile
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -405,19 +405,30 @@ def _from_mirror(file: RemoteFile, final: Path, folders: Sequence[Path]) -> Path
         candidate = folder / file.name
         if not candidate.is_file():
             continue
-        with atomic_path(final) as tmp:
-            hasher, size = _copy_hashed(_read_chunks(candidate), tmp, file)
-            problem = _problem(file, hasher, size)
-            if problem is not None:
-                raise ChecksumError(
-                    f"mirror file {candidate} refused: {problem}; replace it with the "
-                    f"registered file or take it out of the mirror folder")
-        with contextlib.suppress(OSError):
-            _stamp_path(final).unlink()
-        _write_stamp(final, hasher.hexdigests())
-        log.info("%s: copied from the mirror %s and verified", final, candidate)
-        return final
+        def refusal(problem: str, bad: Path = candidate) -> str:
+            return (f"mirror file {bad} refused: {problem}; replace it with the registered file "
+                    "or take it out of the mirror folder")
+
+        return _place_verified(_read_chunks(candidate), final, file,
+                               f"copied from the mirror {candidate}", refusal)
     return None
+
+
+def _place_verified(chunks: Iterable[bytes], final: Path, file: RemoteFile, origin: str,
+                    refusal: Callable[[str], str]) -> Path:
+    """Write ``chunks`` to ``final`` through a temporary file, hashed as written; place it only
+    if it verifies against ``file``, else raise :class:`ChecksumError` (``refusal(problem)``)
+    with nothing placed."""
+    with atomic_path(final) as tmp:
+        hasher, size = _copy_hashed(chunks, tmp, file)
+        problem = _problem(file, hasher, size)
+        if problem is not None:
+            raise ChecksumError(refusal(problem))
+    with contextlib.suppress(OSError):
+        _stamp_path(final).unlink()
+    _write_stamp(final, hasher.hexdigests())
+    log.info("%s: %s and verified", final, origin)
+    return final
 
 
 def _derived_chunks(upstream: Upstream, source: Path) -> Iterator[bytes]:
@@ -451,18 +462,11 @@ def _derived_chunks(upstream: Upstream, source: Path) -> Iterator[bytes]:
 
 def _derive(upstream: Upstream, source: Path, final: Path, file: RemoteFile) -> Path:
     """Make ``final`` from the verified upstream bytes at ``source`` and verify it."""
-    with atomic_path(final) as tmp:
-        hasher, size = _copy_hashed(_derived_chunks(upstream, source), tmp, file)
-        problem = _problem(file, hasher, size)
-        if problem is not None:
-            raise ChecksumError(
-                f"{file.name} derived from {source} ({type(upstream.derive).__name__}) does not "
-                f"verify: {problem}; it was not kept (the registry's upstream entry is wrong)")
-    with contextlib.suppress(OSError):
-        _stamp_path(final).unlink()
-    _write_stamp(final, hasher.hexdigests())
-    log.info("%s: derived from %s and verified", final, source.name)
-    return final
+    how = type(upstream.derive).__name__
+    return _place_verified(
+        _derived_chunks(upstream, source), final, file, f"derived from {source.name} ({how})",
+        lambda problem: f"{file.name} derived from {source} ({how}) does not verify: {problem}; "
+                        "it was not kept (the registry's upstream entry is wrong)")
 
 
 def _finish(fh: IO[bytes], part: Path, final: Path, file: RemoteFile, hasher: _Hasher,
@@ -721,7 +725,7 @@ def _unavailable(source: DatasetSource, missing: Sequence[tuple[RemoteFile, Down
     if offline:
         network = f"the network was not used (offline: --offline or {OFFLINE_ENV}=1)"
     else:
-        tried = [t for _, err in missing for t in err.tried]
+        tried = list(dict.fromkeys(t for _, err in missing for t in err.tried))  # once each
         stopped = [str(err).splitlines()[0] for _, err in missing if not err.tried]
         network = "every URL failed: " + ", ".join(tried + stopped)
     hint = source.manual_hint.replace("\n", " ")

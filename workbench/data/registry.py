@@ -455,8 +455,8 @@ def github_raw(repo: str, commit: str, path: str) -> str:
 
 def _sample_hint(mirror_dir: str, names: Iterable[str]) -> str:
     listed = ", ".join(f"{mirror_dir}/{n}" for n in names)
-    return (f"With no network, put {listed} in a mirror folder (a copy of this project's sample "
-            f"folder) and name it: {MIRRORS_ENV}=/path/to/folder make repro.")
+    return (f"With no network, copy the files from those URLs elsewhere into a folder as {listed} "
+            f"and name it: {MIRRORS_ENV}=/path/to/folder make repro.")
 
 
 _WIDE_RESDNN = ("Lapis-Hong/Wide-ResDNN", "9889f939deb904a35692e2efdc6ab4f743a7df71")
