@@ -322,7 +322,7 @@ def test_a_truncated_dvc_lock_is_detected_with_the_recovery(tmp_path: Path) -> N
 
 
 def test_gzip_check_used_by_downloads_is_exercised_on_real_bytes() -> None:
-    from workbench.data.download import _GzipStream
+    from workbench.data.verify import _GzipStream
 
     data = gzip.compress(b"x" * 10_000, mtime=0)
     whole, cut = _GzipStream(), _GzipStream()
