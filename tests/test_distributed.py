@@ -290,9 +290,38 @@ def checked_against_emulator(job: DistributedJob, train: Split, real):
     return emulated, check
 
 
+class _Listeners(threading.Thread):
+    """The addresses that this process's descendants listen on, polled while a run goes on."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.seen: set[str] = set()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        while not self.stop.wait(0.01):
+            for child in me.children(recursive=True):
+                try:
+                    self.seen |= {c.laddr.ip for c in child.net_connections(kind="inet")
+                                  if c.status == psutil.CONN_LISTEN}
+                except psutil.Error:
+                    continue
+
+
 def test_two_workers_and_a_server_match_the_emulated_cluster():
     job, train = _job(), _toy()
-    real = run_distributed(job, train)
+    listeners = _Listeners()
+    listeners.start()
+    try:
+        real = run_distributed(job, train)
+    finally:
+        listeners.stop.set()
+        listeners.join()
+    # the rendezvous store and gloo listen on the loopback only, never on the machine's address
+    assert listeners.seen and listeners.seen <= {"127.0.0.1", "::1"}, listeners.seen
     _, check = checked_against_emulator(job, train, real)
     assert check["pulled_rows_emulated"] > 0 and check["pushed_rows_emulated"] > 0
     assert check["table_max_rel_diff"] < 1e-5 and check["dense_max_rel_diff"] < 1e-5

@@ -127,3 +127,46 @@ def test_bad_arguments_and_a_missing_pipeline_are_one_line(tmp_path: Path, monke
     assert main([]) == 2
     err = capsys.readouterr().err
     assert err.startswith("UserError: no dvc.yaml in ") and err.count("\n") == 1
+
+
+SLOW_DVC = """
+import os, signal, sys, time
+root, name = sys.argv[1], sys.argv[-1]
+def cut(*_):  # DVC interrupted while it rewrites dvc.lock in place
+    open(os.path.join(root, "dvc.lock"), "w").close()
+    sys.exit(130)
+signal.signal(signal.SIGINT, cut)
+open(os.path.join(root, f"{name}.pid"), "w").write(str(os.getpid()))
+time.sleep(120)
+"""
+
+
+def test_sigterm_stops_the_stages_and_leaves_the_lock_complete(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    lock = "schema: '2.0'\nstages:\n  a:\n    cmd: x\n"
+    (tmp_path / "dvc.lock").write_text(lock)
+    (tmp_path / "slow_dvc.py").write_text(SLOW_DVC)
+    runner = subprocess.Popen([sys.executable, "-c", (
+        "import signal, sys; from pathlib import Path; "
+        "from workbench.repro import Scheduler, Stage, _sigterm; "
+        "signal.signal(signal.SIGTERM, _sigterm); "
+        f"root = Path({str(tmp_path)!r}); "
+        "sys.exit(Scheduler([Stage('a', frozenset()), Stage('b', frozenset())], 2, root=root, "
+        "command=(sys.executable, str(root / 'slow_dvc.py'), str(root))).run())")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pids = [tmp_path / "a.pid", tmp_path / "b.pid"]
+    deadline = time.monotonic() + 60
+    while not all(p.exists() and p.read_text() for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    runner.send_signal(signal.SIGTERM)
+    out, _ = runner.communicate(timeout=60)
+    assert runner.returncode == 130, out
+    for p in pids:  # every stage's process is gone
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(p.read_text()), 0)
+    assert (tmp_path / "dvc.lock").read_text() == lock  # cut by the stage, restored
+    assert "dvc.lock was cut by the interruption; restored" in out

@@ -85,6 +85,23 @@ class PathsConfig:
     reports: str = "reports"
     mirrors: list[str] = field(default_factory=lambda: ["../shared/data"])
 
+    def __post_init__(self) -> None:
+        root = REPO_ROOT.resolve()
+        for key in ("data", "results", "reports"):
+            value = getattr(self, key)
+            if not str(value).strip():
+                raise ConfigError(f"paths.{key} = {value!r}: give a folder, e.g. "
+                                  f"paths.{key}={key} (relative to the project root)")
+            real = resolve(value).resolve()
+            if real == root or real in root.parents:
+                raise ConfigError(f"paths.{key} = {value!r} is the project's root or above it: "
+                                  f"stages would write and replace folders there; give a "
+                                  f"folder of its own, e.g. paths.{key}={key}")
+        for i, value in enumerate(self.mirrors):
+            if not str(value).strip():
+                raise ConfigError(f"paths.mirrors[{i}] = {value!r}: give a folder, or leave it "
+                                  "out (paths.mirrors=[])")
+
     def resolve(self, key: str) -> Path:
         """Absolute path of ``data``, ``results`` or ``reports``."""
         return resolve(getattr(self, key))
@@ -189,6 +206,14 @@ class WorkbenchConfig:
         for key, ds in self.datasets.items():
             if ds.name != key:
                 raise ConfigError(f"datasets.{key}.name = {ds.name!r}: must equal its key {key!r}")
+        taken = self.datasets.get(self.dataset.name)
+        if self.dataset.name in self.pipeline.datasets and taken is not None and any(
+                getattr(self.dataset, k) != getattr(taken, k)
+                for k in ("source", "registry", "path")):
+            raise ConfigError(
+                f"dataset.name = {self.dataset.name!r} is a dataset of the pipeline "
+                f"(pipeline.datasets) with another source: its data/ and results/ would be "
+                f"replaced; give yours another name, e.g. dataset.name=my_{self.dataset.name}")
 
     def dataset_named(self, name: str | None) -> DatasetConfig:
         """The dataset config ``datasets[name]``, or ``dataset`` when ``name`` is None."""
@@ -255,6 +280,9 @@ def load(overrides: list[str] | None = None, params: Path | str | None = None) -
                 else "give an existing file (relative paths are read from the repository root "
                 f"{REPO_ROOT})")
         raise ConfigError(f"params file {path} not found: {hint}")
+    if not path.read_text(errors="replace").strip():
+        raise ConfigError(f"params file {path} is empty: regenerate it with `make params` (or "
+                          "`python -m workbench.config dump -o FILE`)")
     cfg = OmegaConf.load(path)
     bad = [o for o in overrides if "=" not in o]
     if bad:

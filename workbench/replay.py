@@ -224,11 +224,16 @@ def compact(keys: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def _check_out(out: Path | None) -> None:
-    """``--out`` must name a file in an existing directory (checked before any work)."""
+    """``--out`` must name a regular file (or a new one) in an existing directory, never a link
+    or a device such as ``/dev/stdout`` (the result is written atomically: it would replace the
+    link itself); checked before any work."""
     if out is None:
         return
-    if out.is_dir():
+    if out.is_dir() and not out.is_symlink():
         raise TraceError(f"--out {out}: a directory; give a file path, e.g. {out / 'result.json'}")
+    if out.is_symlink() or (out.exists() and not out.is_file()):
+        raise TraceError(f"--out {out}: a link or a special file, which would be replaced; give "
+                         "a path to a regular file (or leave --out out for stdout)")
     if not out.parent.is_dir():
         raise TraceError(f"--out {out}: the directory {out.parent} does not exist")
 
@@ -289,7 +294,9 @@ def run_cache(args: argparse.Namespace) -> dict:
     bound = key("cache.read_bound")
     _options("cache", **{"--rows": (args.rows, arg(int, 1).or_none()), "--dim": (args.dim, DIM),
                          "--read-bound": (read_bound, bound), "--write-bound": (write_bound, bound),
-                         "--cache-rows": (args.cache_rows, arg(int, 0).or_none())})
+                         "--cache-rows": (args.cache_rows, arg(int, 0).or_none()),
+                         # a gradient step: finite, and small enough that a value stays finite
+                         "--update": (args.update, arg(float, -1e3, 1e3))})
     trace, rows = load_keys(args.trace, args.rows, ("step", "worker", "position"))
     cache_rows = args.cache_rows if args.cache_rows is not None else max(1, rows // 10)
     # no lines: every key pulled and pushed

@@ -40,6 +40,7 @@ on one terminal garble each other); the runner's lines take their place.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import signal
@@ -172,6 +173,7 @@ class Scheduler:
     skipped: list[str] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
     _print_lock: threading.Lock = field(default_factory=threading.Lock)
+    _good_lock: bytes | None = None  # the last complete dvc.lock seen (restored if cut)
 
     def __post_init__(self) -> None:
         if self.jobs < 1:
@@ -242,9 +244,30 @@ class Scheduler:
             if stage.exclusive:
                 return
 
+    def _keep_lock(self) -> None:
+        """Remember ``dvc.lock`` when it is complete YAML (DVC rewrites it in place after each
+        stage: an interruption during that write can leave it cut or empty)."""
+        snapshot = _complete_lock(self.root / "dvc.lock")
+        if snapshot is not None:
+            self._good_lock = snapshot
+
+    def _restore_lock(self) -> None:
+        """Put the last complete ``dvc.lock`` back if the interruption cut the current one."""
+        path = self.root / "dvc.lock"
+        if self._good_lock is None or _complete_lock(path) is not None:
+            return
+        from workbench.utils.io import atomic_path
+
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(self._good_lock)
+        self.say("repro: dvc.lock was cut by the interruption; restored the last complete one "
+                 "(the stages that finished since are rerun next time)")
+
     def run(self) -> int:
         """Run every stage; 0 when all succeeded, 1 when one failed (what depends on it does
-        not start; every other stage runs), 130 on Ctrl-C (the running stages are stopped)."""
+        not start; every other stage runs), 130 on Ctrl-C or SIGTERM (the running stages are
+        stopped, their process groups with them, and ``dvc.lock`` is left complete)."""
+        self._keep_lock()
         pending = list(self.stages)
         names = {s.name for s in pending}
         running: list[_Running] = []
@@ -268,6 +291,7 @@ class Scheduler:
                     took = _duration(time.monotonic() - r.started)
                     if code == 0:
                         self.done.append(r.stage.name)
+                        self._keep_lock()
                         self.say(f"repro: done {r.stage.name} in {took} "
                                  f"[{len(self.done)}/{total}]")
                     else:
@@ -284,9 +308,16 @@ class Scheduler:
                         + f"; {len(self.done)}/{total} done, {_duration(now - start)} in all")
         except KeyboardInterrupt:
             for r in running:
-                os.killpg(r.process.pid, signal.SIGINT)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(r.process.pid, signal.SIGINT)
             for r in running:
-                r.process.wait()
+                try:
+                    r.process.wait(timeout=30)
+                except subprocess.TimeoutExpired:  # a stage ignoring SIGINT: end its group
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(r.process.pid, signal.SIGKILL)
+                    r.process.wait()
+            self._restore_lock()
             self.say("repro: interrupted; stopped " + ", ".join(r.stage.name for r in running))
             return 130
         if self.failed:
@@ -312,6 +343,23 @@ class Scheduler:
                                    initial_indent="  ", subsequent_indent="      ",
                                    break_on_hyphens=False)
         return "\n".join(lines)
+
+
+def _complete_lock(path: Path) -> bytes | None:
+    """The bytes of ``path`` when it is a complete lock (a YAML mapping with ``stages``)."""
+    import yaml
+
+    try:
+        data = path.read_bytes()
+        loaded = yaml.safe_load(data)
+    except (OSError, yaml.YAMLError):
+        return None
+    return data if isinstance(loaded, dict) and "stages" in loaded else None
+
+
+def _sigterm(signum: int, frame: object) -> None:
+    """SIGTERM ends the run as Ctrl-C does (its stages stopped, the lock left complete)."""
+    raise KeyboardInterrupt
 
 
 def _duration(seconds: float) -> str:
@@ -344,6 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         print(f"repro: {len(chosen)} stages to hand to DVC, {args.jobs} at a time"
               + ("" if args.force else " (changed, and what depends on them)"), flush=True)
+        signal.signal(signal.SIGTERM, _sigterm)
         return Scheduler(chosen, args.jobs, force=args.force, root=root).run()
     except UserError as err:
         print(f"{type(err).__name__}: {err}", file=sys.stderr)

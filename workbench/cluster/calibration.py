@@ -45,7 +45,9 @@ CALIBRATION_FILE = "calibration.json"
 PIPELINE_DIR = "calibration"
 #: ``results/<OWN_DIR>/<dataset>``: a picked dataset's own calibration.
 OWN_DIR = "calibrate"
-RECALIBRATE = "python -m workbench.stages calibrate --params params.yaml (or make calibrate)"
+RECALIBRATE = ("python -m workbench.stages calibrate with this stage's own --dataset or dataset= "
+               "overrides (on your data it writes results/calibrate/<dataset>/ and leaves the "
+               "pipeline's alone; for the pipeline's own datasets: make calibrate)")
 
 
 def pipeline_dir(results: Path) -> Path:
@@ -55,7 +57,7 @@ def pipeline_dir(results: Path) -> Path:
 
 def own_dir(results: Path, dataset: str) -> Path:
     """``results/calibrate/<dataset>``: where calibrating a picked dataset writes."""
-    return inside(Path(results) / OWN_DIR, dataset, key="dataset.name")
+    return inside(Path(results) / OWN_DIR, dataset, key="dataset.name", guard=results)
 
 
 def calibration_dir(results: Path, dataset: str | None = None) -> Path:
@@ -131,10 +133,7 @@ class Calibration:
         entry = self.compute.get(key)
         if entry is None:
             raise ConfigError(f"{self.path} has no compute timing for {key} (measured: "
-                              f"{sorted(self.compute)}); run {RECALIBRATE}, with the same "
-                              "--dataset or dataset= as this stage when it runs on your data "
-                              f"(that writes results/{OWN_DIR}/<dataset>/, the pipeline's "
-                              f"results/{PIPELINE_DIR}/ stays)")
+                              f"{sorted(self.compute)}); run {RECALIBRATE}")
         if entry["fingerprint"] != fingerprint:
             raise ConfigError(f"{self.path}: {key} was measured with a different model "
                               f"configuration (fingerprint {entry['fingerprint']} != "

@@ -70,18 +70,21 @@ class SingleClassError(UserError, ValueError):
 
 def raw_dir(data_root: Path, name: str) -> Path:
     """``<data>/raw/<dataset>`` (``name`` a plain name, the path inside ``<data>/raw``)."""
-    return inside(data_root / "raw", check_name("dataset.name", name), key="dataset.name")
+    return inside(data_root / "raw", check_name("dataset.name", name), key="dataset.name",
+                  guard=data_root)
 
 
 def downloads_dir(data_root: Path, source_name: str) -> Path:
-    """``<data>/downloads/<source>``: where registry files are fetched or placed by hand."""
-    return data_root / "downloads" / source_name
+    """``<data>/downloads/<source>``: where registry files are fetched or placed by hand (a link
+    at ``<data>/downloads`` or at the source's folder out of ``<data>`` is refused)."""
+    return inside(data_root / "downloads", source_name, key="dataset.registry", guard=data_root)
 
 
 def processed_dir(data_root: Path, name: str) -> Path:
     """``<data>/processed/<dataset>`` (``name`` a plain name, the path inside
     ``<data>/processed``)."""
-    return inside(data_root / "processed", check_name("dataset.name", name), key="dataset.name")
+    return inside(data_root / "processed", check_name("dataset.name", name),
+                  key="dataset.name", guard=data_root)
 
 
 def is_preprocessed(data_root: Path, name: str) -> bool:

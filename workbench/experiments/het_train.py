@@ -66,13 +66,28 @@ INFINITE = 10**9
 
 
 def load_split(processed: Path, meta: DatasetMeta, split: str, limit: int | None) -> Split:
-    """One encoded split as arrays (dense float32, global keys, labels)."""
+    """One encoded split as arrays (dense float32, global keys, labels).
+
+    Raises:
+        SingleClassError: the split's labels (the first ``limit``) are all one class: the AUC
+            every training stage reports would be nan (a session log without its purchases
+            file is labelled all 0), so the stage stops before training, in one line.
+    """
+    from workbench.data.pipeline import SingleClassError
+
     frame = read_split(processed, split, columns=[LABEL, *meta.dense, *meta.categorical])
     if limit is not None:
         frame = frame.iloc[:limit]
+    labels = frame[LABEL].to_numpy(np.float32)
+    if labels.size and labels.min() == labels.max():
+        raise SingleClassError(
+            f"dataset {meta.name}: every {split} label of the {labels.size:,} rows read is "
+            f"{float(labels[0]) + 0.0:g}, one class: AUC, which this stage reports, is undefined; "
+            "give labelled data (a session log needs its purchases or buys file among "
+            "dataset.files), or run the stages that need no labels (het-cache, dedup, recd, "
+            "flexshard)")
     return Split(dense=frame[meta.dense].to_numpy(np.float32),
-                 keys=sample_keys(frame, meta),
-                 labels=frame[LABEL].to_numpy(np.float32))
+                 keys=sample_keys(frame, meta), labels=labels)
 
 
 def systems(cfg: HetTrainConfig) -> list[SystemSpec]:

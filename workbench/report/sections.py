@@ -46,12 +46,13 @@ from workbench.report import display
 from workbench.report import register as reg
 from workbench.report.plotting import save_figure
 from workbench.report.verdict import STATES, Verdict
-from workbench.utils.errors import MissingInputError, WorkbenchError
+from workbench.utils.errors import MissingInputError, UserError, WorkbenchError
 from workbench.utils.io import write_json, write_text
 from workbench.utils.paths import notebook_output, repo_relative
 
 SECTION_FILE = "section.json"
 PAGE_FILE = "README.md"  # the section's page, beside its section.json
+PAGE_MARK = "from the run outputs; do not edit."  # in every page a notebook writes
 CLAIM_COLUMNS = ["key", "paper", "claim", "basis", "paper_value", "measured", "mean", "ci_low",
                  "ci_high", "seeds", "setting", "assumed", "holds", "state", "verdict", "rule",
                  "note"]
@@ -295,8 +296,7 @@ def page(section: dict[str, Any]) -> str:
     name = section["name"]
     lines = [f"# {section['title']}", "",
              f"A section of the [reproduction report](../README.md), written by the notebook "
-             f"[`notebooks/{name}.py`](../../notebooks/{name}.py) from the run outputs; do not "
-             "edit.", ""]
+             f"[`notebooks/{name}.py`](../../notebooks/{name}.py) {PAGE_MARK}", ""]
     if section["intro"]:
         lines += [section["intro"], ""]
     claims = section["claims"]
@@ -345,11 +345,24 @@ def write_page(out_dir: Path, section: dict[str, Any]) -> bool:
 
     Returns:
         Whether the file was (re)written.
+
+    Raises:
+        UserError: ``out_dir`` holds a ``README.md`` (or a link) that no notebook wrote: it is
+            never overwritten.
     """
     path = Path(out_dir) / PAGE_FILE
     text = page(section)
-    if path.exists() and path.read_text(encoding="utf-8") == text:
-        return False
+    if path.is_symlink() or path.exists():
+        try:
+            old = path.read_text(encoding="utf-8") if path.is_file() else ""
+        except (OSError, UnicodeDecodeError):
+            old = ""
+        if old == text:
+            return False
+        if path.is_symlink() or PAGE_MARK not in old:
+            raise UserError(f"{path} is not a page a notebook wrote (a file of yours?): it is "
+                            f"left as it is; give out_dir a folder of its own, e.g. "
+                            f"out_dir=scratch/{section.get('name', 'section')}")
     write_text(path, text)
     return True
 

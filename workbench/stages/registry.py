@@ -84,13 +84,13 @@ class StageRun:
 
     def results(self, stage: str) -> Path:
         """``results/<stage>/<dataset>``."""
-        return inside(self.cfg.paths.resolve("results") / stage, self.dataset.name,
-                      key="dataset.name")
+        results = self.cfg.paths.resolve("results")
+        return inside(results / stage, self.dataset.name, key="dataset.name", guard=results)
 
     def partitions(self) -> Path:
         """``data/partitions/<dataset>``: written by ``dedup``, read by ``recd``."""
-        return inside(self.cfg.paths.resolve("data") / "partitions", self.dataset.name,
-                      key="dataset.name")
+        data = self.cfg.paths.resolve("data")
+        return inside(data / "partitions", self.dataset.name, key="dataset.name", guard=data)
 
     @property
     def calibration(self) -> Path:

@@ -313,6 +313,33 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+LOOPBACK = "tcp://127.0.0.1:"
+
+
+def _loopback_store(init_method: str, rank: int, world_size: int,
+                    timeout: timedelta) -> dist.TCPStore | None:
+    """The rendezvous store of a run on this machine, listening on 127.0.0.1 only.
+
+    ``init_method=tcp://...`` makes rank 0's ``TCPStore`` listen on every interface (``*:port``)
+    whatever host it names; here rank 0 binds the port on the loopback itself and hands the
+    listening socket to the store (``master_listen_fd``), so nothing of a local run is reachable
+    from the machine's other addresses. ``None`` for any other ``init_method`` (a multi-node run
+    the user addressed).
+    """
+    if not init_method.startswith(LOOPBACK):
+        return None
+    port = int(init_method[len(LOOPBACK):])
+    listen_fd = None
+    if rank == 0:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(128)
+        listen_fd = sock.detach()
+    return dist.TCPStore("127.0.0.1", port, world_size, is_master=rank == 0, timeout=timeout,
+                         master_listen_fd=listen_fd)
+
+
 # ------------------------------------------------------------------------------------------
 # Processes
 # ------------------------------------------------------------------------------------------
@@ -360,9 +387,14 @@ def _entry(rank: int, job: DistributedJob, train: Split | NamelessFile, init_met
     try:
         split = train.read()["train"] if isinstance(train, NamelessFile) else train
         with waiting():
-            dist.init_process_group("gloo", init_method=init_method, rank=rank,
-                                    world_size=job.world_size,
-                                    timeout=timedelta(seconds=job.timeout_s))
+            timeout = timedelta(seconds=job.timeout_s)
+            store = _loopback_store(init_method, rank, job.world_size, timeout)
+            if store is not None:
+                dist.init_process_group("gloo", store=store, rank=rank,
+                                        world_size=job.world_size, timeout=timeout)
+            else:
+                dist.init_process_group("gloo", init_method=init_method, rank=rank,
+                                        world_size=job.world_size, timeout=timeout)
             workers_group = dist.new_group(list(range(1, job.workers + 1)))
             dist.barrier()
         startup_s = time.perf_counter() - start

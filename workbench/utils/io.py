@@ -89,20 +89,59 @@ def write_json(dest: Path | str, obj: Any) -> None:
                + "\n")
 
 
+class ConcurrentRunError(UserError, RuntimeError):
+    """Another run is writing the same output now."""
+
+
+@contextlib.contextmanager
+def writing(dest: Path) -> Iterator[None]:
+    """Hold ``dest``'s writer lock (``.<name>.writing.lock`` beside it) for the block.
+
+    Two runs writing one output (the same stage twice at once, a sweep's points on one
+    dataset) would race in the directory replace; the second gets one line instead.
+
+    Raises:
+        ConcurrentRunError: another process holds the lock.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: not guarded
+        yield
+        return
+    lock = dest.with_name(f".{dest.name}.writing.lock")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666 & ~_UMASK)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ConcurrentRunError(
+            f"another run is writing {dest} now (it holds {lock}): wait for it to finish, or "
+            "give this run other paths (paths.data / paths.results)") from None
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            lock.unlink()
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_dir(dest: Path | str) -> Iterator[Path]:
     """Yield a temporary directory; on success it replaces ``dest`` as a whole.
 
-    The old ``dest`` (if any) is removed only after the new content is complete.
+    The old ``dest`` (if any) is removed only after the new content is complete; the writer
+    lock (:func:`writing`) is held throughout, so a second run on ``dest`` fails at once.
     """
     dest = Path(dest)
-    tmp = _temp_dir_beside(dest)
-    try:
-        yield tmp
-        _replace_dir(tmp, dest)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+    with writing(dest):
+        tmp = _temp_dir_beside(dest)
+        try:
+            yield tmp
+            _replace_dir(tmp, dest)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp)
 
 
 def _temp_dir_beside(dest: Path) -> Path:
@@ -118,17 +157,74 @@ def _journal(dest: Path) -> Path:
     return dest.with_name(f".{dest.name}.commit.json")
 
 
+def _remove(path: Path) -> None:
+    """Remove ``path`` whatever it is; a link is removed itself, never what it points to."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+
+
 def _replace_dir(tmp: Path, dest: Path) -> None:
-    """Put directory ``tmp`` at ``dest`` (the old ``dest`` removed after the rename)."""
-    if dest.exists():
+    """Put directory ``tmp`` at ``dest`` (the old ``dest`` removed after the rename).
+
+    A link at ``dest`` or at its ``.old`` sibling is replaced or removed as a link: the folder it
+    points to is never touched (the callers' path guard has refused links out of their root).
+    """
+    if dest.exists() or dest.is_symlink():
         old = dest.with_name(f".{dest.name}.old")
-        if old.exists():
-            shutil.rmtree(old)
+        _remove(old)
         os.replace(dest, old)
         os.replace(tmp, dest)
-        shutil.rmtree(old)
+        _remove(old)
     else:
         os.replace(tmp, dest)
+
+
+class JournalError(UserError, ValueError):
+    """A commit journal that this project did not write (or that names other folders)."""
+
+
+_MARK = ".workbench-commit"
+"""A file in each temporary folder of a multi-directory commit holding the journal's token."""
+
+
+def _journal_pairs(journal: Path, dest: Path) -> list[tuple[Path, Path]]:
+    """The ``(temporary, destination)`` pairs of ``journal``, each checked to be one that
+    :func:`atomic_dirs` wrote: the first destination is ``dest`` (the journal lies beside it);
+    each temporary is a folder (not a link) beside its destination, named as
+    :func:`_temp_dir_beside` names it, and, where it still exists, holds the journal's random
+    token. A planted journal can then name no folder but a commit's own: it can neither move
+    nor delete anything else.
+
+    Raises:
+        JournalError: one line naming the journal and what is wrong, and the fix.
+    """
+    fix = f"delete {journal} (it is not the journal of an interrupted run) and run again"
+    try:
+        recorded = json.loads(journal.read_text())
+        token = str(recorded["token"])
+        pairs = [(Path(tmp), Path(target)) for tmp, target in recorded["pairs"]]
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        raise JournalError(f"{journal}: not a commit journal ({type(err).__name__}: {err}); "
+                           f"{fix}") from None
+    if not pairs or pairs[0][1].absolute() != dest.absolute():
+        raise JournalError(f"{journal}: its first folder is not {dest}; {fix}")
+    for tmp, target in pairs:
+        beside = tmp.parent == target.parent and tmp.name.startswith(f".{target.name}.") \
+            and tmp.name.endswith(".tmp") and not tmp.is_symlink()
+        if not beside or (tmp.exists() and not _holds_token(tmp, token)):
+            raise JournalError(f"{journal}: {tmp} is not a temporary folder of this commit "
+                               f"of {target}; {fix}")
+    return pairs
+
+
+def _holds_token(folder: Path, token: str) -> bool:
+    mark = folder / _MARK
+    try:
+        return folder.is_dir() and not mark.is_symlink() and mark.read_text() == token
+    except OSError:
+        return False
 
 
 def finish_commit(dest: Path | str) -> bool:
@@ -139,14 +235,21 @@ def finish_commit(dest: Path | str) -> bool:
 
     Returns:
         Whether an interrupted commit was found (and rolled forward).
+
+    Raises:
+        JournalError: the journal is not one :func:`atomic_dirs` wrote (checked pair by pair
+            before anything moves).
     """
     dest = Path(dest)
     journal = _journal(dest)
+    if journal.is_symlink():
+        raise JournalError(f"{journal} is a link, not a commit journal; delete it and run again")
     if not journal.exists():
         return False
-    for tmp, target in json.loads(journal.read_text()):
-        if Path(tmp).exists():
-            _replace_dir(Path(tmp), Path(target))
+    for tmp, target in _journal_pairs(journal, dest):
+        if tmp.exists():
+            _replace_dir(tmp, target)
+            (target / _MARK).unlink(missing_ok=True)
     journal.unlink()
     return True
 
@@ -156,15 +259,21 @@ def atomic_dirs(*dests: Path | str) -> Iterator[list[Path]]:
     """Like :func:`atomic_dir` for several directories that must change together.
 
     The new contents are built in temporary directories; on success a journal naming every
-    ``(temporary, destination)`` pair is written (atomically), the directories are renamed into
-    place, and the journal is removed. A process killed between two renames leaves the journal:
-    :func:`finish_commit` (called here first, and by readers) completes the renames, so readers
-    never see one directory new and another old.
+    ``(temporary, destination)`` pair and a random token is written (atomically; each temporary
+    holds the token too, so a journal planted by someone else names nothing it may move), the
+    directories are renamed into place, and the journal is removed. A process killed between
+    two renames leaves the journal: :func:`finish_commit` (called here first, and by readers)
+    completes the renames, so readers never see one directory new and another old.
     """
+    import secrets
+
     paths = [Path(d) for d in dests]
     journal = _journal(paths[0])
     finish_commit(paths[0])
+    token = secrets.token_hex(16)
     with contextlib.ExitStack() as stack:
+        for d in paths:
+            stack.enter_context(writing(d))
         tmps = [_temp_dir_beside(d) for d in paths]
         for tmp in tmps:
             # once the journal exists the temporaries belong to it (finish_commit moves them)
@@ -174,7 +283,10 @@ def atomic_dirs(*dests: Path | str) -> Iterator[list[Path]]:
 
             stack.callback(drop)
         yield tmps
-        write_text(journal, json.dumps([[str(t), str(d)] for t, d in zip(tmps, paths)]))
+        for tmp in tmps:  # written last: the caller's files are all there
+            (tmp / _MARK).write_text(token)
+        write_text(journal, json.dumps(
+            {"token": token, "pairs": [[str(t), str(d)] for t, d in zip(tmps, paths)]}))
         finish_commit(paths[0])
 
 

@@ -84,21 +84,26 @@ def check_name(key: str, name: object) -> str:
     return name
 
 
-def inside(root: Path | str, *parts: str, key: str = "path") -> Path:
-    """``root / parts`` after checking it stays inside ``root`` (symbolic links followed).
+def inside(root: Path | str, *parts: str, key: str = "path",
+           guard: Path | str | None = None) -> Path:
+    """``root / parts`` after checking it stays inside ``guard`` (default ``root``; symbolic
+    links followed, at every level below ``guard``).
 
     The one guard of every path built from a user's name or file list: a data or results
     directory that a stage replaces, a local dataset's file. ``..``, an absolute part or a link
-    out of ``root`` raises a one-line ``ConfigError`` naming ``key``.
+    out of ``guard`` raises a one-line ``ConfigError`` naming ``key``. Pass the data or results
+    root as ``guard`` when ``root`` is a folder below it (``data/processed``): a link planted at
+    ``data/processed`` itself is then refused too.
     """
     base = Path(root)
+    fence = Path(guard) if guard is not None else base
     path = base.joinpath(*parts)
-    real_base = base.resolve()
+    real_fence = fence.resolve()
     real = path.resolve()
     if any(Path(part).is_absolute() for part in parts) or (
-            real != real_base and real_base not in real.parents):
+            real != real_fence and real_fence not in real.parents):
         shown = "/".join(parts)
-        raise ConfigError(f"{key} = {shown!r}: must stay inside {base} (no '..', no absolute "
+        raise ConfigError(f"{key} = {shown!r}: must stay inside {fence} (no '..', no absolute "
                           "path, no link out of it)")
     return path
 
@@ -120,9 +125,21 @@ def notebook_output(name: str, out_dir: Path | str | None) -> Path:
 
     ``None`` (a notebook opened in JupyterLab or run by hand) is ``scratch/<name>``; the
     pipeline's ``notebook`` stage passes ``reports/<name>``. A relative path is relative to the
-    project root, wherever the kernel started.
+    project root, wherever the kernel started. An empty value, the project root or a folder
+    above it is refused (``ConfigError``): the section's ``README.md`` would replace another.
     """
-    return SCRATCH_DIR / name if out_dir is None else resolve(out_dir)
+    if out_dir is None:
+        return SCRATCH_DIR / name
+    if not str(out_dir).strip():
+        raise ConfigError(f"out_dir = {str(out_dir)!r}: give a folder for the notebook's figures "
+                          f"and tables, e.g. out_dir=scratch/{name}")
+    path = resolve(out_dir)
+    root = REPO_ROOT.resolve()
+    if path.resolve() == root or path.resolve() in root.parents:
+        raise ConfigError(f"out_dir = {str(out_dir)!r} is the project's root or above it: its "
+                          f"README.md would be overwritten; give a folder of its own, e.g. "
+                          f"out_dir=scratch/{name}")
+    return path
 
 
 def repo_relative(path: Path | str) -> str:

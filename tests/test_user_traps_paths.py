@@ -1,0 +1,284 @@
+"""Planted files and links under the data and results roots (issue 46's worst breaks).
+
+Nothing the project writes or deletes may lie outside its data and results roots, whatever a
+file or link planted beside its outputs says: a commit journal naming other folders, a link at
+``data/processed`` or ``results/<stage>`` (one level above the dataset's folder), a link at the
+``.<name>.old`` sibling, or a local dataset taking a pipeline dataset's name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from workbench.config import load
+from workbench.data.pipeline import downloads_dir, processed_dir, raw_dir
+from workbench.utils.io import JournalError, atomic_dir, atomic_dirs, finish_commit
+from workbench.utils.paths import inside
+from workbench.utils.validation import ConfigError
+
+
+def _victim(tmp_path: Path) -> Path:
+    victim = tmp_path / "home" / "precious"
+    victim.mkdir(parents=True)
+    (victim / "thesis.tex").write_text("years of work")
+    return victim
+
+
+def _intact(victim: Path) -> bool:
+    return (victim / "thesis.tex").read_text() == "years of work"
+
+
+@pytest.mark.parametrize("journal", [
+    '{{"token": "t", "pairs": [["{tmp}", "{victim}"]]}}',          # first folder not its own
+    '{{"token": "t", "pairs": [["{parts}/.x.1.tmp", "{parts}/x"], ["{tmp}", "{victim}"]]}}',
+    '{{"token": "t", "pairs": [["{victim}", "{parts}/x"]]}}',      # moves a folder in
+    '[["{tmp}", "{victim}"]]',                                     # no token
+    "not json",
+])
+def test_a_planted_commit_journal_moves_and_deletes_nothing(tmp_path: Path, journal: str) -> None:
+    victim = _victim(tmp_path)
+    parts = tmp_path / "data" / "partitions"
+    parts.mkdir(parents=True)
+    decoy = tmp_path / "home" / ".precious.abc.tmp"  # even one named like a temporary,
+    decoy.mkdir()
+    (decoy / ".workbench-commit").write_text("guess")  # holding a guessed token
+    (parts / ".x.commit.json").write_text(
+        journal.format(tmp=decoy, victim=victim, parts=parts))
+    with pytest.raises(JournalError) as info:
+        finish_commit(parts / "x")
+    assert "\n" not in str(info.value) and "delete " in str(info.value)
+    assert _intact(victim) and decoy.is_dir()
+
+
+def test_a_journal_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    victim = _victim(tmp_path)
+    parts = tmp_path / "data" / "partitions"
+    parts.mkdir(parents=True)
+    (parts / ".x.commit.json").symlink_to(victim / "thesis.tex")
+    with pytest.raises(JournalError, match="is a link"):
+        finish_commit(parts / "x")
+    assert _intact(victim)
+
+
+def test_a_real_interrupted_commit_still_rolls_forward(tmp_path: Path) -> None:
+    first, second = tmp_path / "data" / "partitions" / "x", tmp_path / "results" / "dedup" / "x"
+    with atomic_dirs(first, second) as (a, b):
+        (a / "p").write_text("1")
+        (b / "r").write_text("2")
+    assert (first / "p").read_text() == "1" and (second / "r").read_text() == "2"
+    assert not any(p.name == ".workbench-commit" for p in (*first.iterdir(), *second.iterdir()))
+    # a run killed between the two renames: the journal and the second temporary remain
+    tmp = second.parent / ".x.killed.tmp"
+    tmp.mkdir()
+    (tmp / "r").write_text("3")
+    (tmp / ".workbench-commit").write_text("t0k3n")
+    (first.parent / ".x.commit.json").write_text(json.dumps({"token": "t0k3n", "pairs": [
+        [str(first.parent / ".x.gone.tmp"), str(first)], [str(tmp), str(second)]]}))
+    assert finish_commit(first) and sorted(p.name for p in second.iterdir()) == ["r"]
+    assert (second / "r").read_text() == "3" and not (first.parent / ".x.commit.json").exists()
+
+
+@pytest.mark.parametrize("level", ["processed", "raw", "downloads"])
+def test_a_link_above_the_dataset_folder_is_refused(tmp_path: Path, level: str) -> None:
+    victim = _victim(tmp_path)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / level).symlink_to(victim.parent, target_is_directory=True)
+    build = {"processed": processed_dir, "raw": raw_dir, "downloads": downloads_dir}[level]
+    with pytest.raises(ConfigError, match="must stay inside"):
+        build(data, "precious")
+    assert _intact(victim)
+
+
+def test_a_link_at_results_stage_is_refused(tmp_path: Path) -> None:
+    victim = _victim(tmp_path)
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "het_cache").symlink_to(victim.parent, target_is_directory=True)
+    with pytest.raises(ConfigError, match="dataset.name = 'precious': must stay inside"):
+        inside(results / "het_cache", "precious", key="dataset.name", guard=results)
+    assert _intact(victim)
+
+
+def test_a_planted_old_link_is_removed_as_a_link(tmp_path: Path) -> None:
+    victim = _victim(tmp_path)
+    dest = tmp_path / "data" / "processed" / "x"
+    dest.mkdir(parents=True)
+    (dest / "old.parquet").write_text("old")
+    (dest.parent / ".x.old").symlink_to(victim, target_is_directory=True)
+    with atomic_dir(dest) as tmp:
+        (tmp / "new.parquet").write_text("new")
+    assert sorted(p.name for p in dest.iterdir()) == ["new.parquet"]
+    assert _intact(victim) and not (dest.parent / ".x.old").exists()
+
+
+def test_a_link_at_the_destination_is_replaced_not_followed(tmp_path: Path) -> None:
+    victim = _victim(tmp_path)
+    dest = tmp_path / "results" / "x"
+    dest.parent.mkdir(parents=True)
+    dest.symlink_to(victim, target_is_directory=True)
+    with atomic_dir(dest) as tmp:
+        (tmp / "summary.json").write_text("{}")
+    assert not dest.is_symlink() and (dest / "summary.json").exists() and _intact(victim)
+
+
+def test_a_local_dataset_cannot_take_a_pipeline_datasets_name(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="dataset.name = 'criteo_sample' is a dataset of the "
+                                          "pipeline .* dataset.name=my_criteo_sample"):
+        load(["dataset=local", "dataset.name=criteo_sample", f"dataset.path={tmp_path}"])
+    load(["dataset=criteo_sample"])  # the pipeline's own dataset, as configured: fine
+    load(["dataset=local", "dataset.name=my_criteo_sample", f"dataset.path={tmp_path}"])
+
+
+@pytest.mark.parametrize("out_dir", [".", "", "  ", "..", "/"])
+def test_a_notebook_out_dir_at_or_above_the_project_root_is_refused(out_dir: str) -> None:
+    from workbench.utils.paths import notebook_output
+
+    with pytest.raises(ConfigError, match="out_dir = .*e.g. out_dir=scratch/esd"):
+        notebook_output("esd", out_dir)
+
+
+def test_a_readme_no_notebook_wrote_is_never_overwritten(tmp_path: Path) -> None:
+    from workbench.report.sections import write_page
+    from workbench.utils.errors import UserError
+
+    section = {"name": "esd", "title": "ESD", "intro": "", "items": [], "claims": []}
+    mine = tmp_path / "README.md"
+    mine.write_text("# My project\n")
+    with pytest.raises(UserError, match="not a page a notebook wrote"):
+        write_page(tmp_path, section)
+    assert mine.read_text() == "# My project\n"
+    mine.unlink()
+    mine.symlink_to(tmp_path / "elsewhere.md")  # a link: refused, its target never created
+    with pytest.raises(UserError, match="not a page a notebook wrote"):
+        write_page(tmp_path, section)
+    assert not (tmp_path / "elsewhere.md").exists()
+    mine.unlink()
+    assert write_page(tmp_path, section) and not write_page(tmp_path, section)
+    section["intro"] = "changed"
+    assert write_page(tmp_path, section)  # its own page is rewritten
+
+
+@pytest.mark.parametrize("kind", ["link", "device"])
+def test_replay_out_never_replaces_a_link_or_a_device(tmp_path: Path, kind: str) -> None:
+    from workbench.replay import TraceError, _check_out
+
+    victim = _victim(tmp_path)
+    out = tmp_path / "result.json"
+    if kind == "link":
+        out.symlink_to(victim / "thesis.tex")
+    else:
+        out = Path("/dev/null")
+    with pytest.raises(TraceError, match="a link or a special file"):
+        _check_out(out)
+    assert _intact(victim) and (kind != "link" or out.is_symlink())
+
+
+def test_a_training_stage_on_labels_of_one_class_stops_instead_of_reporting_nan(
+        tmp_path: Path) -> None:
+    """A session log without its buys file is labelled all 0: het-train, hotline and combined
+    (every caller of ``load_split``) stop in one line instead of exiting 0 with AUC nan."""
+    import subprocess
+    import sys
+
+    from workbench.data.pipeline import SingleClassError
+    from workbench.data.schema import DatasetMeta
+    from workbench.experiments.het_train import load_split
+    from workbench.utils.paths import REPO_ROOT
+
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "clicks.dat").write_text("".join(
+        f"{s},2014-04-07T10:{s % 60:02d}:0{i}.000Z,{100 + (s * 7 + i) % 13},0\n"
+        for s in range(1, 120) for i in range(3)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "workbench.stages", "prepare", "dataset=local",
+         "dataset.name=clicks", f"dataset.path={own}", "dataset.format=session_clicks",
+         f"paths.data={tmp_path / 'data'}", "profile.progress=false"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    processed = tmp_path / "data" / "processed" / "clicks"
+    with pytest.raises(SingleClassError, match="every train label of the .* rows read is 0, "
+                                               "one class: AUC.* purchases or buys file"):
+        load_split(processed, DatasetMeta.read(processed), "train", None)
+
+
+def test_a_second_run_on_the_same_output_is_told_another_run_is_writing(tmp_path: Path) -> None:
+    import multiprocessing
+
+    from workbench.utils.io import ConcurrentRunError
+
+    dest = tmp_path / "results" / "het_cache" / "x"
+    ready, release = multiprocessing.Event(), multiprocessing.Event()
+    holder = multiprocessing.get_context("fork").Process(
+        target=_hold, args=(dest, ready, release), daemon=True)
+    holder.start()
+    try:
+        assert ready.wait(30)
+        with pytest.raises(ConcurrentRunError, match="another run is writing .* now"):
+            with atomic_dir(dest) as tmp:
+                (tmp / "mine").write_text("second")
+        with pytest.raises(ConcurrentRunError):
+            with atomic_dirs(tmp_path / "other", dest):
+                pass
+    finally:
+        release.set()
+        holder.join(30)
+    assert (dest / "first").read_text() == "first"  # the first run's output, whole
+    with atomic_dir(dest) as tmp:  # the lock is gone with the run
+        (tmp / "again").write_text("third")
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["x"]  # no lock, no temporaries
+
+
+def _hold(dest: Path, ready, release) -> None:  # type: ignore[no-untyped-def]
+    with atomic_dir(dest) as tmp:
+        (tmp / "first").write_text("first")
+        ready.set()
+        release.wait(30)
+
+
+@pytest.mark.parametrize("override,says", [
+    ("paths.data=", "paths.data = '': give a folder"),
+    ("paths.results=' '", "paths.results = ' ': give a folder"),
+    ("paths.reports=.", "paths.reports = '.' is the project's root"),
+    ("paths.data=/", "paths.data = '/' is the project's root or above it"),
+    ("paths.mirrors=['']", "paths.mirrors[0] = '': give a folder"),
+])
+def test_blank_or_root_paths_are_refused(override: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        load([override])
+
+
+def test_an_empty_params_file_says_so(tmp_path: Path) -> None:
+    empty = tmp_path / "params.yaml"
+    empty.write_text("\n")
+    with pytest.raises(ConfigError, match="is empty: regenerate it with `make params`"):
+        load(params=empty)
+
+
+def test_a_token_without_equals_is_not_silently_ignored() -> None:
+    from workbench.stages.cli import run
+    from workbench.utils.errors import UserError
+
+    with pytest.raises(UserError, match="'cache.ratio': an override is key=value"):
+        run(["het-cache", "cache.ratio"])
+
+
+@pytest.mark.parametrize("update,shown", [("nan", "nan"), ("inf", "inf"), ("1e308", "1e+308")])
+def test_replay_update_must_be_a_finite_step(tmp_path: Path, capsys, update: str,
+                                             shown: str) -> None:
+    import numpy as np
+
+    from workbench.replay import main
+
+    trace = tmp_path / "trace.npy"
+    np.save(trace, np.zeros((2, 2, 3), dtype=np.int64))
+    with pytest.raises(SystemExit) as info:
+        main(["cache", "--trace", str(trace), "--update", update])
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2 and err.count("\n") == 0
+    assert f"--update = {shown}: must be a" in err and "<= 1000.0" in err
