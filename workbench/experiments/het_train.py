@@ -69,9 +69,10 @@ def load_split(processed: Path, meta: DatasetMeta, split: str, limit: int | None
     """One encoded split as arrays (dense float32, global keys, labels).
 
     Raises:
-        SingleClassError: the split's labels (the first ``limit``) are all one class: the AUC
-            every training stage reports would be nan (a session log without its purchases
-            file is labelled all 0), so the stage stops before training, in one line.
+        SingleClassError: the train split's labels (the first ``limit``) are all one class: no
+            model could learn, and the AUC every training stage reports would be nan (a session
+            log without its purchases file is labelled all 0); the stage stops before training,
+            in one line. A test split is not checked (an explorer may read a single row).
     """
     from workbench.data.pipeline import SingleClassError
 
@@ -79,7 +80,7 @@ def load_split(processed: Path, meta: DatasetMeta, split: str, limit: int | None
     if limit is not None:
         frame = frame.iloc[:limit]
     labels = frame[LABEL].to_numpy(np.float32)
-    if labels.size and labels.min() == labels.max():
+    if split == "train" and labels.size and labels.min() == labels.max():
         raise SingleClassError(
             f"dataset {meta.name}: every {split} label of the {labels.size:,} rows read is "
             f"{float(labels[0]) + 0.0:g}, one class: AUC, which this stage reports, is undefined; "
