@@ -282,3 +282,43 @@ def test_replay_update_must_be_a_finite_step(tmp_path: Path, capsys, update: str
     err = capsys.readouterr().err.strip()
     assert info.value.code == 2 and err.count("\n") == 0
     assert f"--update = {shown}: must be a" in err and "<= 1000.0" in err
+
+
+def _laughs() -> str:
+    lol = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    for i in "bcdefghi":
+        lol += f"{i}: &{i} [" + ",".join(["*" + chr(ord(i) - 1)] * 9) + "]\n"
+    return lol
+
+
+@pytest.mark.parametrize("content,says", [
+    (_laughs(), ":1: anchors and aliases (&name / *name) are not read"),  # "billion laughs"
+    ("a:\n\tb: 1\n", ":2: found character '\\t' that cannot start any token"),
+    ("a: 1\na: 2\n", ":2: found duplicate key a"),
+    ('a: !!python/object/apply:os.system ["true"]\n', ":1: could not determine a constructor"),
+    ("- 1\n- 2\n", "the top level must be a mapping"),
+    ("a: " + "[" * 5000 + "]" * 5000 + "\n", ":1: nested deeper than 64 levels"),
+    ("a: 1\n".encode("utf-16"), "UTF-16 text; save it as UTF-8"),
+    (b"\x00\x01\x02binary", "binary bytes, not YAML text"),
+    (b"a: \xe9t\xe9\n", "not UTF-8 text (byte 3"),
+])
+def test_a_malformed_params_file_is_one_line(tmp_path: Path, content: str | bytes,
+                                              says: str) -> None:
+    path = tmp_path / "params.yaml"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    with pytest.raises(ConfigError) as info:
+        load(params=path)
+    message = str(info.value)
+    assert says in message and "\n" not in message and "make params" in message
+
+
+def test_a_bad_override_with_a_params_file_is_one_line() -> None:
+    from workbench.utils.paths import PARAMS_FILE
+
+    if not PARAMS_FILE.is_file():
+        pytest.skip("no params.yaml (make params)")
+    with pytest.raises(ConfigError, match=r"an override of \['cache.ratio=\['\] is not a valid"):
+        load(["cache.ratio=["], params=PARAMS_FILE)

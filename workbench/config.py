@@ -280,17 +280,87 @@ def load(overrides: list[str] | None = None, params: Path | str | None = None) -
                 else "give an existing file (relative paths are read from the repository root "
                 f"{REPO_ROOT})")
         raise ConfigError(f"params file {path} not found: {hint}")
-    if not path.read_text(errors="replace").strip():
-        raise ConfigError(f"params file {path} is empty: regenerate it with `make params` (or "
-                          "`python -m workbench.config dump -o FILE`)")
-    cfg = OmegaConf.load(path)
+    cfg = read_params_file(path)
+    if not isinstance(cfg, DictConfig):
+        raise ConfigError(f"params file {path}: the top level must be a mapping (key: value), "
+                          f"not a list; {_REGENERATE}")
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise ConfigError(f"override {bad[0]!r} is not key=value")
-    merged = OmegaConf.merge(cfg, OmegaConf.from_dotlist(overrides))
+    try:
+        dotlist = OmegaConf.from_dotlist(overrides)
+    except Exception as err:  # yaml's and omegaconf's parse errors: one line, not a trace
+        raise ConfigError(f"an override of {overrides} is not a valid value "
+                          f"({' '.join(str(err).split())[:200]}); write values as YAML, e.g. "
+                          "cache.ratio=0.1 or 'experiments.esd.dispatchers=[random]'") from None
+    merged = OmegaConf.merge(cfg, dotlist)
     if not isinstance(merged, DictConfig):
         raise ConfigError(f"params file {path}: the top level must be a mapping")
     return validate(merged)
+
+
+#: The deepest nesting a params file may have (``params.yaml`` has 6 levels).
+MAX_PARAMS_DEPTH = 64
+#: The largest params file read (``params.yaml`` is about 30 KB).
+MAX_PARAMS_BYTES = 16 << 20
+_REGENERATE = "regenerate it with `make params` (or `python -m workbench.config dump -o FILE`)"
+
+
+def read_params_file(path: Path) -> DictConfig | ListConfig:
+    """Read a params file, refusing in one line what could hang or crash the YAML reader.
+
+    A params file is what ``make params`` writes: UTF-8 YAML mappings and lists. Refused before
+    it is parsed: a file too big, binary bytes, text that is not UTF-8 (a UTF-16 file), an empty
+    file, anchors and aliases (``&a`` / ``*a``: a 1 KB "billion laughs" file expands to
+    gigabytes), nesting deeper than :data:`MAX_PARAMS_DEPTH`; then any YAML error (a tab in the
+    indentation, a duplicate key, a ``!!python`` tag) is one line with its line number.
+
+    Raises:
+        ConfigError: the file, the line and what is wrong, and how to regenerate it.
+    """
+    import yaml
+
+    if path.stat().st_size > MAX_PARAMS_BYTES:
+        raise ConfigError(f"params file {path}: {path.stat().st_size:,} bytes, larger than a "
+                          f"params file can be ({MAX_PARAMS_BYTES:,}); {_REGENERATE}")
+    raw = path.read_bytes()
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ConfigError(f"params file {path}: UTF-16 text; save it as UTF-8, or {_REGENERATE}")
+    if b"\x00" in raw:
+        raise ConfigError(f"params file {path}: binary bytes, not YAML text; {_REGENERATE}")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"params file {path}: not UTF-8 text (byte {err.start:,}; UTF-16?); "
+                          f"save it as UTF-8, or {_REGENERATE}") from None
+    if not text.strip():
+        raise ConfigError(f"params file {path} is empty: {_REGENERATE}")
+
+    def where(mark: Any) -> str:
+        return f"{path}:{mark.line + 1}" if mark is not None else str(path)
+
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                raise ConfigError(f"params file {where(event.start_mark)}: anchors and aliases "
+                                  f"(&name / *name) are not read in a params file; write the "
+                                  f"values out, or {_REGENERATE}")
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_PARAMS_DEPTH:
+                    raise ConfigError(f"params file {where(event.start_mark)}: nested deeper "
+                                      f"than {MAX_PARAMS_DEPTH} levels; {_REGENERATE}")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+        return OmegaConf.create(text)
+    except yaml.MarkedYAMLError as err:
+        what = " ".join(str(err.problem or err.context or "not valid YAML").split())
+        raise ConfigError(f"params file {where(err.problem_mark)}: {what}; fix that line, or "
+                          f"{_REGENERATE}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"params file {path}: not valid YAML ({' '.join(str(err).split())}); "
+                          f"{_REGENERATE}") from None
 
 
 def to_yaml(cfg: DictConfig) -> str:
