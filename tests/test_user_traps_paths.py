@@ -322,3 +322,29 @@ def test_a_bad_override_with_a_params_file_is_one_line() -> None:
         pytest.skip("no params.yaml (make params)")
     with pytest.raises(ConfigError, match=r"an override of \['cache.ratio=\['\] is not a valid"):
         load(["cache.ratio=["], params=PARAMS_FILE)
+
+
+def test_a_300_character_dataset_name_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"\(300 characters\): must be at most 100 characters"):
+        load(["dataset=local", "dataset.name=" + "a" * 300, f"dataset.path={tmp_path}"])
+
+
+def test_a_file_listed_twice_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"files\[1\] = './a.csv': listed twice .* test rows "
+                                          "would leak into train"):
+        load(["dataset=local", f"dataset.path={tmp_path}", "dataset.files=[a.csv,./a.csv]"])
+
+
+@pytest.mark.parametrize("flag", ["--read-bound", "--write-bound", "--rows", "--cache-rows"])
+def test_replay_refuses_counts_beyond_64_bits(tmp_path: Path, capsys, flag: str) -> None:
+    import numpy as np
+
+    from workbench.replay import main
+
+    trace = tmp_path / "trace.npy"
+    np.save(trace, np.zeros((2, 2, 3), dtype=np.int64))
+    with pytest.raises(SystemExit) as info:
+        main(["cache", "--trace", str(trace), flag, str(2**70)])
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2 and "Traceback" not in err and err.count("\n") == 0
+    assert f"{flag} = {2**70}: must be" in err

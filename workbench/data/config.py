@@ -150,6 +150,10 @@ class DatasetConfig:
             if not name or Path(name).is_absolute() or ".." in Path(name).parts:
                 raise ConfigError(f"files[{i}] = {name!r}: must be a file name inside path "
                                   "(no '..', no absolute path)")
+            if Path(name) in [Path(n) for n in self.files[:i]]:
+                raise ConfigError(f"files[{i}] = {name!r}: listed twice (its rows would be read "
+                                  "twice, and test rows would leak into train); list each file "
+                                  "once")
         if (self.source == "synthetic") != (self.format == "parquet"):
             raise ConfigError(f"format = {self.format!r} with source = {self.source!r}: the "
                               "synthetic source writes 'parquet'; url and local sources need the "

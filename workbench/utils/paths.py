@@ -73,6 +73,8 @@ SCRATCH_DIR = REPO_ROOT / "scratch"
 #: A name from the user that becomes one directory level (a dataset, a notebook): letters,
 #: digits, ``_``, ``.``, ``-``, not starting with ``.`` -- so never ``..``, ``/`` or absolute.
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+MAX_NAME = 100
+"""The longest plain name (a file system allows 255 bytes a name)."""
 
 
 def check_name(key: str, name: object) -> str:
@@ -81,6 +83,10 @@ def check_name(key: str, name: object) -> str:
     if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
         raise ConfigError(f"{key} = {name!r}: must be a plain name (letters, digits, '_', '.', "
                           "'-'; not starting with '.'; no '/')")
+    if len(name) > MAX_NAME:
+        raise ConfigError(f"{key} = {name[:20]!r}... ({len(name)} characters): must be at most "
+                          f"{MAX_NAME} characters (it names folders, and their temporary "
+                          "siblings add to it)")
     return name
 
 
