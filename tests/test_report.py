@@ -183,7 +183,7 @@ def test_write_page_rewrites_only_a_missing_or_outdated_page(tmp_path: Path,
     assert not write_page(tmp_path / "demo", saved)  # Section.save wrote these bytes
     path.unlink()
     assert write_page(tmp_path / "demo", saved) and path.read_text() == page(saved)
-    path.write_text("stale")
+    path.write_text(page({**saved, "title": "An older title"}))  # a page of ours, outdated
     assert write_page(tmp_path / "demo", saved) and path.read_text() == page(saved)
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.cluster.time_model import ComputeCost, SoftwareCost
-from workbench.utils.paths import inside
+from workbench.utils.paths import check_name, inside
 from workbench.utils.validation import ConfigError
 
 CALIBRATION_FILE = "calibration.json"
@@ -57,7 +57,8 @@ def pipeline_dir(results: Path) -> Path:
 
 def own_dir(results: Path, dataset: str) -> Path:
     """``results/calibrate/<dataset>``: where calibrating a picked dataset writes."""
-    return inside(Path(results) / OWN_DIR, dataset, key="dataset.name", guard=results)
+    return inside(Path(results) / OWN_DIR, check_name("dataset.name", dataset),
+                  key="dataset.name", guard=results)
 
 
 def calibration_dir(results: Path, dataset: str | None = None) -> Path:
