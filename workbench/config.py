@@ -281,9 +281,6 @@ def load(overrides: list[str] | None = None, params: Path | str | None = None) -
                 f"{REPO_ROOT})")
         raise ConfigError(f"params file {path} not found: {hint}")
     cfg = read_params_file(path)
-    if not isinstance(cfg, DictConfig):
-        raise ConfigError(f"params file {path}: the top level must be a mapping (key: value), "
-                          f"not a list; {_REGENERATE}")
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise ConfigError(f"override {bad[0]!r} is not key=value")
@@ -293,10 +290,7 @@ def load(overrides: list[str] | None = None, params: Path | str | None = None) -
         raise ConfigError(f"an override of {overrides} is not a valid value "
                           f"({' '.join(str(err).split())[:200]}); write values as YAML, e.g. "
                           "cache.ratio=0.1 or 'experiments.esd.dispatchers=[random]'") from None
-    merged = OmegaConf.merge(cfg, dotlist)
-    if not isinstance(merged, DictConfig):
-        raise ConfigError(f"params file {path}: the top level must be a mapping")
-    return validate(merged)
+    return validate(cast(DictConfig, OmegaConf.merge(cfg, dotlist)))
 
 
 #: The deepest nesting a params file may have (``params.yaml`` has 6 levels).
@@ -306,14 +300,15 @@ MAX_PARAMS_BYTES = 16 << 20
 _REGENERATE = "regenerate it with `make params` (or `python -m workbench.config dump -o FILE`)"
 
 
-def read_params_file(path: Path) -> DictConfig | ListConfig:
+def read_params_file(path: Path) -> DictConfig:
     """Read a params file, refusing in one line what could hang or crash the YAML reader.
 
     A params file is what ``make params`` writes: UTF-8 YAML mappings and lists. Refused before
     it is parsed: a file too big, binary bytes, text that is not UTF-8 (a UTF-16 file), an empty
     file, anchors and aliases (``&a`` / ``*a``: a 1 KB "billion laughs" file expands to
     gigabytes), nesting deeper than :data:`MAX_PARAMS_DEPTH`; then any YAML error (a tab in the
-    indentation, a duplicate key, a ``!!python`` tag) is one line with its line number.
+    indentation, a duplicate key, a ``!!python`` tag) is one line with its line number, and so
+    is a top level that is not a mapping.
 
     Raises:
         ConfigError: the file, the line and what is wrong, and how to regenerate it.
@@ -353,7 +348,7 @@ def read_params_file(path: Path) -> DictConfig | ListConfig:
                                       f"than {MAX_PARAMS_DEPTH} levels; {_REGENERATE}")
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
-        return OmegaConf.create(text)
+        cfg = OmegaConf.create(text)
     except yaml.MarkedYAMLError as err:
         what = " ".join(str(err.problem or err.context or "not valid YAML").split())
         raise ConfigError(f"params file {where(err.problem_mark)}: {what}; fix that line, or "
@@ -361,6 +356,10 @@ def read_params_file(path: Path) -> DictConfig | ListConfig:
     except yaml.YAMLError as err:
         raise ConfigError(f"params file {path}: not valid YAML ({' '.join(str(err).split())}); "
                           f"{_REGENERATE}") from None
+    if not isinstance(cfg, DictConfig):
+        raise ConfigError(f"params file {path}: the top level must be a mapping (key: value), "
+                          f"not a list; {_REGENERATE}")
+    return cfg
 
 
 def to_yaml(cfg: DictConfig) -> str:

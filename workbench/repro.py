@@ -131,14 +131,20 @@ def to_run(stages: Sequence[Stage], force: bool, changed: set[str] | None,
                 todo.extend(by_name[name].upstream)
     if force:
         pick = set(wanted)
-    else:
-        pick = set(changed or ()) & wanted
-        grew = True
-        while grew:  # downstream of a changed stage: DVC decides whether its inputs changed
-            more = {s.name for s in stages if s.name in wanted and s.upstream & pick}
-            grew = not more <= pick
-            pick |= more
+    else:  # downstream of a changed stage: DVC decides whether its inputs changed
+        pick = downstream([s for s in stages if s.name in wanted], set(changed or ()) & wanted)
     return [s for s in stages if s.name in pick and not s.frozen]
+
+
+def downstream(stages: Sequence[Stage], seeds: set[str]) -> set[str]:
+    """``seeds`` and every stage of ``stages`` that depends on one of them, at any distance."""
+    found = set(seeds)
+    grew = True
+    while grew:
+        more = {s.name for s in stages if s.upstream & found}
+        grew = not more <= found
+        found |= more
+    return found
 
 
 @dataclass
@@ -213,16 +219,10 @@ class Scheduler:
 
     def _skip_downstream(self, pending: list[Stage]) -> None:
         """Take out of ``pending`` every stage that needs a failed (or skipped) stage."""
-        lost = set(self.failed) | set(self.skipped)
-        grew = True
-        while grew:
-            grew = False
-            for stage in list(pending):
-                if stage.upstream & lost:
-                    pending.remove(stage)
-                    self.skipped.append(stage.name)
-                    lost.add(stage.name)
-                    grew = True
+        lost = downstream(pending, set(self.failed) | set(self.skipped))
+        for stage in [s for s in pending if s.name in lost]:
+            pending.remove(stage)
+            self.skipped.append(stage.name)
 
     def _start_ready(self, pending: list[Stage], names: set[str], running: list[_Running],
                      total: int) -> None:

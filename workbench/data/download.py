@@ -84,11 +84,9 @@ from workbench.data.verify import (
     ExtractError,
     _copy_hashed,
     _describe_expected,
-    _digest_mismatch,
     _Hasher,
     _problem,
     _read_chunks,
-    _stamp_path,
     _write_stamp,
     check_file,
     check_not_in_the_way,
@@ -424,8 +422,6 @@ def _place_verified(chunks: Iterable[bytes], final: Path, file: RemoteFile, orig
         problem = _problem(file, hasher, size)
         if problem is not None:
             raise ChecksumError(refusal(problem))
-    with contextlib.suppress(OSError):
-        _stamp_path(final).unlink()
     _write_stamp(final, hasher.hexdigests())
     log.info("%s: %s and verified", final, origin)
     return final
@@ -472,12 +468,7 @@ def _derive(upstream: Upstream, source: Path, final: Path, file: RemoteFile) -> 
 def _finish(fh: IO[bytes], part: Path, final: Path, file: RemoteFile, hasher: _Hasher,
             size: int, origin: str) -> Path:
     """Verify the complete ``.part`` and move it into place (or delete it and raise)."""
-    problem = None
-    if file.size is not None and size != file.size:
-        problem = f"size {size} bytes, expected {file.size}"
-    digests = hasher.hexdigests()
-    if problem is None:
-        problem = _digest_mismatch(file, digests)
+    problem = _problem(file, hasher, size)
     if problem is None and hasher.gzip is not None:
         problem = hasher.gzip.problem()
     if problem is not None:
@@ -491,8 +482,7 @@ def _finish(fh: IO[bytes], part: Path, final: Path, file: RemoteFile, hasher: _H
     fh.flush()
     os.fsync(fh.fileno())
     os.replace(part, final)
-    with contextlib.suppress(OSError):
-        _stamp_path(final).unlink()
+    digests = hasher.hexdigests()
     _write_stamp(final, digests)
     log.info("%s: %d bytes verified%s", final, size,
              " (" + ", ".join(f"{k} {v}" for k, v in digests.items()) + ")" if digests else "")

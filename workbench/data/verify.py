@@ -12,6 +12,7 @@ downloader and the archive reader that raise it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -143,9 +144,8 @@ def _digest_mismatch(file: RemoteFile, actual: dict[str, str]) -> str | None:
 def file_digests(path: Path | str, file: RemoteFile) -> dict[str, str]:
     """Compute the digests ``file`` publishes (md5 and/or sha256) of ``path``, streaming."""
     hasher = _Hasher(file)
-    with open(path, "rb") as fh:
-        while chunk := fh.read(CHUNK):
-            hasher.update(chunk)
+    for chunk in _read_chunks(Path(path)):
+        hasher.update(chunk)
     return hasher.hexdigests()
 
 
@@ -154,6 +154,9 @@ def _stamp_path(path: Path) -> Path:
 
 
 def _write_stamp(path: Path, digests: dict[str, str]) -> None:
+    """Record ``path``'s verified ``digests`` (a stamp left by an earlier file is dropped)."""
+    with contextlib.suppress(OSError):
+        _stamp_path(path).unlink()
     if not digests:
         return
     try:
@@ -236,7 +239,7 @@ def _copy_hashed(chunks: Iterable[bytes], dest: Path, file: RemoteFile) -> tuple
 def _problem(file: RemoteFile, hasher: _Hasher, size: int) -> str | None:
     """What differs between bytes hashed by ``hasher`` and ``file`` (None: they verify)."""
     if file.size is not None and size != file.size:
-        return f"{size:,} bytes, expected {file.size:,}"
+        return f"size {size} bytes, expected {file.size}"
     return _digest_mismatch(file, hasher.hexdigests())
 
 

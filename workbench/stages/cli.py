@@ -84,9 +84,8 @@ def run(argv: list[str] | None = None, prog: str = "python -m workbench.stages")
         args.name = None
     stage = STAGES[args.stage]
     if args.name is not None and stage.name != "notebook":
-        raise UserError(f"{args.name!r}: an override is key=value (e.g. "
-                        f"{args.name.split('=')[0] or 'cache.ratio'}=...); only the notebook stage "
-                        "takes a name")
+        raise UserError(f"{args.name!r}: an override is key=value (e.g. {args.name}=...); "
+                        "only the notebook stage takes a name")
     cfg = load(args.overrides, args.params)
     picked = _picked(args)
     ds = stage.dataset_of(cfg, args.dataset, picked)

@@ -92,6 +92,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -389,12 +390,10 @@ def _entry(rank: int, job: DistributedJob, train: Split | NamelessFile, init_met
         with waiting():
             timeout = timedelta(seconds=job.timeout_s)
             store = _loopback_store(init_method, rank, job.world_size, timeout)
-            if store is not None:
-                dist.init_process_group("gloo", store=store, rank=rank,
-                                        world_size=job.world_size, timeout=timeout)
-            else:
-                dist.init_process_group("gloo", init_method=init_method, rank=rank,
-                                        world_size=job.world_size, timeout=timeout)
+            rendezvous: dict[str, Any] = ({"store": store} if store is not None
+                                          else {"init_method": init_method})
+            dist.init_process_group("gloo", rank=rank, world_size=job.world_size,
+                                    timeout=timeout, **rendezvous)
             workers_group = dist.new_group(list(range(1, job.workers + 1)))
             dist.barrier()
         startup_s = time.perf_counter() - start
