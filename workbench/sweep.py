@@ -11,8 +11,10 @@ this process, ``joblib`` in parallel local processes (``hydra-joblib-launcher``)
 launcher (``hydra-submitit-launcher``'s ``submitit_slurm``, ``hydra-ray-launcher``) installed by
 the user. Each point writes its composed config (``params.yaml``) and the stage's outputs into
 its own job directory, ``sweeps/<time>/<job number>/results/<experiment>/<dataset>/``, so points
-never overwrite each other or the pipeline's ``results/``; the processed datasets under
-``data/`` are shared (run ``dvc repro`` or ``prepare`` first), and the clock's calibration
+never overwrite each other or the pipeline's ``results/``. The processed datasets under
+``data/`` are the points' shared input (run ``dvc repro`` or ``prepare`` first), except for a
+sweep of a data stage (``download``, ``preprocess``, ``prepare``): each of its points writes its
+own ``<job dir>/data/`` (the project's downloads are its mirror). The clock's calibration
 (``results/calibration``) is copied into each point's ``results/``.
 
 Every stage of :mod:`workbench.stages` except ``notebook`` and ``report`` can be swept; the
@@ -49,6 +51,8 @@ from workbench.utils.paths import CONF_DIR, resolve
 
 log = logging.getLogger("workbench.sweep")
 SWEEP_KEYS = ("stage", "stage_dataset")
+#: Stages whose output is a dataset under ``paths.data``: each point gets its own data root.
+DATA_STAGES = ("download", "preprocess", "prepare")
 #: The record a failed point leaves in its job directory: ``{"job", "overrides", "error",
 #: "internal"}``.
 FAILED = "failed.json"
@@ -84,7 +88,9 @@ def run_point(cfg: DictConfig, job_dir: Path) -> Path:
     dataset = cfg.get("stage_dataset")
     container = cast(dict[str, Any], OmegaConf.to_container(cfg))  # a DictConfig's: a dict
     plain = OmegaConf.create({k: v for k, v in container.items() if k not in SWEEP_KEYS})
-    validate(plain)  # a bad value stops here, before anything is written for the point
+    checked = validate(plain)  # a bad value stops here, before anything is written for it
+    if stage in DATA_STAGES:
+        stage = _own_data(plain, checked, stage, dataset, job_dir)
     results = job_dir / "results"
     calibration = resolve(plain.paths.results) / "calibration"
     if stage != "calibrate" and calibration.is_dir():
@@ -97,6 +103,27 @@ def run_point(cfg: DictConfig, job_dir: Path) -> Path:
     write_text(params, to_yaml(plain))
     argv = [stage, "--params", str(params)] + (["--dataset", dataset] if dataset else [])
     return stages.run(argv)
+
+
+def _own_data(plain: DictConfig, cfg: Any, stage: str, dataset: str | None,
+              job_dir: Path) -> str:
+    """Give a point of a data stage its own ``paths.data`` (``<job dir>/data``), so the points
+    of a sweep of ``prepare`` keep their processed datasets side by side instead of each
+    replacing the last one's in the project's ``data/``.
+
+    The registry files the project has already downloaded are the point's first mirror (copied
+    and verified, not fetched again); ``preprocess`` runs as ``prepare`` (the point's data has
+    no raw files until its download step). Returns the stage the point runs.
+    """
+    from workbench import stages
+    from workbench.data.pipeline import downloads_dir
+
+    ds = stages.STAGES[stage].dataset_of(cfg, dataset, dataset is not None)
+    shared = resolve(plain.paths.data)
+    plain.paths.data = str(job_dir / "data")
+    if ds.registry is not None:
+        plain.paths.mirrors = [str(downloads_dir(shared, ds.registry)), *plain.paths.mirrors]
+    return "prepare" if stage == "preprocess" else stage
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")

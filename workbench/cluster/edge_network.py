@@ -54,6 +54,7 @@ from typing import Any
 
 from workbench.cluster.config import ClusterConfig
 from workbench.utils.errors import UserError, WorkbenchError
+from workbench.utils.signals import exit_on_signals
 from workbench.utils.validation import ConfigError
 
 __all__ = ["EdgeNetwork", "LinkSpec", "NetworkError", "NetworkSpec", "NetworkUnavailableError",
@@ -556,27 +557,12 @@ print(statistics.median(rtts), took)
 """
 
 
-@contextlib.contextmanager
-def signals_tear_down() -> Iterator[None]:
-    """Turn SIGTERM and SIGHUP into :class:`SystemExit` while inside (so a ``with
-    EdgeNetwork`` block tears down on them as on Ctrl-C); restores the handlers after."""
-    def _exit(signum, _frame):
-        raise SystemExit(128 + signum)
-
-    saved = {s: signal.signal(s, _exit) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, handler in saved.items():
-            signal.signal(s, handler)
-
-
 def hold(spec: NetworkSpec, seconds: float | None = None, probe: bool = True,
          title: str = "edge network", out=print) -> None:
     """Build ``spec``'s network, print its nodes (address, link, measured round trip and upload
     rate, the line that enters each) and hold it until Ctrl-C, SIGTERM or ``seconds``; tear it
     down either way (the ``workbench network`` command)."""
-    with signals_tear_down(), EdgeNetwork(spec) as net:
+    with exit_on_signals(), EdgeNetwork(spec) as net:
         latency = ("applied (netem)" if net.latency_applied else
                    "NOT applied (this kernel has no netem): the veths' own")
         out(f"{title}: {len(spec.nodes)} nodes, latency {latency}")

@@ -539,7 +539,7 @@ def _preprocess_streaming(ds: DatasetConfig, data_root: Path, manifest: dict[str
 
     options: dict[str, Any] = dict(
         test_fraction=ds.test_fraction, memory_limit_mb=ds.memory_limit_mb,
-        row_group_rows=ds.row_group_rows, work_dir=data_root / "processed", progress=progress)
+        row_group_rows=ds.row_group_rows, progress=progress)
     if ds.source == "synthetic":
         import pyarrow.parquet as pq
 

@@ -6,7 +6,8 @@ memory bounded by ``dataset.memory_limit_mb``, not by the input size.
     raw files --pyarrow CSV, one block at a time--> validated blocks (formats.RowFormat.convert,
         |                                           malformed rows counted with file and line)
         |  dense -> log1p(max(x, 0)), missing -> 0 (numpy, the in-memory path's transform)
-        v  Arrow stream, _row = stored position
+        v  Arrow batches, _row = stored position (a parser thread runs 2 batches ahead;
+        |  one INSERT per batch in the caller's thread, so Ctrl-C stops it cleanly)
     DuckDB table rows (on disk, under memory_limit; spills to a temp directory)
         |  _pos = _row, or the rank by (order_by..., _row)      (Taobao, session logs: stable sort)
         |  test = _pos >= cut, or (timestamp, _pos) >= the cut-th in time order
@@ -28,7 +29,8 @@ copies both ways, so the validated blocks go in as they are parsed and the encod
 as they are written. Polars' streaming engine has no hard memory limit for joins and sorts, and
 pyarrow datasets have no out-of-core join or sort.
 
-Memory: DuckDB's ``memory_limit`` plus one parsed block (``block_size``) plus one row group
+Memory: DuckDB's ``memory_limit`` plus up to three parsed blocks (``block_size``: the one being
+inserted and :data:`AHEAD` parsed ahead by the parser thread) plus one row group
 being written (``row_group_rows`` x the row width) plus the interpreter; the benchmark
 ``benchmarks/preprocess_scaling.py`` measures it.
 """
@@ -36,10 +38,11 @@ being written (``row_group_rows`` x the row width) plus the interpreter; the ben
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
+import queue
 import re
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -58,6 +61,7 @@ log = logging.getLogger(__name__)
 ROW = "_row"
 POS = "_pos"
 TEST = "_test"
+AHEAD = 2  # parsed batches the parser thread runs ahead of the inserts
 
 
 @dataclass(frozen=True)
@@ -190,7 +194,7 @@ def encode_streaming(blocks: Iterable[dict[str, Any] | pa.RecordBatch], layout: 
         history_length: length L of the history built for ``layout.history`` (0 = none).
         memory_limit_mb: DuckDB's memory limit (it spills to ``work_dir`` beyond it).
         row_group_rows: rows per Parquet row group.
-        work_dir: where DuckDB's database and spill files live (a temporary directory beside
+        work_dir: where DuckDB's database and spill files live (a temporary directory inside
             ``out_dir`` when None; removed afterwards).
         progress: show a tqdm counter of parsed rows.
 
@@ -212,7 +216,9 @@ def encode_streaming(blocks: Iterable[dict[str, Any] | pa.RecordBatch], layout: 
         if feed.error is not None:
             raise feed.error
         raise ValueError("no rows to preprocess: the input yielded no good row")
-    scratch = tempfile.TemporaryDirectory(prefix=".duckdb-", dir=work_dir or out_dir.parent)
+    # inside out_dir (the caller's temporary folder) by default: a run killed outright leaves
+    # it there, and the next run's writer lock removes that folder whole (utils.io.writing)
+    scratch = tempfile.TemporaryDirectory(prefix=".duckdb-", dir=work_dir or out_dir)
     seconds: dict[str, float] = {}
     con = None
     try:
@@ -222,17 +228,7 @@ def encode_streaming(blocks: Iterable[dict[str, Any] | pa.RecordBatch], layout: 
             "preserve_insertion_order": False})  # every order is explicit (_row, _pos)
         con.execute("SET enable_progress_bar = false")
         t0 = time.perf_counter()
-        con.register("feed_stream", pa.RecordBatchReader.from_batches(
-            first.schema, itertools.chain([first], batches)))
-        try:
-            con.execute("CREATE TABLE feed AS SELECT * FROM feed_stream")
-        except duckdb.Error:
-            if feed.error is not None:
-                raise feed.error from None
-            raise
-        con.unregister("feed_stream")
-        if feed.error is not None:
-            raise feed.error
+        _load(con, first, batches)
         seconds["parse"] = time.perf_counter() - t0
         result = _encode_in_duckdb(con, layout, out_dir, feed.rows, test_fraction=test_fraction,
                                    min_count=min_count, cardinalities=cardinalities,
@@ -240,6 +236,10 @@ def encode_streaming(blocks: Iterable[dict[str, Any] | pa.RecordBatch], layout: 
                                    seconds=seconds)
     except duckdb.OutOfMemoryException as exc:
         raise StreamingMemoryError(int(memory_limit_mb), _phase(seconds), str(exc)) from exc
+    except RuntimeError as exc:  # "Query interrupted": Ctrl-C or SIGTERM inside a statement
+        if isinstance(exc.__cause__, (KeyboardInterrupt, SystemExit)):
+            raise exc.__cause__ from None
+        raise
     finally:
         if con is not None:  # closed before its files go, on failure too (a full disk...)
             with contextlib.suppress(duckdb.Error):
@@ -249,6 +249,54 @@ def encode_streaming(blocks: Iterable[dict[str, Any] | pa.RecordBatch], layout: 
              "write %.1f s)", result.rows["train"], result.rows["test"], seconds["parse"],
              seconds["vocabulary"], seconds["write"])
     return result
+
+
+def _load(con: Any, first: pa.RecordBatch, batches: Iterator[pa.RecordBatch]) -> None:
+    """Load the parsed batches into DuckDB's table ``feed``, one batch per statement.
+
+    A parser thread runs ``batches`` ahead (at most :data:`AHEAD` batches), so parsing overlaps
+    DuckDB's inserts; the inserts run here, in the calling thread. DuckDB never pulls from a
+    Python iterator on its own threads: a stream it scans, interrupted by Ctrl-C, aborts the
+    interpreter as it exits. Here Ctrl-C raises ``KeyboardInterrupt`` between statements (or
+    interrupts one), the parser thread stops at its next batch, and a parse error is raised
+    as itself.
+    """
+    ahead: queue.Queue = queue.Queue(maxsize=AHEAD)
+    stop = threading.Event()
+    done = object()
+
+    def parse() -> None:
+        try:
+            for batch in batches:
+                while not stop.is_set():
+                    with contextlib.suppress(queue.Full):
+                        ahead.put(batch, timeout=0.1)
+                        break
+                if stop.is_set():
+                    return
+            ahead.put(done)
+        except BaseException as exc:  # noqa: BLE001 (raised again by the loader)
+            ahead.put(exc)
+
+    parser = threading.Thread(target=parse, name="parse", daemon=True)
+    con.execute("BEGIN TRANSACTION")  # one commit: no write-ahead log entry per batch
+    con.register("feed_batch", first)
+    con.execute("CREATE TABLE feed AS SELECT * FROM feed_batch")
+    parser.start()
+    try:
+        while (item := ahead.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            con.register("feed_batch", item)
+            con.execute("INSERT INTO feed SELECT * FROM feed_batch")
+    finally:
+        stop.set()
+        with contextlib.suppress(queue.Empty):
+            while True:  # unblock a parser waiting to put
+                ahead.get_nowait()
+        parser.join()
+    con.unregister("feed_batch")
+    con.execute("COMMIT")
 
 
 def _encode_in_duckdb(con: Any, layout: TableLayout, out_dir: Path, n: int, *,

@@ -207,13 +207,13 @@ def execute(name: str, executed: Path, parameters: dict[str, Any], cwd: Path = R
     import nbformat
     import papermill as pm
 
-    from workbench.utils.io import atomic_path
+    from workbench.utils.io import atomic_path, writing
 
     nb = jupytext.read(notebook_path(name))
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
     os.environ.setdefault("TQDM_DISABLE", "1")
-    with atomic_path(executed, suffix=".ipynb") as tmp:
+    with writing(executed), atomic_path(executed, suffix=".ipynb") as tmp:
         pm.execute_notebook(nb, str(tmp), parameters=parameters, kernel_name="python3",
                             cwd=str(cwd), progress_bar=False, execution_timeout=timeout)
         # papermill records the input notebook whole and the temporary output's absolute path:

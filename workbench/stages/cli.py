@@ -5,7 +5,8 @@ The stage list and each stage's help line come from :data:`workbench.stages.regi
 A user error (:class:`~workbench.utils.errors.UserError`: a bad config value, a missing dataset,
 a malformed input row, ...) prints one line, ``<Class>: <message>``, and exits non-zero; so does
 a full disk that a stage did not name itself (``DiskFullError: disk full: ...``). Anything else
-is a bug and keeps its traceback.
+is a bug and keeps its traceback. Ctrl-C, SIGTERM and SIGHUP unwind the stage (its temporary
+files removed, its previous output untouched) and exit 130, 143 and 129 with one line.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from workbench.stages.registry import STAGES, StageRun
 from workbench.utils.errors import UserError, one_line
 from workbench.utils.io import DiskFullError, is_disk_full
 from workbench.utils.paths import REPO_ROOT, cli_path
+from workbench.utils.signals import exit_on_signals
 
 log = logging.getLogger("workbench.stages")
 
@@ -101,7 +103,18 @@ def run(argv: list[str] | None = None, prog: str = "python -m workbench.stages")
 def main(argv: list[str] | None = None, prog: str = "python -m workbench.stages") -> None:
     """Entry point: a user error prints one line and exits with status 2 (no traceback)."""
     try:
-        out = run(argv, prog)
+        with exit_on_signals():  # SIGTERM/SIGHUP unwind as Ctrl-C does: temporaries removed
+            out = run(argv, prog)
+    except KeyboardInterrupt:
+        print("interrupted: the stage stopped; its temporary files are removed and its "
+              "previous output is untouched (run it again to finish)", file=sys.stderr)
+        sys.exit(130)
+    except SystemExit as stop:  # a signal (exit_on_signals), or argparse's own exit
+        if stop.code in (143, 129):
+            print(f"stopped by {'SIGTERM' if stop.code == 143 else 'SIGHUP'}: the stage's "
+                  "temporary files are removed and its previous output is untouched",
+                  file=sys.stderr)
+        raise
     except UserError as err:
         print(one_line(err), file=sys.stderr)
         sys.exit(2)

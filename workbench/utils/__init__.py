@@ -10,5 +10,6 @@
 ``bitset``      a two-level bitmap that de-duplicates and sorts integer keys (numba)
 ``prefetch``    a software prefetch for numba kernels that chase pointers
 ``dvc_lock``    detecting a damaged ``dvc.lock`` before trusting it
+``signals``     SIGTERM and SIGHUP as ``SystemExit``, so cleanup runs on them as on Ctrl-C
 ==============  =================================================================================
 """

@@ -98,7 +98,9 @@ def writing(dest: Path) -> Iterator[None]:
     """Hold ``dest``'s writer lock (``.<name>.writing.lock`` beside it) for the block.
 
     Two runs writing one output (the same stage twice at once, a sweep's points on one
-    dataset) would race in the directory replace; the second gets one line instead.
+    dataset) would race in the directory replace; the second gets one line instead. Once the
+    lock is held, the temporaries a killed earlier writer left are removed
+    (:func:`_drop_stale_temporaries`).
 
     Raises:
         ConcurrentRunError: another process holds the lock.
@@ -119,11 +121,33 @@ def writing(dest: Path) -> Iterator[None]:
             f"another run is writing {dest} now (it holds {lock}): wait for it to finish, or "
             "give this run other paths (paths.data / paths.results)") from None
     try:
+        _drop_stale_temporaries(dest)
         yield
     finally:
         with contextlib.suppress(OSError):
             lock.unlink()
         os.close(fd)
+
+
+def _drop_stale_temporaries(dest: Path) -> None:
+    """Remove what a killed writer of ``dest`` left beside it: temporary folders and files
+    (``.<name>.*.tmp`` and ``.<name>.*.tmp<suffix>``, as :func:`atomic_dir` and
+    :func:`atomic_path` name them; DuckDB's work database lies inside such a folder). Only the
+    holder of ``dest``'s writer lock writes them, so once it is held they are stale. Links are
+    removed themselves, never followed; a pending commit journal's folders are kept (its
+    :func:`finish_commit` moves them)."""
+    if _journal(dest).exists():
+        return
+    import re
+
+    # tempfile's names: 8 characters of [a-z0-9_] (so ``.x.y.<8>.tmp``, another output's, is
+    # not one of ``x``'s)
+    ours = re.compile(rf"\.{re.escape(dest.name)}\.[a-z0-9_]{{8}}\.tmp(\.[^/]*)?")
+    with contextlib.suppress(OSError):
+        for found in list(dest.parent.iterdir()):
+            if ours.fullmatch(found.name):
+                with contextlib.suppress(OSError):
+                    _remove(found)
 
 
 @contextlib.contextmanager
