@@ -95,6 +95,36 @@ def test_unknown_knob_raises_and_changes_nothing(toy) -> None:
     assert len(calls) == 1 and explorer.controls["scale"].value == 1.0
 
 
+@pytest.mark.parametrize(("values", "message"), [
+    ({"scale": 5.0}, "explorer 'toy': scale = 5.0: outside this knob's range [0.5, 4]"),
+    ({"scale": 0.1, "kind": "line"}, "scale = 0.1: outside this knob's range [0.5, 4]"),
+    ({"scale": "big"}, "scale = 'big': outside this knob's range"),
+    ({"kind": "pie"}, "kind = 'pie': not one of ['line', 'bar']"),
+])
+def test_a_value_its_widget_would_clip_is_refused(toy, values: dict, message: str) -> None:
+    """Before, ``update(cache_ratio=5)`` ran at the slider's end, 1.0, without a word."""
+    from workbench.report.explore import KnobRangeError
+
+    explorer, calls = toy
+    with pytest.raises(KnobRangeError) as info:
+        explorer.update(**values)
+    assert message in str(info.value) and "\n" not in str(info.value)
+    assert len(calls) == 1 and explorer.controls["scale"].value == 1.0
+    explorer.update(scale=4.0)  # the ends themselves are in range
+    assert calls[-1]["scale"] == 4.0
+
+
+def test_a_log_slider_knob_is_checked_in_its_values() -> None:
+    from workbench.report.explore import KnobRangeError, log_slider
+
+    explorer = Explorer(lambda ratio: pd.DataFrame({"x": [ratio]}),
+                        lambda frame, ax: ax.plot(frame["x"]),
+                        {"ratio": log_slider(0.1, -3, 0, label="ratio")})
+    with pytest.raises(KnobRangeError, match=r"ratio = 5: outside this knob's range \[0.001, 1\]"):
+        explorer.update(ratio=5)
+    assert explorer.update(ratio=0.001)["x"].iloc[0] == pytest.approx(0.001)
+
+
 def test_widget_builds(toy) -> None:
     import ipywidgets as w
 

@@ -263,6 +263,18 @@ def test_a_train_split_of_one_label_class_is_refused(tmp_path: Path, engine: str
     assert leftovers(tmp_path) == []
 
 
+def test_a_test_fraction_that_leaves_one_class_is_blamed(tmp_path: Path) -> None:
+    """``test_fraction=0.9999999`` leaves one train row: the message names the fraction, not the
+    labels (the file holds both classes)."""
+    lines = criteo_lines(300)
+    args = named(*local(tmp_path, "day.txt", "\n".join(lines) + "\n", "criteo_tsv"))
+    proc = stage(tmp_path, "prepare", *args, "dataset.test_fraction=0.9999999")
+    failed_with(proc, "SingleClassError: dataset.test_fraction = 0.9999999 leaves 1 of 300 rows "
+                      "of own for training, all of one label class (the test split has both)",
+                "lower dataset.test_fraction")
+    assert leftovers(tmp_path) == []
+
+
 def test_the_kaggle_test_file_without_labels_is_recognised(tmp_path: Path) -> None:
     lines = [line.split("\t", 1)[1] for line in criteo_lines(50)]  # 39 fields, no label
     args = named(*local(tmp_path, "test.txt", "\n".join(lines) + "\n", "criteo_tsv"))

@@ -444,6 +444,17 @@ def _check_two_classes(ds: DatasetConfig, data_root: Path, manifest: dict[str, A
     labels = _label_range(train)
     if labels is None or labels[0] != labels[1]:
         return
+    both = _label_range(train.with_name("test.parquet"))
+    if both is not None and (both[0] != labels[0] or both[1] != labels[0]):
+        import pyarrow.parquet as pq
+
+        rows = pq.ParquetFile(train).metadata.num_rows
+        total = rows + pq.ParquetFile(train.with_name("test.parquet")).metadata.num_rows
+        raise SingleClassError(
+            f"dataset.test_fraction = {ds.test_fraction:.12g} leaves {rows:,} of {total:,} rows "
+            f"of {ds.name} for training, all of one label class (the test split has both): "
+            "AUC is undefined; lower dataset.test_fraction (the default is 0.1; allowed: > 0 "
+            "and < 1)")
     if ds.source == "synthetic":
         files = [str(raw_dir(data_root, ds.name) / SYNTHETIC_FILE)]
     else:

@@ -38,8 +38,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from workbench.report.display import in_kernel
+from workbench.utils.errors import UserError
 
-__all__ = ["Explorer", "slider", "log_slider", "int_slider", "dropdown"]
+__all__ = ["Explorer", "KnobRangeError", "slider", "log_slider", "int_slider", "dropdown"]
 
 
 def slider(value: float, lo: float, hi: float, step: float, label: str | None = None):
@@ -74,6 +75,36 @@ def dropdown(value: Any, options: list, label: str | None = None):
 
     return w.Dropdown(value=value, options=list(options), description=label or "",
                       style={"description_width": "initial"})
+
+
+class KnobRangeError(UserError, ValueError):
+    """A value given to :meth:`Explorer.update` that its widget cannot hold (a slider would
+    clip it silently and the run would be at the clipped value)."""
+
+
+def _check_in_widget(title: str, name: str, control: Any, value: Any) -> None:
+    """Raise :class:`KnobRangeError` unless ``control`` can hold ``value`` unchanged."""
+    import ipywidgets as w
+
+    where = f"explorer {title!r}" if title else "explorer"
+    if isinstance(control, (w.Dropdown, w.ToggleButtons, w.Select)):
+        options = [o[1] if isinstance(o, tuple) else o for o in control.options]
+        if value not in options:
+            raise KnobRangeError(f"{where}: {name} = {value!r}: not one of {options}")
+        return
+    lo, hi = getattr(control, "min", None), getattr(control, "max", None)
+    if lo is None or hi is None:
+        return
+    if isinstance(control, w.FloatLogSlider):
+        lo, hi = control.base ** lo, control.base ** hi
+    try:
+        inside = lo <= float(value) <= hi
+    except (TypeError, ValueError):
+        inside = False
+    if not inside:
+        raise KnobRangeError(f"{where}: {name} = {value!r}: outside this knob's range "
+                             f"[{lo:g}, {hi:g}] (its slider would clip it); give a value "
+                             "within it")
 
 
 class Explorer:
@@ -151,6 +182,8 @@ class Explorer:
         if unknown:
             raise KeyError(f"unknown knob(s) {sorted(unknown)}: this explorer has "
                            f"{sorted(self.controls)}")
+        for name, value in values.items():  # a widget would clip the value without a word
+            _check_in_widget(self.title, name, self.controls[name], value)
         self._updating = True
         try:
             for name, value in values.items():
@@ -164,6 +197,8 @@ class Explorer:
 
         Raises:
             KeyError: a knob this explorer does not have.
+            KnobRangeError: a value its widget cannot hold (outside the slider's range, not
+                among the dropdown's options).
         """
         self._set_controls(values)
         current = {name: control.value for name, control in self.controls.items()}
