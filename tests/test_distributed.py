@@ -388,7 +388,7 @@ def test_a_failing_worker_stops_the_run_with_a_clear_error(kind, rank, pattern):
 
 
 @pytest.mark.parametrize("kind, says", [
-    ("hang", "was busy for"),      # sleeps in its own code: its heartbeat goes on
+    ("hang", "was busy in iteration 1 for"),  # sleeps in its own code: its heartbeat goes on
     ("stop", "sent nothing (no heartbeat) for"),  # SIGSTOP: the whole process stands still
 ])
 def test_a_hung_or_stopped_worker_is_named_not_its_peers(kind, says):
@@ -398,6 +398,28 @@ def test_a_hung_or_stopped_worker_is_named_not_its_peers(kind, says):
                        match=rf"^worker 0 \(rank 1, pid \d+\) {re.escape(says)}") as err:
         run_distributed(job, _toy(), fault=Fault(rank=1, iteration=1, kind=kind))
     assert "\n" not in str(err.value) and "timeout_s = 8 s" in str(err.value)
+
+
+@pytest.mark.parametrize("iteration, says", [
+    (-1, "was busy before its first iteration for 9 s"),
+    (0, "was busy in iteration 0 for 9 s"),
+    (5, "was busy in iteration 5 for 9 s"),
+])
+def test_a_busy_process_is_not_called_hung_alone(iteration, says):
+    """A short timeout_s once reported a dispatcher compiling its kernels as "hangs in its own
+    code", with no way out: the message now says it may be working, and how to let it."""
+    import types
+
+    from workbench.training.supervision import Supervisor
+
+    view = types.SimpleNamespace(liveness=types.SimpleNamespace(iteration=lambda rank: iteration),
+                                 who=lambda rank: "dispatcher (rank 3, pid 7)", timeout_s=2.0,
+                                 world=4)
+    message = Supervisor._lost_message(view, 3, "busy", 9.0)
+    assert message.startswith(f"dispatcher (rank 3, pid 7) {says}")
+    assert "or its work between two waits takes longer than timeout_s" in message
+    assert ("compiles numba kernels" in message) == (iteration <= 0)
+    assert message.endswith("raise timeout_s (e.g. timeout_s=60)")
 
 
 def _liveness(rows: list[tuple[float, float, float]]) -> Liveness:

@@ -430,12 +430,21 @@ class Supervisor:
         return f"{self.roles[rank]} (rank {rank}{node}, pid {pid})"
 
     def _lost_message(self, rank: int, how: str, seconds: float) -> str:
-        what = (f"sent nothing (no heartbeat) for {seconds:.0f} s: it is stopped (SIGSTOP, a "
-                "debugger) or frozen" if how == "silent" else
-                f"was busy for {seconds:.0f} s without reaching a message, all_reduce or "
-                "barrier: it hangs in its own code")
-        return (f"{self.who(rank)} {what} (timeout_s = {self.timeout_s:g} s); the run's "
-                f"{self.world} processes were stopped")
+        if how == "silent":
+            return (f"{self.who(rank)} sent nothing (no heartbeat) for {seconds:.0f} s: it is "
+                    f"stopped (SIGSTOP, a debugger) or frozen (timeout_s = {self.timeout_s:g} "
+                    f"s); the run's {self.world} processes were stopped")
+        # busy: hung, or working longer than timeout_s between two waits (which one, the
+        # launcher cannot tell; the first iteration compiles the numba kernels)
+        step = self.liveness.iteration(rank)
+        where = "before its first iteration" if step < 0 else f"in iteration {step}"
+        first = (", and its first iteration compiles numba kernels (seconds on a slow machine)"
+                 if step <= 0 else "")
+        return (f"{self.who(rank)} was busy {where} for {seconds:.0f} s without reaching a "
+                f"message, all_reduce or barrier (timeout_s = {self.timeout_s:g} s): it hangs "
+                f"in its own code, or its work between two waits takes longer than timeout_s"
+                f"{first}; the run's {self.world} processes were stopped; if it was working, "
+                f"raise timeout_s (e.g. timeout_s={max(60.0, 4 * self.timeout_s):g})")
 
     def failure(self, failed: list[int], alive: list[int], now: float) -> DistributedRunError:
         """The error naming the cause of a failure: a process that died; else one still running
