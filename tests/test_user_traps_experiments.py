@@ -259,3 +259,22 @@ def test_a_replay_over_row_wise_memory_is_said_with_the_numbers(
         "local: flexshard was planned within RW's memory (expected 4.00 MiB against RW's "
         "4.00 MiB) but its busiest replayed iteration takes 4.40 MiB, 1.100x RW's 4.00 MiB: "
         "the replay's all-to-all buffers exceed the profile's expectation")
+
+
+def test_a_reversed_direction_is_said(caplog: pytest.LogCaptureFixture) -> None:
+    """The ci profile's HybridDis ran slower than random end to end without a word (issue 46):
+    the stage now logs it, naming whose direction it reverses."""
+
+    from workbench.experiments.context import say_if_reversed
+
+    log = logging.getLogger("workbench.experiments.esd")
+    with caplog.at_level(logging.WARNING):
+        assert not say_if_reversed(log, "HybridDis against random", 9.0, 10.0, "the ESD paper's")
+        assert not say_if_reversed(log, "HybridDis against random", float("nan"), 1.0, "x")
+        assert not caplog.records
+        assert say_if_reversed(log, "HybridDis against random", 11.4, 10.0,
+                               "the ESD paper's (claim esd.speedup)")
+    (record,) = caplog.records
+    assert record.getMessage().startswith(
+        "HybridDis against random: 1.14x SLOWER end to end here (11.4 s against 10 s emulated), "
+        "the opposite of the ESD paper's (claim esd.speedup) direction")

@@ -49,7 +49,7 @@ from workbench.data.schema import DatasetMeta
 from workbench.dispatch.base import run_dispatch
 from workbench.dispatch.registry import DispatcherSpec, SolverOptions, make_dispatcher
 from workbench.experiments.config import EsdConfig, HetTrainConfig
-from workbench.experiments.context import RunContext
+from workbench.experiments.context import RunContext, say_if_reversed
 from workbench.experiments.sizing import fitting, require_global_batch
 from workbench.models.config import ModelConfig
 
@@ -462,6 +462,11 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
             summary["replicates"].append({"replicate": r, "seed": ctx.seed + r,
                                           "dispatcher": name,
                                           "time_to_target_s": time_to_target(metrics, target)})
+    times = {r["dispatcher"]: r["time_s"] for r in summary["runs"]}
+    for reference in ("random", "laia"):
+        if "hybriddis" in times and reference in times:
+            say_if_reversed(log, f"HybridDis against {reference}", times["hybriddis"],
+                            times[reference], "the ESD paper's (claim esd.speedup)")
     modes_frame = pd.DataFrame(by_mode)
     for reference in ("random", "laia"):
         if reference in exp.train_dispatchers:
