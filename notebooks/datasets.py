@@ -56,7 +56,7 @@ section = Section(
 
 # %%
 summaries, curves, features, missing = [], [], [], []
-for name in cfg.pipeline.datasets:
+for name in [dataset] if dataset else cfg.pipeline.datasets:
     stats = json.loads((results / name / "stats.json").read_text())
     if not stats["available"]:
         missing.append({"dataset": name, "reason": stats["reason"]})
@@ -119,12 +119,14 @@ section.figure(fig, "het_fig3_access_skew",
 
 # %%
 fig, ax = plt.subplots(figsize=(9, 3.2))
-per_feature = features[features["dataset"].isin(["synthetic", "criteo_sample"])]
+per_feature = features[features["dataset"].isin([dataset] if dataset else
+                                                 ["synthetic", "criteo_sample"])]
 sns.barplot(data=per_feature, x="feature", y="table_rows", hue="dataset", ax=ax)
 ax.set(yscale="log", ylabel="embedding rows", xlabel="", title="Rows per table")
 ax.tick_params(axis="x", rotation=90, labelsize=6)
 section.figure(fig, "table_sizes", "Embedding-table rows per categorical feature",
-               setting="synthetic: Criteo Kaggle cardinalities x the scale factor (declared "
+               setting=f"{dataset}: distinct values in its train split" if dataset else
+                       "synthetic: Criteo Kaggle cardinalities x the scale factor (declared "
                        "sizes); criteo_sample: distinct values in the sample's train split")
 
 # %% [markdown]

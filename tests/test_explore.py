@@ -272,3 +272,27 @@ def test_papermill_parameter_sets_the_initial_value(ci_pipeline: Path, tmp_path:
                for o in last["outputs"])
     # the explorer's figure: a PNG in the cell's outputs (a display updated in place)
     assert any("image/png" in o.get("data", {}) for o in last["outputs"])
+
+
+def test_an_explorer_fits_its_iterations_to_a_small_dataset() -> None:
+    """Five Explore sections failed on small own data with an ``api.load(...)`` hint that named
+    no notebook parameter: they now run the iterations the data holds, and say so."""
+    from workbench.explorers import TooLittleData, _fit
+
+    assert _fit("own", 8192, 512, 16) == (16, "")
+    assert _fit("own", 6480, 512, 16) == (12, " (all 6,144 of own's train samples)")
+    with pytest.raises(TooLittleData, match="tiny has 540 train samples, fewer than one "
+                                            "iteration's 1,024"):
+        _fit("tiny", 540, 1024, 16)
+
+
+def test_show_skips_a_section_its_data_cannot_fill(monkeypatch, capsys) -> None:
+    from workbench.explorers import BUILDERS, TooLittleData, show
+
+    def builder(cfg, **initial):
+        raise TooLittleData("tiny has 540 train samples, fewer than one iteration's 1,024")
+
+    monkeypatch.setitem(BUILDERS, "het", builder)
+    assert show("het", None) is None
+    assert capsys.readouterr().out == ("Explore section skipped: tiny has 540 train samples, "
+                                       "fewer than one iteration's 1,024\n")

@@ -110,8 +110,9 @@ def own_dataset(ci_pipeline: Path, tmp_path: Path) -> Path:
     mine = load(params=params)
     shutil.copytree(ci.paths.resolve("data") / "processed" / "synthetic",
                     mine.paths.resolve("data") / "processed" / "mine")
-    shutil.copytree(ci.paths.resolve("results") / "het_cache" / "synthetic",
-                    mine.paths.resolve("results") / "het_cache" / "mine")
+    for stage in ("het_cache", "dataset_stats", "het_train", "het_time"):
+        shutil.copytree(ci.paths.resolve("results") / stage / "synthetic",
+                        mine.paths.resolve("results") / stage / "mine")
     return params
 
 
@@ -132,7 +133,8 @@ def test_dataset_parameter_errors_name_the_command(own_dataset: Path) -> None:
     from workbench.report.notebook import NotebookError, notebook_config
 
     with pytest.raises(NotebookError, match="the esd stage has not run on 'mine'; run "
-                       "`python -m workbench.stages esd dataset=local dataset.name=mine"):
+                       "`python -m workbench.stages esd profile=ci dataset=local "
+                       "dataset.name=mine"):
         notebook_config("esd", own_dataset, "mine")
     with pytest.raises(NotebookError, match="'absent' is not preprocessed.*prepare it with "
                        "`python -m workbench.stages prepare dataset=local dataset.name=absent"):
@@ -144,6 +146,36 @@ def test_dataset_parameter_errors_name_the_command(own_dataset: Path) -> None:
         notebook_config("het", "nosuch.yaml")
     err = NotebookError("one line")
     assert err._render_traceback_() == ["NotebookError: one line"]  # no traceback in a notebook
+
+
+def test_the_datasets_notebook_shows_your_own_dataset(own_dataset: Path) -> None:
+    """It failed on any own dataset: its dataset alone in pipeline.datasets broke every stage
+    key that must name a pipeline dataset (``experiments.het_cache.datasets names 'synthetic'``)."""
+    from workbench.report.notebook import notebook_config
+
+    cfg = notebook_config("datasets", own_dataset, "mine")
+    assert cfg.pipeline.datasets[-1] == "mine" and "synthetic" in cfg.pipeline.datasets
+
+
+def test_results_of_another_profile_are_named(own_dataset: Path, tmp_path: Path) -> None:
+    """het_train's results computed under the ci profile, read with the default profile's
+    params: a ``KeyError: 'wdl/D128'`` deep in the notebook before; one line naming both now."""
+    from conftest import write_params
+
+    from workbench.report.notebook import NotebookError, notebook_config
+
+    assert notebook_config("het_train", own_dataset, "mine").experiments.het_train.dataset \
+        == "mine"
+    (tmp_path / "default").mkdir()
+    default = write_params(tmp_path / "default", ["profile=default",
+                                                  f"paths.data={tmp_path / 'data'}",
+                                                  f"paths.results={tmp_path / 'results'}"])
+    with pytest.raises(NotebookError) as info:
+        notebook_config("het_train", default, "mine")
+    message = str(info.value)
+    assert "het_train/mine was computed with another configuration than" in message
+    assert "the params file asks for wdl at D = 128; another profile?" in message
+    assert "`python -m workbench.stages het-train profile=default dataset=local" in message
 
 
 def test_datasets_notebook_reports_the_het_skew_claim(ci_pipeline: Path) -> None:

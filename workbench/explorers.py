@@ -49,6 +49,7 @@ from workbench.arguments import Arg, ArgumentError, arg, check, key
 from workbench.cluster.config import CachePolicy
 from workbench.config import WorkbenchConfig
 from workbench.report.explore import Explorer, dropdown, log_slider
+from workbench.utils.errors import UserError
 
 __all__ = ["BUILDERS", "KNOBS", "check_knobs", "notebook_config", "show", "datasets", "het",
            "het_train", "esd", "recd", "hotline", "flexshard", "distributed", "combined"]
@@ -252,6 +253,7 @@ def het(cfg: WorkbenchConfig, *, policy: str | None = None, cache_ratio: float |
     exp = cfg.experiments.het_cache
     data = api.load(cfg, dataset=_first(cfg, exp.datasets),
                     train_samples=min(65536, exp.max_samples or 65536), test_samples=1)
+    _fit(data.name, len(data.train), exp.workers * exp.batch_size, 1)
 
     def run(policy: CachePolicy, bound: int, cache_ratio: float) -> pd.DataFrame:
         frame = pd.concat([api.replay_cache(data.train.keys, data.rows, policy=policy,
@@ -284,14 +286,45 @@ def het(cfg: WorkbenchConfig, *, policy: str | None = None, cache_ratio: float |
         title="HET cache replay over cache sizes (live)")
 
 
-def _trainer(cfg: WorkbenchConfig, dataset: str, steps: int, samples: int,
-             **knobs: Any) -> Callable[..., pd.DataFrame]:
+class TooLittleData(UserError):
+    """A dataset too small for one iteration of an explorer: :func:`show` skips the section
+    with this line instead of failing the notebook."""
+
+
+def _fit(name: str, train_samples: int, per_step: int, steps: int) -> tuple[int, str]:
+    """The iterations of ``per_step`` samples that ``train_samples`` hold, at most ``steps``,
+    and the words saying so when fewer ("" when all ``steps`` fit).
+
+    Raises:
+        TooLittleData: not even one iteration fits.
+    """
+    fit = train_samples // per_step
+    if fit < 1:
+        raise TooLittleData(f"{name} has {train_samples:,} train samples, fewer than one "
+                            f"iteration's {per_step:,} (workers x samples per worker of this "
+                            "notebook's configuration): the live section needs a larger "
+                            "dataset")
+    if fit >= steps:
+        return steps, ""
+    return fit, f" (all {fit * per_step:,} of {name}'s train samples)"
+
+
+def _trainer(cfg: WorkbenchConfig, dataset: str, steps: int, per_step: int,
+             **knobs: Any) -> tuple[Callable[..., pd.DataFrame], int, str]:
     """``train(system, mechanisms, **values)``: :func:`workbench.api.train` of ``steps``
-    iterations on the first ``samples`` of ``dataset`` with ``knobs`` and ``values``, its rows
+    iterations of ``per_step`` samples of ``dataset`` with ``knobs`` and ``values``, its rows
     labelled ``system``; each setting runs once (a run is deterministic), so a baseline that no
-    knob changes is not rerun."""
-    data = api.load(cfg, dataset=_first(cfg, [dataset]), train_samples=samples,
+    knob changes is not rerun. A dataset with fewer train samples runs the iterations they
+    hold (:func:`_fit`): also returned, with the words that say so in the title.
+
+    Raises:
+        TooLittleData: the dataset holds not even one iteration.
+    """
+    data = api.load(cfg, dataset=_first(cfg, [dataset]), train_samples=steps * per_step,
                     test_samples=2048)
+    steps, fewer = _fit(data.name, len(data.train), per_step, steps)
+    if callable(knobs.get("eval_every")):
+        knobs["eval_every"] = knobs["eval_every"](steps)
 
     @cache
     def one(mechanisms: tuple[str, ...], **values: Any) -> pd.DataFrame:
@@ -300,7 +333,7 @@ def _trainer(cfg: WorkbenchConfig, dataset: str, steps: int, samples: int,
     def train(system: str, mechanisms: Sequence[str], **values: Any) -> pd.DataFrame:
         return one(tuple(mechanisms), **values).assign(system=system)
 
-    return train
+    return train, steps, fewer
 
 
 def _auc_vs_time(frame: pd.DataFrame, ax, title: str) -> None:
@@ -324,8 +357,8 @@ def het_train(cfg: WorkbenchConfig, *, bound: int | None = None,
                 steps=steps)
     exp, comb = cfg.experiments.het_train, cfg.experiments.combined
     policy = cfg.cache.policy if cfg.cache.policy in ("lru", "lfu", "lfuopt") else "lru"
-    train = _trainer(cfg, exp.dataset, steps, steps * comb.workers * comb.per_worker,
-                     cache_policy=policy, eval_every=max(1, steps // 8))
+    train, steps, fewer = _trainer(cfg, exp.dataset, steps, comb.workers * comb.per_worker,
+                                   cache_policy=policy, eval_every=lambda n: max(1, n // 8))
 
     def run(bound: int, cache_ratio: float) -> pd.DataFrame:
         return pd.concat([train("no cache", []), train("HET cache", ["het"], bound=int(bound),
@@ -334,7 +367,7 @@ def het_train(cfg: WorkbenchConfig, *, bound: int | None = None,
 
     def plot(frame: pd.DataFrame, ax) -> None:
         _auc_vs_time(frame, ax, f"{steps} iterations of {comb.workers} x {comb.per_worker} "
-                     f"samples, {policy}, links {comb.max_bandwidth_gbps / comb.bandwidth_spread:g}"
+                     f"samples{fewer}, {policy}, links {comb.max_bandwidth_gbps / comb.bandwidth_spread:g}"
                      f"..{comb.max_bandwidth_gbps:g} Gb/s")
 
     return Explorer(run, plot, {
@@ -537,10 +570,10 @@ def distributed(cfg: WorkbenchConfig, *, bandwidth_gbps: float | None = None,
                 latency_ms=latency_ms, steps=steps)
     exp = cfg.experiments.distributed_check
     per_worker = exp.batch_size // exp.workers
-    train = _trainer(cfg, cfg.experiments.het_train.dataset, steps, steps * exp.batch_size,
-                     workers=exp.workers, per_worker=per_worker, bandwidth_spread=1.0,
-                     cache_policy=exp.cache_policy, cache_ratio=exp.cache_ratio,
-                     bound=exp.bounds[-1], eval_every=steps)
+    train, steps, fewer = _trainer(
+        cfg, cfg.experiments.het_train.dataset, steps, exp.batch_size, workers=exp.workers,
+        per_worker=per_worker, bandwidth_spread=1.0, cache_policy=exp.cache_policy,
+        cache_ratio=exp.cache_ratio, bound=exp.bounds[-1], eval_every=lambda n: n)
 
     def run(bandwidth_gbps: float, latency_ms: float) -> pd.DataFrame:
         link = {"max_bandwidth_gbps": float(bandwidth_gbps), "latency_ms": float(latency_ms)}
@@ -559,7 +592,8 @@ def distributed(cfg: WorkbenchConfig, *, bandwidth_gbps: float | None = None,
             ax.annotate(f"{total:.1f} ms / iteration", (total, y), xytext=(3, 0),
                         textcoords="offset points", va="center", fontsize=7)
         ax.set(xlabel="emulated ms per iteration",
-               title=f"{exp.workers} workers x {per_worker} samples, {steps} iterations")
+               title=f"{exp.workers} workers x {per_worker} samples, {steps} iterations"
+                     f"{fewer}")
         ax.legend(fontsize=7, loc="lower right")
 
     return Explorer(run, plot, {
@@ -585,8 +619,8 @@ def combined(cfg: WorkbenchConfig, *, mechanisms: str | Sequence[str] | None = N
     every = ",".join(exp.mechanisms)
     if mechanisms is not None and not isinstance(mechanisms, str):
         mechanisms = ",".join(mechanisms) or "none"
-    train = _trainer(cfg, exp.dataset, steps, steps * exp.workers * exp.per_worker,
-                     eval_every=max(1, steps // 8))
+    train, steps, fewer = _trainer(cfg, exp.dataset, steps, exp.workers * exp.per_worker,
+                                   eval_every=lambda n: max(1, n // 8))
 
     def run(mechanisms: str, bandwidth_spread: float, cache_ratio: float,
             hot_fraction: float) -> pd.DataFrame:
@@ -600,7 +634,7 @@ def combined(cfg: WorkbenchConfig, *, mechanisms: str | Sequence[str] | None = N
 
     def plot(frame: pd.DataFrame, ax) -> None:
         _auc_vs_time(frame, ax, f"{steps} iterations of {exp.workers} x {exp.per_worker} "
-                     f"samples on {exp.dataset}")
+                     f"samples{fewer} on {exp.dataset}")
 
     return Explorer(run, plot, {
         "mechanisms": _combination(_or(mechanisms, every), [
@@ -639,7 +673,7 @@ def show(name: str, cfg: WorkbenchConfig, **initial: Any) -> Explorer | None:
                             f"are {', '.join(BUILDERS)} (one per notebook)")
     try:
         explorer = BUILDERS[name](cfg, **initial)
-    except FileNotFoundError as err:
+    except (FileNotFoundError, TooLittleData) as err:
         print(f"Explore section skipped: {err}")
         return None
     print(f"{explorer.title}: {re.sub('<[^>]+>', '', explorer.status.value)}")

@@ -115,11 +115,10 @@ def notebook_config(name: str, params_file: str | Path = "params.yaml",
     mounted = dataset not in cfg.datasets
     overrides = _mount(cfg, dataset, data) if mounted else []
     keys = [key for _, key in NOTEBOOK_STAGES[name]] + list(_ALSO.get(name, ()))
-    if "pipeline.datasets" in keys:  # the notebook over every dataset shows this one alone
-        overrides.append(f"pipeline.datasets=[{dataset}]")
-    else:
-        names = dict.fromkeys([*cfg.pipeline.datasets, dataset])
-        overrides.append(f"pipeline.datasets=[{','.join(names)}]")
+    # added to the pipeline's (every stage's dataset keys must name one of them); a notebook
+    # over every pipeline dataset shows its dataset parameter's alone (notebooks/datasets.py)
+    names = dict.fromkeys([*cfg.pipeline.datasets, dataset])
+    overrides.append(f"pipeline.datasets=[{','.join(names)}]")
     for key in dict.fromkeys(keys):
         if key != "pipeline.datasets":
             many = key.endswith("datasets")
@@ -128,7 +127,7 @@ def notebook_config(name: str, params_file: str | Path = "params.yaml",
         cfg = load(overrides, params_file)
     except ConfigError as err:
         raise NotebookError(f"dataset {dataset!r}: {err}") from None
-    _check_results(name, cfg, params_file, mounted=dataset if mounted else None)
+    _check_results(name, cfg, params_file, mounted=dataset if mounted else None, only=dataset)
     return cfg
 
 
@@ -156,28 +155,60 @@ def _named(cfg: WorkbenchConfig, key: str) -> list[str]:
 
 
 def _check_results(name: str, cfg: WorkbenchConfig, params_file: Path,
-                   mounted: str | None = None) -> None:
+                   mounted: str | None = None, only: str | None = None) -> None:
     """Every stage the notebook reads has results for each dataset it names.
 
     Args:
         mounted: the dataset :func:`_mount` added (no config names it: its stages run with
             ``dataset=local``), if any.
+        only: the notebook's dataset parameter: the one dataset it reads (None: every dataset
+            its keys name).
 
     Raises:
         NotebookError: one has not (the message gives the command that computes it).
     """
     for stage, key in NOTEBOOK_STAGES[name]:
-        for dataset in _named(cfg, key):
+        for dataset in [only] if only is not None else _named(cfg, key):
             out = cfg.paths.resolve("results") / stage.replace("-", "_") / dataset
-            if (out / _SUMMARY.get(stage, "summary.json")).is_file():
-                continue
-            command = (f"python -m workbench.stages {stage} dataset=local dataset.name={dataset} "
+            command = (f"python -m workbench.stages {stage} profile={cfg.profile.name} "
+                       f"dataset=local dataset.name={dataset} "
                        "dataset.path=<folder of your files> dataset.format=<format>"
                        if dataset == mounted else f"python -m workbench.stages {stage} --params "
                        f"{repo_relative(params_file)} --dataset {dataset}")
-            raise NotebookError(f"{repo_relative(out)} holds no results: the {stage} stage has "
-                                f"not run on {dataset!r}; run `{command}` (or `dvc repro` for "
-                                "the pipeline's datasets)")
+            summary = out / _SUMMARY.get(stage, "summary.json")
+            if not summary.is_file():
+                raise NotebookError(f"{repo_relative(out)} holds no results: the {stage} stage "
+                                    f"has not run on {dataset!r}; run `{command}` (or `dvc "
+                                    "repro` for the pipeline's datasets)")
+            other = _computed_otherwise(stage, cfg, summary)
+            if other is not None:
+                raise NotebookError(
+                    f"{repo_relative(out)} was computed with another configuration than "
+                    f"{repo_relative(params_file)}'s ({other}; another profile?): set "
+                    "params_file to the params file of the run that computed it, or rerun "
+                    f"`{command}`")
+
+
+def _computed_otherwise(stage: str, cfg: WorkbenchConfig, summary: Path) -> str | None:
+    """How ``stage``'s results (its ``summary``) differ from what ``cfg`` makes the notebook
+    look up in them (a model at a width the run did not time), in words; None if they agree."""
+    if stage not in ("het-time", "het-train"):
+        return None
+    import json
+
+    found = json.loads(summary.read_text())
+    if stage == "het-time":
+        have = found.get("clock", {})
+        need = [f"{m}/D{cfg.models[m].embedding_dim}" for m in cfg.experiments.het_time.models]
+        missing = [k for k in need if k not in have]
+        return (f"it timed {', '.join(sorted(have))}; the params file asks for {missing[0]}"
+                if missing else None)
+    exp = cfg.experiments.het_train
+    dim = cfg.models[exp.model].embedding_dim
+    ran = (found.get("model"), found.get("embedding_dim"))
+    return (None if ran == (exp.model, dim) else
+            f"it trained {ran[0]} at D = {ran[1]}; the params file asks for {exp.model} at "
+            f"D = {dim}")
 
 
 def notebook_path(name: str) -> Path:
