@@ -140,6 +140,20 @@ def test_dedup_groups_auto_and_configured() -> None:
         reader.dedup_groups(meta, [["u"], ["u", "i"]])
 
 
+def test_nothing_to_deduplicate_is_one_line() -> None:
+    """YOOCHOOSE's clicks (item and category, no user side, no history): the recd notebook
+    ended in an ``IndexError`` on the empty group list; dedup now stops with the two fixes."""
+    from workbench.utils.validation import ConfigError
+
+    meta = _meta(categorical=["item_id", "category"], user_side=[], sequences={},
+                 cardinalities={"item_id": 10, "category": 3})
+    with pytest.raises(ConfigError, match=r"dataset toy has no user-side or sequence feature.*"
+                       r"dataset.history_length=20.*experiments.recd.dedup_groups \(e.g. "
+                       r"\[\[item_id\]\]"):
+        reader.dedup_groups(meta, None)
+    assert reader.dedup_groups(meta, [["item_id"]]) == ([["item_id"]], ["category"])
+
+
 @given(st.integers(2, 120), st.integers(1, 12), st.sampled_from([1, 3, 8, 32]),
        st.integers(0, 5))
 @settings(max_examples=40, deadline=None)

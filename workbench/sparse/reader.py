@@ -40,6 +40,7 @@ from workbench.sparse.jagged_tensor import (
     request_rows,
     to_ikjt,
 )
+from workbench.utils.validation import ConfigError
 
 
 def sparse_keys(meta: DatasetMeta) -> list[str]:
@@ -60,22 +61,30 @@ def dedup_groups(meta: DatasetMeta,
         ``(groups, plain keys)``.
 
     Raises:
-        ValueError: a configured group names an unknown feature or a feature twice.
+        ConfigError: a configured group names an unknown feature or a feature twice; or none is
+            configured and the dataset has no user-side or sequence feature (nothing a
+            session's samples share: RecD would have nothing to deduplicate).
     """
     keys = sparse_keys(meta)
     if configured is None:
         user = [k for k in keys if k in meta.user_side or k in meta.sequences]
-        groups = [user] if user else []
+        if not user:
+            raise ConfigError(
+                f"dataset {meta.name} has no user-side or sequence feature, so RecD has nothing "
+                "to deduplicate (the features a session's samples share); prepare it with a "
+                "history (dataset.history_length=20, for session logs) or name features in "
+                f"experiments.recd.dedup_groups (e.g. [[{keys[0]}]]; its features: {keys})")
+        groups = [user]
     else:
         groups = [list(g) for g in configured]
         seen: set[str] = set()
         for gi, group in enumerate(groups):
             for key in group:
                 if key not in keys:
-                    raise ValueError(f"experiments.recd.dedup_groups[{gi}] names {key!r}, which "
+                    raise ConfigError(f"experiments.recd.dedup_groups[{gi}] names {key!r}, which "
                                      f"is not a sparse feature of {meta.name}: {keys}")
                 if key in seen:
-                    raise ValueError(f"experiments.recd.dedup_groups: {key!r} is in two groups")
+                    raise ConfigError(f"experiments.recd.dedup_groups: {key!r} is in two groups")
                 seen.add(key)
     grouped = {k for g in groups for k in g}
     return groups, [k for k in keys if k not in grouped]
