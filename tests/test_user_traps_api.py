@@ -95,6 +95,28 @@ CALLS = {
     "ikjt batch 0": (lambda cfg: api.ikjt(pd.DataFrame({"a": [1]}), ["a"], [["a"]],
                                           batch_size=0),
                      "api.ikjt: batch_size = 0: must be an integer >= 1"),
+    # huge numbers: refused before any allocation (they overflowed, or tried 7 EiB)
+    "replay_cache rows 2**70": (lambda cfg: api.replay_cache(KEYS, 2**70),
+                                f"api.replay_cache: rows = {2**70}: must be below 2**62"),
+    "replay_cache bound 2**70": (lambda cfg: api.replay_cache(KEYS, 1000, bound=2**70),
+                                 f"api.replay_cache: bound = {2**70}: must be below 2**62"),
+    "replay_cache epochs 1e9": (lambda cfg: api.replay_cache(KEYS, 1000, epochs=10**9),
+                                "api.replay_cache: epochs = 1000000000: must be an integer >= 1 "
+                                "and <= 1048576"),
+    "replay_cache rows 1e18": (lambda cfg: api.replay_cache(KEYS, 10**18),
+                               "api.replay_cache: rows = 1,000,000,000,000,000,000: the table's "
+                               "per-row arrays would take at least"),
+    "access_skew rows 1e18": (lambda cfg: api.access_skew(KEYS, 10**18, [0.1]),
+                              "api.access_skew: rows = 1,000,000,000,000,000,000: the table's"),
+    "hot_tier rows 1e18": (lambda cfg: api.hot_tier(KEYS, 10**18, [0.1]),
+                           "api.hot_tier: rows = 1,000,000,000,000,000,000: the table's"),
+    "cluster rows 1e18": (lambda cfg: api.cluster(cfg, 10**18),
+                          "api.cluster: rows = 1,000,000,000,000,000,000: the table's"),
+    "train bound 2**70": (lambda cfg: api.train(_data(), cfg, steps=1, bound=2**70),
+                          f"api.train: bound = {2**70}: must be below 2**62"),
+    "timedelta keys": (lambda cfg: api.access_skew(KEYS.astype("m8[s]"), 1000, [0.1]),
+                       "api.access_skew: keys of shape (2048, 4) and dtype timedelta64[s]: must "
+                       "be integer keys"),
 }
 
 
@@ -274,6 +296,8 @@ def test_a_sweep_reports_every_failed_point_and_keeps_the_others(tmp_path: Path)
     assert "+stage_dataset=nosuch seed=0: ConfigError: --dataset 'nosuch' is not configured" \
         in summary[1]
     assert "seed=-1: ConfigError: seed = -1" in summary[2] and summary[3] == last
-    assert (tmp_path / "data" / "raw" / "synthetic" / "manifest.json").is_file()  # point 2's
+    # point 2's, in its own data root (a data stage's points never share data/)
+    assert (sweep / "2" / "data" / "raw" / "synthetic" / "manifest.json").is_file()
+    assert not (tmp_path / "data" / "raw").exists()
     assert not (sweep / "2" / "failed.json").exists()
     assert not (sweep / "3" / "params.yaml").exists()  # refused before anything was written

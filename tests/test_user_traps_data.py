@@ -306,3 +306,23 @@ def test_an_archive_member_whose_path_is_a_directory_names_it(tmp_path: Path) ->
     with pytest.raises(DownloadError, match=r"train\.txt is a directory, but member train\.txt "
                                             r"of dac\.tar\.gz goes there: move or delete it"):
         extract_members(archive, ["train.txt"], tmp_path / "raw")
+
+
+@pytest.mark.parametrize(("files", "says"), [
+    (["u.data", "u.item"], "MovieLens needs u.data, u.user, u.item; u.user (the users' age, "
+                           "gender, occupation and zip code) is not among u.data, u.item: add it "
+                           "to dataset.files"),
+    (["u.data"], "u.user and u.item (the users' age, gender, occupation and zip code; the "
+                 "movies' titles and genres) are not among u.data: add them"),
+])
+def test_a_movielens_file_left_out_is_named(tmp_path: Path, files: list[str], says: str) -> None:
+    """It said ``u.user not found in .../u.data, .../u.item`` with a traceback."""
+    from workbench.data.formats.movielens import parse_movielens_100k
+    from workbench.utils.errors import MissingInputError
+
+    (tmp_path / "u.data").write_text("1\t1\t5\t881250949\n")
+    (tmp_path / "u.item").write_text("1|Toy Story (1995)|01-Jan-1995||url|0|0|0|1|1|1|0|0|0|0|0"
+                                     "|0|0|0|0|0|0|0|0\n")
+    with pytest.raises(MissingInputError) as info:
+        parse_movielens_100k([tmp_path / f for f in files])
+    assert says in str(info.value) and "\n" not in str(info.value)

@@ -348,3 +348,47 @@ def test_replay_refuses_counts_beyond_64_bits(tmp_path: Path, capsys, flag: str)
     err = capsys.readouterr().err.strip()
     assert info.value.code == 2 and "Traceback" not in err and err.count("\n") == 0
     assert f"{flag} = {2**70}: must be" in err
+
+
+def _replay_error(capsys, trace: Path) -> str:
+    from workbench.replay import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["cache", "--trace", str(trace), "--cache-rows", "10", "--out",
+              str(trace.with_suffix(".json"))])
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2 and "Traceback" not in err and err.count("\n") == 0
+    return err
+
+
+def test_replay_refuses_a_timedelta_trace(tmp_path: Path, capsys) -> None:
+    """numpy counts timedelta64 among the integers: it reached ``np.iinfo`` and a traceback."""
+    import numpy as np
+
+    trace = tmp_path / "td.npy"
+    np.save(trace, np.arange(24, dtype="timedelta64[s]").reshape(2, 3, 4))
+    assert _replay_error(capsys, trace) == \
+        f"TraceError: {trace}: dtype timedelta64[s]; expected integer keys"
+
+
+def test_replay_checks_memory_before_reading_a_huge_trace(tmp_path: Path, capsys) -> None:
+    """A sparse trace twice this machine's memory, with an honest header: refused before
+    ``np.load`` allocates it (it raised numpy's ``_ArrayMemoryError``)."""
+    import numpy as np
+
+    from workbench.utils.io import physical_memory
+
+    have = physical_memory()
+    if have is None:
+        pytest.skip("this system does not say its memory")
+    shape = (2, 8, 2 * have // (2 * 8 * 8) + 1)
+    trace = tmp_path / "huge.npy"
+    with trace.open("wb") as fh:
+        np.lib.format.write_array_header_1_0(
+            fh, {"descr": "<i8", "fortran_order": False, "shape": shape})
+        fh.truncate(fh.tell() + 8 * shape[0] * shape[1] * shape[2])  # sparse: no disk used
+    err = _replay_error(capsys, trace)
+    assert err.startswith(f"TraceError: {trace}: its {2 * 8 * shape[2]:,} keys (shape {shape}) "
+                          "would take")
+    assert err.endswith("of memory: replay a part of it (e.g. save np.load(path, "
+                        "mmap_mode='r')[:steps] alone)")

@@ -80,6 +80,23 @@ def _processed(cfg: WorkbenchConfig, name: str) -> Path:
     return processed
 
 
+def _check_table_memory(where: str, rows: int, per_row: int) -> None:
+    """Refuse a ``rows``-row table whose per-row arrays (at least ``per_row`` bytes a row)
+    would not fit this machine's memory, before anything is allocated.
+
+    Raises:
+        ArgumentError: naming ``rows``, the bytes and the fix (relabel the keys).
+    """
+    from workbench.utils.io import physical_memory
+
+    have = physical_memory()
+    if have is not None and rows * per_row > have:
+        raise ArgumentError(f"{where}: rows = {rows:,}: the table's per-row arrays would take "
+                            f"at least {rows * per_row / 2**30:,.1f} GiB, more than this "
+                            f"machine's {have / 2**30:,.1f} GiB of memory; relabel the keys to "
+                            "0..U-1 (np.unique(keys, return_inverse=True)) and pass rows = U")
+
+
 def _checked_keys(where: str, keys: Any, rows: int) -> np.ndarray:
     """``keys`` as an integer ``[n, F]`` array whose keys lie in ``0..rows-1``.
 
@@ -87,7 +104,7 @@ def _checked_keys(where: str, keys: Any, rows: int) -> np.ndarray:
         ArgumentError: another shape or dtype, no sample, or a key outside the table.
     """
     keys = np.asarray(keys)
-    if keys.ndim != 2 or not np.issubdtype(keys.dtype, np.integer) or not keys.size:
+    if keys.ndim != 2 or keys.dtype.kind not in "iu" or not keys.size:  # not timedelta64
         raise ArgumentError(f"{where}: keys of shape {keys.shape} and dtype {keys.dtype}: must "
                             "be integer keys [samples, features] with at least one sample "
                             "(load(...).train.keys)")
@@ -166,7 +183,9 @@ def cluster(cfg: WorkbenchConfig, rows: int, dim: int | None = None):
     """
     from workbench.cluster.edge_cluster import EdgeCluster
 
-    check("api.cluster", rows=(rows, arg(int, 1)), dim=(dim, key("model.embedding_dim").or_none()))
+    check("api.cluster", rows=(rows, arg(int, 1)),
+          dim=(dim, key("model.embedding_dim").or_none()))
+    _check_table_memory("api.cluster", rows, 8 + 4 * cfg.cluster.workers)
     return EdgeCluster(cfg.cluster, cfg.cache, rows, dim or cfg.model.embedding_dim)
 
 
@@ -213,7 +232,9 @@ def replay_cache(keys: np.ndarray, rows: int, *, policy: CachePolicy = "lru",
           cache_ratio=(cache_ratio, key("cache.ratio")), bound=(bound, key("cache.read_bound")),
           workers=(workers, key("experiments.het_cache.workers")),
           per_worker=(per_worker, key("experiments.het_cache.batch_size")),
-          epochs=(epochs, arg(int, 1)), seed=(seed, key("seed")))
+          epochs=(epochs, arg(int, 1, 2**20)), seed=(seed, key("seed")))
+    # the server's version and value per row, and each worker's slot index
+    _check_table_memory(where, rows, 8 + 4 * workers)
     keys = _checked_keys(where, keys, rows)
     if len(keys) < workers * per_worker:
         raise ArgumentError(f"{where}: {len(keys):,} samples hold no iteration of workers = "
@@ -443,6 +464,7 @@ def access_skew(keys: np.ndarray, rows: int, fractions: Sequence[float]) -> pd.D
     where = "api.access_skew"
     fractions = check(where, rows=(rows, arg(int, 1)), fractions=(
         fractions, key("experiments.dataset_stats.skew_claim_fraction").many()))["fractions"]
+    _check_table_memory(where, rows, 8)  # one count per row
     keys = _checked_keys(where, keys, rows)
     counts = np.bincount(keys.ravel(), minlength=rows)
     return pd.DataFrame([{"fraction": f, "top_rows": max(1, int(np.ceil(f * rows))),
@@ -483,6 +505,7 @@ def hot_tier(keys: np.ndarray, rows: int, hot_fractions: Sequence[float], *,
         hot_fractions=(hot_fractions, key("experiments.combined.hot_fraction").many()),
         profile_rate=(profile_rate, key("experiments.hotline.profile_rate")),
         seed=(seed, key("seed")))["hot_fractions"]
+    _check_table_memory(where, rows, 16)  # two counts per row
     keys = _checked_keys(where, keys, rows)
     counts = {"profile": profile_counts(keys, rows, profile_rate, np.random.default_rng(seed)),
               "full pass": np.bincount(keys.ravel(), minlength=rows)}

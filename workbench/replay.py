@@ -45,7 +45,6 @@ import argparse
 import json
 import logging
 import math
-import os
 import struct
 import sys
 from pathlib import Path
@@ -56,6 +55,7 @@ import numpy as np
 from workbench.arguments import Arg, ArgumentError, arg, check, key
 from workbench.cluster.cache import POLICIES
 from workbench.utils.errors import UserError, one_line
+from workbench.utils.io import physical_memory
 
 log = logging.getLogger("workbench.replay")
 #: --dim: the embedding widths the experiments take
@@ -96,14 +96,6 @@ def _options(command: str, **values: tuple[Any, Arg]) -> None:
         raise TraceError(str(err)) from None
 
 
-def _memory() -> int | None:
-    """This machine's physical memory in bytes (None where the system does not say)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
 def _gib(n: float) -> str:
     return f"{n / 2**30:,.1f} GiB"
 
@@ -114,18 +106,25 @@ def _check_memory(what: str, need: int, fix: str) -> None:
     Raises:
         TraceError: naming ``what`` takes the memory, the two sizes and ``fix``.
     """
-    have = _memory()
+    have = physical_memory()
     if have is not None and need > have:
         raise TraceError(f"{what} would take {_gib(need)}, more than this machine's "
                          f"{_gib(have)} of memory: {fix}")
 
 
+def _integer(dtype: np.dtype) -> bool:
+    """An integer dtype (numpy counts ``timedelta64`` among its integers; a key is not one)."""
+    return dtype.kind in "iu"
+
+
 def _check_header(path: Path) -> None:
     """Trust an ``.npy`` header only as far as the file goes: its shape x item size must be the
-    bytes of data after it, and its dtype an integer one (nothing is allocated before).
+    bytes of data after it, its dtype an integer one, and the keys (as int64) must fit this
+    machine's memory (nothing is allocated before).
 
     Raises:
-        TraceError: naming the file, what the header claims and what the file holds.
+        TraceError: naming the file, what the header claims and what the file holds, or the
+            memory the keys would take.
     """
     fmt = np.lib.format
     with path.open("rb") as fh:
@@ -141,7 +140,7 @@ def _check_header(path: Path) -> None:
             raise TraceError(f"{path}: a damaged .npy header ({err}); save the keys again with "
                              "numpy.save") from None
         data = path.stat().st_size - fh.tell()
-    if not np.issubdtype(dtype, np.integer):
+    if not _integer(dtype):
         raise TraceError(f"{path}: dtype {dtype}; expected integer keys")
     claimed = math.prod(shape) * dtype.itemsize
     if claimed != data:
@@ -149,6 +148,11 @@ def _check_header(path: Path) -> None:
                          f"({claimed:,} bytes of data) but the file holds {data:,} bytes after "
                          "it: the file is truncated or its header damaged; save the keys again "
                          "with numpy.save")
+    # the keys as read, and as int64 when they are narrower
+    need = claimed + (0 if dtype.itemsize == 8 else 8 * math.prod(shape))
+    _check_memory(f"{path}: its {math.prod(shape):,} keys (shape {shape})", need,
+                  "replay a part of it (e.g. save np.load(path, mmap_mode='r')[:steps] "
+                  "alone)")
 
 
 def load_keys(path: Path, rows: int | None, axes: tuple[str, ...]) -> tuple[np.ndarray, int]:
@@ -187,7 +191,7 @@ def load_keys(path: Path, rows: int | None, axes: tuple[str, ...]) -> tuple[np.n
     if keys.ndim != len(axes):
         raise TraceError(f"{path}: shape {keys.shape}; expected {len(axes)} dimensions "
                          f"[{', '.join(axes)}]")
-    if not np.issubdtype(keys.dtype, np.integer):
+    if not _integer(keys.dtype):
         raise TraceError(f"{path}: dtype {keys.dtype}; expected integer keys")
     if keys.size == 0:
         raise TraceError(f"{path}: the trace is empty (shape {keys.shape})")
@@ -350,7 +354,7 @@ def run_dispatch_command(args: argparse.Namespace) -> dict:
         "--bound": (args.bound, key("cache.read_bound")), "--dim": (args.dim, DIM),
         "--rows": (args.rows, arg(int, 1).or_none()), "--seed": (args.seed, key("seed"))})
     samples = args.batches * args.workers * args.per_worker
-    have = _memory()
+    have = physical_memory()
     if have is not None and samples * _INDEX_BYTES > have:
         most = max(have // (args.workers * args.per_worker * _INDEX_BYTES), 1)
         raise TraceError(f"--batches {args.batches}: the output lists {samples:,} sample "

@@ -341,6 +341,14 @@ def free_mb(path: Path | str) -> int:
     return shutil.disk_usage(probe).free >> 20
 
 
+def physical_memory() -> int | None:
+    """This machine's physical memory in bytes (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
 @contextlib.contextmanager
 def disk_full_reported(dest: Path | str, key: str) -> Iterator[None]:
     """Raise :class:`DiskFullError` for a full disk inside the block, naming ``dest`` and ``key``.

@@ -38,6 +38,11 @@ class ConfigError(UserError, ValueError):
     """A configuration value is missing, unknown or outside its allowed range."""
 
 
+#: The magnitude every integer setting stays below: counts, sizes and bounds are int64 in the
+#: numba kernels, and sums of two of them must not overflow.
+INT_LIMIT = 2**62
+
+
 def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
              hi_open: bool = False) -> dict[str, Any]:
     """Field metadata: the allowed numeric interval (for a list field: of every element).
@@ -119,6 +124,9 @@ def _convert(value: Any, tp: Any, key: str, meta: dict[str, Any] | None = None) 
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{key} = {value!r}: must be an integer{_range_text(meta)}")
         _check_range(value, key, meta)
+        if abs(value) >= INT_LIMIT:  # every count, size and bound is an int64 in the kernels
+            raise ConfigError(f"{key} = {value}: must be below 2**62 in size (counts, sizes "
+                              "and bounds are 64-bit integers in the kernels)")
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):

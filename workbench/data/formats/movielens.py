@@ -56,6 +56,7 @@ from workbench.data.formats.engine import (
     value_at,
 )
 from workbench.data.schema import LABEL, SESSION, TIMESTAMP, ParseReport, RawTable
+from workbench.utils.errors import MissingInputError
 
 __all__ = [
     "EXPECTS",
@@ -124,10 +125,22 @@ def _resolve(paths: PathsLike, names: Sequence[str]) -> dict[str, Path]:
     if missing and len(spare) == len(missing):  # renamed files, given in the names' order
         found.update(zip(missing, spare))
     elif missing:
-        raise FileNotFoundError(
-            f"{missing[0]} not found in {', '.join(str(p) for p in given)} (give the files in "
-            f"the order {', '.join(names)}; other names are taken in that order)")
+        shown = ", ".join(p.name if p.is_file() else str(p) for p in given)
+        raise MissingInputError(
+            f"MovieLens needs {', '.join(names)}; {' and '.join(missing)} "
+            f"({'; '.join(_HOLDS.get(n, n) for n in missing)}) "
+            f"{'is' if len(missing) == 1 else 'are'} not among {shown}: add "
+            f"{'it' if len(missing) == 1 else 'them'} to dataset.files (renamed files are "
+            f"taken in the order {', '.join(names)})")
     return {n: found[n] for n in names}
+
+
+#: What each MovieLens file holds (named when it is missing).
+_HOLDS = {"u.data": "the ratings", "u.user": "the users' age, gender, occupation and zip code",
+          "u.item": "the movies' titles and genres", "ratings.dat": "the ratings",
+          "users.dat": "the users' gender, age, occupation and zip code",
+          "movies.dat": "the movies' titles and genres", "ratings.csv": "the ratings",
+          "movies.csv": "the movies' titles and genres"}
 
 
 def _ratings_convert(*, half_stars: bool) -> Callable[[dict[str, pa.Array], Checks],
