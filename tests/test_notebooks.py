@@ -161,7 +161,6 @@ def test_results_of_another_profile_are_named(own_dataset: Path, tmp_path: Path)
     """het_train's results computed under the ci profile, read with the default profile's
     params: a ``KeyError: 'wdl/D128'`` deep in the notebook before; one line naming both now."""
     from conftest import write_params
-
     from workbench.report.notebook import NotebookError, notebook_config
 
     assert notebook_config("het_train", own_dataset, "mine").experiments.het_train.dataset \
