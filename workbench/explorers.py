@@ -367,7 +367,8 @@ def het_train(cfg: WorkbenchConfig, *, bound: int | None = None,
 
     def plot(frame: pd.DataFrame, ax) -> None:
         _auc_vs_time(frame, ax, f"{steps} iterations of {comb.workers} x {comb.per_worker} "
-                     f"samples{fewer}, {policy}, links {comb.max_bandwidth_gbps / comb.bandwidth_spread:g}"
+                     f"samples{fewer}, {policy}, links "
+                     f"{comb.max_bandwidth_gbps / comb.bandwidth_spread:g}"
                      f"..{comb.max_bandwidth_gbps:g} Gb/s")
 
     return Explorer(run, plot, {
