@@ -326,3 +326,26 @@ def test_a_movielens_file_left_out_is_named(tmp_path: Path, files: list[str], sa
     with pytest.raises(MissingInputError) as info:
         parse_movielens_100k([tmp_path / f for f in files])
     assert says in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_line_longer_than_a_block_is_named_by_number(tmp_path: Path, gz: bool) -> None:
+    """A 64 MB line said only "straddling object ... (try to increase block size?)"; the
+    message now names the line, its size, and how to remove it."""
+    from workbench.data.formats.criteo import parse_criteo_tsv
+
+    lines = criteo_lines(30)
+    lines[11] = "1\t" + "x" * 5000  # line 12: 5 KB against 1 KB blocks
+    text = ("\n".join(lines) + "\n").encode()
+    path = tmp_path / ("day.tsv.gz" if gz else "day.tsv")
+    path.write_bytes(gzip.compress(text) if gz else text)
+    with pytest.raises(MalformedInputError) as info:
+        parse_criteo_tsv([path], block_size=1024)
+    remove = (f"gzip -dc {path} | sed '12d' | gzip > {path}.fixed && mv {path}.fixed {path}"
+              if gz else f"sed -i '12d' {path}")
+    assert str(info.value) == (
+        f"{path}: line 12 is 4.9 KB long, more than a parse block (1.0 KB): a sample's line is "
+        "a few KB, so the file is damaged there (or not in this format); remove or repair that "
+        f"line (e.g. {remove}) and run again")
+    subprocess.run(remove, shell=True, check=True)  # the advice, followed
+    assert len(parse_criteo_tsv([path], block_size=1024).frame) == 29

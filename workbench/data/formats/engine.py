@@ -562,6 +562,8 @@ def iter_delimited(
                         _quiet_undecodable_rows():
                     yield from read_file(stream, log)
             except pa.ArrowInvalid as exc:
+                if "straddl" in str(exc):  # a line longer than a parse block
+                    raise _too_long(file, path, compression, block_size, exc) from None
                 if not _undecodable(path, compression, encoding):
                     raise MalformedInputError(
                         f"{file}: cannot read the file: {exc}") from exc
@@ -575,6 +577,44 @@ def iter_delimited(
         except OSError as exc:
             raise unreadable(path, exc) from None
         log.finish()
+
+
+def _too_long(file: str, path: Path, compression: str | None, block_size: int,
+              exc: Exception) -> MalformedInputError:
+    """The error of a file holding a line longer than a parse block (pyarrow says only "a
+    straddling object straddles two block boundaries"): the first such line, by number."""
+    found = _first_long_line(path, compression, block_size)
+    if found is None:
+        return MalformedInputError(f"{file}: cannot read the file: {exc}")
+    line, size = found
+    remove = (f"gzip -dc {path} | sed '{line}d' | gzip > {path}.fixed && mv {path}.fixed {path}"
+              if compression else f"sed -i '{line}d' {path}")
+    return MalformedInputError(
+        f"{file}: line {line:,} is {_size(size)} long, more than a parse block "
+        f"({_size(block_size)}): a sample's line is a few KB, so the file is damaged there (or "
+        f"not in this format); remove or repair that line (e.g. {remove}) and run again")
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:,.1f} MB" if n >= 2**20 else f"{n / 2**10:,.1f} KB"
+
+
+def _first_long_line(path: Path, compression: str | None,
+                     limit: int) -> tuple[int, int] | None:
+    """``(line number, bytes)`` of the first line of ``path`` longer than ``limit`` bytes."""
+    number, start, offset = 1, 0, 0
+    with pa.input_stream(str(path), compression=compression) as stream:
+        while data := stream.read(1 << 24):
+            ends = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n")) + offset
+            lengths = np.diff(np.concatenate([[start], ends + 1]))
+            over = np.flatnonzero(lengths > limit)
+            if len(over):
+                return number + int(over[0]), int(lengths[over[0]])
+            if len(ends):
+                number += len(ends)
+                start = int(ends[-1]) + 1
+            offset += len(data)
+    return (number, offset - start) if offset - start > limit else None
 
 
 def read_delimited(paths: PathsLike, *, fields: Sequence[str], sep: str,
