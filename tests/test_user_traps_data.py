@@ -349,3 +349,29 @@ def test_a_line_longer_than_a_block_is_named_by_number(tmp_path: Path, gz: bool)
         f"line (e.g. {remove}) and run again")
     subprocess.run(remove, shell=True, check=True)  # the advice, followed
     assert len(parse_criteo_tsv([path], block_size=1024).frame) == 29
+
+
+@pytest.mark.parametrize("fmt", ["avazu_csv", "criteo_csv"])
+def test_a_byte_order_mark_is_read_past_in_every_header(tmp_path: Path, fmt: str) -> None:
+    """Excel's "CSV UTF-8" starts with a BOM: stripped for Criteo and Taobao, it was refused
+    for Avazu as a header mismatch."""
+    from workbench.data.formats.avazu import parse_avazu_csv
+    from workbench.data.formats.criteo import parse_criteo_csv
+
+    parser = parse_avazu_csv if fmt == "avazu_csv" else parse_criteo_csv
+    if fmt == "avazu_csv":
+        header = ("id,click,hour,C1,banner_pos,site_id,site_domain,site_category,app_id,"
+                  "app_domain,app_category,device_id,device_ip,device_model,device_type,"
+                  "device_conn_type,C14,C15,C16,C17,C18,C19,C20,C21")
+        rows = [f"{i},{i % 2},14102100,1005,0,s{i},d,c,a,ad,ac,dev,ip{i},m,1,0,15706,320,50,"
+                "1722,0,35,-1,79" for i in range(20)]
+    else:
+        header = ",".join(["label", *(f"I{i}" for i in range(1, 14)),
+                           *(f"C{i}" for i in range(1, 27))])
+        rows = [",".join(line.split("\t")) for line in criteo_lines(20)]
+    text = "\n".join([header, *rows]) + "\n"
+    (tmp_path / "plain.csv").write_text(text)
+    (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    plain = parser([tmp_path / "plain.csv"]).frame
+    pd.testing.assert_frame_equal(parser([tmp_path / "bom.csv"]).frame, plain)
+    assert len(plain) == 20

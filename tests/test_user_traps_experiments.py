@@ -278,3 +278,39 @@ def test_a_reversed_direction_is_said(caplog: pytest.LogCaptureFixture) -> None:
     assert record.getMessage().startswith(
         "HybridDis against random: 1.14x SLOWER end to end here (11.4 s against 10 s emulated), "
         "the opposite of the ESD paper's (claim esd.speedup) direction")
+
+
+def test_a_sweep_that_fits_nowhere_names_the_largest_point_that_does() -> None:
+    """"give smaller values" named none."""
+    from workbench.experiments.sizing import DatasetTooSmall, fitting
+
+    with pytest.raises(DatasetTooSmall) as info:
+        fitting("experiments.esd.worker_sweep", [16, 32], lambda w: w * 64 <= 700, {})
+    assert str(info.value).endswith("the largest that fits is 10: set "
+                                    "experiments.esd.worker_sweep=[10] or smaller values")
+    with pytest.raises(DatasetTooSmall, match=r"not even experiments.esd.worker_sweep = \[1\] "
+                                              r".*: use a larger dataset"):
+        fitting("experiments.esd.worker_sweep", [16, 32], lambda w: w * 64 <= 10, {})
+
+
+@pytest.mark.parametrize(("samples", "fix"), [
+    (7000, "set experiments.distributed_check.steps=27"),
+    (540, "set experiments.distributed_check.steps=3 and "
+          "experiments.distributed_check.batch_size=180"),
+    (5, "use a larger dataset (at least 3 x 4 = 12 train samples"),
+])
+def test_distributed_check_on_small_data_gives_settings_that_fit(samples: int, fix: str) -> None:
+    """"lower experiments.distributed_check.steps" led to steps >= 2, then to warmup < steps."""
+    import dataclasses
+
+    from workbench.config import load
+    from workbench.experiments.distributed_check import _fewer_steps
+
+    exp = load().experiments.distributed_check
+    exp = dataclasses.replace(exp, workers=2, esd_workers=4, batch_size=256, steps=30, warmup=2)
+    assert _fewer_steps(exp, samples).startswith(fix)
+    if fix.startswith("set"):  # followed: the settings validate and fit the samples
+        steps = int(fix.split("steps=")[1].split()[0])
+        batch = int(fix.split("batch_size=")[1]) if "batch_size" in fix else 256
+        dataclasses.replace(exp, steps=steps, batch_size=batch).__post_init__()
+        assert steps * batch <= samples

@@ -67,7 +67,7 @@ from workbench.experiments.calibrate import ModelShape, clock_costs, clock_summa
 from workbench.experiments.config import DistributedCheckConfig, EsdConfig
 from workbench.experiments.context import RunContext
 from workbench.experiments.het_train import load_split
-from workbench.experiments.sizing import require_samples
+from workbench.experiments.sizing import largest_fit, require_samples
 from workbench.models.config import ModelConfig
 from workbench.training.distributed import (
     DistributedJob,
@@ -499,6 +499,23 @@ def run_real(job: DistributedJob, train: Split, what: str) -> DistributedResult:
             f"experiments.distributed_check, {what}: {err}; nothing was written") from None
 
 
+def _fewer_steps(exp: DistributedCheckConfig, samples: int) -> str:
+    """The settings that fit ``samples`` train samples, as the fix of a too-small dataset: fewer
+    steps (at least 2 and above ``warmup``), else a smaller batch too (a multiple of both
+    worker counts)."""
+    key = "experiments.distributed_check"
+    least = max(2, exp.warmup + 1)
+    if samples // exp.batch_size >= least:
+        return f"set {key}.steps={samples // exp.batch_size}"
+    step = math.lcm(exp.workers, exp.esd_workers)
+    batch = largest_fit(samples, least, multiple_of=step)
+    if batch % step == 0 and batch * least <= samples:  # largest_fit says 1 when none fits
+        return f"set {key}.steps={least} and {key}.batch_size={batch}"
+    return (f"use a larger dataset (at least {least} x {step} = {least * step} train samples: "
+            f"{least} steps, the least above warmup = {exp.warmup}, of the smallest batch, "
+            f"one sample per worker)")
+
+
 def run(ctx: RunContext, exp: DistributedCheckConfig, *, dataset: DatasetConfig,
         model_name: str, model: ModelConfig, cluster: ClusterConfig, cache: CacheConfig,
         esd: EsdConfig) -> None:
@@ -515,7 +532,7 @@ def run(ctx: RunContext, exp: DistributedCheckConfig, *, dataset: DatasetConfig,
     train = load_split(processed, meta, "train", needed)
     require_samples(len(train), needed, dataset.name,
                     f"{exp.steps} iterations of experiments.distributed_check.batch_size = "
-                    f"{exp.batch_size}", "lower experiments.distributed_check.steps")
+                    f"{exp.batch_size}", _fewer_steps(exp, len(train)))
     # the clock's compute is the calibration of the model as configured (its own optimizer)
     model_cfg = dataclasses.replace(
         model, batch_size=exp.batch_size,

@@ -77,8 +77,17 @@ def fitting(knob: str, values: Sequence[int], fits: Callable[[int], bool],
     kept = [v for v in values if fits(v)]
     dropped = [v for v in values if not fits(v)]
     if not kept:
+        if not fits(1):
+            raise DatasetTooSmall(f"{knob} = {list(values)}: no point fits the data, not even "
+                                  f"{knob} = [1] (one batch needs more samples than it holds): "
+                                  "use a larger dataset")
+        lo, hi = 1, min(values)  # fits(lo), not fits(hi): the largest point that fits
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
         raise DatasetTooSmall(f"{knob} = {list(values)}: no point fits the data (each needs more "
-                              "samples than one batch holds): give smaller values")
+                              f"samples than one batch holds); the largest that fits is {lo}: "
+                              f"set {knob}=[{lo}] or smaller values")
     if dropped:
         skipped[knob] = dropped
         log.warning("%s: %s skipped, the data holds less than one batch for them", knob, dropped)

@@ -419,7 +419,8 @@ class Supervisor:
                 raise DistributedProcessError(
                     f"the distributed run passed its deadline of deadline_s = "
                     f"{self.deadline_s:g} s and was stopped ({self.world} processes): raise "
-                    "deadline_s or lower the steps")
+                    f"deadline_s (e.g. to {2 * self.deadline_s:g}; the distributed-check stage: "
+                    "experiments.distributed_check.deadline_s)")
             if self.on_poll is not None:
                 self.on_poll(self.liveness)
 

@@ -476,7 +476,8 @@ def iter_delimited(
                 head = _first_line(path, encoding)
             except OSError as exc:
                 raise unreadable(path, exc) from None
-            got = [h.strip('"') for h in head.split(sep)]
+            # a UTF-8 byte-order mark (Excel's "CSV UTF-8") is not part of the first name
+            got = [h.strip('"') for h in head.removeprefix("\ufeff").split(sep)]
             if callable(header):
                 fields = header(got, file)
             elif got != list(header):
