@@ -314,3 +314,31 @@ def test_distributed_check_on_small_data_gives_settings_that_fit(samples: int, f
         batch = int(fix.split("batch_size=")[1]) if "batch_size" in fix else 256
         dataclasses.replace(exp, steps=steps, batch_size=batch).__post_init__()
         assert steps * batch <= samples
+
+
+def test_recd_refuses_partitions_of_an_older_preprocessing(tmp_path: Path) -> None:
+    """Prepared again (here without the history) after dedup: recd read the old partitions and
+    reported on data that no longer exists."""
+    from workbench.config import load
+    from workbench.data.schema import DatasetMeta
+    from workbench.experiments.recd import read_partitions_meta
+    from workbench.utils.errors import MissingInputError
+
+    meta = DatasetMeta(name="yc", source="local", rows={"train": 12031, "test": 1337},
+                       dense=[], categorical=["item_id", "category"],
+                       cardinalities={"item_id": 900, "category": 5}, user_side=[],
+                       sequences={}, has_session=True, has_timestamp=True)
+    processed, partitions = tmp_path / "processed" / "yc", tmp_path / "partitions" / "yc"
+    processed.mkdir(parents=True)
+    partitions.mkdir(parents=True)
+    (processed / "meta.json").write_text(meta.to_json())
+    written = {"available": True, "cardinalities": meta.cardinalities, "rows": 12031,
+               "sequences": {"hist_item_id": "item_id"}}
+    (partitions / "partitions.json").write_text(json.dumps(written))
+    exp = load().experiments.recd
+    with pytest.raises(MissingInputError, match=r"partitioned from another preprocessing of yc "
+                       r".*: rerun the dedup stage for yc"):
+        read_partitions_meta(partitions, exp)
+    written["sequences"] = {}
+    (partitions / "partitions.json").write_text(json.dumps(written))
+    assert read_partitions_meta(partitions, exp)["rows"] == 12031

@@ -181,3 +181,23 @@ def test_sigterm_of_a_stage_prints_one_line(tmp_path: Path) -> None:
                           timeout=120, cwd=REPO_ROOT, env={**os.environ})
     assert done.returncode == 128 + signal.SIGTERM
     assert done.stderr.strip().startswith("stopped by SIGTERM") and "Traceback" not in done.stderr
+
+
+def test_a_dedup_point_partitions_its_own_copy(tmp_path: Path) -> None:
+    """A sweep of ``dedup`` replaced ``data/partitions/<dataset>`` at each point: a point now
+    partitions a copy of the processed dataset in its own data root."""
+    from omegaconf import OmegaConf
+
+    from workbench.config import compose, validate
+    from workbench.sweep import _own_data
+
+    shared = tmp_path / "data"
+    (shared / "processed" / "synthetic_sessions").mkdir(parents=True)
+    (shared / "processed" / "synthetic_sessions" / "meta.json").write_text("{}")
+    cfg = compose(["profile=ci", "+stage=dedup", f"paths.data={shared}"])
+    plain = OmegaConf.create({k: v for k, v in OmegaConf.to_container(cfg).items()
+                              if k not in ("stage", "stage_dataset")})
+    assert _own_data(plain, validate(plain), "dedup", "synthetic_sessions",
+                     tmp_path / "job") == "dedup"
+    assert plain.paths.data == str(tmp_path / "job" / "data")
+    assert (tmp_path / "job" / "data" / "processed" / "synthetic_sessions" / "meta.json").is_file()

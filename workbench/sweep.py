@@ -13,8 +13,9 @@ the user. Each point writes its composed config (``params.yaml``) and the stage'
 its own job directory, ``sweeps/<time>/<job number>/results/<experiment>/<dataset>/``, so points
 never overwrite each other or the pipeline's ``results/``. The processed datasets under
 ``data/`` are the points' shared input (run ``dvc repro`` or ``prepare`` first), except for a
-sweep of a data stage (``download``, ``preprocess``, ``prepare``): each of its points writes its
-own ``<job dir>/data/`` (the project's downloads are its mirror). The clock's calibration
+sweep of a data stage (``download``, ``preprocess``, ``prepare``, ``dedup``): each of its points
+writes its own ``<job dir>/data/`` (the project's downloads are its mirror; ``dedup`` gets a copy
+of the processed dataset). The clock's calibration
 (``results/calibration``) is copied into each point's ``results/``.
 
 Every stage of :mod:`workbench.stages` except ``notebook`` and ``report`` can be swept; the
@@ -51,8 +52,8 @@ from workbench.utils.paths import CONF_DIR, resolve
 
 log = logging.getLogger("workbench.sweep")
 SWEEP_KEYS = ("stage", "stage_dataset")
-#: Stages whose output is a dataset under ``paths.data``: each point gets its own data root.
-DATA_STAGES = ("download", "preprocess", "prepare")
+#: Stages whose output is data under ``paths.data``: each point gets its own data root.
+DATA_STAGES = ("download", "preprocess", "prepare", "dedup")
 #: The record a failed point leaves in its job directory: ``{"job", "overrides", "error",
 #: "internal"}``.
 FAILED = "failed.json"
@@ -108,19 +109,25 @@ def run_point(cfg: DictConfig, job_dir: Path) -> Path:
 def _own_data(plain: DictConfig, cfg: Any, stage: str, dataset: str | None,
               job_dir: Path) -> str:
     """Give a point of a data stage its own ``paths.data`` (``<job dir>/data``), so the points
-    of a sweep of ``prepare`` keep their processed datasets side by side instead of each
-    replacing the last one's in the project's ``data/``.
+    of a sweep of ``prepare`` (or ``dedup``) keep their processed datasets (partitions) side by
+    side instead of each replacing the last one's in the project's ``data/``.
 
     The registry files the project has already downloaded are the point's first mirror (copied
     and verified, not fetched again); ``preprocess`` runs as ``prepare`` (the point's data has
-    no raw files until its download step). Returns the stage the point runs.
+    no raw files until its download step); ``dedup`` gets a copy of the processed dataset it
+    partitions. Returns the stage the point runs.
     """
     from workbench import stages
-    from workbench.data.pipeline import downloads_dir
+    from workbench.data.pipeline import downloads_dir, processed_dir
 
     ds = stages.STAGES[stage].dataset_of(cfg, dataset, dataset is not None)
     shared = resolve(plain.paths.data)
     plain.paths.data = str(job_dir / "data")
+    if stage == "dedup":  # its input, the processed dataset, copied beside its partitions
+        source = processed_dir(shared, ds.name)
+        if source.is_dir():
+            shutil.copytree(source, processed_dir(job_dir / "data", ds.name), dirs_exist_ok=True)
+        return stage
     if ds.registry is not None:
         plain.paths.mirrors = [str(downloads_dir(shared, ds.registry)), *plain.paths.mirrors]
     return "prepare" if stage == "preprocess" else stage

@@ -235,7 +235,8 @@ def read_partitions_meta(partitions: Path, exp: RecdConfig,
     Raises:
         NoSessionsError: the dataset has no session column (the dedup stage cannot partition
             it).
-        MissingInputError: the dedup stage has not run on the dataset.
+        MissingInputError: the dedup stage has not run on the dataset, or its partitions come
+            from another preprocessing than the processed data's (prepared again since).
     """
     import json
 
@@ -245,9 +246,21 @@ def read_partitions_meta(partitions: Path, exp: RecdConfig,
 
     finish_commit(partitions)  # a dedup stage killed between its two renames: complete it
     path = partitions / PARTITIONS_META
-    if path.is_file():
-        return dict(json.loads(path.read_text()))
     processed = processed or partitions.parent.parent / "processed" / partitions.name
+    if path.is_file():
+        found = dict(json.loads(path.read_text()))
+        if found.get("available", True) and (processed / "meta.json").is_file():
+            now = DatasetMeta.read(processed)
+            if (found.get("cardinalities"), found.get("sequences"), found.get("rows")) != (
+                    now.cardinalities, now.sequences, now.rows.get("train")):
+                raise MissingInputError(
+                    f"{partitions} was partitioned from another preprocessing of "
+                    f"{partitions.name} than {processed}'s (their rows, features or "
+                    "cardinalities differ: the data was prepared again since): rerun the dedup "
+                    "stage for "
+                    f"{partitions.name} (python -m workbench.stages dedup, with the same "
+                    "dataset options)")
+        return found
     if (processed / "meta.json").is_file():
         require_sessions(DatasetMeta.read(processed), exp)
     raise MissingInputError(f"{path} not found: run the dedup stage for {partitions.name} first "
