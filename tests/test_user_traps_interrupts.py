@@ -48,7 +48,7 @@ def test_ctrl_c_while_parsing_leaves_no_work_database(tmp_path: Path) -> None:
 
 
 def test_the_blocks_are_all_loaded_in_order(tmp_path: Path) -> None:
-    """The parser thread runs ahead, the rows still arrive whole and in their stored order."""
+    """The stream a signal can end early still loads every row, in stored order, when none comes."""
     import pyarrow.parquet as pq
 
     out = tmp_path / "out"
@@ -82,8 +82,9 @@ _SIGNALLED = textwrap.dedent("""
 
 @pytest.mark.parametrize(("sig", "status"), [("SIGINT", -signal.SIGINT), ("SIGTERM", 143)])
 def test_a_signal_while_streaming_exits_cleanly(tmp_path: Path, sig: str, status: int) -> None:
-    """Before, DuckDB pulled the blocks from a Python iterator on its own threads: Ctrl-C there
-    aborted the interpreter as it exited (status 134, "PyGILState_Release")."""
+    """DuckDB pulls the blocks from a Python iterator on its own threads: Ctrl-C raised there
+    aborted the interpreter as it exited (status 134, "PyGILState_Release"). The signal is now
+    deferred until DuckDB returns and raised again in the main thread."""
     out = tmp_path / "out"
     out.mkdir()
     done = subprocess.run([sys.executable, "-c", _SIGNALLED.format(

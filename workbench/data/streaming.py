@@ -6,8 +6,7 @@ memory bounded by ``dataset.memory_limit_mb``, not by the input size.
     raw files --pyarrow CSV, one block at a time--> validated blocks (formats.RowFormat.convert,
         |                                           malformed rows counted with file and line)
         |  dense -> log1p(max(x, 0)), missing -> 0 (numpy, the in-memory path's transform)
-        v  Arrow batches, _row = stored position (a parser thread runs 2 batches ahead;
-        |  one INSERT per batch in the caller's thread, so Ctrl-C stops it cleanly)
+        v  Arrow stream, _row = stored position (signals deferred while DuckDB reads it)
     DuckDB table rows (on disk, under memory_limit; spills to a temp directory)
         |  _pos = _row, or the rank by (order_by..., _row)      (Taobao, session logs: stable sort)
         |  test = _pos >= cut, or (timestamp, _pos) >= the cut-th in time order
@@ -29,8 +28,7 @@ copies both ways, so the validated blocks go in as they are parsed and the encod
 as they are written. Polars' streaming engine has no hard memory limit for joins and sorts, and
 pyarrow datasets have no out-of-core join or sort.
 
-Memory: DuckDB's ``memory_limit`` plus up to three parsed blocks (``block_size``: the one being
-inserted and :data:`AHEAD` parsed ahead by the parser thread) plus one row group
+Memory: DuckDB's ``memory_limit`` plus one parsed block (``block_size``) plus one row group
 being written (``row_group_rows`` x the row width) plus the interpreter; the benchmark
 ``benchmarks/preprocess_scaling.py`` measures it.
 """
@@ -38,9 +36,10 @@ being written (``row_group_rows`` x the row width) plus the interpreter; the ben
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
-import queue
 import re
+import signal
 import tempfile
 import threading
 import time
@@ -61,7 +60,6 @@ log = logging.getLogger(__name__)
 ROW = "_row"
 POS = "_pos"
 TEST = "_test"
-AHEAD = 2  # parsed batches the parser thread runs ahead of the inserts
 
 
 @dataclass(frozen=True)
@@ -112,6 +110,8 @@ class _Feed:
         self.rows = 0
         self.error: BaseException | None = None
         self.progress = progress
+        #: set by a deferred signal: the stream ends at the next block (see ``_load``)
+        self.stop = threading.Event()
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The blocks as record batches (parse errors are also kept in ``error``)."""
@@ -120,6 +120,8 @@ class _Feed:
         bar = tqdm(disable=not self.progress, desc="parse", unit=" rows", unit_scale=True)
         try:
             for block in self.blocks:
+                if self.stop.is_set():
+                    return
                 if isinstance(block, pa.RecordBatch):
                     block = {name: block.column(name) for name in block.schema.names}
                 n = len(next(iter(block.values())))
@@ -228,7 +230,7 @@ def encode_streaming(blocks: Iterable[dict[str, Any] | pa.RecordBatch], layout: 
             "preserve_insertion_order": False})  # every order is explicit (_row, _pos)
         con.execute("SET enable_progress_bar = false")
         t0 = time.perf_counter()
-        _load(con, first, batches)
+        _load(con, first, batches, feed)
         seconds["parse"] = time.perf_counter() - t0
         result = _encode_in_duckdb(con, layout, out_dir, feed.rows, test_fraction=test_fraction,
                                    min_count=min_count, cardinalities=cardinalities,
@@ -251,52 +253,58 @@ def encode_streaming(blocks: Iterable[dict[str, Any] | pa.RecordBatch], layout: 
     return result
 
 
-def _load(con: Any, first: pa.RecordBatch, batches: Iterator[pa.RecordBatch]) -> None:
-    """Load the parsed batches into DuckDB's table ``feed``, one batch per statement.
+def _load(con: Any, first: pa.RecordBatch, batches: Iterator[pa.RecordBatch],
+          feed: _Feed) -> None:
+    """Load the parsed batches into DuckDB's table ``feed`` as one Arrow stream.
 
-    A parser thread runs ``batches`` ahead (at most :data:`AHEAD` batches), so parsing overlaps
-    DuckDB's inserts; the inserts run here, in the calling thread. DuckDB never pulls from a
-    Python iterator on its own threads: a stream it scans, interrupted by Ctrl-C, aborts the
-    interpreter as it exits. Here Ctrl-C raises ``KeyboardInterrupt`` between statements (or
-    interrupts one), the parser thread stops at its next batch, and a parse error is raised
-    as itself.
+    DuckDB pulls the stream on its own threads (the parse overlaps its inserts, twice as fast as
+    one INSERT per batch), so a signal must not raise there: an interrupt inside a Python
+    iterator that DuckDB is scanning aborts the interpreter as it exits (``PyGILState_Release``).
+    While the stream is read, Ctrl-C, SIGTERM and SIGHUP only stop the stream at its next block
+    (:func:`_signals_deferred`); once DuckDB has returned, the signal is raised again here, in
+    the calling thread, where it unwinds as usual.
     """
-    ahead: queue.Queue = queue.Queue(maxsize=AHEAD)
-    stop = threading.Event()
-    done = object()
+    import duckdb
 
-    def parse() -> None:
+    with _signals_deferred() as stop:
+        feed.stop = stop
+        con.register("feed_stream", pa.RecordBatchReader.from_batches(
+            first.schema, itertools.chain([first], batches)))
         try:
-            for batch in batches:
-                while not stop.is_set():
-                    with contextlib.suppress(queue.Full):
-                        ahead.put(batch, timeout=0.1)
-                        break
-                if stop.is_set():
-                    return
-            ahead.put(done)
-        except BaseException as exc:  # noqa: BLE001 (raised again by the loader)
-            ahead.put(exc)
+            con.execute("CREATE TABLE feed AS SELECT * FROM feed_stream")
+        except duckdb.Error:
+            if feed.error is not None:
+                raise feed.error from None
+            raise
+        con.unregister("feed_stream")
+    if feed.error is not None:
+        raise feed.error
 
-    parser = threading.Thread(target=parse, name="parse", daemon=True)
-    con.execute("BEGIN TRANSACTION")  # one commit: no write-ahead log entry per batch
-    con.register("feed_batch", first)
-    con.execute("CREATE TABLE feed AS SELECT * FROM feed_batch")
-    parser.start()
-    try:
-        while (item := ahead.get()) is not done:
-            if isinstance(item, BaseException):
-                raise item
-            con.register("feed_batch", item)
-            con.execute("INSERT INTO feed SELECT * FROM feed_batch")
-    finally:
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[threading.Event]:
+    """Inside: SIGINT, SIGTERM and SIGHUP set the yielded event instead of raising; on leaving,
+    the handlers are restored and the first signal that came is raised again (so it does what
+    it would have done: ``KeyboardInterrupt``, or :func:`workbench.utils.signals.exit_on_signals`'
+    ``SystemExit``). Outside the main thread (no handler can be set there) nothing changes."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    came: list[int] = []
+
+    def defer(signum, _frame):
+        came.append(signum)
         stop.set()
-        with contextlib.suppress(queue.Empty):
-            while True:  # unblock a parser waiting to put
-                ahead.get_nowait()
-        parser.join()
-    con.unregister("feed_batch")
-    con.execute("COMMIT")
+
+    saved = {s: signal.signal(s, defer) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield stop
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+        if came:
+            signal.raise_signal(came[0])
 
 
 def _encode_in_duckdb(con: Any, layout: TableLayout, out_dir: Path, n: int, *,
