@@ -310,12 +310,14 @@ def _fit(name: str, train_samples: int, per_step: int, steps: int) -> tuple[int,
 
 
 def _trainer(cfg: WorkbenchConfig, dataset: str, steps: int, per_step: int,
-             **knobs: Any) -> tuple[Callable[..., pd.DataFrame], int, str]:
+             evals: Callable[[int], int], **knobs: Any
+             ) -> tuple[Callable[..., pd.DataFrame], int, str]:
     """``train(system, mechanisms, **values)``: :func:`workbench.api.train` of ``steps``
     iterations of ``per_step`` samples of ``dataset`` with ``knobs`` and ``values``, its rows
-    labelled ``system``; each setting runs once (a run is deterministic), so a baseline that no
-    knob changes is not rerun. A dataset with fewer train samples runs the iterations they
-    hold (:func:`_fit`): also returned, with the words that say so in the title.
+    labelled ``system``, evaluated every ``evals(iterations)``; each setting runs once (a run is
+    deterministic), so a baseline that no knob changes is not rerun. A dataset with fewer train
+    samples runs the iterations they hold (:func:`_fit`): also returned, with the words that
+    say so in the title.
 
     Raises:
         TooLittleData: the dataset holds not even one iteration.
@@ -323,8 +325,7 @@ def _trainer(cfg: WorkbenchConfig, dataset: str, steps: int, per_step: int,
     data = api.load(cfg, dataset=_first(cfg, [dataset]), train_samples=steps * per_step,
                     test_samples=2048)
     steps, fewer = _fit(data.name, len(data.train), per_step, steps)
-    if callable(knobs.get("eval_every")):
-        knobs["eval_every"] = knobs["eval_every"](steps)
+    knobs["eval_every"] = evals(steps)
 
     @cache
     def one(mechanisms: tuple[str, ...], **values: Any) -> pd.DataFrame:
@@ -358,7 +359,7 @@ def het_train(cfg: WorkbenchConfig, *, bound: int | None = None,
     exp, comb = cfg.experiments.het_train, cfg.experiments.combined
     policy = cfg.cache.policy if cfg.cache.policy in ("lru", "lfu", "lfuopt") else "lru"
     train, steps, fewer = _trainer(cfg, exp.dataset, steps, comb.workers * comb.per_worker,
-                                   cache_policy=policy, eval_every=lambda n: max(1, n // 8))
+                                   lambda n: max(1, n // 8), cache_policy=policy)
 
     def run(bound: int, cache_ratio: float) -> pd.DataFrame:
         return pd.concat([train("no cache", []), train("HET cache", ["het"], bound=int(bound),
@@ -572,9 +573,10 @@ def distributed(cfg: WorkbenchConfig, *, bandwidth_gbps: float | None = None,
     exp = cfg.experiments.distributed_check
     per_worker = exp.batch_size // exp.workers
     train, steps, fewer = _trainer(
-        cfg, cfg.experiments.het_train.dataset, steps, exp.batch_size, workers=exp.workers,
+        cfg, cfg.experiments.het_train.dataset, steps, exp.batch_size, lambda n: n,
+        workers=exp.workers,
         per_worker=per_worker, bandwidth_spread=1.0, cache_policy=exp.cache_policy,
-        cache_ratio=exp.cache_ratio, bound=exp.bounds[-1], eval_every=lambda n: n)
+        cache_ratio=exp.cache_ratio, bound=exp.bounds[-1])
 
     def run(bandwidth_gbps: float, latency_ms: float) -> pd.DataFrame:
         link = {"max_bandwidth_gbps": float(bandwidth_gbps), "latency_ms": float(latency_ms)}
@@ -621,7 +623,7 @@ def combined(cfg: WorkbenchConfig, *, mechanisms: str | Sequence[str] | None = N
     if mechanisms is not None and not isinstance(mechanisms, str):
         mechanisms = ",".join(mechanisms) or "none"
     train, steps, fewer = _trainer(cfg, exp.dataset, steps, exp.workers * exp.per_worker,
-                                   eval_every=lambda n: max(1, n // 8))
+                                   lambda n: max(1, n // 8))
 
     def run(mechanisms: str, bandwidth_spread: float, cache_ratio: float,
             hot_fraction: float) -> pd.DataFrame:

@@ -70,9 +70,6 @@ _LINE_COPIES = 3
 _INDEX_BYTES = np.dtype(np.int64).itemsize + sys.getsizeof(1 << 40) + struct.calcsize("P")
 
 
-_MAX_INT = 1 << 62  # counts and bounds are int64 in the kernels
-
-
 class TraceError(UserError, ValueError):
     """The trace file is missing, unreadable or not a valid key trace, or an option is out of
     its bounds."""
@@ -304,11 +301,6 @@ def run_cache(args: argparse.Namespace) -> dict:
                          "--cache-rows": (args.cache_rows, arg(int, 0).or_none()),
                          # a gradient step: finite, and small enough that a value stays finite
                          "--update": (args.update, arg(float, -1e3, 1e3))})
-    for flag, value in (("--read-bound", read_bound), ("--write-bound", write_bound),
-                        ("--rows", args.rows), ("--cache-rows", args.cache_rows)):
-        if value is not None and abs(value) >= _MAX_INT:
-            raise TraceError(f"replay cache: {flag} = {value}: must be below 2**62 (counts and "
-                             "bounds are 64-bit steps; -1 is an infinite bound)")
     trace, rows = load_keys(args.trace, args.rows, ("step", "worker", "position"))
     cache_rows = args.cache_rows if args.cache_rows is not None else max(1, rows // 10)
     # no lines: every key pulled and pushed

@@ -110,7 +110,7 @@ class _Feed:
         self.rows = 0
         self.error: BaseException | None = None
         self.progress = progress
-        #: set by a deferred signal: the stream ends at the next block (see ``_load``)
+        #: set by a signal deferred while DuckDB reads the stream: it ends at the next block
         self.stop = threading.Event()
 
     def batches(self) -> Iterator[pa.RecordBatch]:
@@ -266,8 +266,7 @@ def _load(con: Any, first: pa.RecordBatch, batches: Iterator[pa.RecordBatch],
     """
     import duckdb
 
-    with _signals_deferred() as stop:
-        feed.stop = stop
+    with _signals_deferred(feed.stop):
         con.register("feed_stream", pa.RecordBatchReader.from_batches(
             first.schema, itertools.chain([first], batches)))
         try:
@@ -282,14 +281,13 @@ def _load(con: Any, first: pa.RecordBatch, batches: Iterator[pa.RecordBatch],
 
 
 @contextlib.contextmanager
-def _signals_deferred() -> Iterator[threading.Event]:
-    """Inside: SIGINT, SIGTERM and SIGHUP set the yielded event instead of raising; on leaving,
-    the handlers are restored and the first signal that came is raised again (so it does what
-    it would have done: ``KeyboardInterrupt``, or :func:`workbench.utils.signals.exit_on_signals`'
+def _signals_deferred(stop: threading.Event) -> Iterator[None]:
+    """Inside: SIGINT, SIGTERM and SIGHUP set ``stop`` instead of raising; on leaving, the
+    handlers are restored and the first signal that came is raised again (so it does what it
+    would have done: ``KeyboardInterrupt``, or :func:`workbench.utils.signals.exit_on_signals`'
     ``SystemExit``). Outside the main thread (no handler can be set there) nothing changes."""
-    stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():
-        yield stop
+        yield
         return
     came: list[int] = []
 
@@ -299,7 +297,7 @@ def _signals_deferred() -> Iterator[threading.Event]:
 
     saved = {s: signal.signal(s, defer) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        yield stop
+        yield
     finally:
         for s, handler in saved.items():
             signal.signal(s, handler)
