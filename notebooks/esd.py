@@ -31,15 +31,16 @@ cache_ratio = None  # cache rows per worker, share of the table
 per_worker = None  # samples per worker per batch
 
 # %%
-import json
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from workbench import claims
+from workbench.claims import esd as esd_claims
 from workbench.explorers import notebook_config
-from workbench.report import verdict
+from workbench.report import register
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Section
 
@@ -48,8 +49,10 @@ cfg = notebook_config("esd", params_file, dataset, bandwidth_spread=bandwidth_sp
                       cache_ratio=cache_ratio, per_worker=per_worker)
 exp = cfg.experiments.esd
 res = cfg.paths.resolve("results") / "esd" / exp.dataset
-summary = json.loads((res / "summary.json").read_text())
-cost = pd.read_csv(res / "cost.csv")
+measured = claims.Results(cfg)  # the claims' measures and this notebook read the same files
+claims_register = register.load()  # the paper's numbers: workbench/conf/claims.yaml
+summary = esd_claims.runs(measured)["summary"]
+cost = esd_claims.runs(measured)["cost"].copy()
 decision = pd.read_csv(res / "decision.csv")
 train = pd.read_csv(res / "train.csv")
 section = Section(
@@ -80,13 +83,7 @@ section = Section(
 
 
 def base_setting() -> str:
-    return (f"{summary['dataset']} ({summary['table_rows']:,}-row table, D = "
-            f"{summary['wire_dim']} on the wire), {exp.workers} workers x {exp.per_worker} "
-            f"samples, cache {exp.cache_ratio:.0%} LRU s={exp.bound}, links "
-            f"{exp.max_bandwidth_gbps / exp.bandwidth_spread:g}..{exp.max_bandwidth_gbps:g} "
-            f"Gb/s (spread {exp.bandwidth_spread:g}x), {exp.batches} batches"
-            + "".join(f"; {knob} {points} skipped (the data holds less than one batch for them)"
-                      for knob, points in summary["skipped"].items()))
+    return esd_claims.base_setting(measured)
 
 
 # %% [markdown]
@@ -190,7 +187,7 @@ if len(quality):
 base_table
 
 # %%
-esd = "hybriddis" if "hybriddis" in exp.dispatchers else "esd_exact"
+esd = esd_claims.dispatcher(measured)
 baselines = [d for d in ("random", "contiguous", "laia") if d in exp.dispatchers]
 reductions = []
 for _, row in pivot.iterrows():
@@ -205,37 +202,9 @@ section.table(reductions.groupby("baseline")["reduction"].agg(["min", "mean", "m
               f"Cost reduction of {esd} against each baseline over all sweep settings",
               floatfmt=".3f")
 # The claim, in the committed setting (the base point) against LAIA, the strongest baseline;
-# the link spread, cache size and worker count are its assumed parameters (their sweeps)
-COST_BASELINE = "laia"
-COST_CONDITIONS = {"link spread": ("spread", "spread"), "cache size": ("cache_ratio",
-                                                                       "cache_ratio"),
-                   "workers": ("workers", "workers")}
-
-
-def reduction_at(frame: pd.DataFrame) -> float | None:
-    by = frame.set_index("dispatcher")["transfer_s_per_batch"]
-    if esd not in by or COST_BASELINE not in by:
-        return None
-    return float(1 - by[esd] / by[COST_BASELINE])
-
-
-base_red = reduction_at(cost[cost["sweep"] == "base"])
-cost_points = {}
-for name, (sweep, column) in COST_CONDITIONS.items():
-    part = cost[cost["sweep"] == sweep]
-    cost_points[name] = [{"value": float(v), "values": [reduction_at(g)]}
-                         for v, g in part.groupby(column)
-                         if reduction_at(g) is not None]
-section.measure(
-    "esd.cost", text=f"{base_red:.1%} vs {COST_BASELINE}" if base_red is not None else "-",
-    setting=f"base: {base_setting()}; steady-state caches", values=[base_red],
-    missing=f"{esd} or {COST_BASELINE} was not run", conditions=cost_points,
-    note="our formalisation of ESD; the committed setting is the base point (fixed before the "
-         "run), where the paper's 'up to' is its best setting: the sweeps show where ours "
-         "reaches it; against random dispatch the reduction at the base point is "
-         + (f"{1 - base_cost.loc[esd, 'transfer_s_per_batch'] / base_cost.loc['random', 'transfer_s_per_batch']:.1%}"
-            if "random" in base_cost.index and esd in base_cost.index else "not measured")
-         + "; the maximum over every sweep setting is in the cost-reduction table")
+# the link spread, cache size and worker count are its assumed parameters (their sweeps):
+# workbench/claims/esd.py measures it
+section.record(claims.measure(claims_register["esd.cost"], measured))
 trend = reductions[reductions["baseline"] == (baselines[-1] if baselines else "random")]
 section.note("**What makes ESD's gain grow or vanish** (reduction of " + esd + " against "
              + (baselines[-1] if baselines else "random") + " per sweep point): "
@@ -399,9 +368,7 @@ sns.lineplot(data=train, x="time_s", y="test_auc", hue="dispatcher", marker="o",
 target = summary["train"]["target_auc"]
 ax.axhline(target, color="grey", ls="--", lw=0.8)
 ax.set(xlabel="emulated time (s)", ylabel="test AUC")
-train_setting = (f"{exp.train_model.upper()} trained through the base edge cluster, "
-                 f"global batch {exp.workers * exp.per_worker}, dense sync "
-                 f"{summary['train']['dense_mode']}; " + base_setting())
+train_setting = esd_claims.train_setting(measured)
 section.figure(fig, "auc_vs_time", "Test AUC against emulated time per dispatcher",
                setting=train_setting)
 runs = pd.DataFrame(summary["train"]["runs"])
@@ -413,7 +380,7 @@ section.table(runs, "time_to_target", f"Time to test AUC {target} per dispatcher
               setting=train_setting, floatfmt=".4g")
 others = runs[runs["dispatcher"] != esd]
 # why the end-to-end gain is small here: the dense synchronisation, which no dispatch shortens
-modes_all = pd.read_csv(res / "train_modes.csv")
+modes_all = esd_claims.runs(measured)["modes"].copy()
 modes = modes_all[modes_all["dense_scale"] == 1.0].drop(columns="dense_scale")
 dense_mode = summary["train"]["dense_mode"]
 own = modes[(modes["dispatcher"] == esd) & (modes["spread"] == exp.bandwidth_spread)
@@ -440,7 +407,8 @@ if "speedup_vs_random" in modes_all and esd in set(modes_all["dispatcher"]):
         sns.lineplot(data=curve, x="dense_share", y=column, hue="spread", style="dense_mode",
                      markers=True, dashes=True, sort=True, estimator=None,
                      units="dense_mode" if curve["dense_mode"].nunique() > 1 else None, ax=ax)
-        ax.axhline(1.74, color="k", ls=":", lw=1, label="paper: up to 1.74x [A]")
+        paper_x = claims_register["esd.speedup"].paper_number
+        ax.axhline(paper_x, color="k", ls=":", lw=1, label=f"paper: up to {paper_x:g}x [A]")
         ax.axhline(1.0, color="grey", lw=0.6)
         ax.set(xlabel="dense synchronisation / step", title=f"{esd} against {against}",
                ylabel=f"time-to-target speedup of {esd}", xlim=(-0.02, 1.0))
@@ -459,58 +427,19 @@ if "speedup_vs_random" in modes_all and esd in set(modes_all["dispatcher"]):
                   "(the model's own dense bytes)", floatfmt=".4g")
 # a decision that overruns its budget (one iteration's compute) is charged to the clock: say how
 # much of the end-to-end time that is, since it can reverse the speedup at small batches
-charged = runs.loc[runs["dispatcher"] == esd, "decision_s"]
-charged_s = float(charged.iloc[0]) if len(charged) else 0.0
-overrun = ""
-if charged_s > 0:
-    own_time = float(runs.loc[runs["dispatcher"] == esd, "time_s"].iloc[0])
-    overrun = (f"; {esd}'s decisions overran their budget (one iteration's compute) by "
-               f"{charged_s:.3g} s in all, {charged_s / own_time:.0%} of its emulated time: at "
-               f"{exp.workers} x {exp.per_worker} = {exp.workers ** 2 * exp.per_worker:,} "
-               f"variables the exact solver runs (experiments.esd.small_instance = "
-               f"{exp.small_instance:,}) and its predicted time exceeds so small an iteration's "
-               "compute; the transmission-cost rows show the dispatch without that charge")
+overrun = esd_claims.decision_overrun(measured)
+if overrun:
     section.note(f"**Decision time charged**: {overrun[2:]}.")
 # The claim: HybridDis against LAIA over the replicates (seed + r: a new initialisation and
 # data order each) at the base spread; the spread, dense mode and dense bytes are its assumed
-# parameters (every run reclocked: train_modes.csv)
-SPEEDUP_BASELINE = "laia"
-reps = pd.DataFrame(summary["train"].get("replicates", []))
-if len(reps):
-    rep_pair = reps.pivot(index="replicate", columns="dispatcher",
-                          values="time_to_target_s").astype(float)
-    rep_speed = (rep_pair[SPEEDUP_BASELINE] / rep_pair[esd]).to_numpy().tolist()
-    section.table(rep_pair.assign(**{f"{SPEEDUP_BASELINE} / {esd}": rep_speed}).reset_index(),
+# parameters (every run reclocked: train_modes.csv); workbench/claims/esd.py measures it
+rep_pair, rep_speed = esd_claims.replicate_speedups(measured)
+if len(rep_pair):
+    against = esd_claims.SPEEDUP_BASELINE
+    section.table(rep_pair.assign(**{f"{against} / {esd}": rep_speed}).reset_index(),
                   "train_replicates", "Time to target per replicate (seed + r, a new data "
                   "order each) at the base spread", floatfmt=".4g")
-else:
-    rep_speed = []
-column = f"speedup_vs_{SPEEDUP_BASELINE}"
-mine = modes_all[modes_all["dispatcher"] == esd] if column in modes_all else modes_all.iloc[:0]
-
-
-def speed_points(frame: pd.DataFrame, by: str) -> list[dict]:
-    return [{"value": v, "values": [float(g[column].iloc[0])]} for v, g in frame.groupby(by)
-            if np.isfinite(g[column].iloc[0])]
-
-
-at_base = mine[mine["spread"] == exp.bandwidth_spread]
-speed_est = verdict.Estimate.of(rep_speed) if rep_speed else None
-section.measure(
-    "esd.speedup",
-    text=(speed_est.text(lambda x: f"{x:.2f}x") + f" vs {SPEEDUP_BASELINE}") if speed_est
-    else "-",
-    setting=train_setting + f"; target AUC {target}", values=rep_speed or None,
-    missing=f"{esd} or {SPEEDUP_BASELINE} never reached the target AUC {target}",
-    conditions={
-        "link spread": speed_points(mine[(mine["dense_mode"] == dense_mode)
-                                         & (mine["dense_scale"] == 1.0)], "spread"),
-        "dense-sync mode": speed_points(at_base[at_base["dense_scale"] == 1.0], "dense_mode"),
-        "dense bytes": speed_points(at_base[at_base["dense_mode"] == dense_mode],
-                                    "dense_scale")},
-    note="our formalisation of ESD; emulated time on the calibrated clock; the interval is "
-         "over the replicates' data order and initialisation; the sweeps reclock the "
-         "replicate-0 runs" + overrun)
+section.record(claims.measure(claims_register["esd.speedup"], measured))
 runs
 
 # %%

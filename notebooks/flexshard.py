@@ -35,7 +35,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from workbench import claims
+from workbench.claims import flexshard as flexshard_claims
 from workbench.explorers import notebook_config
+from workbench.report import register
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Section, per_dataset
 
@@ -73,11 +76,7 @@ LABEL = dict(zip(data["plans"]["plan"], data["plans"]["label"], strict=False))
 
 
 def ds_setting(name: str) -> str:
-    s = summaries[name]
-    return (f"{name}: {s['table_rows']:,}-row table, D = {s['embedding_dim']}, "
-            f"{s['lookups_per_device']:,.0f} lookups per device per iteration (mean history "
-            f"{s['mean_sequence_length']:.1f}), top 0.1% of rows take "
-            f"{100 * s['top_0.1%_share']:.0f}% of lookups; {s['topology']['devices']} devices")
+    return flexshard_claims.ds_setting(claims.Results(cfg), name)
 
 
 # %% [markdown]
@@ -87,8 +86,9 @@ def ds_setting(name: str) -> str:
 curve = data["fraction_curve"]
 # FlexShard's abstract, against row-wise sharding (RW): "over 85% less global all-to-all
 # traffic" and "almost 6x lower communication latency"
-PAPER_INTER_REDUCTION = 0.85
-PAPER_LATENCY_X = 6.0
+claims_register = register.load()  # the paper's numbers: workbench/conf/claims.yaml
+paper_inter_reduction = claims_register["flexshard.a2a_traffic"].rule["paper"][0]  # "over"
+paper_latency_x = claims_register["flexshard.comm_latency"].paper_number  # "almost"
 CURVE_STYLE = {"hot_dp": ("o", "C0", "replicated tier only (t2 = 0)"),
                "flexshard": ("s", "C1", "FlexShard (+ node tier within RW's memory)")}
 ncols = min(2, len(datasets))
@@ -110,9 +110,9 @@ for ax, name in zip(axes.flat, datasets):
                    edgecolors=colour, linewidths=1.0, zorder=2, label=label)
     rw = data["plans"][(data["plans"]["dataset"] == name) & (data["plans"]["plan"] == "rw")]
     if len(rw):  # the savings at which the all-to-all would be 6x faster than RW's
-        ax.axvline(1e3 * float(rw["expected_seconds"].iloc[0]) * (1 - 1 / PAPER_LATENCY_X),
+        ax.axvline(1e3 * float(rw["expected_seconds"].iloc[0]) * (1 - 1 / paper_latency_x),
                    color="k", ls="--", lw=0.9,
-                   label=f"paper: almost {PAPER_LATENCY_X:g}x lower latency than RW [A]")
+                   label=f"paper: almost {paper_latency_x:g}x lower latency than RW [A]")
     ax.axhline(0, color="grey", lw=0.8)
     ax.set(title=name, xlabel="all-to-all latency savings vs RW (ms / iteration)",
            ylabel="memory vs RW (MiB, largest device)")
@@ -131,7 +131,7 @@ section.figure(fig, "memory_vs_savings",
                "Memory cost against latency savings relative to RW as the fraction of rows "
                "replicated on every device goes from 0.1% to 1.1% (point colour; expected "
                "values from the profile); dashed: the savings at which the all-to-all would be "
-               f"{PAPER_LATENCY_X:g}x faster than RW's, the paper's headline (its abstract); the "
+               f"{paper_latency_x:g}x faster than RW's, the paper's headline (its abstract); the "
                "authors' figure has a memory minimum near 0.1-0.2% and zero extra memory near "
                "0.7%", setting="; ".join(ds_setting(n) for n in datasets))
 base_curve = curve[(curve["dataset"] == claims_ds) & (curve["plan"] == "hot_dp")]
@@ -174,7 +174,7 @@ fs_row = plans[(plans["dataset"] == claims_ds) & (plans["plan"] == "flexshard")]
 # ## Scaling with devices and with a slow node
 
 # %%
-# the paper's headlines against RW (PAPER_INTER_REDUCTION, PAPER_LATENCY_X), drawn as RW's
+# the paper's headlines against RW (paper_inter_reduction, paper_latency_x), drawn as RW's
 # curve scaled by them
 # one style per plan (colour, marker, dash); every other plan has a larger hollow marker, so
 # plans whose lines coincide (several move the same inter-node bytes) stay visible
@@ -206,11 +206,11 @@ for col, (key, x, xlabel) in enumerate((("device_sweep", "devices", "devices"),
         rw = part[part["plan"] == "rw"].sort_values(x)
         if len(rw):
             rw_v = (rw[y] / (2**20 if "bytes" in y else 1)).where(rw[y] > 0)
-            ref, ref_label = ((rw_v * (1 - PAPER_INTER_REDUCTION),
-                               f"paper: {PAPER_INTER_REDUCTION:.0%} less than RW [A]")
+            ref, ref_label = ((rw_v * (1 - paper_inter_reduction),
+                               f"paper: {paper_inter_reduction:.0%} less than RW [A]")
                               if "bytes" in y else
-                              (rw_v / PAPER_LATENCY_X,
-                               f"paper: RW / {PAPER_LATENCY_X:g} (almost {PAPER_LATENCY_X:g}x "
+                              (rw_v / paper_latency_x,
+                               f"paper: RW / {paper_latency_x:g} (almost {paper_latency_x:g}x "
                                "lower latency) [A]"))
             ax.plot(rw[x], ref, color="k", lw=1.6, label=ref_label,
                     ls=(0, (1, 1)) if "bytes" in y else (0, (5, 1, 1, 1)))
@@ -228,8 +228,8 @@ section.figure(fig, "sweeps", "Inter-node bytes and all-to-all time per plan aga
                "the log axis) and against the speed of the slowest node's NICs "
                f"({max(1, topo_cfg.slow_nodes)} slow node), every plan re-planned at each "
                "point; black: the paper's headlines applied to our RW (FlexShard "
-               f"{PAPER_INTER_REDUCTION:.0%} less inter-node traffic, "
-               f"{PAPER_LATENCY_X:g}x lower latency; paper values from its abstract, the "
+               f"{paper_inter_reduction:.0%} less inter-node traffic, "
+               f"{paper_latency_x:g}x lower latency; paper values from its abstract, the "
                "lines ours); plans whose lines coincide show as nested filled and hollow "
                "markers",
                setting=ds_setting(claims_ds))
@@ -254,50 +254,9 @@ section.figure(fig, "link_traffic", "Bytes each device sends to each other devic
 # ## Claims
 
 # %%
-reduction = base["inter_traffic_reduction"]  # None with a note when the ratio says nothing
-speedup = base["latency_speedup"]
-mem_ratio = float(base["memory_vs_rw"])
-setting = (ds_setting(claims_ds) + f"; FlexShard t1 = {base['flexshard']['t1']:,}, t2 = "
-           f"{base['flexshard']['t2']:,}; memory limit {exp.memory_limit}")
-note = ("our formalisation and assumed topology; the claims dataset is the session generator "
-        "at Criteo's full cardinality; replayed memory "
-        f"{mem_ratio:.2f}x RW's (the planner bounds the expected memory)")
-skew = data["skew_sweep"][data["skew_sweep"]["dataset"] == claims_ds]
-
-
-def skew_points(column: str, better: str) -> list[dict]:
-    """FlexShard against RW at every slow-node NIC speed: the traffic reduction or speedup."""
-    out = []
-    for factor, g in skew.groupby("slow_factor"):
-        by = g.set_index("plan")[column]
-        if "rw" in by and "flexshard" in by and by["rw"] > 0 and by["flexshard"] > 0:
-            value = (1 - by["flexshard"] / by["rw"]) if better == "reduction" \
-                else by["rw"] / by["flexshard"]
-            out.append({"value": float(factor), "values": [float(value)]})
-    return out
-
-
-section.measure(
-    "flexshard.a2a_traffic",
-    text=(f"{100 * reduction:.1f}% ({100 * float(base['traffic_reduction']):.1f}% of all "
-          "bytes)" if reduction is not None else "no ratio"), setting=setting,
-    values=[reduction] if reduction is not None else None,
-    missing=base.get("inter_traffic_reduction_note") or "no inter-node traffic",
-    conditions={"slow-node NIC speed": skew_points("replay_inter_bytes", "reduction"),
-                "dataset": [{"value": n, "values": [summaries[n]["inter_traffic_reduction"]]}
-                            for n in datasets
-                            if summaries[n]["inter_traffic_reduction"] is not None]},
-    note=note)
-section.measure(
-    "flexshard.comm_latency",
-    text=f"{speedup:.2f}x" if speedup is not None else "no communication left",
-    setting=setting, values=[speedup] if speedup is not None else None,
-    missing=base.get("latency_speedup_note") or "no communication left",
-    conditions={"slow-node NIC speed": skew_points("replay_seconds", "speedup"),
-                "dataset": [{"value": n, "values": [summaries[n]["latency_speedup"]]}
-                            for n in datasets if summaries[n]["latency_speedup"]]},
-    note=note + "; the all-to-all time of one iteration (forward + backward), not the whole "
-                "step")
+# workbench/claims/flexshard.py measures both claims on the claims dataset
+for key in ("flexshard.a2a_traffic", "flexshard.comm_latency"):
+    section.record(claims.measure(claims_register[key], cfg))
 others = [n for n in datasets if n != claims_ds]
 section.note("On the smaller tables (" + ", ".join(
     f"`{n}`: {summaries[n]['table_rows']:,} rows, "

@@ -38,7 +38,9 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from workbench import claims
 from workbench.explorers import notebook_config
+from workbench.report import register
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Section, per_dataset
 
@@ -81,12 +83,11 @@ pd.DataFrame({n: summaries[n] for n in datasets}).T
 # %%
 miss = tables["miss_rate"].copy()
 miss["cache size"] = (miss["cache_ratio"] * 100).map(lambda v: f"{v:g}%")
-paper_fig8 = pd.DataFrame({
-    "paper workload (GNN, cluster A)": ["ogbn-mag LFU", "ogbn-mag LRU", "Reddit LFU",
-                                        "Reddit LRU"],
-    "3%": [0.39, 0.40, 0.71, 0.74], "5%": [0.27, 0.29, 0.56, 0.61],
-    "10%": [0.12, 0.14, 0.28, 0.35], "15%": [0.03, 0.05, 0.12, 0.20]})
-PAPER_FIG8_GAP = (1, 8)  # HET Fig. 8: LFU below LRU by 1-8 points at 3/5/10/15% (GNN traces)
+claims_register = register.load()  # the paper's numbers: workbench/conf/claims.yaml
+fig8_entry = claims_register["het.fig8_lfu_lru"]
+paper_fig8 = pd.DataFrame([{"paper workload (GNN, cluster A)": workload, **rates}
+                           for workload, rates in fig8_entry.paper_table.items()])
+paper_fig8_gap = tuple(fig8_entry.rule["paper_gap"])  # LFU below LRU, points (GNN traces)
 paper_gap = paper_fig8.set_index("paper workload (GNN, cluster A)")
 POLICY_ORDER = [p for p in ("lru", "lfu", "lfuopt") if p in set(miss["policy"])]
 POLICY_ORDER += [p for p in dict.fromkeys(miss["policy"]) if p not in POLICY_ORDER]
@@ -115,8 +116,8 @@ for j, name in enumerate(datasets):
         gap8 = 100 * (by_policy["lru"] - by_policy["lfu"]).reindex(sizes8)
         bars = ax.bar(x8, gap8.to_numpy(), width=0.5, color="C1", label="ours: LRU - LFU")
         ax.bar_label(bars, fmt="%+.1f", fontsize=6, padding=1)
-    ax.axhspan(*PAPER_FIG8_GAP, color="0.5", alpha=0.25, zorder=0,
-               label=f"paper: LFU lower by {PAPER_FIG8_GAP[0]}-{PAPER_FIG8_GAP[1]} points "
+    ax.axhspan(*paper_fig8_gap, color="0.5", alpha=0.25, zorder=0,
+               label=f"paper: LFU lower by {paper_fig8_gap[0]}-{paper_fig8_gap[1]} points "
                      "(GNN traces) [P]")
     for workload, marker in (("ogbn-mag", "v"), ("Reddit", "^")):
         known = [k for k, s in enumerate(sizes8) if s in paper_gap.columns]
@@ -151,45 +152,11 @@ section.table(measured_fig8, "fig8_measured", "Measured miss rates (cache full)"
 measured_fig8
 
 # %%
-lfu_vs_lru = miss.pivot_table(index=["dataset", "cache_ratio"], columns="policy",
-                              values="miss_rate")
-COMMITTED_TRACE = "synthetic"  # the register's committed trace; the others are conditions
-
-
-def fig8_payload(name: str) -> dict:
-    """LFU, LRU and LFUOpt miss rates of one trace at every filled cache size."""
-    part = lfu_vs_lru.loc[name].dropna() if name in lfu_vs_lru.index else lfu_vs_lru.iloc[:0]
-    return {"sizes": [f"{r * 100:g}%" for r in part.index], "lfu": part.get("lfu"),
-            "lru": part.get("lru"), "lfuopt": part.get("lfuopt")}
-
-
-unfilled = ("the caches never filled at any cache size (miss rates are counted once the "
-            "cache is full), or the committed trace was not run")
-traces = {name: fig8_payload(name) for name in datasets}
-committed = traces.get(COMMITTED_TRACE, fig8_payload(COMMITTED_TRACE))
-ok = len(committed["sizes"]) > 0
-section.measure(
-    "het.fig8_lfu_lru",
-    text="LFU - LRU (points): " + ", ".join(
-        f"{size}: {100 * d:+.1f}" for size, d in
-        zip(committed["sizes"], committed["lfu"] - committed["lru"])) if ok else "-",
-    setting=setting(COMMITTED_TRACE) if COMMITTED_TRACE in summaries else "-",
-    a=list(committed["lfu"]) if ok else None, b=list(committed["lru"]) if ok else None,
-    labels=committed["sizes"], missing=unfilled,
-    conditions={"trace": [{"value": n, "a": list(t["lfu"]), "b": list(t["lru"]),
-                           "labels": t["sizes"]} for n, t in traces.items() if t["sizes"]]},
-    note="paper measured on GNN traces (ogbn-mag 1-2 points, Reddit 3-8 points); here a CTR "
-         "trace; a gap within 0.5 points is a tie" + "".join(
-             f"; {n} is replayed {e} epochs (LRU thrashes)" for n, e in replayed.items()))
-gap = (float((committed["lfuopt"] - committed["lfu"]).abs().max()) if ok else float("nan"))
-section.measure(
-    "het.fig8_lfuopt", text=f"max |LFUOpt - LFU| = {100 * gap:.2f} points" if ok else "-",
-    setting=setting(COMMITTED_TRACE) if COMMITTED_TRACE in summaries else "-",
-    a=list(committed["lfuopt"]) if ok else None, b=list(committed["lfu"]) if ok else None,
-    missing=unfilled,
-    conditions={"trace": [{"value": n, "a": list(t["lfuopt"]), "b": list(t["lfu"])}
-                          for n, t in traces.items() if t["sizes"]]},
-    note="the paper gives no number: 'close' is taken as within 2 points at every cache size")
+# LFU against LRU, and LFUOpt against LFU, on the register's committed trace (the other traces
+# are its condition): workbench/claims/het.py measures them from results/het_cache
+res = claims.Results(cfg)
+for key in ("het.fig8_lfu_lru", "het.fig8_lfuopt"):
+    section.record(claims.measure(claims_register[key], res))
 
 # %% [markdown]
 # ## Embedding rows moved per epoch, per system (HET's "up to 88% less embedding communication")

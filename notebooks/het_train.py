@@ -50,11 +50,12 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from workbench import claims
+from workbench.claims import het
 from workbench.explorers import notebook_config
-from workbench.report import verdict
+from workbench.report import register
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Section
-from workbench.training.trainer import time_to_target
 
 set_theme()
 cfg = notebook_config("het_train", params_file, dataset, bound=bound, cache_ratio=cache_ratio)
@@ -65,8 +66,9 @@ time_dir = results / "het_time" / time_exp.dataset
 summary = json.loads((train_dir / "summary.json").read_text())
 time_summary = json.loads((time_dir / "summary.json").read_text())
 metrics = pd.read_csv(train_dir / "metrics.csv")
-runs = pd.DataFrame(summary["runs"])
-runs["time_to_target_s"] = pd.to_numeric(runs["time_to_target_s"])  # null: never reached
+res = claims.Results(cfg)  # the claims' measures and this notebook read the same files
+runs = het.train(res)["runs"].copy()
+claims_register = register.load()  # the paper's numbers: workbench/conf/claims.yaml
 section = Section(
     name="het_train", title="HET: convergence, time and scaling", out_dir=out_dir,
     intro=("Real training of "
@@ -87,16 +89,12 @@ section = Section(
 
 
 def setting() -> str:
-    return (f"{summary['model'].upper()} on {summary['dataset']}, {summary['train_samples']:,} "
-            f"train / {summary['test_samples']:,} test samples, {summary['iterations']} "
-            f"iterations of {summary['batch_size']}, {summary['workers']} workers, "
-            f"{summary['cluster']}, cache {summary['cache_policy']} {summary['cache_ratio']:.0%}"
-            f"; {summary['clock']['describe']}")
+    return het.train_setting(res)
 
 
 def clock_text(model: str, dim: int) -> str:
     """The het_time clock of ``model`` at width ``dim`` (calibrated compute, software cost)."""
-    return time_summary["clock"][f"{model}/D{dim}"]["describe"]
+    return het.clock_text(res, model, dim)
 
 
 # %% [markdown]
@@ -135,24 +133,11 @@ section.table(sw_table, "calibration_software",
 cal_table
 
 
-# The paper's numbers [P] per model (HET's text and figures)
-PAPER_MODEL = {"wdl": "WDL", "deepfm": "DFM", "dcn": "DCN"}
-PAPER_TABLE1 = {"wdl": 5.14, "deepfm": 4.46, "dcn": 4.82}  # Hybrid / Cache s=100, time to target
-PAPER_TABLE2 = {"wdl": {0: 0.7964, 100: 0.7962, 10000: 0.7884, -1: 0.7461},
-                "deepfm": {0: 0.7974, 100: 0.7973, 10000: 0.7896, -1: 0.7091},
-                "dcn": {0: 0.8025, 100: 0.8024, 10000: 0.7976, -1: 0.7529}}
-PAPER_FIG2 = {"wdl": 0.76, "deepfm": 0.73, "dcn": 0.73}  # communication / epoch time
-PAPER_FIG7 = {1.0: {"wdl": 8.2, "deepfm": 7.9, "dcn": 7.4},  # Hybrid comm / Cache s=100 comm
-              10.0: {"wdl": 1.8, "deepfm": 1.9, "dcn": 2.3}}
-PAPER_FIG9A = {1: 1.0, 2: 2.0, 4: 3.6, 8: 6.9, 16: 9.1, 32: 12.4}  # read off the plot
-PAPER_FIG9C = {"TF PS": {128: 12.5, 256: 9.2, 512: 8.2, 1024: 12.2, 2048: 19.0, 4096: 22.8},
-               "TF Parallax": {128: 8.6, 256: 6.6, 512: 5.9, 1024: 9.2, 2048: 14.8, 4096: 16.5}}
-
-
-def paper_model(model: str) -> str:
-    return PAPER_MODEL.get(model, model.upper())
-
-
+paper_model = het.paper_model  # WDL, DFM, DCN as HET's figures name them
+# the paper's Fig. 7 factors (Hybrid / Cache s=100 communication) per bandwidth and model
+paper_fig7 = {bw: {e.key.rsplit(".", 1)[1]: e.paper_number for e in claims_register.entries
+                   if e.key.startswith(f"het.{panel}_comm.")}
+              for bw, panel in ((1.0, "fig7a"), (10.0, "fig7b"))}
 # %% [markdown]
 # ## Fig. 6 and Table 1: test AUC against emulated time, time to target
 
@@ -177,48 +162,22 @@ section.table(table1, "table1_time_to_target",
               "(NaN: never reached; interpolated between evaluations) and the ratio to Cache "
               "s=100", setting=setting(),
               floatfmt=".4g")
-paper_table1 = pd.DataFrame({
-    "workload": ["WDL-Criteo", "DFM-Criteo", "DCN-Criteo"],
-    "TF Parallax": ["56.402 h (x10.86)", "27.529 h (x9.24)", "99.023 h (x11.29)"],
-    "HET Hybrid": ["26.668 h (x5.14)", "13.273 h (x4.46)", "42.296 h (x4.82)"],
-    "HET Cache s=10": ["9.938 h (x1.91)", "5.314 h (x1.78)", "17.341 h (x1.98)"],
-    "HET Cache s=100": ["5.193 h", "2.978 h", "8.770 h"]})
+t1_entry = claims_register["het.table1_time_to_target"]
+published = t1_entry.paper_table
+paper_table1 = pd.DataFrame(
+    {"workload": [f"{paper_model(m)}-Criteo" for m in published["hours"]["HET Cache s=100"]]}
+    | {system: [f"{hours:.3f} h" + (f" (x{published['factor'][system][m]:.2f})"
+                                   if system in published["factor"] else "")
+                for m, hours in by_model.items()]
+       for system, by_model in published["hours"].items()})
 section.table(paper_table1, "table1_paper", "HET Table 1 as published [P] (cluster A, 1 Gb/s)")
 # The claim: Hybrid / Cache s=100 time to target, over the replicates (seed + r: a new
 # initialisation and data order each; replicate 0 is the run above), and against the target AUC
+# (workbench/claims/het.py measures it)
 train_model = summary["model"]
-reps = pd.DataFrame(summary["replicates"])
-pair = reps[reps["group"] == "systems"].pivot(index="replicate", columns="system",
-                                              values="time_to_target_s").astype(float)
+pair = het.table1_pair(res)
 ratios = (pair["Hybrid, no cache"] / pair["Cache s=100"]).to_numpy()
-curves = pd.read_csv(train_dir / "replicates.csv")
-systems_curves = curves[curves["group"] == "systems"]
-
-
-def ratio_at(target: float) -> list[float]:
-    """Hybrid / Cache s=100 time to ``target`` per replicate (NaN: one never reached it)."""
-    out = []
-    for _, rep in systems_curves.groupby("replicate"):
-        t = {name: time_to_target(c, target) for name, c in rep.groupby("system")}
-        out.append(t["Hybrid, no cache"] / t["Cache s=100"])
-    return out
-
-
-targets = sorted({summary["target_auc"], *np.round(np.linspace(0.765, 0.78, 4), 4)})
-never = [name for name in ("Hybrid, no cache", "Cache s=100")
-         if not np.isfinite(pair[name]).all()]
-t1_est = verdict.Estimate.of(ratios)
-section.measure(
-    "het.table1_time_to_target",
-    text=t1_est.text(lambda x: f"{x:.2f}x") if t1_est else "-",
-    setting=setting() + f"; target AUC {summary['target_auc']}", values=ratios,
-    missing=f"{' and '.join(never)} never reached the target AUC {summary['target_auc']} in "
-            "some replicate" if never else None,
-    conditions={"target AUC": [{"value": t, "values": ratio_at(t)} for t in targets]},
-    note=f"{len(ratios)} replicates (seed + r, a new initialisation and data order each); "
-         "emulated time, so the spread is the training's, not the machine's; the paper's own "
-         "range over the three Criteo models is 4.46-5.14x (its TF Parallax comparison is not "
-         "comparable: TensorFlow's overheads are not emulated)")
+section.record(claims.measure(t1_entry, res))
 rep_table = pair.assign(**{"Hybrid / Cache s=100": ratios}).reset_index()
 section.table(rep_table, "table1_replicates",
               "Table 1 per replicate: emulated seconds to the target AUC and their ratio "
@@ -233,7 +192,8 @@ stale = runs[runs["group"] == "staleness"][["system", "unit", "clock", "het_boun
                                             "final_auc", "time_s"]]
 stale = stale.rename(columns={"system": "HET bound", "bound": "bound applied",
                               "final_auc": "final test AUC", "clock": "tick per"})
-paper_t2 = PAPER_TABLE2.get(train_model, PAPER_TABLE2["wdl"])
+published_t2 = claims_register["het.table2_staleness"].paper_table
+paper_t2 = published_t2.get(train_model, published_t2["wdl"])
 stale[f"paper {paper_model(train_model)} AUC [P]"] = stale["het_bound"].map(paper_t2)
 section.table(stale.drop(columns="het_bound"), "table2_staleness",
               "HET Table 2 - final test AUC for staleness bounds s = 0, 100, 10k, inf in two "
@@ -242,34 +202,7 @@ section.table(stale.drop(columns="het_bound"), "table2_staleness",
               "(a tick per gradient row) with the bound scaled to this run (s x "
               f"{summary['iterations']} / {summary['het_iterations']:,} iterations of a HET "
               "epoch)", setting=setting(), floatfmt=".4f")
-BOUNDS = [0, 100, 10_000, -1]  # Table 2's columns, in order (-1 = infinity)
-
-
-def t2_series(frame: pd.DataFrame) -> list[list[float]]:
-    """Final AUC at each of Table 2's bounds, one series per replicate (bounds in order)."""
-    grid = frame.pivot(index="replicate", columns="het_bound", values="final_auc")
-    return grid.reindex(columns=BOUNDS).to_numpy().tolist()
-
-
-t2_reps = reps[(reps["group"] == "staleness") & (reps["unit"] == "paper")]
-t2_paper = t2_series(t2_reps)
-scaled = stale[stale["unit"] == "scaled"].assign(replicate=0).rename(
-    columns={"final test AUC": "final_auc"})
-t2_points = [{"value": "paper", "values": t2_paper}]
-if len(scaled):
-    t2_points.append({"value": "scaled", "values": t2_series(scaled)})
-t2_mean = np.nanmean(np.asarray(t2_paper, dtype=float), axis=0)
-section.measure(
-    "het.table2_staleness",
-    text=" / ".join(f"{100 * v:.2f}" for v in t2_mean) + f" (mean of {len(t2_paper)} replicates)",
-    setting=setting() + "; bounds in HET's unit (a tick per iteration that updates the row), "
-                        "as published",
-    values=t2_paper, conditions={"clock unit": t2_points},
-    note=f"this run is {summary['iterations']} iterations against HET's "
-         f"{summary['het_iterations']:,}, so a bound of 100 ticks is a third of the run here "
-         "and 10k is never reached; the `scaled` unit keeps each bound's fraction of the run "
-         "(one replicate); the rule compares the drop from s = 0 to s = inf over the "
-         "replicates and every intermediate drop (the shape: sharp only when unbounded)")
+section.record(claims.measure(claims_register["het.table2_staleness"], res))
 stale
 
 # %% [markdown]
@@ -277,7 +210,9 @@ stale
 
 # %%
 fig2 = pd.read_csv(time_dir / "fig2.csv")
-fig2["paper [P]"] = fig2["model"].map({"wdl": 0.76, "deepfm": 0.73, "dcn": 0.73})
+fig2["paper [P]"] = fig2["model"].map(
+    {e.key.rsplit(".", 1)[1]: e.paper_number for e in claims_register.entries
+     if e.key.startswith("het.fig2_share.")})
 fig, ax = plt.subplots(figsize=(5, 3))
 plot2 = fig2.melt(id_vars="model", value_vars=["comm_share", "paper [P]"], var_name="source",
                   value_name="share").replace({"comm_share": "measured (time model)"})
@@ -290,29 +225,9 @@ section.figure(fig, "fig2_comm_share", "HET Fig. 2 - share of epoch time spent c
                        + "; ".join(f"{m.upper()}: {clock_text(m, time_exp.fig2_dim)}"
                                    for m in fig2["model"]))
 section.table(fig2, "fig2_comm_share", "Fig. 2 numbers", floatfmt=".3g")
-fig2_setting = (f"time model on the replayed {time_exp.dataset} trace: 1 worker, PS without "
-                f"cache, 1 Gb/s, D = {time_exp.fig2_dim}, {time_summary['per_worker_batch']} "
-                "samples/iteration, no overlap (TensorFlow's PS fetches, then computes)")
-SPEEDS = [0.5, 0.75, 1.0, 1.5, 2.0]  # compute speed x calibrated: the assumed parameter
-for model2 in PAPER_FIG2:
-    row2 = fig2[fig2["model"] == model2]
-    if row2.empty:
-        section.measure(f"het.fig2_share.{model2}", text="-", setting=fig2_setting, values=None,
-                        missing=f"{paper_model(model2)} was not run (het_time.models)")
-        continue
-    r2 = row2.iloc[0]
-    # no overlap in Fig. 2's setting: the epoch is compute + communication, so a worker k times
-    # faster spends compute / k and the share follows exactly
-    section.measure(
-        f"het.fig2_share.{model2}", text=f"{r2['comm_share']:.1%}",
-        setting=fig2_setting + "; " + clock_text(model2, time_exp.fig2_dim),
-        values=[r2["comm_share"]],
-        conditions={"compute speed": [
-            {"value": k, "values": [r2["comm_s"] / (r2["comm_s"] + r2["compute_s"] / k)]}
-            for k in SPEEDS]},
-        note="compute is this machine's CPU step time of the model (calibrated), the paper's "
-             "a GPU's; TensorFlow's own overheads are not emulated; the compute-speed sweep "
-             "rescales compute in the same epoch (no overlap: epoch = compute + communication)")
+for entry in claims_register.entries:  # one claim per model (workbench/claims/het.py)
+    if entry.key.startswith("het.fig2_share."):
+        section.record(claims.measure(entry, res))
 
 # %% [markdown]
 # ## Fig. 7: communication time per epoch, 1 and 10 Gb/s
@@ -364,9 +279,9 @@ for i, bw in enumerate(bws):
     x = np.arange(len(models))
     bars = ax.bar(x - 0.2, ours7.to_numpy(), width=0.4, color="C1", label="ours")
     ax.bar_label(bars, fmt="%.1fx", fontsize=6, padding=1)
-    paper_idx = [k for k, m in enumerate(models) if m in PAPER_FIG7.get(bw, {})]
+    paper_idx = [k for k, m in enumerate(models) if m in paper_fig7.get(bw, {})]
     if paper_idx:
-        bars = ax.bar(x[paper_idx] + 0.2, [PAPER_FIG7[bw][models[k]] for k in paper_idx],
+        bars = ax.bar(x[paper_idx] + 0.2, [paper_fig7[bw][models[k]] for k in paper_idx],
                       width=0.4, color="0.45", hatch="//", label="paper [P]")
         ax.bar_label(bars, fmt="%.1fx", fontsize=6, padding=1)
     ax.axhline(1, color="grey", lw=0.6)
@@ -411,14 +326,7 @@ section.table(by_mode7, "fig7_dense_modes",
               "after backward; overlapped: DDP's buckets during backward; ps: dense push and "
               f"pull over each worker's link). The claims use `{dense_mode}`, the cluster's "
               "setting fixed before the run", floatfmt=".3g")
-CRITEO_KAGGLE_ROWS = 33_762_577  # the 26 tables' distinct values (HET trains on them all)
-table_scale = (f"a {time_summary['table_rows']:,}-row table "
-               f"({time_summary['table_rows'] / CRITEO_KAGGLE_ROWS:.1%} of Criteo Kaggle's "
-               f"{CRITEO_KAGGLE_ROWS / 1e6:.1f}M), {time_summary['samples']:,} samples")
-fig7_setting = (f"time model on the replayed {time_exp.dataset} trace ({table_scale}), "
-                f"{time_summary['workers']} workers x {time_summary['per_worker_batch']} samples, "
-                f"cache {time_summary['cache_policy']} {time_summary['cache_ratio']:.0%}, "
-                f"dense sync {dense_mode}")
+fig7_setting = het.fig7_setting(res)
 
 # %% [markdown]
 # ## Fig. 7b's shape against a per-key cost that does not shrink with bandwidth
@@ -437,8 +345,8 @@ if len(row_cost):
         sns.lineplot(data=part, x="row_us", y="ratio", hue="bandwidth_gbps", marker="o",
                      palette="deep", ax=ax)
         for bw, style in ((1.0, ":"), (10.0, "--")):
-            if model in PAPER_FIG7[bw]:
-                ax.axhline(PAPER_FIG7[bw][model], color="k", ls=style, lw=0.8,
+            if model in paper_fig7[bw]:
+                ax.axhline(paper_fig7[bw][model], color="k", ls=style, lw=0.8,
                            label=f"paper {bw:g} Gb/s [P]")
         ax.axvline(calibrated_row_us[model], color="grey", lw=0.6, label="calibrated (client)")
         ax.set(xscale="log", xlabel="per-row cost, client and server each (us)",
@@ -447,7 +355,8 @@ if len(row_cost):
     section.figure(fig, "fig7_row_cost",
                    "Fig. 7's communication ratio against the per-row software cost (a cost per "
                    "key that does not shrink with bandwidth): the paper's gain collapses from "
-                   "1 to 10 Gb/s (WDL 8.2x to 1.8x); how far ours moves with the cost per key, "
+                   f"1 to 10 Gb/s (WDL {paper_fig7[1.0]['wdl']:g}x to "
+                   f"{paper_fig7[10.0]['wdl']:g}x); how far ours moves with the cost per key, "
                    "each point the same replayed traffic", setting=fig7_setting)
     section.table(sens.pivot_table(index=["model", "row_us"], columns="bandwidth_gbps",
                                    values="ratio").reset_index(), "fig7_row_cost",
@@ -472,7 +381,7 @@ if (scale_dir / "summary.json").exists():
     sns.lineplot(data=long_scale, x="table_rows", y="Hybrid / Cache s=100", hue="ratio",
                  marker="o", ax=ax)
     for bw, style in ((1.0, ":"), (10.0, "--")):
-        ax.axhline(PAPER_FIG7[bw]["wdl"], color="k", ls=style, lw=0.8,
+        ax.axhline(paper_fig7[bw]["wdl"], color="k", ls=style, lw=0.8,
                    label=f"paper, WDL communication at {bw:g} Gb/s [P]")
     ax.set(xscale="log", xlabel="table rows (26 features, Criteo Kaggle's shape)",
            ylabel="Hybrid / Cache s=100")
@@ -508,42 +417,9 @@ else:
 # dense-sync mode, the per-row software cost, and (WDL) the table size of the `het_scale` replays.
 
 # %%
-def comm_ratio(frame: pd.DataFrame) -> float:
-    """Hybrid without cache over Cache s=100, total communication time."""
-    comm = frame.set_index("system")["comm_total_s"]
-    return float(comm["Hybrid, no cache"] / comm["Cache s=100"])
-
-
-scale_ratios = (pd.DataFrame(json.loads((scale_dir / "summary.json").read_text())["ratios"])
-                if (scale_dir / "summary.json").exists() else None)
-for bw, panel in ((1.0, "fig7a"), (10.0, "fig7b")):
-    for model7 in PAPER_FIG7[bw]:
-        key = f"het.{panel}_comm.{model7}"
-        at = fig7_modes[np.isclose(fig7_modes["bandwidth_gbps"], bw)
-                        & (fig7_modes["model"] == model7)]
-        if at.empty:
-            section.measure(key, text="-", setting=fig7_setting, values=None,
-                            missing=f"this run has no {bw:g} Gb/s point for {model7} "
-                                    f"(experiments.het_time.bandwidths_gbps = {list(bws)})")
-            continue
-        ratio = comm_ratio(at[at["dense_mode"] == dense_mode])
-        points = {"dense-sync mode": [{"value": mode, "values": [comm_ratio(part)]}
-                                      for mode, part in at.groupby("dense_mode", sort=False)]}
-        rc = row_cost[np.isclose(row_cost["bandwidth_gbps"], bw) & (row_cost["model"] == model7)]
-        if len(rc):
-            points["per-row software cost"] = [{"value": us, "values": [comm_ratio(part)]}
-                                               for us, part in rc.groupby("row_us")]
-        if model7 == "wdl" and scale_ratios is not None:
-            column = "comm_1g" if bw == 1.0 else "comm_10g"
-            points["table scale"] = [{"value": 100 * r["scale"], "values": [r[column]]}
-                                     for _, r in scale_ratios.iterrows()]
-        section.measure(
-            key, text=f"{ratio:.2f}x ({1 - 1 / ratio:.1%} less)",
-            setting=fig7_setting + "; " + clock_text(model7, cfg.models[model7].embedding_dim),
-            values=[ratio], conditions=points,
-            note="communication time hidden or not (comm_total_s); it includes the measured "
-                 "software cost and the link latency, which do not shrink with bandwidth; a "
-                 "deterministic replay of one trace (n = 1)")
+for entry in claims_register.entries:  # one claim per model and bandwidth (claims/het.py)
+    if entry.key.startswith(("het.fig7a_comm.", "het.fig7b_comm.")):
+        section.record(claims.measure(entry, res))
 
 # %% [markdown]
 # ## Fig. 9: scaling with workers, and per-epoch time against the embedding width
@@ -559,9 +435,10 @@ sns.lineplot(data=fig9w, x="workers", y="speedup", hue="system", palette=color9,
              ax=ax_w)
 workers9 = sorted(fig9w["workers"].unique())
 ax_w.plot(workers9, workers9, color="grey", lw=0.6, ls="--", label="linear")
-# HET Fig. 9a: Cache s=100 (WDL) at 32 workers, ~12.4x read off the plot (PAPER_FIG9A)
-ax_w.plot([32], [PAPER_FIG9A[32]], ls="", marker="*", ms=11, color="k",
-          label=f"paper: ~{PAPER_FIG9A[32]:g}x at 32 (Cache s=100, WDL) [P]")
+# HET Fig. 9a: Cache s=100 (WDL) at 32 workers, read off the plot (the register's paper_table)
+paper_fig9a = claims_register["het.fig9a_workers"].paper_table
+ax_w.plot([32], [paper_fig9a[32]], ls="", marker="*", ms=11, color="k",
+          label=f"paper: ~{paper_fig9a[32]:g}x at 32 (Cache s=100, WDL) [P]")
 ax_w.set(xscale="log", yscale="log", xlabel="workers",
          ylabel="speedup (samples/s over 1 worker, x)", title="Fig. 9a: scaling with workers")
 ax_w.set_xticks(workers9, [str(w) for w in workers9])
@@ -573,8 +450,10 @@ ax_d.set(yscale="log", xlabel="embedding width D", ylabel="per-epoch time (s)",
          title="Fig. 9c: per-epoch time (time model only)")
 ax_d.legend(fontsize=6)
 # Fig. 9c as the paper states it: each baseline's per-epoch time over Cache s=100's. The paper
-# gives only the endpoints (PAPER_FIG9C at D = 128 and 4096); our stand-ins for its baselines
+# gives only the endpoints (the register's paper_table at D = 128 and 4096); our stand-ins for its baselines
 # are the HET-kernel PS and Hybrid without cache (see the claims' note)
+paper_fig9c = {"TF PS": claims_register["het.fig9c_dim.tf_ps"].paper_table,
+               "TF Parallax": claims_register["het.fig9c_dim.tf_parallax"].paper_table}
 ratio9 = fig9d.pivot_table(index="dim", columns="system", values="epoch_s")
 ratio9 = ratio9.div(ratio9["Cache s=100"], axis=0)
 for ours, theirs, marker in (("PS (ASP), no cache", "TF PS", "X"),
@@ -582,12 +461,12 @@ for ours, theirs, marker in (("PS (ASP), no cache", "TF PS", "X"),
     if ours in ratio9:
         ax_r.plot(ratio9.index, ratio9[ours], marker="o", color=color9[ours],
                   label=f"ours: {ours}")
-    ends = [d for d in (128, 4096) if d in PAPER_FIG9C[theirs]]
-    ax_r.plot(ends, [PAPER_FIG9C[theirs][d] for d in ends], ls="", marker=marker, ms=8,
+    ends = [d for d in (128, 4096) if d in paper_fig9c[theirs]]
+    ax_r.plot(ends, [paper_fig9c[theirs][d] for d in ends], ls="", marker=marker, ms=8,
               color=color9.get(ours, "k"), markeredgecolor="k",
               label=f"paper ({theirs}) [P], endpoints only")
     for d in ends:
-        ax_r.annotate(f"{PAPER_FIG9C[theirs][d]:g}x", (d, PAPER_FIG9C[theirs][d]),
+        ax_r.annotate(f"{paper_fig9c[theirs][d]:g}x", (d, paper_fig9c[theirs][d]),
                       xytext=(9, 0) if d == min(ends) else (-9, 0), textcoords="offset points",
                       ha="left" if d == min(ends) else "right", va="center", fontsize=6)
 ax_r.axhline(1, color="grey", lw=0.6)
@@ -599,7 +478,7 @@ ax_r.set_xticks(dims9, [str(d) for d in dims9])
 ax_r.minorticks_off()
 ax_r.legend(fontsize=6)
 section.figure(fig, "fig9_scaling",
-               "HET Fig. 9 - speedup against workers (left; star: the paper's ~12.4x at 32 "
+               f"HET Fig. 9 - speedup against workers (left; star: the paper's ~{paper_fig9a[32]:g}x at 32 "
                "workers, read off its plot) and per-epoch time against the embedding width "
                "(middle: seconds; right: each baseline over Cache s=100, ours as lines, the "
                "paper's TF PS and TF Parallax endpoints at D = 128 and 4096 as marked points)",
@@ -619,27 +498,11 @@ section.table(fig9w_modes.pivot_table(index=["system", "workers"], columns="dens
 dim_ratio = fig9d.pivot_table(index="dim", columns="system", values="epoch_s")
 dim_ratio = dim_ratio.div(dim_ratio["Cache s=100"], axis=0).reset_index()
 section.table(dim_ratio, "fig9_dim_slowdown",
-              "Fig. 9c: per-epoch time relative to Cache s=100 (paper [P]: TF PS 12.5x..22.8x, "
-              "TF Parallax 8.6x..16.5x from D = 128 to 4096)", floatfmt=".3g")
-skipped_text = "".join(f"; {knob} {points} skipped (the data holds less than one batch for "
-                       "them)" for knob, points in time_summary["skipped"].items())
-fig9_setting = (f"time model on {table_scale}, {cfg.cluster.name}, "
-                f"{time_summary['fig9_ps_shards']} servers, "
-                f"per-worker batch {time_summary['per_worker_batch']}, overlap "
-                f"{time_summary['overlap']}, dense sync {dense_mode}; "
-                + clock_text(time_summary["fig9_model"],
-                             cfg.models[time_summary["fig9_model"]].embedding_dim)
-                + skipped_text)
-scaling = fig9w[(fig9w["system"] == "Cache s=100")].set_index("workers")["speedup"]
-w_at = 32 if 32 in scaling.index else None
-modes9 = fig9w_modes[(fig9w_modes["system"] == "Cache s=100") & (fig9w_modes["workers"] == 32)]
-section.measure(
-    "het.fig9a_workers", text=f"{scaling[w_at]:.1f}x at 32 workers" if w_at else "-",
-    setting=fig9_setting, values=[scaling[w_at]] if w_at else None,
-    missing=None if w_at else "32 workers were not run (experiments.het_time.worker_sweep)",
-    conditions={"dense-sync mode": [{"value": r["dense_mode"], "values": [r["speedup"]]}
-                                    for _, r in modes9.iterrows()]},
-    note="paper value read off the plot; a deterministic replay (n = 1)")
+              "Fig. 9c: per-epoch time relative to Cache s=100 (paper [P]: "
+              + ", ".join(f"{name} {table[128]:g}x..{table[4096]:g}x"
+                          for name, table in paper_fig9c.items())
+              + " from D = 128 to 4096)", floatfmt=".3g")
+section.record(claims.measure(claims_register["het.fig9a_workers"], res))
 section.note("Fig. 9c's claims compare TensorFlow's PS and Parallax with Cache s=100; like "
              "Table 1's TF Parallax they are not comparable here (TensorFlow's own runtime "
              "overheads are not emulated). Our HET-kernel PS (ASP) and Hybrid without cache "
@@ -647,7 +510,9 @@ section.note("Fig. 9c's claims compare TensorFlow's PS and Parallax with Cache s
              + ", ".join(f"{ours} {dim_ratio.set_index('dim').loc[4096, ours]:.2f}x"
                          for ours in ("PS (ASP), no cache", "Hybrid, no cache")
                          if 4096 in set(dim_ratio["dim"]) and ours in dim_ratio)
-             + " Cache s=100's per-epoch time (the paper's TF PS 22.8x, TF Parallax 16.5x).")
+             + " Cache s=100's per-epoch time (the paper's "
+             + ", ".join(f"{name} {table[4096]:g}x" for name, table in paper_fig9c.items())
+             + ").")
 
 # %%
 section.save()

@@ -41,7 +41,10 @@ import seaborn as sns
 
 from workbench.cluster.accelerator_time import step_seconds
 from workbench.cluster.config import HardwareConfig
+from workbench import claims
+from workbench.claims import hotline as hotline_claims
 from workbench.explorers import notebook_config
+from workbench.report import register
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Section, per_dataset
 from workbench.training.hotline import MicroBatchCounts
@@ -58,6 +61,8 @@ steps = pd.read_csv(res / "steps.csv")
 timeline = pd.read_csv(res / "timeline.csv")
 sweep = pd.read_csv(res / "sweep.csv")
 servers = summary["servers"]
+claims_register = register.load()  # the paper's numbers: workbench/conf/claims.yaml
+paper_v2 = claims_register["hotline.speedup"].paper_number  # [A], on average
 SERVER_LABEL = {name: s["label"] for name, s in servers.items()}
 LABELS = {r["scheme"]: r["label"] for r in summary["runs"]}
 ORDER = [s for s in ["hybrid", "hotline", "hotline_online", "fae", "accel_only"] if s in LABELS]
@@ -66,13 +71,7 @@ v1_server = exp.hardware[0]
 
 
 def setting() -> str:
-    s = summary
-    return (f"{s['dataset']}: {s['train_samples']:,} train samples, DLRM D = {s['embedding_dim']}, "
-            f"batch {s['batch_size']:,}; hot set {s['hot_rows']:,} of {s['table_rows']:,} rows "
-            f"({100 * s['budget_fraction']:.1f}% of the table bytes = FAE's "
-            f"{s['budget_mb_full']:g} MiB at full Criteo scale), {100 * s['popular_fraction']:.1f}% "
-            f"of the inputs popular; {s['device']}, {s['threads']} compute thread(s) + 1 gather "
-            "thread")
+    return hotline_claims.setting(claims.Results(cfg))
 
 
 section = Section(
@@ -200,8 +199,9 @@ sns.lineplot(data=sw[sw["budget_mb_full"] == exp.budget_mb], x="batch_size", y="
 axes[1].set(xscale="log", xlabel="mini-batch", title=f"budget {exp.budget_mb:g} MiB")
 for ax in axes:
     ax.axhline(1, color="grey", lw=0.8)
-    ax.axhline(2.2, color="black", lw=0.8, ls="--")
-axes[0].text(axes[0].get_xlim()[0], 2.2, " paper (v2): 2.2x", fontsize=7, va="bottom")
+    ax.axhline(paper_v2, color="black", lw=0.8, ls="--")
+axes[0].text(axes[0].get_xlim()[0], paper_v2, f" paper (v2): {paper_v2:g}x", fontsize=7,
+             va="bottom")
 axes[0].legend(fontsize=6)
 section.figure(fig, "speedup_sweep",
                "Hotline's speedup over the CPU-GPU hybrid on the same mini-batches: measured "
@@ -285,7 +285,7 @@ for unit in ("lookups", "unique"):
 curves = pd.DataFrame(curves)
 fig, ax = plt.subplots(figsize=(6, 3.6))
 sns.lineplot(data=curves, x="host_gbps", y="speedup", hue="rows unit", marker="o", ax=ax)
-ax.axhline(2.2, color="black", lw=0.8, ls="--")
+ax.axhline(paper_v2, color="black", lw=0.8, ls="--")
 ax.axvline(servers[main_server]["host_gbps"], color="grey", lw=0.8, ls=":")
 ax.set(xscale="log", xlabel="host-memory gather rate (GB/s), all else as the server",
        ylabel="modelled hybrid / Hotline")
@@ -340,27 +340,8 @@ section.note(
 # rows are counted are their assumed parameters (every server re-evaluated: conditions.csv).
 # The measured CPU run is context, not a claim row: this machine has no accelerator.
 conditions = pd.read_csv(res / "conditions.csv")
-hw_note = ("our time model with assumed efficiencies (workbench/conf/hardware); the paper's "
-           "hardware and baselines' internals are unknown; a deterministic model of the "
-           "trained steps (n = 1)")
-
-
-def host_points(server: str) -> dict[str, list[dict]]:
-    at = conditions[(conditions["server"] == server) & (conditions["scheme"] == "hotline")]
-    committed_rate = servers[server]["host_gbps"]
-    return {"host rate": [{"value": r["host_gbps"], "values": [r["speedup"]]}
-                          for _, r in at[at["rows_unit"] == exp.rows_unit].iterrows()],
-            "gather unit": [{"value": r["rows_unit"], "values": [r["speedup"]]}
-                            for _, r in at[np.isclose(at["host_gbps"], committed_rate)]
-                            .iterrows()]}
-
-
-for key, server in (("hotline.speedup", main_server), ("hotline.v1_hybrid", v1_server)):
-    value = summary["speedup_modelled"][server]["hotline"]
-    section.measure(key, text=f"{value:.2f}x modelled",
-                    setting=f"{SERVER_LABEL[server]}, host {servers[server]['host_gbps']:g} "
-                            f"GB/s, rows per {exp.rows_unit}; " + setting(),
-                    values=[value], conditions=host_points(server), note=hw_note)
+for key in ("hotline.speedup", "hotline.v1_hybrid"):  # workbench/claims/hotline.py
+    section.record(claims.measure(claims_register[key], cfg))
 meas = summary["speedup_measured"]
 section.note(f"Context, not a claim: on this machine (CPU; the accelerator tier is a separate "
              f"tensor store in the same DRAM) Hotline ran {meas['hotline']:.2f}x the hybrid's "

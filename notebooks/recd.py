@@ -33,15 +33,16 @@ dedup_group = None  # the dedup group, e.g. one feature of it (None: the configu
 batch_size = None  # rows per batch
 
 # %%
-import json
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import EngFormatter, LogLocator, NullFormatter, ScalarFormatter
 
+from workbench import claims
+from workbench.claims import recd as recd_claims
 from workbench.explorers import notebook_config
-from workbench.report import verdict
+from workbench.report import register
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Section
 
@@ -69,30 +70,22 @@ section = Section(
            "(one torch thread; best of "
            f"{exp.repeats} alternating runs) and change from run to run."))
 
-dedup_frames, storage_frames, timing_frames, loss_frames, summaries = [], [], [], [], {}
-for name in exp.datasets:
-    d_summary = json.loads((results / "dedup" / name / "summary.json").read_text())
-    if not d_summary["available"]:
-        section.note(f"Dataset `{name}` was not available in this run: {d_summary['reason']}")
-        continue
-    r_summary = json.loads((results / "recd" / name / "summary.json").read_text())
-    summaries[name] = {"dedup": d_summary, "recd": r_summary}
-    dedup_frames.append(pd.read_csv(results / "dedup" / name / "dedup.csv").assign(dataset=name))
-    storage_frames.append(pd.read_csv(results / "dedup" / name / "storage.csv")
-                          .assign(dataset=name))
-    timing_frames.append(pd.read_csv(results / "recd" / name / "timing.csv").assign(dataset=name))
-    loss_frames.append(pd.read_csv(results / "recd" / name / "training.csv").assign(dataset=name))
-dedup = pd.concat(dedup_frames, ignore_index=True)
-storage = pd.concat(storage_frames, ignore_index=True)
-timing = pd.concat(timing_frames, ignore_index=True)
-losses = pd.concat(loss_frames, ignore_index=True)
+measured = claims.Results(cfg)  # the claims' measures and this notebook read the same files
+claims_register = register.load()  # the paper's numbers: workbench/conf/claims.yaml
+loaded = recd_claims.runs(measured)
+for name, reason in loaded["unavailable"]:
+    section.note(f"Dataset `{name}` was not available in this run: {reason}")
+summaries = loaded["summaries"]
+dedup, storage = loaded["dedup"].copy(), loaded["storage"].copy()
+timing = pd.concat([pd.read_csv(results / "recd" / n / "timing.csv").assign(dataset=n)
+                    for n in summaries], ignore_index=True)
+losses = pd.concat([pd.read_csv(results / "recd" / n / "training.csv").assign(dataset=n)
+                    for n in summaries], ignore_index=True)
 datasets = list(summaries)
 
 
 def dataset_setting(name: str) -> str:
-    s = summaries[name]["dedup"]
-    return (f"{name}: {s['rows']:,} train rows, {s['sessions']:,} sessions "
-            f"({s['mean_session_rows']:.1f} rows each), group {'+'.join(s['groups'][0])}")
+    return recd_claims.dataset_setting(measured, name)
 
 
 # %% [markdown]
@@ -107,7 +100,7 @@ sns.lineplot(data=at_window, x="batch_size", y="dedup_factor", hue="dataset",
 axes[0].set(xscale="log", yscale="log", xlabel="batch size",
             ylabel="dedup factor (rows / unique rows)",
             title=f"window {exp.window:,} rows")
-mid = exp.train_batch_size if exp.train_batch_size in exp.batch_sizes else exp.batch_sizes[-1]
+mid = recd_claims.middle_batch(measured)
 by_window = user[user["batch_size"] == mid]
 sns.lineplot(data=by_window, x="window", y="dedup_factor", hue="dataset",
              hue_order=datasets, style="layout", ax=axes[1], legend=False, **LAYOUT_STYLE)
@@ -137,22 +130,20 @@ stacked.plot.barh(stacked=True, ax=axes[0], width=0.7)
 axes[0].set(xlabel="MB (compressed column chunks)", ylabel="(dataset, layout)")
 axes[0].legend(fontsize=7, loc="lower right")
 totals = storage[storage["column_class"] == "total"]
-ratio = totals.pivot_table(index=["dataset", "window"], columns="layout",
-                           values="bytes").reset_index()
-ratio["storage_ratio"] = ratio["shuffled"] / ratio["clustered"]
+ratio = recd_claims.storage_ratios(measured)
 sns.lineplot(data=ratio, x="window", y="storage_ratio", hue="dataset", hue_order=datasets,
              marker="o", ax=axes[1])
 axes[1].axhline(1, color="grey", lw=0.8)
-PAPER_STORAGE_X = 3.71  # RecD abstract: 3.71x storage efficiency from session clustering
-axes[1].axhline(PAPER_STORAGE_X, color="k", ls="--", lw=1,
-                label=f"paper: {PAPER_STORAGE_X:g}x [A]")
+paper_storage_x = claims_register["recd.storage"].paper_number  # [A]
+axes[1].axhline(paper_storage_x, color="k", ls="--", lw=1,
+                label=f"paper: {paper_storage_x:g}x [A]")
 axes[1].set(xscale="log", xlabel="partition window (rows)",
             ylabel="storage saving (bytes shuffled / clustered, x)",
             title="storage saving of clustering")
 axes[1].legend(fontsize=7)
 section.figure(fig, "storage",
                "Partition bytes by column class at the configured window, and the storage "
-               "saving of clustering against the window (ours; dashed: the paper's 3.71x, "
+               f"saving of clustering against the window (ours; dashed: the paper's {paper_storage_x:g}x, "
                "its abstract)",
                setting=f"zstd Parquet, one file per window; window {exp.window:,}; "
                + "; ".join(dataset_setting(n) for n in datasets))
@@ -175,8 +166,7 @@ for ax, name in zip(axes[0], datasets):
     ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
     ax.yaxis.set_major_formatter(EngFormatter())
 axes[0][-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1, 1))
-transforms_text = ("configured transforms" if exp.transforms else
-                   f"truncate histories to {exp.max_history}, hash every id into its table")
+transforms_text = recd_claims.transforms_text(measured)
 section.figure(fig, "preprocess_throughput",
                "Preprocessing throughput (columnar batch -> transformed sparse batch) of the "
                "KJT path, RecD's request-keyed IKJT reader, and content-hash dedup",
@@ -191,13 +181,13 @@ def speedup(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 pre_speed = speedup(pre)
-PAPER_PREPROCESS_X = 1.79  # RecD abstract: 1.79x preprocessing throughput with IKJTs
+paper_preprocess_x = claims_register["recd.preprocess"].paper_number  # [A]
 fig, ax = plt.subplots(figsize=(5.6, 3.6))
 sns.lineplot(data=pre_speed, x="batch_size", y="IKJT / KJT", hue="dataset", hue_order=datasets,
              style="layout", ax=ax, **LAYOUT_STYLE)
 ax.axhline(1, color="grey", lw=0.8)
-ax.axhline(PAPER_PREPROCESS_X, color="k", ls="--", lw=1,
-           label=f"paper: {PAPER_PREPROCESS_X:g}x [A]")
+ax.axhline(paper_preprocess_x, color="k", ls="--", lw=1,
+           label=f"paper: {paper_preprocess_x:g}x [A]")
 pre_sizes = sorted(pre_speed["batch_size"].unique())
 ax.set(xscale="log", xlabel="reader batch size",
        ylabel="preprocessing speedup IKJT / KJT (x)")
@@ -206,7 +196,8 @@ ax.minorticks_off()
 ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1, 1))
 section.figure(fig, "preprocess_speedup",
                "Preprocessing speedup of RecD's IKJT reader over the KJT path against the "
-               "reader batch size (ours), against the paper's 1.79x (dashed, its abstract)",
+               f"reader batch size (ours), against the paper's {paper_preprocess_x:g}x (dashed, its "
+               "abstract)",
                setting=f"{transforms_text}; {exp.preprocess_rows:,} rows per run; one thread")
 section.table(pre_speed, "preprocess_speedup", "Preprocessing samples/s per path",
               floatfmt=".4g")
@@ -236,9 +227,9 @@ sns.scatterplot(data=train_speed, x="dedup_factor", y="IKJT / KJT", hue="dataset
                 hue_order=datasets, style="layout", style_order=["clustered", "shuffled"],
                 markers={"clustered": "o", "shuffled": "X"}, s=70, ax=axes[2])
 axes[2].axhline(1, color="grey", lw=0.8)
-PAPER_TRAIN_X = 2.49  # RecD: up to 2.49x training throughput with IKJTs (2.48x in the abstract)
-axes[2].axhline(PAPER_TRAIN_X, color="k", ls="--", lw=1,
-                label=f"paper: up to {PAPER_TRAIN_X:g}x [A]")
+paper_train_x = claims_register["recd.train"].paper_number  # [A], "up to"
+axes[2].axhline(paper_train_x, color="k", ls="--", lw=1,
+                label=f"paper: up to {paper_train_x:g}x [A]")
 axes[2].set(xscale="log", xlabel=f"user-group dedup factor (batch {nearest})",
             ylabel="training speedup IKJT / KJT (x)")
 axes[2].xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
@@ -249,7 +240,7 @@ section.figure(fig, "training",
                "Training throughput (forward, backward with row-indexed sparse table gradients, "
                "Adagrad step on the rows read) on KJT and IKJT batches, "
                "the per-step losses of both paths (they coincide), and the speedup against the "
-               "batch's dedup factor (ours; dashed: the paper's up to 2.49x)",
+               f"batch's dedup factor (ours; dashed: the paper's up to {paper_train_x:g}x)",
                setting=f"batch {exp.train_batch_size}, {exp.train_batches} batches, "
                f"D = {exp.embedding_dim}, history {exp.max_history}, {exp.seq_heads} heads, "
                f"lr {exp.lr}; one torch thread")
@@ -267,71 +258,12 @@ section.note("Largest |loss(KJT) - loss(IKJT)| over every step: "
 # ## Claims
 
 # %%
-# The register's committed dataset is taobao_sample (real user sessions); the other datasets
-# are a condition (the gain follows their dedup factor). Wall-clock claims: every alternating
-# round times both paths back to back, so each round's IKJT/KJT ratio is one paired sample.
-COMMITTED_DATASET = "taobao_sample"
-rounds = pd.concat([pd.read_csv(results / "recd" / n / "timing_rounds.csv").assign(dataset=n)
-                    for n in datasets], ignore_index=True)
-rounds = rounds[rounds["layout"] == "clustered"]
-
-
-def round_ratios(frame: pd.DataFrame) -> list[float]:
-    """IKJT / KJT throughput per round."""
-    wide = frame.pivot_table(index="round", columns="path", values="samples_per_s")
-    return (wide["ikjt"] / wide["kjt"]).tolist() if {"ikjt", "kjt"} <= set(wide) else []
-
-
-def fmt_est(values: list[float]) -> str:
-    est = verdict.Estimate.of(values)
-    return est.text(lambda x: f"{x:.2f}x") if est else "-"
-
-
-train_r = rounds[rounds["phase"] == "train"]
-train_mine = round_ratios(train_r[train_r["dataset"] == COMMITTED_DATASET])
-factors = at_window[(at_window["layout"] == "clustered")
-                    & (at_window["batch_size"] == mid)].set_index("dataset")["dedup_factor"]
-missing_ds = f"{COMMITTED_DATASET} was not available in this run"
-section.measure(
-    "recd.train", text=fmt_est(train_mine),
-    setting=(f"{COMMITTED_DATASET}, clustered partitions, batch {exp.train_batch_size}, "
-             f"user-group dedup factor {factors.get(COMMITTED_DATASET, float('nan')):.1f}; "
-             f"DLRM + self-attention history tower, D = {exp.embedding_dim}; one thread"),
-    values=train_mine or None, missing=missing_ds,
-    conditions={"dataset": [{"value": n, "values": round_ratios(g)}
-                            for n, g in train_r.groupby("dataset")]},
-    note=f"{exp.repeats} alternating rounds (wall clock on this machine); the gain follows the "
-         "dedup factor and the share of compute in the deduplicated group (the history tower "
-         "here); the paper's 'up to' is its best model, ours the committed dataset")
-pre_r = rounds[rounds["phase"] == "preprocess"]
-COMMITTED_READER_BATCH = 512
-pre_mine = pre_r[pre_r["dataset"] == COMMITTED_DATASET]
-section.measure(
-    "recd.preprocess",
-    text=fmt_est(round_ratios(pre_mine[pre_mine["batch_size"] == COMMITTED_READER_BATCH])),
-    setting=(f"{COMMITTED_DATASET}, clustered partitions, reader batch "
-             f"{COMMITTED_READER_BATCH}; {transforms_text}"),
-    values=round_ratios(pre_mine[pre_mine["batch_size"] == COMMITTED_READER_BATCH]) or None,
-    missing=f"{missing_ds}, or reader batch {COMMITTED_READER_BATCH} was not measured",
-    conditions={
-        "reader batch": [{"value": int(b), "values": round_ratios(g)}
-                         for b, g in pre_mine.groupby("batch_size")],
-        "dataset": [{"value": n, "values": round_ratios(g)} for n, g in pre_r[
-            pre_r["batch_size"] == COMMITTED_READER_BATCH].groupby("dataset")]},
-    note=f"{exp.repeats} alternating rounds (wall clock); at small reader batches per-key "
-         "overheads dominate and the IKJT path is slower; the reader batch is an assumed "
-         "parameter (the paper's is unknown)")
-store = ratio[ratio["window"] == exp.window].set_index("dataset")["storage_ratio"]
-section.measure(
-    "recd.storage",
-    text=f"{store[COMMITTED_DATASET]:.2f}x" if COMMITTED_DATASET in store else "-",
-    setting=f"zstd Parquet, window {exp.window:,} rows, history {exp.history}; "
-            + (dataset_setting(COMMITTED_DATASET) if COMMITTED_DATASET in summaries else "-"),
-    values=[store[COMMITTED_DATASET]] if COMMITTED_DATASET in store else None,
-    missing=missing_ds,
-    conditions={"dataset": [{"value": n, "values": [v]} for n, v in store.items()]},
-    note="our formalisation; byte counts (deterministic); the saving grows with the share of "
-         "bytes in request-level features (see the storage figure's column classes)")
+# The register's committed dataset (real user sessions) is measured; the other datasets are a
+# condition (the gain follows their dedup factor). Wall-clock claims: every alternating round
+# times both paths back to back, so each round's IKJT/KJT ratio is one paired sample
+# (workbench/claims/recd.py measures them).
+for key in ("recd.train", "recd.preprocess", "recd.storage"):
+    section.record(claims.measure(claims_register[key], measured))
 
 # %%
 section.save()

@@ -3,15 +3,18 @@ r"""DLRM training-systems workbench: ESD, HET, RecD, Hotline and FlexShard at la
 The package is layered; a module may import only from its own package and from packages of a
 lower layer (``tests/test_layering.py`` walks every import to keep this true)::
 
-   11  cli                 the ``workbench`` console command (stage, replay, config, sweep)
-   10  sweep, explorers,   Hydra multirun over any stage (joblib / cluster launchers); the
+   12  cli                 the ``workbench`` console command (stage, replay, config, sweep)
+   11  sweep, explorers,   Hydra multirun over any stage (joblib / cluster launchers); the
        repro               notebooks' exploration sections (report's widgets over api);
                            ``dvc repro`` with independent stages side by side
-    9  stages/, replay,    the stage registry and its command line; replaying your own traces;
+   10  stages/, replay,    the stage registry and its command line; replaying your own traces;
        api                 the few calls a notebook cell makes (small live runs, tidy frames)
-    8  report/, arguments  papermill runner, report sections and their pages, the claims index,
-                           the seaborn theme, the notebooks' exploration widgets; the range
-                           checks of api, notebook and command-line arguments (config keys' ranges)
+    9  report/, arguments  papermill runner, report sections and their pages, the claims
+                           register and its rules, the claims index, the seaborn theme, the
+                           notebooks' exploration widgets; the range checks of api, notebook
+                           and command-line arguments (config keys' ranges)
+    8  claims/             every register entry's measure: reads ``results/``, returns the
+                           value, its interval and the sweeps of its assumed parameters
     7  config, conf/       the configuration root: composes every layer's schema; conf/ is the
                            Hydra tree (package data)
     6  experiments/        one module per experiment stage, each owning its outputs
@@ -46,13 +49,14 @@ LAYERS: dict[str, int] = {
     "training": 5,
     "experiments": 6,
     "config": 7,
-    "report": 8,
-    "arguments": 8,
-    "stages": 9,
-    "replay": 9,
-    "api": 9,
-    "sweep": 10,
-    "repro": 10,
-    "explorers": 10,
-    "cli": 11,
+    "claims": 8,
+    "report": 9,
+    "arguments": 9,
+    "stages": 10,
+    "replay": 10,
+    "api": 10,
+    "sweep": 11,
+    "repro": 11,
+    "explorers": 11,
+    "cli": 12,
 }

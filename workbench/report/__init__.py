@@ -1,4 +1,4 @@
-"""Layer 8, report: the notebooks' side of the pipeline. Imports ``workbench.config`` and ``utils``.
+"""Layer 9, report: the notebooks' side of the pipeline. Imports ``claims``, ``config``, ``utils``.
 
 ==============  ===============================================================================
 ``notebook``    the papermill runner, and the config a notebook shows with its ``dataset``

@@ -1,8 +1,11 @@
 """Reproduce and check: every recomputed claim against the committed claims table.
 
-``make check`` copies the committed ``reports/claims.csv`` aside, recomputes the whole pipeline
-(``dvc repro -f``) and runs this module, which reports claim by claim whether the recomputed
-value lies inside the committed 95% interval and whether the state changed::
+``make check`` copies the committed ``reports/claims.csv`` aside, recomputes the stages the
+claims are measured from (``dvc repro -f`` of :func:`claim_stages`, the register's
+``measured_by`` stages, with what they depend on; no notebook runs) and runs this module, which
+measures every claim from ``results/`` (:mod:`workbench.claims`), judges it by the register
+and reports claim by claim whether the recomputed value lies inside the committed 95% interval
+and whether the state changed::
 
     key                       committed                    recomputed   inside  state
     het.table1_time_to_target 2.73x [2.61, 2.85] (n = 5)   2.70x        yes     direction only
@@ -20,10 +23,12 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from workbench.utils.errors import MissingInputError
+from workbench.report import register as reg
+from workbench.utils.errors import MissingInputError, WorkbenchError
 
 REL_TOL = 1e-6  # a deterministic value "equals" the committed one to this relative tolerance
 
@@ -50,6 +55,29 @@ def read(path: Path) -> pd.DataFrame:
         raise MissingInputError(f"{path}: a claims table needs the columns 'key' and 'state' "
                                 f"(found {list(frame.columns)}); it predates the register")
     return frame.set_index("key")
+
+
+def claim_stages(register: reg.Register | None = None) -> list[str]:
+    """The stages the claims are measured from (the register's ``measured_by``), in order."""
+    register = register or reg.load()
+    return list(dict.fromkeys(str(stage) for e in register.entries if e.kind != "not_comparable"
+                              for stage in (e.measured_by["stage"],
+                                            *e.measured_by.get("also", ()))))
+
+
+def measured_table(cfg: Any, register: reg.Register | None = None) -> pd.DataFrame:
+    """The claims table measured from the results ``cfg`` locates, no notebook run: one row per
+    register entry (register order), judged by the register; indexed by key."""
+    from dataclasses import asdict
+
+    from workbench.claims import measure_all
+    from workbench.report.sections import CLAIM_COLUMNS, measured_row, register_claim
+
+    register = register or reg.load()
+    measured = measure_all(register.entries, cfg)
+    rows = [measured_row(e, measured[e.key]) if e.key in measured else asdict(register_claim(e))
+            for e in register.entries]
+    return pd.DataFrame(rows).reindex(columns=CLAIM_COLUMNS).set_index("key")
 
 
 def compare(committed: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
@@ -104,16 +132,32 @@ def render(table: pd.DataFrame) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m workbench.report.check --committed OLD --current NEW``; see the module."""
+    """``python -m workbench.report.check --committed OLD [--params P | --current NEW]``, or
+    ``--stages`` (print :func:`claim_stages`); see the module."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--committed", type=Path, required=True,
+    parser.add_argument("--committed", type=Path,
                         help="the claims table before the recompute (a copy)")
-    parser.add_argument("--current", type=Path, default=Path("reports/claims.csv"),
-                        help="the recomputed claims table (default: reports/claims.csv)")
+    parser.add_argument("--params", type=Path,
+                        help="measure every claim from the results this params file locates "
+                             "(no notebook runs; the default)")
+    parser.add_argument("--current", type=Path,
+                        help="compare with this claims table instead of measuring")
+    parser.add_argument("--stages", action="store_true",
+                        help="print the stages the claims are measured from, and exit")
     args = parser.parse_args(argv)
+    if args.stages:
+        print(" ".join(claim_stages()))
+        return 0
+    if args.committed is None:
+        parser.error("--committed is required (the claims table before the recompute)")
     try:
-        table = compare(read(args.committed), read(args.current))
-    except MissingInputError as err:
+        if args.current is not None:
+            current = read(args.current)
+        else:
+            from workbench.config import load
+            current = measured_table(load(params=args.params or Path("params.yaml")))
+        table = compare(read(args.committed), current)
+    except (MissingInputError, FileNotFoundError, WorkbenchError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(render(table))

@@ -31,6 +31,8 @@ from typing import Any
 
 import pandas as pd
 
+from workbench.claims import measure_all
+from workbench.config import WorkbenchConfig
 from workbench.report import register as reg
 from workbench.report.sections import (
     CLAIM_COLUMNS,
@@ -280,9 +282,13 @@ def curves(claims: list[dict[str, Any]], register: reg.Register) -> dict[str, pd
     return out
 
 
-def write(reports: Path, sections: list[str], params: Path, repo: Path) -> list[Path]:
+def write(reports: Path, sections: list[str], params: Path, repo: Path,
+          cfg: WorkbenchConfig | None = None) -> list[Path]:
     """Write the index, ``claims.csv``, the DVC metrics and curves, the verdict maps and
     every missing or outdated section page.
+
+    With ``cfg`` every claim is measured from the results it locates
+    (:func:`workbench.claims.measure_all`) and each section's row must agree with it.
 
     Returns:
         The section pages (re)written (empty when every notebook already wrote its own).
@@ -295,7 +301,9 @@ def write(reports: Path, sections: list[str], params: Path, repo: Path) -> list[
     from workbench.utils.io import atomic_dir, write_json
 
     register = reg.load()
-    loaded, claims = collect(reports, sections, register)
+    measured = None if cfg is None else measure_all(
+        [e for e in register.entries if e.section in sections], cfg)
+    loaded, claims = collect(reports, sections, register, measured)
     pages = [reports / sec["name"] / PAGE_FILE for sec in loaded
              if write_page(reports / sec["name"], sec)]
     write_text(reports / "claims.csv",
@@ -319,7 +327,7 @@ def main(argv: list[str] | None = None) -> None:
 
     cfg, args = stage_arguments(main.__doc__ or "", argv)
     params = Path(args.params or (REPO_ROOT / "params.yaml"))
-    write(cfg.paths.resolve("reports"), list(cfg.pipeline.notebooks), params, REPO_ROOT)
+    write(cfg.paths.resolve("reports"), list(cfg.pipeline.notebooks), params, REPO_ROOT, cfg)
 
 
 if __name__ == "__main__":

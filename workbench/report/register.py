@@ -2,14 +2,15 @@
 
 The register is one configuration file, ``workbench/conf/claims.yaml``, written before the run:
 for every claim the paper's words and value ([P] full text, [A] abstract), the paper's setting as
-far as known, our committed setting, the stage and column that measure it, the least number of
-seeds, the rule, and the assumed parameters with the plausible range each is swept over. The
-notebooks only *measure*; the register *judges*::
+far as known, our committed setting, the stage and column that measure it and the function
+that does (``measure``: :mod:`workbench.claims`), the least number of seeds, the rule, the
+assumed parameters with the plausible range each is swept over, and where a figure needs it the
+paper's whole table (``paper_table``). The measures only *measure*; the register *judges*::
 
     workbench/conf/claims.yaml --load()--> Register --judge(entry, measurement)--> Verdict
-    notebook: section.measure(key, values=[...per seed...], conditions={param: [points]})
-        --> a claim row (section.json) --report stage--> judged again from the register,
-                                                          one row per entry (reports/claims.csv)
+    workbench/claims/<paper>.py: measure(results, entry) --> Measurement (values per seed,
+        conditions = {param: [points]}) --> a claim row: the notebook's section (section.json),
+        the report stage and make check, all judged here (reports/claims.csv: one row per entry)
 
 A measurement is a payload whose shape follows the rule's kind:
 
@@ -106,6 +107,8 @@ class Entry:
     seeds: int
     rule: Mapping[str, Any]
     assumed: tuple[Assumption, ...] = ()
+    measure: str = ""
+    paper_table: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -114,6 +117,18 @@ class Entry:
     @property
     def formalisation(self) -> bool:
         return self.basis == "formalisation"
+
+    @property
+    def paper_number(self) -> float:
+        """The paper's number the rule compares with (``rule.paper``), for figures.
+
+        Raises:
+            RegisterError: the rule's paper value is not one number.
+        """
+        value = self.rule.get("paper")
+        if not isinstance(value, (int, float)):
+            raise _fail(f"claim {self.key!r}", f"rule paper {value!r} is not one number")
+        return float(value)
 
     def ours_text(self) -> str:
         """Our committed setting in one line."""
@@ -191,7 +206,11 @@ def _entry(raw: Mapping[str, Any], index: int) -> Entry:
     entry = Entry(key, str(raw["paper"]), str(raw["claim"]), str(raw["paper_value"]),
                   str(raw["basis"]), str(raw["paper_setting"]), dict(raw["ours"]),
                   dict(raw["measured_by"]), str(raw["section"]), seeds, rule,
-                  tuple(_assumption(key, a) for a in raw.get("assumed") or ()))
+                  tuple(_assumption(key, a) for a in raw.get("assumed") or ()),
+                  str(raw.get("measure") or ""), dict(raw.get("paper_table") or {}))
+    if entry.kind == "not_comparable" and entry.measure:
+        raise _fail(f"claim {key!r}", f"measure {entry.measure!r}: a not_comparable claim is "
+                    "not measured (remove the measure, or give the rule a kind that judges it)")
     try:  # the paper's value must make a valid rule (a mistake here is the register's)
         judge(entry, _probe(entry))
     except ValueError as err:

@@ -37,11 +37,13 @@ import subprocess
 from dataclasses import InitVar, asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
+from workbench.claims import Measurement
 from workbench.report import display
 from workbench.report import register as reg
 from workbench.report.plotting import save_figure
@@ -151,6 +153,15 @@ def measured_claim(entry: reg.Entry, *, text: str, setting: str, note: str = "",
                  conditions=conditions)
 
 
+def measured_row(entry: reg.Entry, m: Measurement) -> dict[str, Any]:
+    """The claim row of a measurement from :mod:`workbench.claims`, as ``section.json`` holds
+    it (JSON values): what :meth:`Section.record` adds for the same measurement."""
+    claim = measured_claim(entry, text=m.text, setting=m.setting, note=m.note,
+                           measurement=_jsonable(dict(m.payload)),
+                           conditions=_jsonable(dict(m.conditions)))
+    return cast(dict[str, Any], json.loads(json.dumps(asdict(claim))))
+
+
 def register_claim(entry: reg.Entry) -> Claim:
     """The row of a register entry that needs no measurement (a ``not_comparable`` rule)."""
     return Claim(entry.paper, entry.claim, entry.paper_value, "-", entry.ours_text() or "-",
@@ -252,6 +263,12 @@ class Section:
                                conditions=_jsonable(conditions or {}))
         self.claims.append(claim)
         return claim
+
+    def record(self, m: Measurement) -> Claim:
+        """Add the row of a measurement from :mod:`workbench.claims` (:meth:`measure` with its
+        fields); the register judges it."""
+        return self.measure(m.key, text=m.text, setting=m.setting, note=m.note,
+                            conditions=dict(m.conditions), **m.payload)
 
     def save(self) -> None:
         """Write ``section.json`` and the section's page ``README.md`` (both atomically); show
@@ -480,12 +497,15 @@ def rejudge(row: dict[str, Any], register: reg.Register) -> dict[str, Any]:
     return out
 
 
-def collect(reports: Path, sections: list[str], register: reg.Register | None = None
+def collect(reports: Path, sections: list[str], register: reg.Register | None = None,
+            measured: Mapping[str, Measurement] | None = None
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Load the sections and one claim row per register entry, judged from the register.
 
     Rows come in the register's order; each gets ``section`` and ``number`` (its place on its
-    section's page; empty for a row the register writes itself).
+    section's page; empty for a row the register writes itself). With ``measured`` (every
+    entry's measurement from ``results/``, :func:`workbench.claims.measure_all`) the rows are
+    the measures' own, and a section whose row differs from its measure is stale.
 
     Returns:
         ``(sections, claims)``: the loaded ``section.json`` contents and the judged rows.
@@ -494,7 +514,8 @@ def collect(reports: Path, sections: list[str], register: reg.Register | None = 
         FileNotFoundError: a section's notebook stage has not run.
         ValueError: a section's claims predate verdict states.
         CatalogueError: a row without a key or with a key not in the register, two rows for one
-            claim, or a measured entry of a gathered section without its row.
+            claim, a measured entry of a gathered section without its row, or (``measured``) a
+            row that differs from its measure.
     """
     register = register or reg.load()
     loaded = []
@@ -535,10 +556,21 @@ def collect(reports: Path, sections: list[str], register: reg.Register | None = 
                              + ". Each notebook must measure every register claim it covers "
                              "(section.measure(key, ...)), with missing= the reason when its "
                              "setting cannot measure it.")
+    stale = [f"{k} (reports/{rows[0]['section']}/{SECTION_FILE})"
+             for k, rows in by_key.items() if measured and k in measured
+             and {f: v for f, v in rows[0].items() if f not in ("section", "number")}
+             != measured_row(register[k], measured[k])]
+    if stale:
+        raise CatalogueError("claim rows that differ from their measure in workbench/claims: "
+                             + "; ".join(stale) + ". The section is older than the results or "
+                             "the measure: rerun its notebook (dvc repro notebook@<name>).")
     claims = []
     for e in register.entries:
         if e.key in by_key:
             row = by_key[e.key][0]
+            if measured and e.key in measured:
+                row = {**measured_row(e, measured[e.key]), "section": row["section"],
+                       "number": row["number"]}
             claims.append({**rejudge(row, register), "section": row["section"],
                            "number": row["number"]})
         elif e.kind == "not_comparable" and e.section in sections:

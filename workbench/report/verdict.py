@@ -61,6 +61,9 @@ from typing import Any, cast
 
 import numpy as np
 
+from workbench.claims.measurement import CONFIDENCE, Estimate
+from workbench.claims.measurement import series as _series
+
 STATES = ("reproduced", "direction only", "tie", "contradicted", "not comparable", "not built")
 REPRODUCED, DIRECTION_ONLY, TIE, CONTRADICTED, NOT_COMPARABLE, NOT_BUILT = STATES
 
@@ -115,54 +118,6 @@ class Verdict:
             raise ValueError(f"unknown verdict state {self.state!r}; expected one of {STATES}")
 
 
-CONFIDENCE = 0.95  # the interval of a mean over seeds
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A measured value over seeds: the mean and its two-sided 95% interval (Student's t).
-
-    Attributes:
-        mean: the mean of the samples.
-        lo: the interval's lower end (``mean`` for one sample or identical samples).
-        hi: the interval's upper end.
-        n: the number of samples (seeds).
-    """
-
-    mean: float
-    lo: float
-    hi: float
-    n: int
-
-    @classmethod
-    def of(cls, samples: float | Sequence[float] | Estimate | None,
-           confidence: float = CONFIDENCE) -> Estimate | None:
-        """The estimate of ``samples``; None when any sample is missing (None, NaN, inf).
-
-        ``mean +- t(confidence, n - 1) s / sqrt(n)``; one sample is an interval of width 0.
-        """
-        if isinstance(samples, Estimate):
-            return samples
-        arr = _series(samples)
-        if arr is None:
-            return None
-        mean = float(arr.mean())
-        if arr.size < 2 or float(arr.std()) == 0.0:
-            return cls(mean, mean, mean, int(arr.size))
-        from scipy import stats
-        half = float(stats.t.ppf(0.5 + confidence / 2, arr.size - 1)
-                     * arr.std(ddof=1) / math.sqrt(arr.size))
-        return cls(mean, mean - half, mean + half, int(arr.size))
-
-    def text(self, fmt: Callable[[float], str]) -> str:
-        """``"2.73x (95% CI 2.61x-2.85x, n = 5)"``; ``"2.73x"`` for a single value."""
-        if self.n < 2:
-            return fmt(self.mean)
-        if self.lo == self.hi:
-            return f"{fmt(self.mean)} (identical over n = {self.n})"
-        return f"{fmt(self.mean)} (95% CI {fmt(self.lo)}-{fmt(self.hi)}, n = {self.n})"
-
-
 Measured = float | Sequence[float] | Estimate | None
 
 
@@ -189,15 +144,6 @@ def _finite(value: object) -> float | None:
     except (TypeError, ValueError):
         return None
     return out if math.isfinite(out) else None
-
-
-def _series(values: object) -> np.ndarray | None:
-    """``values`` as a 1-D float array, or None if empty or any entry is missing."""
-    try:
-        arr = np.atleast_1d(np.asarray(values, dtype=float)).ravel()
-    except (TypeError, ValueError):
-        return None
-    return arr if arr.size and np.isfinite(arr).all() else None
 
 
 def _range(paper: Paper, what: str) -> tuple[float, float]:

@@ -1,4 +1,4 @@
-"""Layer 9, the pipeline's stages: ``python -m workbench.stages <stage> ...`` (or
+"""Layer 10, the pipeline's stages: ``python -m workbench.stages <stage> ...`` (or
 ``workbench stage ...``).
 
 ==============  =================================================================================

@@ -1,0 +1,215 @@
+"""The claims' measures (workbench/claims): every register entry's function resolves, reads what
+the register says it reads, gives the committed claims table from the committed results, and
+does its arithmetic right on small hand-made outputs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench import claims
+from workbench.config import load
+from workbench.report import register as reg
+from workbench.report.check import claim_stages, measured_table
+from workbench.utils.paths import REPO_ROOT
+
+REGISTER = reg.load()
+
+
+@pytest.fixture(scope="module")
+def committed_cfg():
+    return load(params=REPO_ROOT / "params.yaml")
+
+
+def _fixture(tmp_path: Path, *stages: str):
+    """A results folder holding copies of the committed outputs of ``stages``, and its cfg."""
+    for stage in stages:
+        shutil.copytree(REPO_ROOT / "results" / stage, tmp_path / stage)
+    return load([f"paths.results={tmp_path}"], params=REPO_ROOT / "params.yaml")
+
+
+def test_every_measured_entry_names_a_measure_that_resolves() -> None:
+    for entry in REGISTER.entries:
+        if entry.kind == "not_comparable":
+            assert not entry.measure, entry.key
+            continue
+        assert entry.measure, f"{entry.key}: no measure named"
+        assert callable(claims.resolve(entry.measure)), entry.key
+
+
+def test_resolve_names_what_is_wrong() -> None:
+    with pytest.raises(claims.MeasureError, match="module one of het, esd"):
+        claims.resolve("nope.fig2_share")
+    with pytest.raises(claims.MeasureError, match="has no function 'fig99'"):
+        claims.resolve("het.fig99")
+
+
+def test_measures_read_only_what_the_register_says(committed_cfg) -> None:
+    """The register's measured_by (stage, file, also) is held to the files each measure reads."""
+    for entry in REGISTER.entries:
+        if not entry.measure:
+            continue
+        res = claims.Results(committed_cfg)
+        claims.measure(entry, res)
+        read_stages = {p.parts[0] for p in res.read}
+        declared = {entry.measured_by["stage"], *entry.measured_by.get("also", ())}
+        assert read_stages <= declared, f"{entry.key} reads {read_stages - declared} too"
+        assert entry.measured_by["stage"] in read_stages, entry.key
+        assert entry.measured_by["file"] in {p.name for p in res.read}, entry.key
+
+
+def test_claim_stages_are_pipeline_stages() -> None:
+    dvc_stages = set(yaml_stages())
+    assert set(claim_stages()) <= dvc_stages
+
+
+def yaml_stages() -> list[str]:
+    import yaml
+    return list(yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"])
+
+
+def test_committed_claims_table_is_what_the_measures_give(committed_cfg) -> None:
+    """reports/claims.csv (written through the notebooks' sections) equals the claims measured
+    straight from the committed results, no notebook run: the one arithmetic behind both."""
+    committed = pd.read_csv(REPO_ROOT / "reports" / "claims.csv").set_index("key")
+    measured = measured_table(committed_cfg)
+    assert list(measured.index) == list(committed.index)
+    for column in ("state", "measured", "setting", "note", "holds", "rule", "seeds"):
+        a, b = committed[column].fillna(""), measured[column].fillna("").astype(
+            committed[column].dtype if committed[column].dtype != object else object)
+        assert (a.astype(str) == b.astype(str)).all(), column
+    for column in ("mean", "ci_low", "ci_high"):
+        np.testing.assert_allclose(measured[column].astype(float), committed[column],
+                                   rtol=1e-12, equal_nan=True)
+
+
+# ---------------------------------------------------------------- the arithmetic, by hand
+
+def test_fig2_share_is_communication_over_the_epoch(tmp_path: Path) -> None:
+    cfg = _fixture(tmp_path, "het_time")
+    ds = cfg.experiments.het_time.dataset
+    fig2 = pd.read_csv(tmp_path / "het_time" / ds / "fig2.csv")
+    fig2.loc[fig2["model"] == "wdl", ["comm_s", "compute_s", "comm_share"]] = [3.0, 1.0, 0.75]
+    fig2.to_csv(tmp_path / "het_time" / ds / "fig2.csv", index=False)
+    m = claims.measure(REGISTER["het.fig2_share.wdl"], cfg)
+    assert m.payload["values"] == [0.75] and m.text == "75.0%"
+    by_speed = {p["value"]: p["values"][0] for p in m.conditions["compute speed"]}
+    assert by_speed[2.0] == pytest.approx(3 / 3.5) and by_speed[0.5] == pytest.approx(3 / 5)
+    # a model the stage did not run is a measurement with a reason, not a crash
+    fig2[fig2["model"] != "dcn"].to_csv(tmp_path / "het_time" / ds / "fig2.csv", index=False)
+    gone = claims.measure(REGISTER["het.fig2_share.dcn"], cfg)
+    assert gone.payload["values"] is None and "DCN was not run" in gone.payload["missing"]
+
+
+def test_fig7_comm_is_hybrid_over_cache_in_the_clusters_mode(tmp_path: Path) -> None:
+    cfg = _fixture(tmp_path, "het_time", "het_scale")
+    ds = cfg.experiments.het_time.dataset
+    path = tmp_path / "het_time" / ds / "fig7.csv"
+    fig7 = pd.read_csv(path)
+    mode = json.loads((tmp_path / "het_time" / ds / "summary.json").read_text())["dense_mode"]
+    at = (fig7["model"] == "deepfm") & np.isclose(fig7["bandwidth_gbps"], 10.0)
+    fig7.loc[at & (fig7["system"] == "Hybrid, no cache"), "comm_total_s"] = 12.0
+    fig7.loc[at & (fig7["system"] == "Cache s=100"), "comm_total_s"] = 4.0
+    fig7.to_csv(path, index=False)
+    m = claims.measure(REGISTER["het.fig7b_comm.deepfm"], cfg)
+    assert m.payload["values"] == [3.0] and m.text.startswith("3.00x (66.7% less)")
+    modes = {p["value"]: p["values"][0] for p in m.conditions["dense-sync mode"]}
+    assert modes[mode] == 3.0 and "table scale" not in m.conditions  # WDL's only
+    assert "table scale" in claims.measure(REGISTER["het.fig7b_comm.wdl"], cfg).conditions
+    fig7[~np.isclose(fig7["bandwidth_gbps"], 10.0)].to_csv(path, index=False)
+    gone = claims.measure(REGISTER["het.fig7b_comm.deepfm"], cfg)
+    assert "no 10 Gb/s point for deepfm" in gone.payload["missing"]
+
+
+def test_table1_is_the_ratio_per_replicate(tmp_path: Path) -> None:
+    cfg = _fixture(tmp_path, "het_train")
+    path = tmp_path / "het_train" / cfg.experiments.het_train.dataset / "summary.json"
+    summary = json.loads(path.read_text())
+    for rep in summary["replicates"]:
+        if rep["group"] == "systems" and rep["system"] in ("Hybrid, no cache", "Cache s=100"):
+            rep["time_to_target_s"] = (10.0 + rep["replicate"]) * (
+                4.0 if rep["system"] == "Hybrid, no cache" else 1.0)
+    path.write_text(json.dumps(summary))
+    m = claims.measure(REGISTER["het.table1_time_to_target"], cfg)
+    assert np.allclose(m.payload["values"], 4.0) and m.payload["missing"] is None
+    assert m.text.startswith("4.00x (identical over n = ")
+    assert "4.46-5.14x" in m.note  # the paper's range, from the register's paper_table
+
+
+def test_esd_cost_is_the_reduction_against_laia(tmp_path: Path) -> None:
+    cfg = _fixture(tmp_path, "esd")
+    path = tmp_path / "esd" / cfg.experiments.esd.dataset / "cost.csv"
+    cost = pd.read_csv(path)
+    base = cost["sweep"] == "base"
+    cost.loc[base & (cost["dispatcher"] == "laia"), "transfer_s_per_batch"] = 2.0
+    cost.loc[base & (cost["dispatcher"] == "hybriddis"), "transfer_s_per_batch"] = 1.5
+    cost.to_csv(path, index=False)
+    m = claims.measure(REGISTER["esd.cost"], cfg)
+    assert m.payload["values"] == [0.25] and m.text == "25.0% vs laia"
+    cost[~(cost["dispatcher"] == "laia")].to_csv(path, index=False)
+    assert claims.measure(REGISTER["esd.cost"], cfg).payload["values"] == [None]
+
+
+def test_recd_storage_is_shuffled_over_clustered_bytes(tmp_path: Path) -> None:
+    cfg = _fixture(tmp_path, "dedup")
+    exp = cfg.experiments.recd
+    path = tmp_path / "dedup" / "taobao_sample" / "storage.csv"
+    storage = pd.read_csv(path)
+    total = (storage["column_class"] == "total") & (storage["window"] == exp.window)
+    storage.loc[total & (storage["layout"] == "shuffled"), "bytes"] = 900
+    storage.loc[total & (storage["layout"] == "clustered"), "bytes"] = 300
+    storage.to_csv(path, index=False)
+    m = claims.measure(REGISTER["recd.storage"], cfg)
+    assert m.payload["values"] == [3.0] and m.text == "3.00x"
+
+
+def test_recd_train_pairs_the_rounds(tmp_path: Path) -> None:
+    cfg = _fixture(tmp_path, "dedup", "recd")
+    path = tmp_path / "recd" / "taobao_sample" / "timing_rounds.csv"
+    rounds = pd.read_csv(path)
+    mine = (rounds["phase"] == "train") & (rounds["layout"] == "clustered")
+    rounds.loc[mine & (rounds["path"] == "kjt"), "samples_per_s"] = 100.0
+    rounds.loc[mine & (rounds["path"] == "ikjt"), "samples_per_s"] = (
+        100.0 * (2.0 + 0.1 * rounds.loc[mine & (rounds["path"] == "ikjt"), "round"]))
+    rounds.to_csv(path, index=False)
+    m = claims.measure(REGISTER["recd.train"], cfg)
+    n = int(rounds.loc[mine, "round"].nunique())
+    assert m.payload["values"] == pytest.approx([2.0 + 0.1 * r for r in range(n)])
+
+
+def test_hotline_claims_are_modelled_on_their_servers(tmp_path: Path) -> None:
+    cfg = _fixture(tmp_path, "hotline")
+    exp = cfg.experiments.hotline
+    path = tmp_path / "hotline" / exp.dataset / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["speedup_modelled"][exp.hardware[0]]["hotline"] = 1.25
+    summary["speedup_modelled"][exp.hardware[-1]]["hotline"] = 1.75
+    path.write_text(json.dumps(summary))
+    assert claims.measure(REGISTER["hotline.v1_hybrid"], cfg).text == "1.25x modelled"
+    v2 = claims.measure(REGISTER["hotline.speedup"], cfg)
+    assert v2.text == "1.75x modelled" and v2.note.startswith("our time model")
+
+
+def test_flexshard_claims_follow_the_summary(tmp_path: Path) -> None:
+    cfg = _fixture(tmp_path, "flexshard")
+    path = tmp_path / "flexshard" / cfg.experiments.flexshard.claims_dataset / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["inter_traffic_reduction"], summary["latency_speedup"] = 0.5, None
+    summary["latency_speedup_note"] = "no all-to-all left"
+    path.write_text(json.dumps(summary))
+    traffic = claims.measure(REGISTER["flexshard.a2a_traffic"], cfg)
+    assert traffic.payload["values"] == [0.5] and traffic.text.startswith("50.0%")
+    latency = claims.measure(REGISTER["flexshard.comm_latency"], cfg)
+    assert latency.payload == {"values": None, "missing": "no all-to-all left"}
+
+
+def test_a_missing_output_names_the_file(tmp_path: Path) -> None:
+    cfg = _fixture(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"fig2.csv not found: the het_time stage has "
+                       r"not run here \(dvc repro het_time"):
+        claims.measure(REGISTER["het.fig2_share.wdl"], cfg)

@@ -1,0 +1,95 @@
+"""FlexShard's claims (inter-node traffic, all-to-all latency) from the ``flexshard`` stage.
+
+Reads ``results/flexshard/<ds>/``: ``summary.json`` (the plans replayed on the claims dataset:
+FlexShard's reduction of inter-node bytes and its all-to-all speedup over row-wise sharding,
+RW) and ``skew_sweep.csv`` (every plan re-planned at each slow-node NIC speed).
+
+* ``flexshard.a2a_traffic``: 1 - FlexShard / RW inter-node bytes per iteration;
+* ``flexshard.comm_latency``: RW / FlexShard all-to-all seconds per iteration (forward +
+  backward); the slow-node NIC speed and the dataset are the conditions of both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workbench.claims.measurement import EntryLike, Measurement, Results
+
+
+def runs(res: Results) -> dict[str, Any]:
+    """The available datasets' summaries and the claims dataset's skew sweep."""
+    def build() -> dict[str, Any]:
+        exp = res.cfg.experiments.flexshard
+        summaries = {}
+        for name in exp.datasets:
+            info = res.json("flexshard", name, "summary.json")
+            if info["available"]:
+                summaries[name] = info
+        skew = res.csv("flexshard", exp.claims_dataset, "skew_sweep.csv")
+        return {"summaries": summaries, "skew": skew}
+    return res.memo("flexshard", build)
+
+
+def ds_setting(res: Results, name: str) -> str:
+    """One dataset's table, lookups, skew and devices."""
+    s = runs(res)["summaries"][name]
+    return (f"{name}: {s['table_rows']:,}-row table, D = {s['embedding_dim']}, "
+            f"{s['lookups_per_device']:,.0f} lookups per device per iteration (mean history "
+            f"{s['mean_sequence_length']:.1f}), top 0.1% of rows take "
+            f"{100 * s['top_0.1%_share']:.0f}% of lookups; {s['topology']['devices']} devices")
+
+
+def _setting_note(res: Results) -> tuple[dict[str, Any], str, str]:
+    exp = res.cfg.experiments.flexshard
+    base = runs(res)["summaries"][exp.claims_dataset]
+    setting = (ds_setting(res, exp.claims_dataset) + f"; FlexShard t1 = "
+               f"{base['flexshard']['t1']:,}, t2 = {base['flexshard']['t2']:,}; memory limit "
+               f"{exp.memory_limit}")
+    note = ("our formalisation and assumed topology; the claims dataset is the session "
+            "generator at Criteo's full cardinality; replayed memory "
+            f"{float(base['memory_vs_rw']):.2f}x RW's (the planner bounds the expected memory)")
+    return base, setting, note
+
+
+def skew_points(res: Results, column: str, better: str) -> list[dict[str, Any]]:
+    """FlexShard against RW at every slow-node NIC speed: the traffic reduction or speedup."""
+    skew = runs(res)["skew"]
+    out = []
+    for factor, g in skew.groupby("slow_factor"):
+        by = g.set_index("plan")[column]
+        if "rw" in by and "flexshard" in by and by["rw"] > 0 and by["flexshard"] > 0:
+            value = (1 - by["flexshard"] / by["rw"]) if better == "reduction" \
+                else by["rw"] / by["flexshard"]
+            out.append({"value": float(factor), "values": [float(value)]})
+    return out
+
+
+def a2a_traffic(res: Results, entry: EntryLike) -> Measurement:
+    """FlexShard's inter-node traffic reduction against RW."""
+    base, setting, note = _setting_note(res)
+    reduction, summaries = base["inter_traffic_reduction"], runs(res)["summaries"]
+    return Measurement(
+        entry.key,
+        (f"{100 * reduction:.1f}% ({100 * float(base['traffic_reduction']):.1f}% of all bytes)"
+         if reduction is not None else "no ratio"), setting,
+        {"values": [reduction] if reduction is not None else None,
+         "missing": base.get("inter_traffic_reduction_note") or "no inter-node traffic"},
+        {"slow-node NIC speed": skew_points(res, "replay_inter_bytes", "reduction"),
+         "dataset": [{"value": n, "values": [s["inter_traffic_reduction"]]}
+                     for n, s in summaries.items() if s["inter_traffic_reduction"] is not None]},
+        note)
+
+
+def comm_latency(res: Results, entry: EntryLike) -> Measurement:
+    """FlexShard's all-to-all speedup against RW."""
+    base, setting, note = _setting_note(res)
+    speedup, summaries = base["latency_speedup"], runs(res)["summaries"]
+    return Measurement(
+        entry.key, f"{speedup:.2f}x" if speedup is not None else "no communication left",
+        setting,
+        {"values": [speedup] if speedup is not None else None,
+         "missing": base.get("latency_speedup_note") or "no communication left"},
+        {"slow-node NIC speed": skew_points(res, "replay_seconds", "speedup"),
+         "dataset": [{"value": n, "values": [s["latency_speedup"]]}
+                     for n, s in summaries.items() if s["latency_speedup"]]},
+        note + "; the all-to-all time of one iteration (forward + backward), not the whole step")
