@@ -21,26 +21,6 @@ from workbench.utils.paths import NOTEBOOK_DIR, REPO_ROOT
 NOTEBOOKS = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.py"))
 
 
-def test_every_notebook_is_in_the_pipeline() -> None:
-    assert NOTEBOOKS == sorted(load().pipeline.notebooks)
-
-
-def test_every_notebook_names_the_stages_it_reads() -> None:
-    from workbench.report.notebook import NOTEBOOK_STAGES
-    from workbench.stages import STAGES
-
-    assert sorted(NOTEBOOK_STAGES) == NOTEBOOKS
-    cfg = load()
-    for name, reads in NOTEBOOK_STAGES.items():
-        for stage, key in reads:
-            assert stage in STAGES, (name, stage)
-            value = cfg
-            for part in key.split("."):
-                value = getattr(value, part)  # the key exists in the config
-        source = (NOTEBOOK_DIR / f"{name}.py").read_text()
-        assert f'notebook_config("{name}", params_file, dataset' in source
-
-
 def _outputs(executed: Path) -> list[dict]:
     return [o for c in json.loads(executed.read_text())["cells"] for o in c.get("outputs", [])]
 

@@ -9,12 +9,13 @@ lower layer (``tests/test_layering.py`` walks every import to keep this true)::
                            ``dvc repro`` with independent stages side by side
    10  stages/, replay,    the stage registry and its command line; replaying your own traces;
        api                 the few calls a notebook cell makes (small live runs, tidy frames)
-    9  report/, arguments  papermill runner, report sections and their pages, the claims
-                           register and its rules, the claims index, the seaborn theme, the
-                           notebooks' exploration widgets; the range checks of api, notebook
-                           and command-line arguments (config keys' ranges)
-    8  claims/             every register entry's measure: reads ``results/``, returns the
-                           value, its interval and the sweeps of its assumed parameters
+    9  report/             papermill runner and the notebook registry, report sections and
+                           their pages, the claims register and its rules, the claims index,
+                           the seaborn theme, the notebooks' exploration widgets
+    8  claims/, arguments  every register entry's measure: reads ``results/``, returns the
+                           value, its interval and the sweeps of its assumed parameters; the
+                           range checks of api, notebook and command-line arguments (config
+                           keys' ranges)
     7  config, conf/       the configuration root: composes every layer's schema; conf/ is the
                            Hydra tree (package data)
     6  experiments/        one module per experiment stage, each owning its outputs
@@ -51,7 +52,7 @@ LAYERS: dict[str, int] = {
     "config": 7,
     "claims": 8,
     "report": 9,
-    "arguments": 9,
+    "arguments": 8,
     "stages": 10,
     "replay": 10,
     "api": 10,

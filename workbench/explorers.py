@@ -6,19 +6,9 @@ experiment live through :mod:`workbench.api`, in seconds, whenever a widget move
 as None starts at the configuration's value; a papermill parameter (``-p bandwidth_spread 100``)
 starts it elsewhere, so a papermill run executes the live variant at that value.
 
-===============  ===========================================  ================  =================
-notebook         knobs                                        api call          plot
-===============  ===========================================  ================  =================
-``datasets``     dataset, samples, top fraction               ``access_skew``   lookups vs rows
-``het``          policy, staleness bound, cache ratio         ``replay_cache``  traffic vs cache
-``het_train``    staleness bound, cache ratio                 ``train``         AUC vs time
-``esd``          bandwidth spread, cache ratio, batch         ``dispatch``      cost / dispatcher
-``recd``         dedup group, batch size                      ``ikjt``          dedup / batch
-``hotline``      hot fraction, profile rate                   ``hot_tier``      popular vs budget
-``flexshard``    replicated fraction, devices, batch          ``flexshard``     memory vs savings
-``distributed``  link bandwidth, latency                      ``train``         ms / iteration
-``combined``     mechanisms, spread, cache ratio, hot budget  ``train``         AUC vs time
-===============  ===========================================  ================  =================
+The notebook registry (:data:`workbench.report.notebook_registry.NOTEBOOKS`) names each
+explorer's knobs, their ranges and its live run; ``docs/notebooks.md`` shows them as a table
+(:func:`~workbench.report.notebook_registry.explorer_table`).
 
 Every builder takes the configuration (``load(params=params_file)``: its paths are the data
 read) and the knobs' initial values, and raises :class:`FileNotFoundError` when the data it
@@ -36,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -45,10 +35,11 @@ import numpy as np
 import pandas as pd
 
 from workbench import api
-from workbench.arguments import Arg, ArgumentError, arg, check, key
+from workbench.arguments import Arg, ArgumentError, check
 from workbench.cluster.config import CachePolicy
 from workbench.config import WorkbenchConfig
 from workbench.report.explore import Explorer, dropdown, log_slider
+from workbench.report.notebook_registry import NOTEBOOKS
 from workbench.utils.errors import UserError
 
 __all__ = ["BUILDERS", "KNOBS", "check_knobs", "notebook_config", "show", "datasets", "het",
@@ -56,33 +47,9 @@ __all__ = ["BUILDERS", "KNOBS", "check_knobs", "notebook_config", "show", "datas
 
 #: notebook -> its explorer's knobs that take a number or a fixed choice (the notebook's
 #: parameters of the same names) -> what each accepts: a config key's type and range, or its
-#: own. A knob given as None starts at the configuration's value and is not checked.
-KNOBS: dict[str, dict[str, Arg]] = {
-    "datasets": {"samples": arg(int, 1),
-                 "top_fraction": key("experiments.dataset_stats.skew_claim_fraction")},
-    "het": {"policy": key("experiments.het_cache.policy"),
-            "cache_ratio": key("experiments.het_cache.cache_ratio"),
-            "bound": key("experiments.het_cache.claim_bound")},
-    "het_train": {"bound": key("experiments.het_train.cache_bounds[]"),
-                  "cache_ratio": key("cache.ratio"), "steps": arg(int, 1)},
-    "esd": {"bandwidth_spread": key("experiments.esd.bandwidth_spread"),
-            "cache_ratio": key("experiments.esd.cache_ratio"),
-            "per_worker": key("experiments.esd.per_worker")},
-    "recd": {"batch_size": key("experiments.recd.train_batch_size"), "batches": arg(int, 1)},
-    "hotline": {"hot_fraction": key("experiments.combined.hot_fraction"),
-                "profile_rate": key("experiments.hotline.profile_rate")},
-    "flexshard": {"replicated_fraction": key("experiments.combined.replicated_fraction"),
-                  "devices": key("experiments.flexshard.device_sweep[]"),
-                  "per_device": key("experiments.flexshard.per_device_batch")},
-    # the live run's links: every worker's link is max_bandwidth_gbps (spread 1); a log slider
-    # cannot show a latency of 0
-    "distributed": {"bandwidth_gbps": key("experiments.combined.max_bandwidth_gbps"),
-                    "latency_ms": arg(float, 0.0, None, lo_open=True), "steps": arg(int, 1)},
-    "combined": {"bandwidth_spread": key("experiments.combined.bandwidth_spread"),
-                 "cache_ratio": key("experiments.combined.cache_ratio"),
-                 "hot_fraction": key("experiments.combined.hot_fraction"),
-                 "steps": arg(int, 1)},
-}
+#: own (the notebook registry's, :data:`workbench.report.notebook_registry.NOTEBOOKS`). A knob
+#: given as None starts at the configuration's value and is not checked.
+KNOBS: dict[str, Mapping[str, Arg]] = {name: nb.knobs for name, nb in NOTEBOOKS.items()}
 
 
 def check_knobs(name: str, where: str, **values: Any) -> None:

@@ -59,7 +59,7 @@ def resolve(name: str) -> Measure:
     if not callable(found):
         raise MeasureError(f"measure {name!r}: workbench/claims/{module}.py has no function "
                            f"{function!r}")
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def measure(entry: EntryLike, cfg: WorkbenchConfig | Results) -> Measurement:

@@ -30,12 +30,12 @@ def summary(res: Results) -> dict[str, Any]:
 def setting(res: Results) -> str:
     """The trained run's setting (dataset, model, hot set, device)."""
     s = summary(res)
-    return (f"{s['dataset']}: {s['train_samples']:,} train samples, DLRM D = {s['embedding_dim']}, "
-            f"batch {s['batch_size']:,}; hot set {s['hot_rows']:,} of {s['table_rows']:,} rows "
-            f"({100 * s['budget_fraction']:.1f}% of the table bytes = FAE's "
-            f"{s['budget_mb_full']:g} MiB at full Criteo scale), {100 * s['popular_fraction']:.1f}% "
-            f"of the inputs popular; {s['device']}, {s['threads']} compute thread(s) + 1 gather "
-            "thread")
+    return (f"{s['dataset']}: {s['train_samples']:,} train samples, DLRM D = "
+            f"{s['embedding_dim']}, batch {s['batch_size']:,}; hot set {s['hot_rows']:,} of "
+            f"{s['table_rows']:,} rows ({100 * s['budget_fraction']:.1f}% of the table bytes = "
+            f"FAE's {s['budget_mb_full']:g} MiB at full Criteo scale), "
+            f"{100 * s['popular_fraction']:.1f}% of the inputs popular; {s['device']}, "
+            f"{s['threads']} compute thread(s) + 1 gather thread")
 
 
 def server_of(res: Results, entry: EntryLike) -> str:

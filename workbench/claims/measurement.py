@@ -38,9 +38,14 @@ CONFIDENCE = 0.95  # the interval of a mean over seeds
 class EntryLike(Protocol):
     """What a measure reads from its register entry (:class:`workbench.report.register.Entry`)."""
 
-    key: str
-    ours: Mapping[str, Any]
-    paper_table: Mapping[str, Any]
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def ours(self) -> Mapping[str, Any]: ...
+
+    @property
+    def paper_table(self) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)

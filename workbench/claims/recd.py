@@ -25,7 +25,9 @@ READER_BATCH = 512  # the committed reader batch of the preprocessing claim (ass
 def runs(res: Results) -> dict[str, Any]:
     """The ``dedup`` stage's available datasets: summaries, dedup factors and storage bytes."""
     def build() -> dict[str, Any]:
-        summaries, notes, frames = {}, [], {"dedup": [], "storage": []}
+        summaries: dict[str, dict[str, Any]] = {}
+        notes: list[tuple[str, str]] = []
+        frames: dict[str, list[pd.DataFrame]] = {"dedup": [], "storage": []}
         for name in res.cfg.experiments.recd.datasets:
             d_summary = res.json("dedup", name, "summary.json")
             if not d_summary["available"]:

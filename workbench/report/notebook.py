@@ -34,6 +34,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from workbench.report.notebook_registry import NOTEBOOKS
 from workbench.utils.errors import MissingInputError, UserError
 from workbench.utils.paths import NOTEBOOK_DIR, REPO_ROOT, known_notebooks, repo_relative, resolve
 
@@ -43,24 +44,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Per notebook: the stages whose results it reads (``results/<stage>/<dataset>/``), each with
-#: the config key naming its dataset(s). A notebook's ``dataset`` parameter sets every key.
+#: the config key naming its dataset(s) (:data:`~workbench.report.notebook_registry.NOTEBOOKS`).
+#: A notebook's ``dataset`` parameter sets every key.
 NOTEBOOK_STAGES: dict[str, tuple[tuple[str, str], ...]] = {
-    "datasets": (("dataset-stats", "pipeline.datasets"),),
-    "het": (("het-cache", "experiments.het_cache.datasets"),),
-    "het_train": (("het-train", "experiments.het_train.dataset"),
-                  ("het-time", "experiments.het_time.dataset")),
-    "esd": (("esd", "experiments.esd.dataset"),),
-    "recd": (("dedup", "experiments.recd.datasets"), ("recd", "experiments.recd.datasets")),
-    "hotline": (("hotline-popularity", "experiments.hotline.popularity_datasets"),
-                ("hotline", "experiments.hotline.dataset")),
-    "flexshard": (("flexshard", "experiments.flexshard.datasets"),),
-    "distributed": (("distributed-check", "experiments.het_train.dataset"),),
-    "combined": (("combined", "experiments.combined.dataset"),),
-}
+    name: tuple((r.stage, r.key) for r in nb.reads) for name, nb in NOTEBOOKS.items()}
 #: The file that says a stage ran, where it is not ``summary.json``.
-_SUMMARY = {"dataset-stats": "stats.json"}
+_SUMMARY = {r.stage: r.summary for nb in NOTEBOOKS.values() for r in nb.reads
+            if r.summary != "summary.json"}
 #: Keys that follow the notebook's dataset without a stage of their own.
-_ALSO = {"flexshard": ("experiments.flexshard.claims_dataset",)}
+_ALSO = {name: nb.also for name, nb in NOTEBOOKS.items() if nb.also}
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 

@@ -34,10 +34,10 @@ import hashlib
 import json
 import platform
 import subprocess
+from collections.abc import Mapping
 from dataclasses import InitVar, asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any, cast
 
 import numpy as np

@@ -61,7 +61,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from workbench.claims.measurement import CONFIDENCE, Estimate
+from workbench.claims.measurement import Estimate
 from workbench.claims.measurement import series as _series
 
 STATES = ("reproduced", "direction only", "tie", "contradicted", "not comparable", "not built")
