@@ -284,13 +284,13 @@ def _modelled_steps(records: dict[str, list[StepRecord]], spans_ok: bool, row_by
     """The time model on every measured step: this machine fitted from the spans (the stage's
     ``fit_machine``) and the configured servers (rows counted per lookup, the stage's default,
     and per distinct row)."""
-    from workbench.experiments.hotline import _span_frame, _step_frame, fit_machine
+    from workbench.experiments.hotline import fit_machine, span_frame, step_frame
 
     models: dict[str, tuple[HardwareConfig, str]] = {}
     fitted = None
     if spans_ok:
-        steps = pd.concat([_step_frame(v, r) for v, r in records.items()], ignore_index=True)
-        spans = pd.concat([_span_frame(v, r) for v, r in records.items()], ignore_index=True)
+        steps = pd.concat([step_frame(v, r) for v, r in records.items()], ignore_index=True)
+        spans = pd.concat([span_frame(v, r) for v, r in records.items()], ignore_index=True)
         fitted = fit_machine(steps, spans, row_bytes, flops)
         models["this_machine"] = (fitted, "unique")
     for name, hw in hardware().items():
@@ -438,14 +438,10 @@ def part_stage(device: str, size: dict) -> dict[str, Any]:
     from workbench.experiments.config import HotlineConfig
     from workbench.experiments.hotline import (
         LABELS,
-        THIS_MACHINE,
         Rig,
-        _modelled,
-        _step_frame,
-        _sweep,
-        _timeline,
-        _train_all,
-        fit_machine,
+        sweep_budgets,
+        timeline_frame,
+        train_and_model,
     )
 
     s, model = size["stage"], size["model"]
@@ -476,18 +472,10 @@ def part_stage(device: str, size: dict) -> dict[str, Any]:
                                            popular_mask(train.keys, hot_mask(hot, rows)).mean()),
                                        "train_flops_per_sample": flops}}
     started = time.perf_counter()
-    metric_frames, step_inputs, span_frames = _train_all(rig, hot, budget, train, test, False)
+    trained = train_and_model(rig, hot, budget, train, test, hardware(), row_bytes, flops)
     out["train_seconds"] = time.perf_counter() - started
-    spans = pd.concat(span_frames, ignore_index=True)
-    steps = pd.concat([_step_frame(name, st) for name, st in step_inputs], ignore_index=True)
-    machine = fit_machine(steps, spans, row_bytes, flops)
-    models = {THIS_MACHINE: (machine, "unique"),
-              **{n_: (hw, exp.rows_unit) for n_, hw in hardware().items()}}
-    records = [r for _, st in step_inputs for r in st]
-    for name, (hw, unit) in models.items():
-        steps[f"model_{name}_s"] = [_modelled(r.kind, r.counts, r.synced_rows, hw, unit,
-                                              row_bytes, flops) for r in records]
-    metrics = pd.concat(metric_frames, ignore_index=True)
+    steps, spans, metrics = trained.steps, trained.spans, trained.metrics
+    models, machine = trained.models, trained.machine
     finals = metrics.groupby("scheme").tail(1).set_index("scheme")
     totals = steps.groupby("scheme")[["wall_s", *[f"model_{m}_s" for m in models]]].sum()
     runs = {}
@@ -506,13 +494,13 @@ def part_stage(device: str, size: dict) -> dict[str, Any]:
     out["speedup_modelled"] = {m: {k: runs["hybrid"][f"model_{m}_s"] / v[f"model_{m}_s"]
                                    for k, v in runs.items()} for m in models}
     out["fitted_this_machine"] = dataclasses.asdict(machine)
-    timeline = _timeline(steps, spans, models, row_bytes, flops, exp.timeline_step)
+    timeline = timeline_frame(steps, spans, models, row_bytes, flops, exp.timeline_step)
     out["timeline_rows"] = len(timeline)
     measured_tl = timeline[timeline["source"] == "measured"]
     out["timeline_measured"] = measured_tl[["scheme", "lane", "phase", "start", "end"]].to_dict(
         "records")
     started = time.perf_counter()
-    sweep = _sweep(rig, counts_full, train, models, row_bytes, flops)
+    sweep = sweep_budgets(rig, counts_full, train, models, row_bytes, flops)
     out["sweep_seconds"] = time.perf_counter() - started
     out["sweep"] = sweep.to_dict("records")
     return out

@@ -23,6 +23,7 @@ from workbench.cluster.time_model import ComputeCost, Links, SoftwareCost, time_
 from workbench.experiments import calibrate
 from workbench.experiments.config import ExperimentsConfig
 from workbench.models.config import ModelConfig
+from workbench.training import clock
 from workbench.training.trainer import ClusterSetup, ModelSpec, SystemSpec, Trainer, time_to_target
 from workbench.utils.validation import ConfigError
 
@@ -152,8 +153,8 @@ def test_clock_unit_counts_occurrences_or_iterations(clock: str, expected: int) 
         CacheSpec("lru", 4, 1, 1, clock="hour")
 
 
-def _shape(dim: int = 8) -> calibrate.ModelShape:
-    return calibrate.ModelShape("wdl", dataclasses.replace(MODEL, embedding_dim=dim), 13, 26)
+def _shape(dim: int = 8) -> clock.ModelShape:
+    return clock.ModelShape("wdl", dataclasses.replace(MODEL, embedding_dim=dim), 13, 26)
 
 
 def test_calibrate_writes_a_file_the_clock_reads(tmp_path: Path) -> None:
@@ -166,19 +167,19 @@ def test_calibrate_writes_a_file_the_clock_reads(tmp_path: Path) -> None:
     assert loaded.to_dict() == json.loads((out / "calibration.json").read_text())
     assert list(loaded.compute) == [compute_key("wdl", 8, 13, 26)] == list(written.compute)
     cluster = ClusterConfig()
-    compute, software = calibrate.clock_costs(cluster, out, _shape())
+    compute, software = clock.clock_costs(cluster, out, _shape())
     assert compute.per_sample_s >= 0 and compute.per_batch_s >= 0
     assert "calibrated" in compute.source and software.client_message_s >= 0
     # explicit and off software, FLOP compute: no calibration needed
     other = dataclasses.replace(cluster, compute="flops", software="explicit",
                                 client_message_us=7.0)
-    compute, software = calibrate.clock_costs(other, tmp_path / "missing", _shape())
+    compute, software = clock.clock_costs(other, tmp_path / "missing", _shape())
     assert "FLOP" in compute.source and software.client_message_s == pytest.approx(7e-6)
     # one run, one file: recalibrating replaces it whole (machine and settings included)
     calibrate.run(out, exp, shapes=[_shape(16)], wire_dims=[16], seed=0)
     assert set(Calibration.load(out).compute) == {_shape(16).key}
     off = dataclasses.replace(other, software="off")
-    assert calibrate.clock_costs(off, tmp_path / "missing", _shape())[1] == SoftwareCost(
+    assert clock.clock_costs(off, tmp_path / "missing", _shape())[1] == SoftwareCost(
         source="off")
 
 
@@ -198,8 +199,8 @@ def test_a_picked_dataset_reads_its_own_calibration_else_the_pipelines(tmp_path:
 
 def test_calibration_errors_name_the_stage(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="calibrate"):
-        calibrate.clock_costs(ClusterConfig(), tmp_path, _shape())
-    entry = {"fingerprint": calibrate.fingerprint(_shape().model), "per_batch_s": 1e-3,
+        clock.clock_costs(ClusterConfig(), tmp_path, _shape())
+    entry = {"fingerprint": clock.fingerprint(_shape().model), "per_batch_s": 1e-3,
              "per_sample_s": 1e-5}
     cal = Calibration(tmp_path, compute={_shape().key: entry},
                       software={"D8": dict(client_message_s=1e-5, client_row_s=0.0,
@@ -207,10 +208,10 @@ def test_calibration_errors_name_the_stage(tmp_path: Path) -> None:
     assert cal.compute_cost(_shape().key, entry["fingerprint"]).per_batch_s == 1e-3
     changed = dataclasses.replace(_shape().model, deep_mlp=[32])
     with pytest.raises(ConfigError, match="different model configuration"):
-        cal.compute_cost(_shape().key, calibrate.fingerprint(changed))
+        cal.compute_cost(_shape().key, clock.fingerprint(changed))
     # learning rates and the batch do not change a step's compute
     same = dataclasses.replace(_shape().model, lr_dense=0.5, batch_size=7)
-    assert calibrate.fingerprint(same) == entry["fingerprint"]
+    assert clock.fingerprint(same) == entry["fingerprint"]
     with pytest.raises(ConfigError, match="no compute timing"):
         cal.compute_cost("dcn/D8/dense13/sparse26", entry["fingerprint"])
     with pytest.raises(ConfigError, match="no software cost for D = 16"):

@@ -112,3 +112,31 @@ def test_sibling_layers_may_not_import_each_other(tmp_path: Path,
                   monkeypatch)
     assert _violations() == ["workbench/sparse/x.py:1: sparse (layer 3) imports "
                              "workbench.dispatch.base (layer 3)"]
+
+
+#: The experiments package's shared floor: schemas, the run context, fitting to the data. Every
+#: other module of the package is one stage, and a stage never imports another (what several
+#: stages use lives in the layer that owns it: training.clock, cluster.construction, ...).
+EXPERIMENTS_FLOOR = {"config", "context", "sizing"}
+
+
+def test_no_experiment_stage_imports_another() -> None:
+    experiments = PACKAGE / "experiments"
+    stages = {p.stem for p in experiments.glob("*.py")} - EXPERIMENTS_FLOOR - {"__init__"}
+    bad = [f"experiments/{path.name}:{line}: imports {module}"
+           for path in sorted(experiments.glob("*.py")) if path.stem in stages
+           for line, module in _imports(path)
+           if module.startswith("workbench.experiments.")
+           and module.split(".")[2] in stages - {path.stem}]
+    assert not bad, "\n".join(bad)
+
+
+def test_benchmarks_use_public_names_only() -> None:
+    """A benchmark times the package's public functions, never a module's private ones."""
+    bad = []
+    for path in sorted((PACKAGE.parent / "benchmarks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("workbench"):
+                bad += [f"{path.name}:{node.lineno}: {node.module}.{a.name}"
+                        for a in node.names if a.name.startswith("_")]
+    assert not bad, bad

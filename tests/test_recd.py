@@ -86,7 +86,7 @@ def test_recd_stage_outputs(ci_pipeline: Path) -> None:
 
 def test_preprocessing_paths_give_the_same_batch(ci_pipeline: Path) -> None:
     parts, _, _ = _dirs(ci_pipeline, "movielens_100k_sample")
-    meta = json.loads((parts / dedup.PARTITIONS_META).read_text())
+    meta = json.loads((parts / part.PARTITIONS_META).read_text())
     if not meta["available"]:
         pytest.skip("MovieLens sample not available")
     exp = load(params=ci_pipeline).experiments.recd

@@ -187,7 +187,7 @@ def test_a_training_stage_on_labels_of_one_class_stops_instead_of_reporting_nan(
 
     from workbench.data.pipeline import SingleClassError
     from workbench.data.schema import DatasetMeta
-    from workbench.experiments.het_train import load_split
+    from workbench.training.trainer import load_split
     from workbench.utils.paths import REPO_ROOT
 
     own = tmp_path / "own"

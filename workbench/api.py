@@ -158,7 +158,7 @@ def load(cfg: WorkbenchConfig, dataset: str | None = None, train_samples: int | 
     """
     from workbench.data.keys import table_rows
     from workbench.data.schema import DatasetMeta
-    from workbench.experiments.het_train import load_split
+    from workbench.training.trainer import load_split
 
     samples = arg(int, 1).or_none()
     check("api.load", train_samples=(train_samples, samples), test_samples=(test_samples, samples))
@@ -265,7 +265,7 @@ def _clock(cfg: WorkbenchConfig, cluster, model_name: str, data: Data):
     a live run must answer even on a machine that never ran ``make calibrate``)."""
     import logging
 
-    from workbench.experiments.calibrate import ModelShape, clock_costs
+    from workbench.training.clock import ModelShape, clock_costs
     from workbench.utils.validation import ConfigError
 
     shape = ModelShape(model_name, cfg.models[model_name], len(data.meta.dense),
@@ -303,8 +303,9 @@ def dispatch(data: Data, dispatchers: Sequence[str] = ("random", "laia", "hybrid
         ArgumentError: an unknown dispatcher or knob, a value outside its config key's range,
             or more samples per global batch than ``data`` holds.
     """
+    from workbench.cluster.construction import clock_cluster
     from workbench.dispatch.registry import DISPATCHERS
-    from workbench.experiments.esd import EsdPoint, clock_cluster, one_run
+    from workbench.experiments.esd import EsdPoint, one_run
 
     where = "api.dispatch"
     cfg = cfg or config()

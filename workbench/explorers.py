@@ -394,8 +394,7 @@ def recd(cfg: WorkbenchConfig, *, dedup_group: str | None = None,
     """
     import json
 
-    from workbench.data.partition import read_partitions
-    from workbench.experiments.dedup import PARTITIONS_META
+    from workbench.data.partition import PARTITIONS_META, read_partitions
 
     check_knobs("recd", "explorers.recd", batch_size=batch_size, batches=batches)
     exp = cfg.experiments.recd

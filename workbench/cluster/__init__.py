@@ -7,5 +7,7 @@ cost of a PS exchange (``software_cost``), measured on a minimal PS protocol (``
 served from a hash-map shard (``shard_table``), and the committed calibration the clock reads
 (``calibration``); HET's cache protocol between real processes (``remote_ps``) over framed
 messages (``wire``) through sender-shaped links (``shaped_link``) or a real network of namespaces
-whose links the kernel shapes (``edge_network``); the config schema (``config``). Imports
+whose links the kernel shapes (``edge_network``); the config schema (``config``) and the
+clusters built from an experiment's settings (``construction``: heterogeneous edge links, a
+cluster resized). Imports
 ``data`` and ``utils``."""

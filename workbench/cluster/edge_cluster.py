@@ -57,7 +57,7 @@ class EdgeCluster:
         dim: embedding width D.
         init_values: initial table ``[table_rows, dim]`` (default: zeros).
         software: the resolved per-message / per-row software cost of the clock (None: none;
-            ``workbench.experiments.calibrate.clock_costs`` resolves the config's).
+            ``workbench.training.clock.clock_costs`` resolves the config's).
 
     Example::
 

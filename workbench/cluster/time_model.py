@@ -340,3 +340,20 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
             "dense_s": np.array(dense, dtype=np.float64),
             "dense_total_s": np.array(total, dtype=np.float64),
             "step_s": np.broadcast_to(step, shape).copy()}
+
+
+def epoch_time(counters: np.ndarray, cluster: ClusterConfig, dim: int, compute: ComputeCost,
+               software: SoftwareCost, per_worker: int, dense_bytes: float, dense_sync: str,
+               sparse_sync: str) -> dict[str, float]:
+    """Per-epoch seconds of a replayed epoch: ``epoch_s``, ``compute_s``, ``comm_s`` (not
+    hidden) and ``comm_total_s`` (hidden or not); see the module docstring."""
+    links = Links.from_config(cluster, software)
+    t = time_model(counters, links, dim, compute.seconds(per_worker, links.speed), dense_bytes,
+                   dense_sync, sparse_sync)
+    step = t["step_s"][:, 0]
+    slowest_compute = t["compute_s"].max(axis=1)
+    comm_total = t["comm_s"].max(axis=1) + t["dense_total_s"][:, 0]
+    return {"epoch_s": float(step.sum()), "compute_s": float(slowest_compute.sum()),
+            "comm_s": float((step - slowest_compute).sum()),
+            "comm_total_s": float(comm_total.sum()),
+            "dense_exposed_s": float(t["dense_s"][:, 0].sum())}

@@ -249,3 +249,28 @@ def read_partitions(directory: Path | str, columns: Sequence[str] | None = None)
         raise MissingInputError(f"no part-*.parquet in {directory}: run the dedup stage")
     return pa.concat_tables([pq.read_table(p, columns=list(columns) if columns else None)
                              for p in parts])
+
+
+PARTITIONS_META = "partitions.json"
+
+#: Warn when more than this fraction of a dedup group's rows are empty (nothing to deduplicate).
+EMPTY_WARN_FRACTION = 0.5
+
+#: The dataset options and the formats of one's own files that have sessions.
+SESSION_SOURCES = ("dataset=synthetic_sessions, synthetic_sessions_full, movielens_* or taobao_*, "
+                   "or your own files with dataset=local and dataset.format = movielens_100k, "
+                   "movielens_1m, movielens_20m, movielens_csv, taobao_user_behavior, "
+                   "session_clicks or diginetica_views")
+
+
+def require_sessions(meta: DatasetMeta, datasets: Sequence[str]) -> None:
+    """Stop when the dataset has no session/user column: RecD has nothing to cluster by.
+
+    Raises:
+        NoSessionsError: naming the dataset and the datasets and formats that have sessions.
+    """
+    if not meta.has_session:
+        raise NoSessionsError(
+            f"dataset {meta.name} has no session/user column, and RecD clusters and "
+            f"deduplicates the samples of a session: use data with sessions, {SESSION_SOURCES} "
+            f"(the pipeline runs RecD on experiments.recd.datasets = {list(datasets)})")

@@ -19,16 +19,13 @@ explicit step (``make calibrate``), after which the downstream stages rerun. The
 carry a fingerprint of the model's configuration: changing ``models.wdl`` without recalibrating
 is an error that names this stage.
 
-:func:`clock_costs` is how every timed experiment turns ``cluster.compute`` and
-``cluster.software`` into the clock's :class:`~workbench.cluster.time_model.ComputeCost` and
-:class:`~workbench.cluster.time_model.SoftwareCost`.
+:func:`workbench.training.clock.clock_costs` is how every timed experiment turns
+``cluster.compute`` and ``cluster.software`` into the clock's costs.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import logging
 import os
 import platform
@@ -39,42 +36,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from workbench.cluster.calibration import Calibration, compute_key, software_key
-from workbench.cluster.config import ClusterConfig
+from workbench.cluster.calibration import Calibration, software_key
 from workbench.cluster.software_cost import fit_linear, measure
-from workbench.cluster.time_model import ComputeCost, SoftwareCost
+from workbench.cluster.time_model import SoftwareCost
 from workbench.experiments.config import CalibrationConfig, ExperimentsConfig
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, flops_per_sample
+from workbench.training.clock import ModelShape, fingerprint
 from workbench.training.trainer import dense_optimizer
 
 log = logging.getLogger(__name__)
-#: ModelConfig fields that do not change the compute of one step.
-NOT_COMPUTE = ("lr_dense", "lr_sparse", "batch_size", "init_scale")
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelShape:
-    """One model to calibrate: its config name, config, and the dataset shape it runs on."""
-
-    name: str
-    model: ModelConfig
-    n_dense: int
-    n_sparse: int
-
-    @property
-    def key(self) -> str:
-        """Its :func:`~workbench.cluster.calibration.compute_key`."""
-        return compute_key(self.name, self.model.embedding_dim, self.n_dense, self.n_sparse)
-
-
-def fingerprint(model: ModelConfig) -> str:
-    """A short hash of the fields of ``model`` that set its compute (not the learning rates
-    or the batch size)."""
-    fields = {k: v for k, v in dataclasses.asdict(model).items() if k not in NOT_COMPUTE}
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
-
-
 def time_model_step(shape: ModelShape, batch_sizes: list[int], repeats: int, warmup: int,
                     seed: int) -> dict[str, Any]:
     """Median seconds of one training step of ``shape`` per batch size, and the linear fit.
@@ -180,56 +151,6 @@ def run(out: Path, exp: CalibrationConfig, *, shapes: list[ModelShape], wire_dim
     with atomic_dir(out) as tmp:
         write_json(tmp / "calibration.json", calibration.to_dict())
     return calibration
-
-
-def clock_costs(cluster: ClusterConfig, calibration_dir: Path, shape: ModelShape,
-                wire_dim: int | None = None) -> tuple[ComputeCost, SoftwareCost]:
-    """The clock's compute and software costs for ``shape`` under ``cluster``'s settings.
-
-    Args:
-        cluster: its ``compute`` (``calibrated`` / ``flops``) and ``software`` (``calibrated``
-            / ``explicit`` / ``off``) choose the source.
-        calibration_dir: ``results/calibration`` (read only when something is calibrated).
-        shape: the model and dataset shape timed.
-        wire_dim: the width of a row on the wire (default: the model's embedding width).
-
-    Raises:
-        ConfigError: a calibrated value is missing or stale (names the stage to run).
-    """
-    dim = shape.model.embedding_dim if wire_dim is None else wire_dim
-    needs = cluster.compute == "calibrated" or cluster.software == "calibrated"
-    calibration = Calibration.load(calibration_dir) if needs else None
-    if cluster.compute == "calibrated":
-        assert calibration is not None  # loaded whenever a cost is calibrated
-        compute = calibration.compute_cost(shape.key, fingerprint(shape.model))
-    else:
-        model = build_model(shape.model, shape.n_dense, shape.n_sparse)
-        compute = ComputeCost.from_flops(
-            3 * flops_per_sample(model, shape.n_dense, shape.n_sparse,
-                                 shape.model.embedding_dim), cluster.gflops)
-    if cluster.software == "calibrated":
-        assert calibration is not None
-        software = calibration.software_cost(dim)
-    elif cluster.software == "explicit":
-        software = SoftwareCost(1e-6 * cluster.client_message_us, 1e-6 * cluster.client_row_us,
-                                1e-6 * cluster.server_message_us, 1e-6 * cluster.server_row_us,
-                                source="cluster.*_us")
-    else:
-        software = SoftwareCost(source="off")
-    return compute, software
-
-
-def clock_summary(cluster: ClusterConfig, compute: ComputeCost,
-                  software: SoftwareCost) -> dict[str, Any]:
-    """The clock a timed experiment ran on, as its summary records it (and reports print)."""
-    return {"overlap": cluster.overlap, "compute": cluster.compute,
-            "per_sample_s": compute.per_sample_s, "per_batch_s": compute.per_batch_s,
-            "compute_source": compute.source, "software": cluster.software,
-            "client_message_s": software.client_message_s, "client_row_s": software.client_row_s,
-            "server_message_s": software.server_message_s, "server_row_s": software.server_row_s,
-            "software_source": software.source, "dense_mode": cluster.dense_mode,
-            "describe": f"{compute.describe()}; {software.describe()}; overlap {cluster.overlap}"
-                        f"; dense sync {cluster.dense_sync().describe()}"}
 
 
 def required(models: dict[str, ModelConfig], exps: ExperimentsConfig,

@@ -95,7 +95,7 @@ def replicated_sets(keys: np.ndarray, rows: int, exp: CombinedConfig, dim: int,
     (:func:`~workbench.data.popularity.hot_keys`); FlexShard ranks rows by their Good-Turing
     access probability and replicates the first ``replicated_fraction`` (its tier 0).
     """
-    from workbench.experiments.flexshard import estimate_probability
+    from workbench.sharding.planner import estimate_probability
     from workbench.sharding.plans import rank_order
 
     counts = profile_counts(keys, rows, exp.profile_rate, np.random.default_rng(seed + 7))
@@ -116,7 +116,7 @@ def dispatcher_for(exp: CombinedConfig, on: frozenset[str], laia: bool) -> str:
 def run_cluster(exp: CombinedConfig, cluster: ClusterConfig, het: bool) -> ClusterConfig:
     """ESD's base edge links with the clock settings of ``cluster``; overlap is HET's
     prefetch when ``het`` is on, none otherwise."""
-    from workbench.experiments.esd import clock_cluster
+    from workbench.cluster.construction import clock_cluster
 
     return dataclasses.replace(clock_cluster(exp, cluster),
                                overlap="prefetch" if het else "none")
@@ -233,8 +233,8 @@ def run(ctx: RunContext, exp: CombinedConfig, *, esd: EsdConfig, dataset: Datase
                                                    ctx.calibration, ctx.progress)
     from tqdm.auto import tqdm
 
-    from workbench.experiments.calibrate import ModelShape, clock_costs, clock_summary
-    from workbench.experiments.het_train import load_split
+    from workbench.training.clock import ModelShape, clock_costs, clock_summary
+    from workbench.training.trainer import load_split
     from workbench.utils.io import atomic_dir, write_json
 
     meta = DatasetMeta.read(processed)

@@ -22,7 +22,7 @@
   features per layout, window and batch size. The dedup factor counts the non-empty rows of a
   group only; rows whose group is empty (no history, nothing else in the group) are
   ``empty_rows``, and the stage warns when they are most of the rows
-  (:data:`EMPTY_WARN_FRACTION`), since then the factor describes a few rows
+  (:data:`workbench.data.partition.EMPTY_WARN_FRACTION`), since then the factor describes a few rows
   (:mod:`workbench.sparse.reader`).
 
 The partitions and the results are one commit (:func:`workbench.utils.io.atomic_dirs`): both
@@ -47,31 +47,6 @@ from workbench.sparse import reader
 
 log = logging.getLogger(__name__)
 
-PARTITIONS_META = "partitions.json"
-
-#: Warn when more than this fraction of a dedup group's rows are empty (nothing to deduplicate).
-EMPTY_WARN_FRACTION = 0.5
-
-#: The dataset options and the formats of one's own files that have sessions.
-SESSION_SOURCES = ("dataset=synthetic_sessions, synthetic_sessions_full, movielens_* or taobao_*, "
-                   "or your own files with dataset=local and dataset.format = movielens_100k, "
-                   "movielens_1m, movielens_20m, movielens_csv, taobao_user_behavior, "
-                   "session_clicks or diginetica_views")
-
-
-def require_sessions(meta: DatasetMeta, exp: RecdConfig) -> None:
-    """Stop when the dataset has no session/user column: RecD has nothing to cluster by.
-
-    Raises:
-        NoSessionsError: naming the dataset and the datasets and formats that have sessions.
-    """
-    if not meta.has_session:
-        raise part.NoSessionsError(
-            f"dataset {meta.name} has no session/user column, and RecD clusters and "
-            f"deduplicates the samples of a session: use data with sessions, {SESSION_SOURCES} "
-            f"(the pipeline runs RecD on experiments.recd.datasets = {exp.datasets})")
-
-
 def warn_empty_groups(name: str, groups: list[list[str]], empty: list[int], rows: int,
                       exp: RecdConfig, sequences: dict[str, str]) -> None:
     """Log a warning for each dedup group empty in most rows, with the numbers.
@@ -85,7 +60,7 @@ def warn_empty_groups(name: str, groups: list[list[str]], empty: list[int], rows
         sequences: the dataset's sequence features (``DatasetMeta.sequences``).
     """
     for group, n in zip(groups, empty, strict=True):
-        if n <= EMPTY_WARN_FRACTION * rows:
+        if n <= part.EMPTY_WARN_FRACTION * rows:
             continue
         hint = ""
         if exp.history == "snapshot" and any(key in sequences for key in group):
@@ -159,10 +134,10 @@ def run(processed: Path, partitions: Path, out: Path, exp: RecdConfig, seed: int
 
     with atomic_dirs(partitions, out) as (tmp_parts, tmp_out):  # one commit for both
         if unavailable_result(processed, tmp_out / "summary.json"):
-            write_json(tmp_parts / PARTITIONS_META, {"available": False})
+            write_json(tmp_parts / part.PARTITIONS_META, {"available": False})
             return
         table, meta = part.read_train_table(processed)
-        require_sessions(meta, exp)
+        part.require_sessions(meta, exp.datasets)
         table, sessions = part.prepare_table(table, meta, exp.session_gap_s, exp.history)
         log_rows = part.log_order(table, meta)
         groups, plain = reader.dedup_groups(meta, exp.dedup_groups)
@@ -189,7 +164,7 @@ def run(processed: Path, partitions: Path, out: Path, exp: RecdConfig, seed: int
             "partition_bytes": written,
             "storage_ratio": _ratio(storage, "bytes", window=exp.window, column_class="total"),
         }
-        write_json(tmp_parts / PARTITIONS_META, {
+        write_json(tmp_parts / part.PARTITIONS_META, {
             **info, "keys": reader.sparse_keys(meta), "dense": meta.dense,
             "cardinalities": meta.cardinalities, "sequences": meta.sequences,
             "partitions": {layout: len(list((tmp_parts / layout).glob("part-*.parquet")))

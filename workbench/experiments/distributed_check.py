@@ -63,12 +63,11 @@ from workbench.cluster.wire import CATEGORIES, GLOO_TRANSFER_BYTES, HEADER_BYTES
 from workbench.data.config import DatasetConfig
 from workbench.data.keys import table_rows
 from workbench.data.schema import DatasetMeta
-from workbench.experiments.calibrate import ModelShape, clock_costs, clock_summary
 from workbench.experiments.config import DistributedCheckConfig, EsdConfig
 from workbench.experiments.context import RunContext
-from workbench.experiments.het_train import load_split
 from workbench.experiments.sizing import largest_fit, require_samples
 from workbench.models.config import ModelConfig
+from workbench.training.clock import ModelShape, clock_costs, clock_summary
 from workbench.training.distributed import (
     DistributedJob,
     DistributedProcessError,
@@ -82,6 +81,7 @@ from workbench.training.trainer import (
     Split,
     SystemSpec,
     Trainer,
+    load_split,
 )
 
 log = logging.getLogger(__name__)

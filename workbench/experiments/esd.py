@@ -35,12 +35,13 @@ import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.construction import clock_cluster, edge_cluster_config
 from workbench.cluster.edge_cluster import EdgeCluster
 from workbench.cluster.time_model import ComputeCost
 from workbench.data.config import DatasetConfig
@@ -60,42 +61,12 @@ log = logging.getLogger(__name__)
 VALUE_DIM = 4  # rows moved in the replay; bytes use the model's embedding width
 
 
-class EdgeLinks(Protocol):
-    """The edge links' settings of a config (:class:`EsdConfig`, ``CombinedConfig``)."""
-
-    @property
-    def workers(self) -> int: ...
-    @property
-    def bandwidth_spread(self) -> float: ...
-    @property
-    def max_bandwidth_gbps(self) -> float: ...
-    @property
-    def latency_ms(self) -> float: ...
-
-
-def edge_cluster_config(exp: EdgeLinks, workers: int, spread: float) -> ClusterConfig:
-    """Heterogeneous edge links: bandwidths log-spaced from max / spread to max."""
-    bandwidths = np.geomspace(exp.max_bandwidth_gbps / spread, exp.max_bandwidth_gbps, workers)
-    return ClusterConfig(name=f"edge x{spread:g}", workers=workers,
-                         bandwidth_gbps=[float(b) for b in bandwidths],
-                         latency_ms=[exp.latency_ms], speed=[1.0],
-                         ps_bandwidth_gbps=exp.max_bandwidth_gbps * workers)
-
-
 def edge_cluster(exp: EsdConfig, links: ClusterConfig, rows: int,
                  cache_ratio: float) -> EdgeCluster:
     """The emulated edge cluster of one ESD point: ``links`` (:func:`edge_cluster_config`),
     LRU HET caches of ``cache_ratio`` with read and write bound ``exp.bound``."""
     return EdgeCluster(links, CacheConfig(policy="lru", ratio=cache_ratio, read_bound=exp.bound,
                                           write_bound=exp.bound), rows, VALUE_DIM)
-
-
-def clock_cluster(exp: EdgeLinks, cluster: ClusterConfig,
-                  spread: float | None = None) -> ClusterConfig:
-    """ESD's base edge links (:func:`edge_cluster_config`; at ``spread`` if given) with the
-    clock settings of ``cluster`` (compute, software cost, overlap, dense synchronisation)."""
-    spread = exp.bandwidth_spread if spread is None else spread
-    return edge_cluster_config(exp, exp.workers, spread).with_clock_of(cluster)
 
 
 def worker_capacities(cluster: ClusterConfig, per_worker: int, mode: str) -> np.ndarray:
@@ -300,7 +271,7 @@ def run(ctx: RunContext, exp: EsdConfig, *, train: HetTrainConfig, dataset: Data
     points += [("budget", change(base, budget_fraction=f)) for f in exp.budget_sweep]
     runs_of = {sweep: [d for d in exp.dispatchers if sweep != "budget" or d == "hybriddis"]
                for sweep, _ in points}
-    from workbench.experiments.calibrate import ModelShape, clock_costs
+    from workbench.training.clock import ModelShape, clock_costs
 
     cluster_cfg = clock_cluster(exp, cluster)
     compute, software = clock_costs(cluster_cfg, calibration, ModelShape(
@@ -380,13 +351,13 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
     """
     from workbench.cluster.edge_cluster import reclock
     from workbench.cluster.time_model import Links
-    from workbench.experiments.calibrate import clock_summary
-    from workbench.experiments.het_train import load_split
+    from workbench.training.clock import clock_summary
     from workbench.training.trainer import (
         Mechanisms,
         ModelSpec,
         SystemSpec,
         Trainer,
+        load_split,
         time_to_target,
     )
 

@@ -42,7 +42,13 @@ from workbench.data.preprocess import read_split
 from workbench.data.schema import DatasetMeta
 from workbench.experiments.config import FlexShardConfig
 from workbench.sharding.config import TopologyConfig
-from workbench.sharding.planner import best_cut, candidate_cuts, evaluate_cuts
+from workbench.sharding.planner import (
+    best_cut,
+    candidate_cuts,
+    estimate_probability,
+    evaluate_cuts,
+    missing_mass,
+)
 from workbench.sharding.plans import (
     Plan,
     column_wise,
@@ -118,63 +124,6 @@ class SequenceLookups:
         rows = self.values[starts + np.arange(lens.sum())]
         src = np.repeat(np.arange(devices * per_device) // per_device, lens)
         return src.astype(np.int64), rows
-
-
-def estimate_probability(counts: np.ndarray, estimator: str = "good_turing",
-                         missing: float | None = None) -> np.ndarray:
-    """Each row's share of the lookups from profiled ``counts``.
-
-    ``frequency``: ``count / total``. ``good_turing``: the unseen rows share the missing mass
-    ``m`` evenly, and the seen rows get ``(1 - m) count / total``; ``m`` is ``missing`` when
-    given (:func:`missing_mass`), else rows seen exactly once over all lookups (Good 1953, for
-    independent lookups); with every row seen (or ``m = 0``) it is the frequency.
-
-    Raises:
-        ValueError: the profile saw no lookups, or ``missing`` is outside ``[0, 1]``.
-    """
-    counts = np.asarray(counts, dtype=float)
-    total = counts.sum()
-    if total <= 0:
-        raise ValueError("the profile saw no lookups")
-    if missing is not None and not 0.0 <= missing <= 1.0:
-        raise ValueError(f"missing = {missing}: a probability mass must be in [0, 1]")
-    p = counts / total
-    unseen = counts == 0
-    if estimator == "frequency" or not unseen.any():
-        return p
-    m = float((counts == 1).sum()) / total if missing is None else float(missing)
-    p *= 1.0 - m
-    p[unseen] = m / unseen.sum()
-    return p
-
-
-def missing_mass(profile: Sequence[np.ndarray], rows: int) -> float | None:
-    """Good-Turing's missing mass with the iteration, not the lookup, as the independent unit.
-
-    The share of the profile's lookups that go to rows seen in exactly one of its iterations:
-    left out in turn, each iteration's lookups on rows no other iteration saw estimate the
-    share of a new iteration's lookups on rows the profile missed (for a profile one iteration
-    shorter: a slight over-estimate, the safe side for a memory limit). Lookups inside an
-    iteration are not independent (a sample's history repeats its user's earlier items, and
-    consecutive samples of a session share most of them), so hardly any row is looked up
-    exactly once and the per-lookup estimate, rows seen once / lookups, is near zero: 0.04-0.9%
-    on our sequence datasets, where 12-20% of the replayed lookups went to rows the profile had
-    not seen. A planner told those rows are free filled RW's memory with replicas and then paid
-    for their traffic in buffers (replayed memory up to 1.24x RW's under ``memory_limit: rw``).
-
-    Args:
-        profile: the row ids looked up in each profiled iteration.
-        rows: N, rows of the table.
-
-    Returns:
-        The missing mass, or None with fewer than two iterations (no iteration to leave out).
-    """
-    if len(profile) < 2:
-        return None
-    lookups = np.concatenate(profile)
-    counts = np.bincount(lookups, minlength=rows)
-    iterations = np.bincount(np.concatenate([np.unique(r) for r in profile]), minlength=rows)
-    return float(counts[iterations == 1].sum() / lookups.size) if lookups.size else None
 
 
 def profile_lookups(data: SequenceLookups, exp: FlexShardConfig,

@@ -34,14 +34,15 @@ import pandas as pd
 
 from workbench.cluster.cache import C_INDEX
 from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.construction import resized_cluster
+from workbench.cluster.time_model import epoch_time
 from workbench.data.config import SyntheticConfig
 from workbench.data.synthetic import SyntheticGenerator
-from workbench.experiments.calibrate import ModelShape, clock_costs, clock_summary
 from workbench.experiments.config import HetScaleConfig
 from workbench.experiments.context import RunContext
-from workbench.experiments.het_time import epoch_time, replay_counters, resized_cluster
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, dense_parameter_count
+from workbench.training.clock import ModelShape, clock_costs, clock_summary, replay_counters
 
 log = logging.getLogger(__name__)
 N_DENSE = 13  # the synthetic generator's shape (Criteo's): the clock's calibrated model

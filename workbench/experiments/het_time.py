@@ -47,19 +47,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workbench.cluster.cache import COUNTERS
 from workbench.cluster.config import CacheConfig, ClusterConfig
-from workbench.cluster.edge_cluster import EdgeCluster, replay
-from workbench.cluster.time_model import ComputeCost, Links, SoftwareCost, time_model
+from workbench.cluster.construction import resized_cluster
+from workbench.cluster.time_model import ComputeCost, SoftwareCost, epoch_time
 from workbench.data.keys import read_keys, table_rows
 from workbench.data.schema import DatasetMeta
-from workbench.dispatch.base import build_trace
-from workbench.experiments.calibrate import ModelShape, clock_costs, clock_summary
 from workbench.experiments.config import HetTimeConfig
 from workbench.experiments.context import RunContext
 from workbench.experiments.sizing import fitting, require_global_batch
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, dense_parameter_count
+from workbench.training.clock import ModelShape, clock_costs, clock_summary, replay_counters
 
 log = logging.getLogger(__name__)
 #: HET's systems: (label, cache bound or None for no cache, dense sync, sparse sync).
@@ -68,54 +66,6 @@ SYSTEMS = (("PS (ASP), no cache", None, "ps", "ps"),
            ("AllReduce (sparse AllGather)", None, "allreduce", "allgather"),
            ("Cache s=10", 10, "allreduce", "ps"),
            ("Cache s=100", 100, "allreduce", "ps"))
-
-
-def replay_counters(keys: np.ndarray, rows: int, workers: int, per_worker: int,
-                    cache: CacheConfig, dispatcher: str, seed: int) -> np.ndarray:
-    """Per-iteration counter deltas ``[iterations, workers, counters]`` of one epoch."""
-    trace = build_trace(keys, workers, per_worker, dispatcher, seed=seed)
-    cluster = EdgeCluster(ClusterConfig(workers=workers), cache, rows, dim=4)
-    replay(cluster, trace, order="bsp")
-    hist = cluster.history()
-    return hist[list(COUNTERS)].to_numpy().reshape(trace.shape[0], workers, len(COUNTERS))
-
-
-def epoch_time(counters: np.ndarray, cluster: ClusterConfig, dim: int, compute: ComputeCost,
-               software: SoftwareCost, per_worker: int, dense_bytes: float, dense_sync: str,
-               sparse_sync: str) -> dict[str, float]:
-    """Per-epoch seconds of a replayed epoch: ``epoch_s``, ``compute_s``, ``comm_s`` (not
-    hidden) and ``comm_total_s`` (hidden or not); see the module docstring."""
-    links = Links.from_config(cluster, software)
-    t = time_model(counters, links, dim, compute.seconds(per_worker, links.speed), dense_bytes,
-                   dense_sync, sparse_sync)
-    step = t["step_s"][:, 0]
-    slowest_compute = t["compute_s"].max(axis=1)
-    comm_total = t["comm_s"].max(axis=1) + t["dense_total_s"][:, 0]
-    return {"epoch_s": float(step.sum()), "compute_s": float(slowest_compute.sum()),
-            "comm_s": float((step - slowest_compute).sum()),
-            "comm_total_s": float(comm_total.sum()),
-            "dense_exposed_s": float(t["dense_s"][:, 0].sum())}
-
-
-def resized_cluster(cfg: ClusterConfig, workers: int | None = None, bandwidth: float | None = None,
-             ps_shards: int | None = None, dense_mode: str | None = None) -> ClusterConfig:
-    """``cfg`` resized to ``workers`` (per-worker lists repeat cyclically) and, if given, with
-    every link (workers' and servers') at ``bandwidth`` Gb/s, ``ps_shards`` servers and dense
-    synchronisation ``dense_mode``."""
-    workers = cfg.workers if workers is None else workers
-    values: dict[str, Any] = {}
-    for key in ("bandwidth_gbps", "latency_ms", "speed"):
-        per = cfg.per_worker(key)
-        values[key] = per[:1] if len(set(per)) == 1 else [per[i % len(per)]
-                                                          for i in range(workers)]
-    if bandwidth is not None:
-        values["bandwidth_gbps"] = [bandwidth]
-        values["ps_bandwidth_gbps"] = bandwidth
-    if ps_shards is not None:
-        values["ps_shards"] = ps_shards
-    if dense_mode is not None:
-        values["dense_mode"] = dense_mode
-    return dataclasses.replace(cfg, workers=workers, **values)
 
 
 def run(ctx: RunContext, exp: HetTimeConfig, *, per_worker: int,

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import logging
 import math
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -42,15 +41,14 @@ import pandas as pd
 
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.data.config import DatasetConfig
-from workbench.data.keys import sample_keys, table_rows
-from workbench.data.preprocess import read_split
-from workbench.data.schema import LABEL, DatasetMeta
+from workbench.data.keys import table_rows
+from workbench.data.schema import DatasetMeta
 from workbench.dispatch.registry import DispatcherSpec
-from workbench.experiments.calibrate import ModelShape, clock_costs, clock_summary
 from workbench.experiments.config import HetTrainConfig
 from workbench.experiments.context import RunContext
 from workbench.experiments.sizing import largest_fit, require_samples
 from workbench.models.config import ModelConfig
+from workbench.training.clock import ModelShape, clock_costs, clock_summary
 from workbench.training.trainer import (
     ClusterSetup,
     Mechanisms,
@@ -58,37 +56,12 @@ from workbench.training.trainer import (
     Split,
     SystemSpec,
     Trainer,
+    load_split,
     time_to_target,
 )
 
 log = logging.getLogger(__name__)
 INFINITE = 10**9
-
-
-def load_split(processed: Path, meta: DatasetMeta, split: str, limit: int | None) -> Split:
-    """One encoded split as arrays (dense float32, global keys, labels).
-
-    Raises:
-        SingleClassError: the train split's labels (the first ``limit``) are all one class: no
-            model could learn, and the AUC every training stage reports would be nan (a session
-            log without its purchases file is labelled all 0); the stage stops before training,
-            in one line. A test split is not checked (an explorer may read a single row).
-    """
-    from workbench.data.pipeline import SingleClassError
-
-    frame = read_split(processed, split, columns=[LABEL, *meta.dense, *meta.categorical])
-    if limit is not None:
-        frame = frame.iloc[:limit]
-    labels = frame[LABEL].to_numpy(np.float32)
-    if split == "train" and labels.size and labels.min() == labels.max():
-        raise SingleClassError(
-            f"dataset {meta.name}: every {split} label of the {labels.size:,} rows read is "
-            f"{float(labels[0]) + 0.0:g}, one class: AUC, which this stage reports, is undefined; "
-            "give labelled data (a session log needs its purchases or buys file among "
-            "dataset.files), or run the stages that need no labels (het-cache, dedup, recd, "
-            "flexshard)")
-    return Split(dense=frame[meta.dense].to_numpy(np.float32),
-                 keys=sample_keys(frame, meta), labels=labels)
 
 
 def systems(cfg: HetTrainConfig) -> list[SystemSpec]:

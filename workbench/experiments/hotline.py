@@ -55,7 +55,6 @@ from workbench.data.popularity import (
 )
 from workbench.data.schema import DatasetMeta
 from workbench.experiments.config import HotlineConfig
-from workbench.experiments.het_train import load_split
 from workbench.experiments.sizing import require_samples
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, flops_per_sample
@@ -67,7 +66,7 @@ from workbench.training.hotline import (
     microbatch_counts,
     train_scheme,
 )
-from workbench.training.trainer import ModelSpec
+from workbench.training.trainer import ModelSpec, load_split
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +137,8 @@ def popularity(processed: Path, out: Path, exp: HotlineConfig, *, dim: int, seed
 Models = dict[str, tuple[HardwareConfig, str]]  # name -> (server, rows unit)
 
 
-def _modelled(kind: str, counts: MicroBatchCounts, synced: int, hw: HardwareConfig, unit: str,
-              row_bytes: int, flops: float) -> float:
+def modelled_seconds(kind: str, counts: MicroBatchCounts, synced: int, hw: HardwareConfig,
+                     unit: str, row_bytes: int, flops: float) -> float:
     return (step_seconds(kind, hw, row_bytes, flops, **counts.model_inputs(unit))
             + sync_seconds(hw, row_bytes, synced))
 
@@ -159,8 +158,8 @@ def host_rate_conditions(steps: pd.DataFrame, records: list[StepRecord],
         for unit in ("lookups", "unique"):
             for rate in rates:
                 at = dataclasses.replace(hw, host_gbps=float(rate))
-                seconds = pd.Series([_modelled(r.kind, cast(MicroBatchCounts, r.counts),
-                                               r.synced_rows, at, unit, row_bytes, flops)
+                seconds = pd.Series([modelled_seconds(r.kind, cast(MicroBatchCounts, r.counts),
+                                                      r.synced_rows, at, unit, row_bytes, flops)
                                      for r in records])
                 totals = seconds.groupby(schemes).sum()
                 rows += [{"server": name, "rows_unit": unit, "host_gbps": float(rate),
@@ -170,7 +169,7 @@ def host_rate_conditions(steps: pd.DataFrame, records: list[StepRecord],
     return pd.DataFrame(rows)
 
 
-def _step_frame(scheme: str, steps: list[StepRecord]) -> pd.DataFrame:
+def step_frame(scheme: str, steps: list[StepRecord]) -> pd.DataFrame:
     """One row per step: sizes, kind, measured wall time, loss, rows moved between tiers."""
     frame = pd.DataFrame([asdict(cast(MicroBatchCounts, s.counts)) for s in steps])
     frame.insert(0, "step", np.arange(1, len(steps) + 1))
@@ -182,7 +181,7 @@ def _step_frame(scheme: str, steps: list[StepRecord]) -> pd.DataFrame:
     return frame
 
 
-def _span_frame(scheme: str, steps: list[StepRecord]) -> pd.DataFrame:
+def span_frame(scheme: str, steps: list[StepRecord]) -> pd.DataFrame:
     return pd.DataFrame([{"scheme": scheme, "step": t, "kind": s.kind, **asdict(span)}
                          for t, s in enumerate(steps, start=1) for span in s.spans])
 
@@ -265,7 +264,7 @@ class Rig:
                              threads=self.exp.threads, overlap=overlap, link_gbps=self.link_gbps)
 
 
-def _train_all(rig: Rig, hot: np.ndarray, budget: int, train, test,
+def train_all(rig: Rig, hot: np.ndarray, budget: int, train, test,
                progress: bool) -> tuple[list, list, list]:
     """Train every scheme one epoch; return (metrics frames, (name, steps) pairs, span frames)."""
     exp, table = rig.exp, rig.table
@@ -290,13 +289,13 @@ def _train_all(rig: Rig, hot: np.ndarray, budget: int, train, test,
         frame.insert(0, "scheme", name)
         metrics.append(frame)
         step_inputs.append((name, steps))
-        spans.append(_span_frame(name, steps))
+        spans.append(span_frame(name, steps))
         log.info("%s: final AUC %.4f, %.2f s measured over %d mini-batches",
                  LABELS[name], frame["auc"].iloc[-1], frame["wall_s"].iloc[-1], len(steps))
     return metrics, step_inputs, spans
 
 
-def _sweep(rig: Rig, counts_full: np.ndarray, train, models: Models, row_bytes: int,
+def sweep_budgets(rig: Rig, counts_full: np.ndarray, train, models: Models, row_bytes: int,
            flops: float) -> pd.DataFrame:
     """Budgets x batch sizes: hybrid, Hotline and Hotline without overlap on the same mini-batches,
     alternating step by step; measured medians and modelled sums."""
@@ -329,7 +328,7 @@ def _sweep(rig: Rig, counts_full: np.ndarray, train, models: Models, row_bytes: 
                     for name, (hw, unit) in models.items():
                         for kind in ("hybrid", "hotline", "hot"):
                             key = f"{name}:{kind}"
-                            modelled[key] = modelled.get(key, 0.0) + _modelled(
+                            modelled[key] = modelled.get(key, 0.0) + modelled_seconds(
                                 kind, c, 0, hw, unit, row_bytes, flops)
             finally:
                 for tr in trainers.values():
@@ -360,7 +359,7 @@ def _sweep(rig: Rig, counts_full: np.ndarray, train, models: Models, row_bytes: 
     return frame
 
 
-def _timeline(steps: pd.DataFrame, spans: pd.DataFrame, models: Models, row_bytes: int,
+def timeline_frame(steps: pd.DataFrame, spans: pd.DataFrame, models: Models, row_bytes: int,
               flops: float, at: int) -> pd.DataFrame:
     """The measured spans and the modelled phases of one mini-batch of each scheme (of each kind
     for FAE: a hot and a normal one), the first at or after step ``at``."""
@@ -420,6 +419,48 @@ def measured_link(rig: Rig, train, server: HardwareConfig, flops: float,
                   "server_compute_s_per_sample": modelled}
 
 
+@dataclass
+class Trained:
+    """Every scheme trained on the rig and its steps modelled on each server.
+
+    Attributes:
+        steps: one row per trained step (``step_frame``), with ``model_<server>_s`` per server.
+        spans: the measured phases of every step (``span_frame``).
+        metrics: the evaluations of every scheme.
+        models: server -> (hardware, rows unit): this machine fitted from the spans, and the
+            configured servers.
+        records: the steps' records, in ``steps``' row order.
+        machine: this machine's fitted hardware.
+    """
+
+    steps: pd.DataFrame
+    spans: pd.DataFrame
+    metrics: pd.DataFrame
+    models: Models
+    records: list[StepRecord]
+    machine: HardwareConfig
+
+
+def train_and_model(rig: Rig, hot: np.ndarray, budget: int, train, test,
+                    servers: dict[str, HardwareConfig], row_bytes: int, flops: float,
+                    progress: bool = False) -> Trained:
+    """Train every scheme (:func:`train_all`), fit this machine from the measured spans and
+    model every step on it and on ``servers`` (rows counted per ``rig.exp.rows_unit``)."""
+    metric_frames, step_inputs, span_frames = train_all(rig, hot, budget, train, test,
+                                                        progress)
+    spans = pd.concat(span_frames, ignore_index=True)
+    steps = pd.concat([step_frame(name, s) for name, s in step_inputs], ignore_index=True)
+    machine = fit_machine(steps, spans, row_bytes, flops)
+    models: Models = {THIS_MACHINE: (machine, "unique"),
+                      **{n: (hw, rig.exp.rows_unit) for n, hw in servers.items()}}
+    records = [r for _, s in step_inputs for r in s]  # in the frame's row order
+    for name, (hw, unit) in models.items():
+        steps[f"model_{name}_s"] = [modelled_seconds(r.kind, r.counts, r.synced_rows, hw, unit,
+                                                     row_bytes, flops) for r in records]
+    return Trained(steps, spans, pd.concat(metric_frames, ignore_index=True), models, records,
+                   machine)
+
+
 def run(processed: Path, out: Path, exp: HotlineConfig, *, dataset: DatasetConfig,
         model: ModelConfig, hardware: dict[str, HardwareConfig], seed: int,
         progress: bool = False) -> None:
@@ -473,28 +514,20 @@ def run(processed: Path, out: Path, exp: HotlineConfig, *, dataset: DatasetConfi
     if link_gbps is not None:
         log.info("measured runs: host-accelerator link shaped to %.3g GB/s (%s)", link_gbps,
                  link_info["link"])
-    metric_frames, step_inputs, span_frames = _train_all(rig, hot, budget, train, test,
-                                                         progress)
-    spans = pd.concat(span_frames, ignore_index=True)
-    steps = pd.concat([_step_frame(name, s) for name, s in step_inputs], ignore_index=True)
-    machine = fit_machine(steps, spans, row_bytes, flops)
-    models: Models = {THIS_MACHINE: (machine, "unique"),
-                      **{n: (hw, exp.rows_unit) for n, hw in servers.items()}}
-    records = [r for _, s in step_inputs for r in s]  # in the frame's row order
-    for name, (hw, unit) in models.items():
-        steps[f"model_{name}_s"] = [_modelled(r.kind, r.counts, r.synced_rows, hw, unit,
-                                              row_bytes, flops) for r in records]
-    metrics = pd.concat(metric_frames, ignore_index=True)
+    trained = train_and_model(rig, hot, budget, train, test, servers, row_bytes, flops,
+                              progress)
+    steps, spans, metrics = trained.steps, trained.spans, trained.metrics
+    models, records = trained.models, trained.records
     for name in models:
         cumulative = steps.groupby("scheme")[f"model_{name}_s"].cumsum()
         at = pd.concat([steps[["scheme", "step"]], cumulative.rename("t")], axis=1)
         metrics = metrics.merge(at.rename(columns={"t": f"model_{name}_s"}),
                                 on=["scheme", "step"], how="left")
         metrics[f"model_{name}_s"] = metrics[f"model_{name}_s"].fillna(0.0)
-    timeline = _timeline(steps, spans, models, row_bytes, flops, exp.timeline_step)
+    timeline = timeline_frame(steps, spans, models, row_bytes, flops, exp.timeline_step)
     conditions = host_rate_conditions(steps, records, servers, exp.host_rate_sweep, row_bytes,
                                       flops)
-    sweep = _sweep(rig, counts_full, train, models, row_bytes, flops)
+    sweep = sweep_budgets(rig, counts_full, train, models, row_bytes, flops)
     full_table_gb = exp.full_scale_rows * exp.full_scale_dim * FLOAT_BYTES / 1e9
     totals = steps.groupby("scheme")[["wall_s", *[f"model_{n}_s" for n in models]]].sum()
     finals = metrics.groupby("scheme").tail(1).set_index("scheme")

@@ -37,11 +37,6 @@ import pyarrow as pa
 from workbench.data import partition as part
 from workbench.data.schema import LABEL
 from workbench.experiments.config import RecdConfig
-from workbench.experiments.dedup import (
-    EMPTY_WARN_FRACTION,
-    PARTITIONS_META,
-    require_sessions,
-)
 from workbench.experiments.sizing import require_samples
 from workbench.models.recd import FeatureSpec, RecDModel
 from workbench.sparse import reader
@@ -245,7 +240,7 @@ def read_partitions_meta(partitions: Path, exp: RecdConfig,
     from workbench.utils.io import finish_commit
 
     finish_commit(partitions)  # a dedup stage killed between its two renames: complete it
-    path = partitions / PARTITIONS_META
+    path = partitions / part.PARTITIONS_META
     processed = processed or partitions.parent.parent / "processed" / partitions.name
     if path.is_file():
         found = dict(json.loads(path.read_text()))
@@ -262,7 +257,7 @@ def read_partitions_meta(partitions: Path, exp: RecdConfig,
                     "dataset options)")
         return found
     if (processed / "meta.json").is_file():
-        require_sessions(DatasetMeta.read(processed), exp)
+        part.require_sessions(DatasetMeta.read(processed), exp.datasets)
     raise MissingInputError(f"{path} not found: run the dedup stage for {partitions.name} first "
                             "(python -m workbench.stages dedup, with the same dataset options)")
 
@@ -271,7 +266,7 @@ def warn_empty_partitions(meta: dict[str, Any]) -> None:
     """Warn when a dedup group is empty in most rows: the IKJT path then deduplicates nothing
     (the numbers come from the dedup stage, ``empty_group_rows`` of ``partitions.json``)."""
     for group, n in meta.get("empty_group_rows", {}).items():
-        if n > EMPTY_WARN_FRACTION * meta["rows"]:
+        if n > part.EMPTY_WARN_FRACTION * meta["rows"]:
             log.warning("%s: dedup group %s is empty in %d of %d rows (%.0f%%): the IKJT path "
                         "deduplicates nothing there, so its speed against the KJT path measures "
                         "the other features and the reader, not RecD's saving", meta["dataset"],

@@ -1,19 +1,24 @@
-"""Layer 9, report: the notebooks' side of the pipeline. Imports ``claims``, ``config``, ``utils``.
+"""Layer 9, report: the notebooks' side of the pipeline. Imports ``claims``, ``arguments``,
+``config`` and lower.
 
-==============  ===============================================================================
-``notebook``    the papermill runner, and the config a notebook shows with its ``dataset``
-                parameter
-``sections``    a notebook's report section: figures, tables, notes and claim rows, saved as
-                ``section.json`` and its page ``reports/<notebook>/README.md``
-``index``       the one-screen index ``reports/README.md`` (verdict counts, claims table,
-                section links) and ``reports/claims.csv`` (every field)
-``display``     each section's figures, tables and notes shown inline in the notebook cell
-``verdict``     the rules that grade each claim in direction and magnitude
-``register``    the claims register (conf/claims.yaml): one entry per claim, its rule
-``verdict_map`` per paper, the state against every assumed parameter
-``check``       a recomputed claims table against the committed one (make check)
-``plotting``    the one seaborn theme, byte-deterministic figures
-``explore``     the notebooks' widgets: a live run, its plot redrawn in place, in the background
-                with progress
-==============  ===============================================================================
+=====================  ========================================================================
+``notebook``           the papermill runner, and the config a notebook shows with its
+                       ``dataset`` parameter
+``notebook_registry``  every notebook: the stages it reads, its params, knobs and explorer
+                       (dvc.yaml's per-notebook dependencies and the explorers follow it)
+``sections``           a notebook's report section: figures, tables, notes and claim rows,
+                       saved as ``section.json`` and its page ``reports/<notebook>/README.md``
+``index``              the one-screen index ``reports/README.md`` (verdict counts, claims
+                       table, section links) and ``reports/claims.csv`` (every field), every
+                       claim measured from ``results/`` (:mod:`workbench.claims`)
+``display``            each section's figures, tables and notes shown inline in the notebook
+``verdict``            the rules that grade each claim in direction and magnitude
+``register``           the claims register (conf/claims.yaml): one entry per claim, its
+                       measure, its rule, the paper's numbers
+``verdict_map``        per paper, the state against every assumed parameter
+``check``              every claim measured again against the committed table (make check)
+``plotting``           the one seaborn theme, byte-deterministic figures
+``explore``            the notebooks' widgets: a live run, its plot redrawn in place, in the
+                       background with progress
+=====================  ========================================================================
 """

@@ -97,7 +97,8 @@ def _nb(name: str, reads: tuple[Reads, ...], explore: Explore, **kw: object) -> 
 NOTEBOOKS: dict[str, NotebookSpec] = {nb.name: nb for nb in (
     _nb("datasets", (Reads("dataset-stats", "pipeline.datasets", "stats.json"),),
         Explore(('dataset', 'samples', 'top_fraction'),
-                "`access_skew`: share of lookups against fraction of rows, HET's 10% -> 90% marked"),
+                "`access_skew`: share of lookups against fraction of rows, HET's 10% -> "
+                '90% marked'),
         knobs={"samples": arg(int, 1),
                "top_fraction": key("experiments.dataset_stats.skew_claim_fraction")},
         params=("pipeline.datasets", "experiments.dataset_stats", "datasets")),
@@ -119,7 +120,9 @@ NOTEBOOKS: dict[str, NotebookSpec] = {nb.name: nb for nb in (
                 "models", "cluster")),
     _nb("esd", (Reads("esd", "experiments.esd.dataset"),),
         Explore(('bandwidth_spread', 'cache_ratio', 'per_worker'),
-                '`dispatch` with the trained dispatchers: transmission cost per batch, change against random (at most 40 warm-up batches: not always at steady state)'),
+                '`dispatch` with the trained dispatchers: transmission cost per batch, '
+                'change against random (at most 40 warm-up batches: not always at '
+                'steady state)'),
         knobs={"bandwidth_spread": key("experiments.esd.bandwidth_spread"),
                "cache_ratio": key("experiments.esd.cache_ratio"),
                "per_worker": key("experiments.esd.per_worker")},
@@ -149,7 +152,8 @@ NOTEBOOKS: dict[str, NotebookSpec] = {nb.name: nb for nb in (
     # cannot show a latency of 0
     _nb("distributed", (Reads("distributed-check", "experiments.het_train.dataset"),),
         Explore(('bandwidth_gbps', 'latency_ms'),
-                "`train` (4 steps, the check's 2 workers, with and without HET): emulated ms per iteration, compute and communication (no processes)"),
+                "`train` (4 steps, the check's 2 workers, with and without HET): "
+                'emulated ms per iteration, compute and communication (no processes)'),
         knobs={"bandwidth_gbps": key("experiments.combined.max_bandwidth_gbps"),
                "latency_ms": arg(float, 0.0, None, lo_open=True), "steps": arg(int, 1)},
         params=("experiments.distributed_check", "experiments.het_train")),

@@ -67,6 +67,7 @@ import logging
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, Protocol
 
 import numpy as np
@@ -77,6 +78,9 @@ from tqdm.auto import tqdm
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.edge_cluster import EdgeCluster
 from workbench.cluster.time_model import ComputeCost, SoftwareCost
+from workbench.data.keys import sample_keys
+from workbench.data.preprocess import read_split
+from workbench.data.schema import LABEL, DatasetMeta
 from workbench.dispatch.base import Dispatcher
 from workbench.dispatch.registry import DispatcherSpec
 from workbench.models.config import ModelConfig
@@ -151,7 +155,7 @@ class ClusterSetup:
         cluster: workers, links, speeds, compute throughput (``plain`` reads only the speed and
             compute settings of worker 0).
         cache: cache policy and size for ``cache`` systems (bounds come from the system).
-        compute: the workers' compute cost (``workbench.experiments.calibrate.clock_costs``
+        compute: the workers' compute cost (``workbench.training.clock.clock_costs``
             resolves the configured one); None: the FLOP model at ``cluster.gflops``.
         software: the per-message / per-row software cost of the clock; None: none.
         capacities: samples of each worker per global batch (``int[W]`` summing to the batch
@@ -219,6 +223,32 @@ class Split:
     def take(self, order: np.ndarray) -> Split:
         """The samples in ``order`` (e.g. a permutation: another data order)."""
         return Split(self.dense[order], self.keys[order], self.labels[order])
+
+
+def load_split(processed: Path, meta: DatasetMeta, split: str, limit: int | None) -> Split:
+    """One encoded split as arrays (dense float32, global keys, labels).
+
+    Raises:
+        SingleClassError: the train split's labels (the first ``limit``) are all one class: no
+            model could learn, and the AUC every training stage reports would be nan (a session
+            log without its purchases file is labelled all 0); the stage stops before training,
+            in one line. A test split is not checked (an explorer may read a single row).
+    """
+    from workbench.data.pipeline import SingleClassError
+
+    frame = read_split(processed, split, columns=[LABEL, *meta.dense, *meta.categorical])
+    if limit is not None:
+        frame = frame.iloc[:limit]
+    labels = frame[LABEL].to_numpy(np.float32)
+    if split == "train" and labels.size and labels.min() == labels.max():
+        raise SingleClassError(
+            f"dataset {meta.name}: every {split} label of the {labels.size:,} rows read is "
+            f"{float(labels[0]) + 0.0:g}, one class: AUC, which this stage reports, is undefined; "
+            "give labelled data (a session log needs its purchases or buys file among "
+            "dataset.files), or run the stages that need no labels (het-cache, dedup, recd, "
+            "flexshard)")
+    return Split(dense=frame[meta.dense].to_numpy(np.float32),
+                 keys=sample_keys(frame, meta), labels=labels)
 
 
 class EmbeddingStore(Protocol):
