@@ -28,9 +28,21 @@ def test_dvc_yaml_runs_exactly_the_registry_stages() -> None:
     assert set(DVC) == {s.dvc_name for s in STAGES.values() if s.in_dvc}
 
 
+def test_no_stage_depends_on_another_stages_module() -> None:
+    """A stage's code is its own module and the floors below it (no stage is a library for
+    another: tests/test_layering.py holds the imports, this the DVC dependencies)."""
+    modules = {s.module for s in STAGES.values()
+               if s.module and s.module.startswith("workbench/experiments/")}
+    for stage in STAGES.values():
+        if stage.in_dvc:
+            deps = DVC[stage.dvc_name].get("do", DVC[stage.dvc_name]).get("deps", [])
+            others = modules & set(deps) - {stage.module}
+            assert not others, f"{stage.dvc_name} depends on {sorted(others)}"
+
+
 @pytest.mark.parametrize("stage", [s for s in STAGES.values() if s.in_dvc], ids=lambda s: s.name)
 def test_dvc_stage_follows_its_registry_entry(stage) -> None:
-    entry = DVC[stage.dvc_name]
+    entry = DVC[stage.dvc_name].get("do", DVC[stage.dvc_name])  # a foreach stage's body
     assert entry["cmd"].startswith(f"python -m workbench.stages {stage.name} ")
     matrix = entry.get("matrix", {})
     if stage.datasets is not None:
