@@ -13,6 +13,7 @@ import pytest
 from reference_het import RefHET
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.edge_cluster import EdgeCluster, cache_capacity, replay, summarize
+from workbench.cluster.routes import Routes
 from workbench.cluster.time_model import Links
 from workbench.replay import main as replay_main
 from workbench.utils.paths import REPO_ROOT
@@ -143,4 +144,6 @@ def test_parameter_server_link_is_shared() -> None:
     assert time_model(counters, sharded, dim=16)["comm_s"][0, 0] == pytest.approx(
         per_worker / 125e6)  # link-bound
     with pytest.raises(ValueError, match="allgather with allreduce"):
-        time_model(counters, links, 16, dense_sync="ps", sparse_sync="allgather")
+        time_model(counters, links, 16, routes=Routes("ps", "allgather"))
+    with pytest.raises(ValueError, match=r"dense route 'gossip': must be one of \['allreduce'"):
+        Routes("gossip")

@@ -158,3 +158,21 @@ def test_stage_outputs_on_ci_profile(ci_pipeline: Path) -> None:
     hit = [r for r in summary["runs"] if np.isfinite(r["iterations_to_target"] or np.nan)]
     assert all(r["iterations_to_target"] <= summary["iterations"] for r in hit)
 
+
+
+def test_a_system_kind_says_how_it_synchronises() -> None:
+    """The kind is a typed component: its routes, clock and cache follow from it, never from
+    comparing its name (the time model reads the routes)."""
+    from workbench.cluster.routes import DenseRoute, SparseRoute
+    from workbench.training.trainer import SystemKind
+
+    routes = {k: (k.routes.dense, k.routes.sparse) for k in SystemKind}
+    assert routes[SystemKind.PS] == (DenseRoute.PS, SparseRoute.PS)
+    assert routes[SystemKind.ALLREDUCE] == (DenseRoute.ALLREDUCE, SparseRoute.ALLGATHER)
+    assert routes[SystemKind.HYBRID] == routes[SystemKind.CACHE] == (DenseRoute.ALLREDUCE,
+                                                                       SparseRoute.PS)
+    assert [k for k in SystemKind if k.asynchronous] == [SystemKind.PS]
+    assert [k for k in SystemKind if k.single] == [SystemKind.PLAIN]
+    assert SystemSpec("c", "cache", 10).kind is SystemKind.CACHE  # a name is converted
+    assert SystemSpec("c", "cache", 10).cache_config(CacheConfig()).read_bound == 10
+    assert SystemSpec("h", SystemKind.HYBRID).cache_config(CacheConfig()).policy == "none"

@@ -1,7 +1,7 @@
 """Layer 2, the emulated edge cluster: HET's bounded-staleness caches (``cache``, numba kernels on
 the arrays of ``linked_list``), W workers over a parameter server (``edge_cluster``) and the clock
-that turns their counters into bytes and seconds (``time_model``) and its dense synchronisation
-modes (``dense_sync``), with Hotline's accelerator
+that turns their counters into bytes and seconds (``time_model``), a system's dense and sparse
+routes it charges (``routes``) and its dense synchronisation modes (``dense_sync``), with Hotline's accelerator
 timeline (``accelerator_time``) and two-tier embedding storage (``tiered_store``); the software
 cost of a PS exchange (``software_cost``), measured on a minimal PS protocol (``ps_protocol``)
 served from a hash-map shard (``shard_table``), and the committed calibration the clock reads

@@ -31,6 +31,7 @@ from workbench.cluster.cache import (
     cluster_slots,
 )
 from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.routes import HYBRID, Routes
 from workbench.cluster.time_model import BYTES_PER_FLOAT, Links, SoftwareCost, time_model
 
 
@@ -107,18 +108,16 @@ class EdgeCluster:
         return np.stack([c.counters for c in self.caches]).copy()
 
     def end_iteration(self, compute_s: np.ndarray | float = 0.0, dense_bytes: float = 0.0,
-                      dense_sync: str = "allreduce", sparse_sync: str = "ps",
+                      routes: Routes = HYBRID,
                       hidden_s: np.ndarray | float = 0.0) -> dict[str, np.ndarray]:
         """Close an iteration: per-worker counter deltas, bytes and seconds.
 
         Args:
             compute_s: per-worker compute seconds of this iteration (already speed-scaled).
             dense_bytes: bytes of the dense parameters (synchronised once per iteration).
-            dense_sync: ``allreduce`` (ring) or ``ps`` (each worker pushes its dense gradient
-                and pulls the parameters over its own link).
-            sparse_sync: ``ps`` (rows pulled and pushed as the caches counted) or
-                ``allgather`` (embeddings replicated on every worker; each worker's updated
-                rows are all-gathered: HET's AllReduce baseline).
+            routes: how the dense gradients and the embedding rows travel
+                (:class:`~workbench.cluster.routes.Routes`: a ring or the parameter servers;
+                rows through the PS as the caches counted, or all-gathered).
             hidden_s: per-worker compute that overlaps this iteration's communication even
                 without prefetch (Hotline's popular micro-batch; see :func:`time_model`).
 
@@ -130,8 +129,8 @@ class EdgeCluster:
         delta = now - self._last
         self._last = now
         record = {k: v[0] for k, v in time_model(
-            delta[None], self.links, self.dim, compute_s, dense_bytes, dense_sync,
-            sparse_sync, hidden_s).items()}
+            delta[None], self.links, self.dim, compute_s, dense_bytes, routes,
+            hidden_s).items()}
         self.clock_s += record["iter_s"] + record["dense_s"]
         self._deltas.append(delta)
         self.records.append(record)
@@ -211,7 +210,7 @@ def replay(cluster: EdgeCluster, trace: np.ndarray, update: float = -0.01,
 
 
 def reclock(history: pd.DataFrame, links: Links, dim: int, dense_bytes: float,
-            dense_sync: str = "allreduce", sparse_sync: str = "ps") -> pd.DataFrame:
+            routes: Routes = HYBRID) -> pd.DataFrame:
     """The clock of a recorded run (:meth:`EdgeCluster.history`) on other links or in another
     dense synchronisation mode: exact wherever the run's traffic does not depend on time
     (the counters and the compute are the run's own; a dispatcher that decided for other links
@@ -222,8 +221,7 @@ def reclock(history: pd.DataFrame, links: Links, dim: int, dense_bytes: float,
         links: the links, software cost, overlap and dense synchronisation to clock it on.
         dim: embedding width D.
         dense_bytes: dense bytes synchronised per iteration.
-        dense_sync: the system's dense synchronisation (see :func:`time_model`).
-        sparse_sync: ``ps`` or ``allgather``.
+        routes: the system's dense and sparse routes (see :func:`time_model`).
 
     Returns:
         One row per iteration: ``step_s`` (the BSP step), ``dense_s`` (the AllReduce the step
@@ -233,7 +231,7 @@ def reclock(history: pd.DataFrame, links: Links, dim: int, dense_bytes: float,
     workers = len(history) // iterations
     counters = history[list(COUNTERS)].to_numpy().reshape(iterations, workers, len(COUNTERS))
     compute = history["compute_s"].to_numpy(np.float64).reshape(iterations, workers)
-    t = time_model(counters, links, dim, compute, dense_bytes, dense_sync, sparse_sync)
+    t = time_model(counters, links, dim, compute, dense_bytes, routes)
     return pd.DataFrame({"iteration": np.arange(iterations), "step_s": t["step_s"][:, 0],
                          "dense_s": t["dense_s"][:, 0],
                          "dense_total_s": t["dense_total_s"][:, 0],

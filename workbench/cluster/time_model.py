@@ -73,6 +73,7 @@ import numpy as np
 from workbench.cluster.cache import COUNTERS
 from workbench.cluster.config import ClusterConfig
 from workbench.cluster.dense_sync import DenseSync, ring_seconds
+from workbench.cluster.routes import HYBRID, Routes, SparseRoute
 
 BYTES_PER_FLOAT = 4
 KEY_META_BYTES = 16  # 8-byte key + 8-byte version (read) or update count (push)
@@ -234,7 +235,7 @@ class Links:
 
 def time_model(counters: np.ndarray, links: Links, dim: int,
                compute_s: np.ndarray | float = 0.0, dense_bytes: float = 0.0,
-               dense_sync: str = "allreduce", sparse_sync: str = "ps",
+               routes: Routes = HYBRID,
                hidden_s: np.ndarray | float = 0.0) -> dict[str, np.ndarray]:
     """Bytes and seconds of iterations from their counter deltas (the time model above).
 
@@ -244,10 +245,9 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
         dim: embedding width D (bytes scale with it; the counters do not depend on it).
         compute_s: compute seconds, broadcastable to ``[iterations, workers]``.
         dense_bytes: dense parameter bytes synchronised per iteration.
-        dense_sync: the system's: ``allreduce`` (synchronised in ``links.dense``'s mode, of
-            which ``ps`` moves it onto the parameter server when ``sparse_sync = ps``) or
-            ``ps`` (always on the parameter server: HET's PS system).
-        sparse_sync: ``ps`` or ``allgather``.
+        routes: the system's dense and sparse routes (:class:`~workbench.cluster.routes.Routes`:
+            the dense gradients go to the parameter server as
+            :meth:`~workbench.cluster.routes.Routes.dense_on_ps` says for ``links.dense``'s mode).
         hidden_s: the part of ``compute_s`` that needs none of this iteration's communication
             (Hotline's popular micro-batch, whose rows are all in the worker's hot tier), so it
             runs while the rows are fetched even without prefetch: ``iter_j = max(hidden_j,
@@ -272,11 +272,9 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
     pushed = (col["bound_pushes"] + col["evict_pushes"] + col["uncached_pushes"]
               + col["flush_pushes"])
     unique = col["unique_read"]
-    if dense_sync not in ("allreduce", "ps"):
-        raise ValueError(f"dense_sync {dense_sync!r}: must be 'allreduce' or 'ps'")
-    dense_ps = dense_sync == "ps" or (links.dense.mode == "ps" and sparse_sync == "ps")
+    dense_ps = routes.dense_on_ps(links.dense.mode)
     fused = links.overlap == "prefetch"
-    if sparse_sync == "ps":
+    if routes.sparse is SparseRoute.PS:
         read_bytes = KEY_META_BYTES * unique + row_bytes * pulled
         push_bytes = (row_bytes + KEY_META_BYTES) * pushed
         nbytes = read_bytes + push_bytes
@@ -299,7 +297,7 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
         comm = np.where(messages > 0, np.maximum(link, server), 0.0)
         embedding = row_bytes * (pulled + pushed)
         meta = KEY_META_BYTES * (unique + pushed)
-    elif sparse_sync == "allgather" and not dense_ps:
+    else:  # SparseRoute.ALLGATHER with a ring of dense gradients (Routes checks the pair)
         # Every worker receives every other worker's updated rows (ring all-gather): rows
         # plus an 8-byte key each; W-1 hops, each paying the worst latency and one message.
         keys = col["unique_written"].sum(-1, keepdims=True) * (workers - 1) / workers
@@ -314,9 +312,6 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
         pulled = np.zeros(shape, np.int64)
         pushed = np.zeros(shape, np.int64)
         fused = False  # the AllGather cannot be prefetched: see the module docstring
-    else:
-        raise ValueError(f"sparse_sync {sparse_sync!r} with dense_sync {dense_sync!r}: "
-                         "supported are ps with ps or allreduce, and allgather with allreduce")
     compute = np.broadcast_to(np.asarray(compute_s, dtype=np.float64), shape)
     hidden = np.minimum(np.broadcast_to(np.asarray(hidden_s, dtype=np.float64), shape), compute)
     iteration = np.maximum(compute, comm) if fused else np.maximum(hidden, comm) + compute - hidden
@@ -343,13 +338,13 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
 
 
 def epoch_time(counters: np.ndarray, cluster: ClusterConfig, dim: int, compute: ComputeCost,
-               software: SoftwareCost, per_worker: int, dense_bytes: float, dense_sync: str,
-               sparse_sync: str) -> dict[str, float]:
+               software: SoftwareCost, per_worker: int, dense_bytes: float,
+               routes: Routes) -> dict[str, float]:
     """Per-epoch seconds of a replayed epoch: ``epoch_s``, ``compute_s``, ``comm_s`` (not
     hidden) and ``comm_total_s`` (hidden or not); see the module docstring."""
     links = Links.from_config(cluster, software)
     t = time_model(counters, links, dim, compute.seconds(per_worker, links.speed), dense_bytes,
-                   dense_sync, sparse_sync)
+                   routes)
     step = t["step_s"][:, 0]
     slowest_compute = t["compute_s"].max(axis=1)
     comm_total = t["comm_s"].max(axis=1) + t["dense_total_s"][:, 0]

@@ -184,6 +184,7 @@ def train_run(ablation: Ablation, on: frozenset[str], laia: bool, progress: bool
         ClusterSetup,
         Mechanisms,
         ModelSpec,
+        SystemKind,
         SystemSpec,
         Trainer,
     )
@@ -196,8 +197,8 @@ def train_run(ablation: Ablation, on: frozenset[str], laia: bool, progress: bool
             replicated = sets[mech] if replicated is None else replicated | sets[mech]
     dispatcher = dispatcher_for(exp, on, laia)
     model_cfg = dataclasses.replace(ablation.model, batch_size=exp.workers * exp.per_worker)
-    system = SystemSpec(f"cache s={exp.bound}", "cache", exp.bound) if het \
-        else SystemSpec("hybrid", "hybrid")
+    system = SystemSpec(f"cache s={exp.bound}", SystemKind.CACHE, exp.bound) if het \
+        else SystemSpec("hybrid", SystemKind.HYBRID)
     cache = CacheConfig(policy=exp.cache_policy, ratio=exp.cache_ratio)
     trainer = Trainer(
         ModelSpec(model_cfg, len(meta.dense), len(meta.categorical), table_rows(meta)), system,

@@ -79,6 +79,7 @@ from workbench.training.trainer import (
     Mechanisms,
     ModelSpec,
     Split,
+    SystemKind,
     SystemSpec,
     Trainer,
     load_split,
@@ -384,7 +385,7 @@ class _EsdRuns:
 
         exp = self.exp
         job = DistributedJob(self.model_cfg, system=SystemSpec(
-            f"Cache s={exp.esd_bound}", "cache", exp.esd_bound),
+            f"Cache s={exp.esd_bound}", SystemKind.CACHE, exp.esd_bound),
             cluster_cfg=with_mode(self.cluster, mode, exp.bucket_mb),
             cache_cfg=self.cache, steps=exp.steps, seed=self.seed, dispatcher=name,
             timeout_s=exp.timeout_s, deadline_s=exp.deadline_s, network=network, **self.shape)
@@ -564,8 +565,8 @@ def run(ctx: RunContext, exp: DistributedCheckConfig, *, dataset: DatasetConfig,
         for mode in exp.dense_modes:
             mode_cluster = with_mode(check_cluster, mode, exp.bucket_mb)
             for bound in exp.bounds:
-                job = DistributedJob(model_cfg, system=SystemSpec(f"Cache s={bound}", "cache",
-                                                                  bound),
+                system = SystemSpec(f"Cache s={bound}", SystemKind.CACHE, bound)
+                job = DistributedJob(model_cfg, system=system,
                                      cluster_cfg=mode_cluster, cache_cfg=cache_cfg,
                                      steps=exp.steps, seed=seed, dispatcher=exp.dispatcher,
                                      timeout_s=exp.timeout_s, deadline_s=exp.deadline_s,

@@ -355,6 +355,7 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
     from workbench.training.trainer import (
         Mechanisms,
         ModelSpec,
+        SystemKind,
         SystemSpec,
         Trainer,
         load_split,
@@ -371,8 +372,8 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
 
     def cache_trainer(setup: ClusterSetup, name: str, seed: int) -> Trainer:
         """The Cache s=bound trainer of ``shape`` on ``setup``, dispatched by ``name``."""
-        return Trainer(shape, SystemSpec(f"Cache s={exp.bound}", "cache", exp.bound), setup,
-                       DispatcherSpec(name, options),
+        system = SystemSpec(f"Cache s={exp.bound}", SystemKind.CACHE, exp.bound)
+        return Trainer(shape, system, setup, DispatcherSpec(name, options),
                        Mechanisms(budget_fraction=exp.hybrid_budget_fraction), seed=seed)
 
     spreads = list(dict.fromkeys([exp.bandwidth_spread, *exp.train_spreads]))

@@ -35,6 +35,7 @@ import pandas as pd
 from workbench.cluster.cache import C_INDEX
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.construction import resized_cluster
+from workbench.cluster.routes import HYBRID
 from workbench.cluster.time_model import epoch_time
 from workbench.data.config import SyntheticConfig
 from workbench.data.synthetic import SyntheticGenerator
@@ -112,7 +113,7 @@ def run(ctx: RunContext, exp: HetScaleConfig, *, synthetic: SyntheticConfig, mod
                 "rows_moved": int(pulled.sum() + pushed.sum())}
             for bw in exp.bandwidths_gbps:
                 t = epoch_time(counters, resized_cluster(cluster, bandwidth=bw), dim, compute,
-                               software, per_worker, dense_bytes, "allreduce", "ps")
+                               software, per_worker, dense_bytes, HYBRID)
                 row[f"epoch_s_{bw:g}g"] = t["epoch_s"]
                 row[f"comm_total_s_{bw:g}g"] = t["comm_total_s"]
             rows_out.append(row)

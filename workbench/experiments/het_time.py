@@ -58,14 +58,15 @@ from workbench.experiments.sizing import fitting, require_global_batch
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, dense_parameter_count
 from workbench.training.clock import ModelShape, clock_costs, clock_summary, replay_counters
+from workbench.training.trainer import SystemKind
 
 log = logging.getLogger(__name__)
-#: HET's systems: (label, cache bound or None for no cache, dense sync, sparse sync).
-SYSTEMS = (("PS (ASP), no cache", None, "ps", "ps"),
-           ("Hybrid, no cache", None, "allreduce", "ps"),
-           ("AllReduce (sparse AllGather)", None, "allreduce", "allgather"),
-           ("Cache s=10", 10, "allreduce", "ps"),
-           ("Cache s=100", 100, "allreduce", "ps"))
+#: HET's systems: (label, cache bound or None for no cache, kind: how it synchronises).
+SYSTEMS = (("PS (ASP), no cache", None, SystemKind.PS),
+           ("Hybrid, no cache", None, SystemKind.HYBRID),
+           ("AllReduce (sparse AllGather)", None, SystemKind.ALLREDUCE),
+           ("Cache s=10", 10, SystemKind.CACHE),
+           ("Cache s=100", 100, SystemKind.CACHE))
 
 
 def run(ctx: RunContext, exp: HetTimeConfig, *, per_worker: int,
@@ -137,11 +138,10 @@ def run(ctx: RunContext, exp: HetTimeConfig, *, per_worker: int,
         dim = models[model].embedding_dim
         for mode in modes:
             for bw in exp.bandwidths_gbps:
-                for label, bound, dense_sync, sparse_sync in SYSTEMS:
+                for label, bound, kind in SYSTEMS:
                     t = epoch_time(counters(bound, cluster.workers),
                                    resized_cluster(cluster, bandwidth=bw, dense_mode=mode), dim,
-                                   compute, software, per_worker, dense_bytes, dense_sync,
-                                   sparse_sync)
+                                   compute, software, per_worker, dense_bytes, kind.routes)
                     fig7.append({"model": model, "dense_mode": mode, "bandwidth_gbps": bw,
                                  "system": label, **t})
                     bar.update()
@@ -150,16 +150,16 @@ def run(ctx: RunContext, exp: HetTimeConfig, *, per_worker: int,
                                         server_row_s=row_us * 1e-6,
                                         source=f"{row_us:g} us per row (swept)")
             for bw in exp.bandwidths_gbps:
-                for label, bound, dense_sync, sparse_sync in (SYSTEMS[1], SYSTEMS[4]):
+                for label, bound, kind in (SYSTEMS[1], SYSTEMS[4]):
                     t = epoch_time(counters(bound, cluster.workers),
                                    resized_cluster(cluster, bandwidth=bw), dim, compute, swept,
-                                   per_worker, dense_bytes, dense_sync, sparse_sync)
+                                   per_worker, dense_bytes, kind.routes)
                     row_cost.append({"model": model, "row_us": row_us, "bandwidth_gbps": bw,
                                      "system": label, **t})
                     bar.update()
         f2_compute, f2_software, f2_dense = model_cost(model, exp.fig2_dim, fig2_cluster)
         t = epoch_time(counters(None, 1), fig2_cluster, exp.fig2_dim, f2_compute, f2_software,
-                       per_worker, f2_dense, "ps", "ps")
+                       per_worker, f2_dense, SystemKind.PS.routes)
         fig2.append({"model": model, "dim": exp.fig2_dim, **t,
                      "comm_share": t["comm_s"] / t["epoch_s"]})
         bar.update()
@@ -167,12 +167,11 @@ def run(ctx: RunContext, exp: HetTimeConfig, *, per_worker: int,
     dim = models[base_model].embedding_dim
     for mode in modes:
         for workers in worker_sweep:
-            for label, bound, dense_sync, sparse_sync in (SYSTEMS[0], SYSTEMS[1], SYSTEMS[4]):
+            for label, bound, kind in (SYSTEMS[0], SYSTEMS[1], SYSTEMS[4]):
                 t = epoch_time(counters(bound, workers),
                                resized_cluster(cluster, workers=workers,
                                                ps_shards=exp.fig9_ps_shards, dense_mode=mode),
-                               dim, compute, software, per_worker, dense_bytes, dense_sync,
-                               sparse_sync)
+                               dim, compute, software, per_worker, dense_bytes, kind.routes)
                 samples = counters(bound, workers).shape[0] * workers * per_worker
                 fig9w.append({"model": base_model, "dense_mode": mode, "workers": workers,
                               "system": label, **t, "samples": samples,
@@ -180,10 +179,10 @@ def run(ctx: RunContext, exp: HetTimeConfig, *, per_worker: int,
                 bar.update()
     for d in exp.dim_sweep:
         d_compute, d_software, d_dense = model_cost(base_model, d)
-        for label, bound, dense_sync, sparse_sync in (SYSTEMS[0], SYSTEMS[1], SYSTEMS[4]):
+        for label, bound, kind in (SYSTEMS[0], SYSTEMS[1], SYSTEMS[4]):
             t = epoch_time(counters(bound, cluster.workers),
                            resized_cluster(cluster, ps_shards=exp.fig9_ps_shards), d, d_compute,
-                           d_software, per_worker, d_dense, dense_sync, sparse_sync)
+                           d_software, per_worker, d_dense, kind.routes)
             fig9d.append({"model": base_model, "dim": d, "system": label, **t})
             bar.update()
     bar.close()

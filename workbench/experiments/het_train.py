@@ -54,6 +54,7 @@ from workbench.training.trainer import (
     Mechanisms,
     ModelSpec,
     Split,
+    SystemKind,
     SystemSpec,
     Trainer,
     load_split,
@@ -66,14 +67,14 @@ INFINITE = 10**9
 
 def systems(cfg: HetTrainConfig) -> list[SystemSpec]:
     """The configured systems, in HET's order, plus the single-process reference."""
-    out = [SystemSpec("Single process (reference)", "plain")]
+    out = [SystemSpec("Single process (reference)", SystemKind.PLAIN)]
     labels = {"ps": "PS (ASP), no cache", "hybrid": "Hybrid, no cache",
               "allreduce": "AllReduce (sparse AllGather)"}
     for name in cfg.systems:
         if name == "cache":
-            out += [SystemSpec(f"Cache s={b}", "cache", b) for b in cfg.cache_bounds]
+            out += [SystemSpec(f"Cache s={b}", SystemKind.CACHE, b) for b in cfg.cache_bounds]
         else:
-            out.append(SystemSpec(labels[name], name))
+            out.append(SystemSpec(labels[name], SystemKind(name)))
     return out
 
 
@@ -96,7 +97,7 @@ def staleness_systems(exp: HetTrainConfig, iterations: int) -> list[tuple[System
                 bound, clock = (INFINITE if s < 0 else s), "iteration"
             else:
                 bound, clock = scaled_bound(s, iterations, exp.het_iterations), "update"
-            out.append((SystemSpec(f"s={name} ({unit})", "cache", bound, clock),
+            out.append((SystemSpec(f"s={name} ({unit})", SystemKind.CACHE, bound, clock),
                         {"het_bound": s, "bound": bound, "unit": unit, "clock": clock}))
     return out
 
@@ -220,7 +221,7 @@ def run(ctx: RunContext, exp: HetTrainConfig, *, dataset: DatasetConfig, model: 
         exp, seed, [(g, sys, extra) for g, sys, extra in runs if claims_system(g, sys, extra)],
         done, lambda system, r: Trainer(shape, system, setup, dispatch, switches, seed=seed + r),
         train, test, dataset.target_auc, progress)
-    example = trainer(SystemSpec("probe", "plain"))
+    example = trainer(SystemSpec("probe", SystemKind.PLAIN))
     summary = {
         "dataset": dataset.name, "model": exp.model, "target_auc": dataset.target_auc,
         "train_samples": len(train), "test_samples": len(test), "iterations": iterations,

@@ -131,7 +131,13 @@ from workbench.training.supervision import (
     die_with_parent,
     write_error,
 )
-from workbench.training.trainer import Split, SystemSpec, dense_optimizer, initial_parameters
+from workbench.training.trainer import (
+    Split,
+    SystemKind,
+    SystemSpec,
+    dense_optimizer,
+    initial_parameters,
+)
 
 __all__ = ["NETWORKS", "DistributedJob", "DistributedProcessError", "DistributedResult",
            "DistributedRunError", "Fault", "Liveness", "run_distributed", "save_job",
@@ -140,7 +146,7 @@ __all__ = ["NETWORKS", "DistributedJob", "DistributedProcessError", "Distributed
 SERVER_RANK = 0
 DISPATCH_OP = 7
 BASELINE_DISPATCHERS = BASELINES
-SUPPORTED_KINDS = ("cache", "hybrid")
+SUPPORTED_KINDS = (SystemKind.CACHE, SystemKind.HYBRID)
 #: Where the links are shaped: ``token_bucket`` (in each sender, every rank on this machine's
 #: loopback) or ``kernel`` (one network namespace per rank, links shaped by ``tc``:
 #: :mod:`workbench.cluster.edge_network`, ranks launched by ``torchrun`` per node).
@@ -222,8 +228,9 @@ class DistributedJob:
         if self.network not in NETWORKS:
             raise ValueError(f"network = {self.network!r}: must be one of {NETWORKS}")
         if self.system.kind not in SUPPORTED_KINDS:
-            raise ValueError(f"system {self.system.kind!r}: the distributed backend runs "
-                             f"{SUPPORTED_KINDS} (BSP over a parameter server)")
+            raise ValueError(f"system {self.system.kind.value!r}: the distributed backend runs "
+                             f"{tuple(k.value for k in SUPPORTED_KINDS)} (BSP over a parameter "
+                             "server)")
         if self.cluster_cfg.sync != "bsp":
             raise ValueError("cluster.sync must be 'bsp' under the distributed backend")
         if self.model_cfg.batch_size % self.workers and self.capacities is None:

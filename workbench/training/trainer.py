@@ -67,6 +67,7 @@ import logging
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -77,6 +78,7 @@ from tqdm.auto import tqdm
 
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.edge_cluster import EdgeCluster
+from workbench.cluster.routes import DenseRoute, Routes, SparseRoute
 from workbench.cluster.time_model import ComputeCost, SoftwareCost
 from workbench.data.keys import sample_keys
 from workbench.data.preprocess import read_split
@@ -87,7 +89,57 @@ from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, dense_parameter_count, flops_per_sample
 
 log = logging.getLogger(__name__)
-KINDS = ("plain", "ps", "hybrid", "allreduce", "cache")
+
+
+class SystemKind(StrEnum):
+    """HET's training systems, and a single process as the reference.
+
+    ==========  ==========================================================  =======  ==========
+    kind        what it is                                                  dense    embeddings
+    ==========  ==========================================================  =======  ==========
+    plain       one process, no cluster (the reference)                     -        -
+    ps          parameter server, asynchronous (ASP: per-worker clocks)     ps       ps
+    hybrid      HET's Hybrid: embeddings on the PS, no cache                ring     ps
+    allreduce   embeddings replicated, updates all-gathered                 ring     allgather
+    cache       Hybrid with HET's bounded-staleness cache per worker        ring     ps
+    ==========  ==========================================================  =======  ==========
+    """
+
+    PLAIN = "plain"
+    PS = "ps"
+    HYBRID = "hybrid"
+    ALLREDUCE = "allreduce"
+    CACHE = "cache"
+
+    @property
+    def routes(self) -> Routes:
+        """How its dense gradients and embedding rows travel (the time model charges them)."""
+        return Routes(DenseRoute.PS if self is SystemKind.PS else DenseRoute.ALLREDUCE,
+                      SparseRoute.ALLGATHER if self is SystemKind.ALLREDUCE else SparseRoute.PS)
+
+    @property
+    def single(self) -> bool:
+        """One process, no cluster: one worker, no communication."""
+        return self is SystemKind.PLAIN
+
+    @property
+    def asynchronous(self) -> bool:
+        """Workers run on their own clocks (ASP) and apply stale dense gradients."""
+        return self is SystemKind.PS
+
+    @property
+    def cached(self) -> bool:
+        """Each worker reads through HET's cache (with the system's bound)."""
+        return self is SystemKind.CACHE
+
+    @property
+    def replicates_hot_rows(self) -> bool:
+        """It can keep FlexShard's replicated rows on every worker (Hybrid and Cache)."""
+        return self in (SystemKind.HYBRID, SystemKind.CACHE)
+
+
+#: Every system kind's name.
+KINDS = tuple(k.value for k in SystemKind)
 
 
 @dataclass(frozen=True)
@@ -96,38 +148,33 @@ class SystemSpec:
 
     Attributes:
         label: name shown in figures (e.g. ``"Cache s=100"``).
-        kind: one of :data:`KINDS`.
+        kind: a :class:`SystemKind` (its name is accepted and converted).
         bound: staleness bound of a ``cache`` system (read and write).
         clock: the bound's unit (``update`` / ``iteration``, see
             :data:`workbench.cluster.cache.CLOCKS`); None: the cache config's.
+
+    Raises:
+        ValueError: ``kind`` is not a system kind.
     """
 
     label: str
-    kind: str
+    kind: SystemKind
     bound: int = 0
     clock: Literal["update", "iteration"] | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"system kind {self.kind!r}: must be one of {KINDS}")
+        if not isinstance(self.kind, SystemKind):
+            if self.kind not in KINDS:
+                raise ValueError(f"system kind {self.kind!r}: must be one of {KINDS}")
+            object.__setattr__(self, "kind", SystemKind(self.kind))
 
     def cache_config(self, cache: CacheConfig) -> CacheConfig:
         """The workers' cache under this system: ``cache`` with the system's bound (read and
         write) and clock for ``cache`` systems; no cache (pull and push every key) otherwise."""
-        if self.kind != "cache":
+        if not self.kind.cached:
             return CacheConfig(policy="none")
         return dataclasses.replace(cache, read_bound=self.bound, write_bound=self.bound,
                                    clock=self.clock or cache.clock)
-
-    @property
-    def dense_sync(self) -> str:
-        """How dense parameters are synchronised (``ps`` or ``allreduce``)."""
-        return "ps" if self.kind == "ps" else "allreduce"
-
-    @property
-    def sparse_sync(self) -> str:
-        """How embedding updates travel (``ps`` or ``allgather``)."""
-        return "allgather" if self.kind == "allreduce" else "ps"
 
 
 @dataclass(frozen=True)
@@ -371,15 +418,15 @@ class Trainer:
         torch.set_num_threads(threads)
         model_cfg, cluster_cfg, table_rows = model.config, cluster.cluster, model.table_rows
         replicated = switches.replicated
-        if replicated is not None and (system.kind in ("plain", "ps", "allreduce")
+        if replicated is not None and (not system.kind.replicates_hot_rows
                                        or replicated.shape != (table_rows,)):
             raise ValueError("replicated rows need a cache or hybrid system (BSP over a PS) and "
-                             f"a bool[{table_rows}] mask; got {system.kind!r}, shape "
+                             f"a bool[{table_rows}] mask; got {system.kind.value!r}, shape "
                              f"{getattr(replicated, 'shape', None)}")
         self.cfg = model_cfg
         self.system = system
         self.switches = switches
-        self.workers = 1 if system.kind == "plain" else cluster_cfg.workers
+        self.workers = 1 if system.kind.single else cluster_cfg.workers
         if model_cfg.batch_size % self.workers:
             raise ValueError(f"model.batch_size = {model_cfg.batch_size} is not divisible by "
                              f"cluster.workers = {self.workers}")
@@ -396,7 +443,7 @@ class Trainer:
                                               table_rows, seed)
         self.optimizer = dense_optimizer(model_cfg, self.model)
         self.cluster: EdgeCluster | None
-        if system.kind == "plain":
+        if system.kind.single:
             self.store: EmbeddingStore = LocalStore(init)
             self.cluster = None
         else:
@@ -420,7 +467,7 @@ class Trainer:
                         else ComputeCost.from_flops(self.flops, cluster_cfg.gflops))
         self.dense_bytes = 4 * dense_parameter_count(self.model)
         self.tau = (self.workers - 1 if switches.asp_staleness is None
-                    else switches.asp_staleness) if system.kind == "ps" else 0
+                    else switches.asp_staleness) if system.kind.asynchronous else 0
         self._stale_model = copy.deepcopy(self.model) if self.tau else None
         self._snapshots: deque[dict[str, torch.Tensor]] = deque()
         self.elapsed_s = 0.0
@@ -557,9 +604,8 @@ class Trainer:
             return
         synced = self.dense_bytes + 4 * self.dim * self.replicated_rows
         self.replicated_synced += self.replicated_rows
-        rec = self.cluster.end_iteration(compute, synced, self.system.dense_sync,
-                                         self.system.sparse_sync, hidden)
-        if self.system.kind == "ps":  # ASP: workers run on their own clocks
+        rec = self.cluster.end_iteration(compute, synced, self.system.kind.routes, hidden)
+        if self.system.kind.asynchronous:  # ASP: workers run on their own clocks
             self.elapsed_s = float(self.cluster.clock_s.max())
             self.compute_s += float(compute.max())
         else:
