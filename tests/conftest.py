@@ -157,3 +157,27 @@ def keys_and_hot(draw: st.DrawFn, min_samples: int = 0) -> tuple[np.ndarray, np.
     flat = draw(st.lists(st.integers(0, rows - 1), min_size=n * f, max_size=n * f))
     is_hot = np.array(draw(st.lists(st.booleans(), min_size=rows, max_size=rows)), dtype=bool)
     return np.array(flat, dtype=np.int64).reshape(n, f), is_hot
+
+
+@pytest.fixture
+def server():
+    """A local HTTP file server on 127.0.0.1 (:class:`helpers.downloads.FileServer`)."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from helpers.downloads import FileServer, Handler
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    state = FileServer()
+    state.base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.state = state  # type: ignore[attr-defined]
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)

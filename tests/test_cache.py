@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reference_het import RefHET
+from helpers.reference_het import RefHET
 from workbench.cluster.cache import COUNTERS, CacheSpec, ParameterServer, WorkerCache
 from workbench.utils.bitset import bitset_arrays, drain_sorted, mark
 

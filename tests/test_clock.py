@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from test_train import MODEL, _data
+from helpers.training import MODEL, toy_data
 from workbench.cluster.cache import C_INDEX, COUNTERS, CacheSpec, ParameterServer, WorkerCache
 from workbench.cluster.calibration import Calibration, compute_key
 from workbench.cluster.config import CacheConfig, ClusterConfig
@@ -103,7 +103,7 @@ def test_compute_cost() -> None:
 
 def _tiny_trainer(overlap: str, software: SoftwareCost | None,
                   dense_mode: str = "after_backward") -> Trainer:
-    _, _, rows = _data(512)
+    _, _, rows = toy_data(512)
     cluster = ClusterConfig(workers=4, overlap=overlap, bandwidth_gbps=[1.0],
                             dense_mode=dense_mode, bucket_mb=0.01,  # type: ignore[arg-type]
                             first_bucket_mb=0.005)
@@ -113,7 +113,7 @@ def _tiny_trainer(overlap: str, software: SoftwareCost | None,
 
 
 def test_prefetch_trains_identical_parameters_in_less_emulated_time() -> None:
-    train, test, _ = _data(512)
+    train, test, _ = toy_data(512)
     runs = {o: _tiny_trainer(o, SOFTWARE) for o in ("none", "prefetch")}
     metrics = {o: t.fit(train, test, eval_every=3) for o, t in runs.items()}
     for p, q in zip(runs["none"].model.parameters(), runs["prefetch"].model.parameters()):
@@ -354,7 +354,7 @@ def test_reclock_reproduces_the_trained_runs_clock(mode: str) -> None:
     training itself (AUC, parameters) does not depend on the mode."""
     from workbench.cluster.edge_cluster import reclock
 
-    train, test, _ = _data(512)
+    train, test, _ = toy_data(512)
     trainer = _tiny_trainer("prefetch", SOFTWARE, dense_mode=mode)
     metrics = trainer.fit(train, test, eval_every=3)
     assert trainer.cluster is not None

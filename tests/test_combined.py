@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from test_train import MODEL, _data
+from helpers.training import MODEL, toy_data
 from workbench.cluster.cache import COUNTERS
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.time_model import Links, time_model
@@ -49,7 +49,7 @@ def _table(trainer: Trainer) -> np.ndarray:
 def test_dedup_gives_the_same_parameters_and_fewer_lookups(kind: str) -> None:
     """Summing a key's update rows before one write equals writing them one by one (s = 0:
     every read sees every update, so the update clock's unit changes nothing)."""
-    train, _, rows = _data(1024)
+    train, _, rows = toy_data(1024)
     system = SystemSpec(kind, kind, 0)
     cache = CacheConfig(policy="lru", ratio=0.05)
     a = _trainer(rows, system, 4, cache)
@@ -66,7 +66,7 @@ def test_dedup_gives_the_same_parameters_and_fewer_lookups(kind: str) -> None:
 
 
 def test_every_row_replicated_equals_plain_training_and_moves_no_row() -> None:
-    train, _, rows = _data(1024)
+    train, _, rows = toy_data(1024)
     plain = _trainer(rows, SystemSpec("plain", "plain"), 1, CacheConfig())
     everywhere = np.ones(rows, dtype=bool)
     rep = _trainer(rows, SystemSpec("hybrid", "hybrid"), 4, CacheConfig(policy="none"),
@@ -82,7 +82,7 @@ def test_every_row_replicated_equals_plain_training_and_moves_no_row() -> None:
 
 
 def test_replicated_rows_cut_pulls_and_add_allreduce_bytes() -> None:
-    train, _, rows = _data(1024)
+    train, _, rows = toy_data(1024)
     hot = np.zeros(rows, dtype=bool)
     counts = np.bincount(train.keys.ravel(), minlength=rows)
     hot[np.argsort(-counts)[: rows // 50]] = True
@@ -113,7 +113,7 @@ def test_popular_overlap_hides_compute_without_prefetch_only() -> None:
 
 
 def test_bad_mechanism_settings() -> None:
-    train, _, rows = _data(256)
+    train, _, rows = toy_data(256)
     with pytest.raises(ValueError, match="needs replicated"):
         _trainer(rows, SystemSpec("hybrid", "hybrid"), 4, CacheConfig(policy="none"),
                  overlap_popular=True)

@@ -16,22 +16,22 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.distributed import checked_against_emulator, toy_job, toy_split
 from workbench.cluster.cache import COUNTERS, CacheSpec, ParameterServer, WorkerCache
-from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.config import ClusterConfig
 from workbench.cluster.remote_ps import RemoteCache, serve_parameter_server
 from workbench.cluster.shaped_link import ShapedLink
 from workbench.cluster.wire import HEADER_BYTES, Message, _frame, _unframe
 from workbench.experiments.config import DistributedCheckConfig
 from workbench.models.config import ModelConfig
 from workbench.training.distributed import (
-    DistributedJob,
     DistributedProcessError,
     DistributedRunError,
     Fault,
     Liveness,
     run_distributed,
 )
-from workbench.training.trainer import Split, SystemSpec
+from workbench.training.trainer import SystemSpec
 from workbench.utils.validation import ConfigError
 
 # ------------------------------------------------------------------------------------------
@@ -256,39 +256,6 @@ def test_remote_cache_matches_the_emulated_caches(steps, policy, bound, capacity
 # Real processes
 # ------------------------------------------------------------------------------------------
 
-def _toy(n: int = 512, rows: int = 300, f: int = 3, seed: int = 0) -> Split:
-    rng = np.random.default_rng(seed)
-    keys = (rng.zipf(1.4, size=(n, f)) - 1) % rows
-    return Split(rng.normal(size=(n, 2)).astype(np.float32), keys.astype(np.int64),
-                 (rng.random(n) < 0.3).astype(np.float32))
-
-
-def _job(steps: int = 6, bound: int = 0, **kw) -> DistributedJob:
-    model = ModelConfig(name="wdl", embedding_dim=8, deep_mlp=[16], bottom_mlp=[16, 8],
-                        top_mlp=[16], optimizer="sgd", lr_dense=0.05, lr_sparse=0.05,
-                        batch_size=32)
-    cluster = ClusterConfig(workers=2, bandwidth_gbps=[0.5, 1.0], latency_ms=[0.5],
-                            overlap="none", software="off")
-    return DistributedJob(model, n_dense=2, n_sparse=3, table_rows=300,
-                          system=SystemSpec("c", "cache", bound), cluster_cfg=cluster,
-                          cache_cfg=CacheConfig(policy="lru", ratio=0.1), steps=steps,
-                          dispatcher="random", timeout_s=20, deadline_s=120, **kw)
-
-
-def checked_against_emulator(job: DistributedJob, train: Split, real):
-    """The emulated run of ``job`` and the exact checks of the distributed ``real`` against it
-    (counters, bytes, versions asserted identical)."""
-    from workbench.cluster.time_model import ComputeCost, SoftwareCost
-    from workbench.experiments.distributed_check import compare, run_emulated
-
-    emulated = run_emulated(job, train, ComputeCost(0.0, 1e-6, "test"),
-                            SoftwareCost(0, 0, 0, 0, "test"))
-    check = compare(emulated, real)
-    assert check["counters_identical"], check
-    assert check["embedding_bytes_identical"] and check["meta_bytes_explained"]
-    assert check["versions_identical"]
-    return emulated, check
-
 
 class _Listeners(threading.Thread):
     """The addresses that this process's descendants listen on, polled while a run goes on."""
@@ -312,7 +279,7 @@ class _Listeners(threading.Thread):
 
 
 def test_two_workers_and_a_server_match_the_emulated_cluster():
-    job, train = _job(), _toy()
+    job, train = toy_job(), toy_split()
     listeners = _Listeners()
     listeners.start()
     try:
@@ -336,7 +303,7 @@ def test_ddp_overlapped_mode_trains_the_same_parameters_in_buckets():
     """cluster.dense_mode = overlapped: DDP's bucketed reducer (with the summing hook) gives
     the parameters of the emulated run, in several buckets whose collectives overlap
     backward (the exposed part is at most the buckets' total)."""
-    job, train = _job(steps=4), _toy()
+    job, train = toy_job(steps=4), toy_split()
     job = dataclasses.replace(job, cluster_cfg=dataclasses.replace(
         job.cluster_cfg, dense_mode="overlapped", bucket_mb=1e-4, first_bucket_mb=1e-4))
     real = run_distributed(job, train)
@@ -351,7 +318,7 @@ def test_ddp_overlapped_mode_trains_the_same_parameters_in_buckets():
 
 def test_dense_modes_the_backend_cannot_run_are_refused():
     with pytest.raises(ValueError, match="dense_mode = 'ps'"):
-        dataclasses.replace(_job(), cluster_cfg=dataclasses.replace(_job().cluster_cfg,
+        dataclasses.replace(toy_job(), cluster_cfg=dataclasses.replace(toy_job().cluster_cfg,
                                                                     dense_mode="ps"))
     with pytest.raises(ValueError, match="first bucket apart only at its defaults"):
         from workbench.training.dense_reducer import DenseReducer
@@ -364,7 +331,7 @@ def test_a_dispatcher_process_decides_like_the_emulated_dispatcher():
     from workbench.dispatch.registry import SolverOptions
     from workbench.experiments.distributed_check import run_emulated
 
-    job, train = _job(steps=4, bound=2, dispatcher_options=SolverOptions()), _toy()
+    job, train = toy_job(steps=4, bound=2, dispatcher_options=SolverOptions()), toy_split()
     job = dataclasses.replace(job, dispatcher="laia")
     real = run_distributed(job, train)
     # the emulated trainer builds the job's dispatcher (LAIA) on its own cluster
@@ -382,7 +349,8 @@ def test_a_dispatcher_process_decides_like_the_emulated_dispatcher():
 ])
 def test_a_failing_worker_stops_the_run_with_a_clear_error(kind, rank, pattern):
     with pytest.raises(DistributedRunError, match=pattern) as err:
-        run_distributed(_job(steps=6), _toy(), fault=Fault(rank=rank, iteration=2, kind=kind))
+        run_distributed(toy_job(steps=6), toy_split(),
+                        fault=Fault(rank=rank, iteration=2, kind=kind))
     # a death is the user's one line; an exception in a process is a bug and keeps its traceback
     assert isinstance(err.value, DistributedProcessError) == (kind == "kill")
 
@@ -393,10 +361,10 @@ def test_a_failing_worker_stops_the_run_with_a_clear_error(kind, rank, pattern):
 ])
 def test_a_hung_or_stopped_worker_is_named_not_its_peers(kind, says):
     # timeout_s above a healthy rank's longest compute phase on a loaded 2-core CI machine
-    job = dataclasses.replace(_job(steps=4), timeout_s=8.0, deadline_s=120.0)
+    job = dataclasses.replace(toy_job(steps=4), timeout_s=8.0, deadline_s=120.0)
     with pytest.raises(DistributedProcessError,
                        match=rf"^worker 0 \(rank 1, pid \d+\) {re.escape(says)}") as err:
-        run_distributed(job, _toy(), fault=Fault(rank=1, iteration=1, kind=kind))
+        run_distributed(job, toy_split(), fault=Fault(rank=1, iteration=1, kind=kind))
     assert "\n" not in str(err.value) and "timeout_s = 8 s" in str(err.value)
 
 
@@ -454,13 +422,13 @@ def test_liveness_names_the_process_without_progress(rows, found):
 
 
 def test_job_validation_names_the_problem():
-    job = _job()
+    job = toy_job()
     with pytest.raises(ValueError, match="distributed backend runs"):
         dataclasses.replace(job, system=SystemSpec("p", "ps"))
     with pytest.raises(ValueError, match="not divisible"):
         dataclasses.replace(job, model_cfg=ModelConfig(batch_size=33))
     with pytest.raises(ValueError, match="fewer than"):
-        run_distributed(_job(steps=100), _toy(n=64))
+        run_distributed(toy_job(steps=100), toy_split(n=64))
 
 
 def test_distributed_check_config_errors():

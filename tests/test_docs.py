@@ -51,6 +51,9 @@ def test_readme_fits_a_screen() -> None:
     assert size < MAX_README_BYTES, f"README.md is {size} bytes (limit {MAX_README_BYTES})"
     lines = len(text.splitlines())
     assert lines <= MAX_README_LINES, f"README.md has {lines} lines (limit {MAX_README_LINES})"
+    from helpers.layout import near_cap
+
+    near_cap({"README.md": lines}, MAX_README_LINES, "README (lines)")
 
 
 def test_readme_links_the_screenshot() -> None:

@@ -16,8 +16,7 @@ import sys
 
 import pytest
 
-from test_distributed import _job as toy_job
-from test_distributed import _toy, checked_against_emulator
+from helpers.distributed import checked_against_emulator, toy_job, toy_split
 from workbench.cluster.config import ClusterConfig
 from workbench.cluster.edge_network import (
     PACKET_HEADER_BYTES,
@@ -124,7 +123,7 @@ def test_config_names_the_networks_allowed():
     with pytest.raises(ConfigError, match="each network at most once"):
         DistributedCheckConfig(networks=["kernel", "kernel"])
     with pytest.raises(ValueError, match="network = 'lo'"):
-        dataclasses.replace(_job(), network="lo")
+        dataclasses.replace(kernel_job(), network="lo")
 
 
 # ------------------------------------------------------------------------------------------
@@ -189,8 +188,8 @@ def test_network_shapes_each_link_in_the_kernel_and_tears_down(nothing_left_behi
         assert not os.path.exists(f"/proc/{pid}")
 
 
-def _job(workers: int = 1, steps: int = 4) -> DistributedJob:
-    """test_distributed's toy job (WDL at D = 8 over a 300-row table) on the kernel network:
+def kernel_job(workers: int = 1, steps: int = 4) -> DistributedJob:
+    """helpers.distributed's toy job (WDL at D = 8 over a 300-row table) on the kernel network:
     ``workers`` 50 Mb/s links and a 1 Gb/s server link."""
     cluster = ClusterConfig(workers=workers, bandwidth_gbps=[0.05], latency_ms=[0.5],
                             ps_bandwidth_gbps=1.0, overlap="none", software="off")
@@ -203,7 +202,7 @@ def test_torchrun_across_two_nodes_matches_the_emulator_and_the_kernels_bytes(
         nothing_left_behind):
     from workbench.experiments.distributed_check import byte_frame
 
-    job, train = _job(), _toy()
+    job, train = kernel_job(), toy_split()
     real = run_distributed(job, train)
     assert real.network["network"] == "kernel"
     assert [n["node"] for n in real.network["nodes"]] == ["ps", "w0"]
@@ -230,9 +229,9 @@ def test_network_faults_stop_the_run_naming_the_node(kind, rank, says, nothing_l
     # timeout_s well above a healthy rank's longest compute phase on a loaded 2-core machine:
     # at 4 s, a CI run (two test workers, three ranks each) once saw worker 0 busy for 4 s
     # before the fault's iteration, and the supervisor rightly blamed it, not the link
-    job = dataclasses.replace(_job(workers=2, steps=6), timeout_s=12.0)
+    job = dataclasses.replace(kernel_job(workers=2, steps=6), timeout_s=12.0)
     with pytest.raises(DistributedProcessError) as err:
-        run_distributed(job, _toy(), fault=Fault(rank=rank, iteration=2, kind=kind,
+        run_distributed(job, toy_split(), fault=Fault(rank=rank, iteration=2, kind=kind,
                                                  bandwidth_gbps=1e-6))
     message = str(err.value)
     assert message.startswith(says), message
@@ -243,7 +242,7 @@ def test_network_faults_stop_the_run_naming_the_node(kind, rank, says, nothing_l
 
 def test_network_faults_need_the_kernel_network():
     with pytest.raises(ValueError, match="needs the kernel network"):
-        run_distributed(dataclasses.replace(_job(), network="token_bucket"), _toy(),
+        run_distributed(dataclasses.replace(kernel_job(), network="token_bucket"), toy_split(),
                         fault=Fault(rank=1, iteration=1, kind="link_down"))
 
 
@@ -272,7 +271,7 @@ def test_the_documented_per_machine_torchrun_commands_run_a_job(tmp_path, nothin
 
     from workbench.training.distributed import network_spec, save_job
 
-    job, train = _job(steps=3), _toy()
+    job, train = kernel_job(steps=3), toy_split()
     save_job(job, train, tmp_path / "job.pkl")
     spec = network_spec(job)
     with EdgeNetwork(spec) as net:

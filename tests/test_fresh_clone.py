@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from conftest import shared_data_dir
-from public_sources import serve, sources_tree
+from helpers.public_sources import serve, sources_tree
 from workbench.data.registry import SAMPLES
 from workbench.utils.paths import REPO_ROOT
 

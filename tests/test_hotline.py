@@ -54,7 +54,7 @@ def _split(n: int, seed: int) -> Split:
 
 
 @cache
-def _data() -> tuple[Split, Split, np.ndarray, np.ndarray]:
+def toy_data() -> tuple[Split, Split, np.ndarray, np.ndarray]:
     """(train: STEPS mini-batches, test, initial table, hot set of 24 rows)."""
     train, test = _split(STEPS * BATCH, 0), _split(128, 1)
     table = np.random.default_rng(5).uniform(-0.05, 0.05, (ROWS, DIM)).astype(np.float32)
@@ -66,7 +66,7 @@ def _data() -> tuple[Split, Split, np.ndarray, np.ndarray]:
 def _train(scheme: str, hot: np.ndarray, *, seed: int = 0, overlap: bool = True,
            device: str = "cpu", is_hot: np.ndarray | None = None, **schedule):
     """Train one epoch; returns (merged table, dense parameters, metrics, steps, trainer info)."""
-    train, test, table, _ = _data()
+    train, test, table, _ = toy_data()
     trainer = TieredTrainer(SPEC, table, hot, device=device, seed=seed, overlap=overlap)
     try:
         metrics, steps = train_scheme(scheme, trainer, train, test,
@@ -82,7 +82,7 @@ def _train(scheme: str, hot: np.ndarray, *, seed: int = 0, overlap: bool = True,
 
 @cache
 def _cpu_run(scheme: str, hot_kind: str, seed: int = 0, overlap: bool = True):
-    _, _, _, hot = _data()
+    _, _, _, hot = toy_data()
     keys = {"none": np.zeros(0, dtype=np.int64), "hot": hot, "all": np.arange(ROWS)}[hot_kind]
     return _train(scheme, keys, seed=seed, overlap=overlap)
 
@@ -458,7 +458,7 @@ def test_sync_seconds_and_bad_kind() -> None:
 
 # -- the trainer: parity of the schemes ------------------------------------------------------------
 def test_data_has_popular_and_non_popular_samples() -> None:
-    train, _, _, hot = _data()
+    train, _, _, hot = toy_data()
     popular = popular_mask(train.keys, hot_mask(hot, ROWS))
     assert 0.1 < popular.mean() < 0.9
 
@@ -477,7 +477,7 @@ def test_hotline_equals_hybrid() -> None:
     np.testing.assert_allclose([s.loss for s in steps], [s.loss for s in hybrid[3]],
                                rtol=1e-6, atol=0)
     # training moved the rows well beyond the tolerance, so parity is not vacuous
-    assert np.abs(hybrid[0] - _data()[2]).max() > 100 * ATOL
+    assert np.abs(hybrid[0] - toy_data()[2]).max() > 100 * ATOL
     np.testing.assert_allclose(hotline[2]["auc"], hybrid[2]["auc"], rtol=0, atol=1e-6)
     # another initialisation is a different model: the comparison can fail
     other = _cpu_run("hybrid", "none", seed=1)
@@ -529,7 +529,7 @@ def test_step_records_are_consistent() -> None:
 
 
 def test_step_hot_rejects_cold_keys() -> None:
-    train, _, table, hot = _data()
+    train, _, table, hot = toy_data()
     trainer = TieredTrainer(SPEC, table, hot, seed=0)
     try:
         popular = popular_mask(train.keys, hot_mask(hot, ROWS))
@@ -547,7 +547,7 @@ def test_step_hot_rejects_cold_keys() -> None:
 
 
 def test_fae_trains_in_phases() -> None:
-    train, _, _, hot = _data()
+    train, _, _, hot = toy_data()
     is_hot = hot_mask(hot, ROWS)
     fae = _train("fae", hot, is_hot=is_hot, fae_phase_batches=2)
     metrics, steps = fae[2], fae[3]
@@ -568,7 +568,7 @@ def test_fae_trains_in_phases() -> None:
     assert _max_diff(fae, hybrid) > 10 * ATOL
     # ... but the model of hybrid steps over FAE's mini-batches in FAE's order: the phase syncs
     # lose no update of either tier
-    _, _, table, _ = _data()
+    _, _, table, _ = toy_data()
     reference = TieredTrainer(SPEC, table, np.zeros(0, dtype=np.int64), seed=0)
     try:
         plan = fae_schedule(popular_mask(train.keys, is_hot), BATCH, 2)
@@ -583,7 +583,7 @@ def test_fae_trains_in_phases() -> None:
 
 
 def test_train_scheme_rejects_bad_arguments() -> None:
-    train, test, table, hot = _data()
+    train, test, table, hot = toy_data()
     trainer = TieredTrainer(SPEC, table, hot, seed=0)
     try:
         with pytest.raises(ValueError):
@@ -601,7 +601,7 @@ class TestCuda:
     """The same parity with the accelerator tier in device memory."""
 
     def test_hotline_on_cuda_equals_hybrid(self) -> None:
-        _, _, _, hot = _data()
+        _, _, _, hot = toy_data()
         hybrid = _train("hybrid", np.zeros(0, dtype=np.int64), device="cuda")
         hotline = _train("hotline", hot, device="cuda")
         info = hotline[4]
@@ -631,7 +631,7 @@ class TestCuda:
     def test_every_scheme_on_cuda_equals_the_cpu(self) -> None:
         # Hotline without overlap, accelerator-only, online re-profiling (set_hot between steps)
         # and FAE (phase syncs between the tiers) on the GPU: the CPU trainer's model
-        _, _, _, hot = _data()
+        _, _, _, hot = toy_data()
         reference = _cpu_run("hybrid", "none")
         for scheme, keys, overlap in (("hotline", hot, False),
                                       ("accel_only", np.arange(ROWS), True)):
@@ -648,7 +648,7 @@ class TestCuda:
     def test_cuda_spans_time_the_device_work(self) -> None:
         # the cold rows' upload runs on the side stream: its span is timed there with CUDA
         # events (not the host's enqueue), and every span lies within the step's wall time
-        _, _, _, hot = _data()
+        _, _, _, hot = toy_data()
         steps = _train("hotline", hot, device="cuda")[3]
         for step in steps:
             uploads = [s for s in step.spans if s.phase == "upload non-popular"]

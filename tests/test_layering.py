@@ -8,6 +8,7 @@ relative imports resolved) is read with :mod:`ast`; the layer of both ends comes
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -140,3 +141,35 @@ def test_benchmarks_use_public_names_only() -> None:
                 bad += [f"{path.name}:{node.lineno}: {node.module}.{a.name}"
                         for a in node.names if a.name.startswith("_")]
     assert not bad, bad
+
+
+def _doc_layers() -> dict[str, int]:
+    """Every unit the package docstring's layer table names, with its layer number."""
+    doc = workbench.__doc__ or ""
+    table = doc[doc.index("::\n\n") + 4:doc.index("\n\nEach package")]
+    found: dict[str, int] = {}
+    layer = None
+    for line in table.splitlines():
+        head = line[:27]
+        if head[:5].strip().isdigit():
+            layer = int(head[:5])
+        for unit in re.findall(r"[a-z_]+", head[5:]):
+            if unit != "conf":
+                found[unit] = layer
+    return found
+
+
+def test_the_layer_tables_are_workbench_layers() -> None:
+    """One layer table: the package docstring's is LAYERS, docs/design.md shows the same block,
+    and its module table puts every package at its layer."""
+    assert _doc_layers() == LAYERS
+    doc = workbench.__doc__ or ""
+    block = doc[doc.index("::\n\n") + 4:doc.index("\n\nEach package")].replace("``", "`")
+    design = (PACKAGE.parent / "docs" / "design.md").read_text()
+    assert f"```\n{block}\n```" in design
+    rows = re.findall(r"^\| (\d+) \| ([^|]+) \|", design, re.M)
+    seen = {}
+    for layer, cell in rows:
+        for unit in re.findall(r"`([a-z_]+)(?:/|\.py)`", cell):
+            seen[unit] = int(layer)
+    assert seen == LAYERS

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from claim_directions import direction_losses
+from helpers.claim_directions import direction_losses
 from workbench.config import load
 from workbench.report import register as reg
 from workbench.report import verdict

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reference_het import COUNTERS, RefHET
+from helpers.reference_het import COUNTERS, RefHET
 
 INF = 10**9
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reference_het import RefHET
+from helpers.reference_het import RefHET
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.edge_cluster import EdgeCluster, cache_capacity, replay, summarize
 from workbench.cluster.routes import Routes

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 import pytest
 
 from conftest import shared_data_dir
-from public_sources import TAOBAO_TAIL, mirror_file, serve, served_path, sources_tree
+from helpers.public_sources import TAOBAO_TAIL, mirror_file, serve, served_path, sources_tree
 from workbench.data import download
 from workbench.data.download import (
     SOURCE_BASE_ENV,

@@ -12,37 +12,19 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.training import MODEL, toy_data
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.config import load
-from workbench.data.config import SyntheticConfig
-from workbench.data.synthetic import generate
 from workbench.experiments.het_train import scaled_bound, systems
 from workbench.models.config import ModelConfig
 from workbench.training.trainer import (
     ClusterSetup,
     ModelSpec,
-    Split,
     SystemSpec,
     Trainer,
     auc_score,
     time_to_target,
 )
-
-MODEL = ModelConfig(name="wdl", embedding_dim=8, deep_mlp=[16, 16], batch_size=64,
-                    lr_dense=0.01, lr_sparse=0.05, optimizer="adam")
-
-
-def _data(rows: int = 4096, seed: int = 0) -> tuple[Split, Split, int]:
-    table, cards = generate(SyntheticConfig(rows=rows, cardinality_scale=0.0005), seed)
-    frame = table.frame
-    offsets = np.r_[0, np.cumsum([cards[c] for c in table.categorical])[:-1]]
-    keys = frame[table.categorical].to_numpy(np.int64) + offsets
-    dense = np.log1p(np.clip(np.nan_to_num(frame[table.dense].to_numpy(np.float32)), 0, None))
-    labels = frame["label"].to_numpy(np.float32)
-    cut = int(rows * 0.8)
-    rows_total = int(sum(cards.values()))
-    return (Split(dense[:cut], keys[:cut], labels[:cut]),
-            Split(dense[cut:], keys[cut:], labels[cut:]), rows_total)
 
 
 def _trainer(system: SystemSpec, rows: int, workers: int = 1, model: ModelConfig = MODEL,
@@ -54,7 +36,7 @@ def _trainer(system: SystemSpec, rows: int, workers: int = 1, model: ModelConfig
 
 @pytest.mark.parametrize("policy", ["lru", "lfu", "none"])
 def test_one_worker_with_s0_equals_plain_training(policy: str) -> None:
-    train, _, rows = _data(1024)
+    train, _, rows = toy_data(1024)
     plain = _trainer(SystemSpec("plain", "plain"), rows)
     cached = _trainer(SystemSpec("s0", "cache", 0), rows,
                       cache=CacheConfig(policy=policy, ratio=0.05))
@@ -67,7 +49,7 @@ def test_one_worker_with_s0_equals_plain_training(policy: str) -> None:
 
 
 def test_models_learn_through_the_cluster_and_metrics_are_deterministic() -> None:
-    train, test, rows = _data(6144)
+    train, test, rows = toy_data(6144)
     runs = []
     for _ in range(2):
         tr = _trainer(SystemSpec("Cache s=10", "cache", 10), rows, workers=4)
@@ -80,7 +62,7 @@ def test_models_learn_through_the_cluster_and_metrics_are_deterministic() -> Non
 
 
 def test_systems_differ_in_time_not_in_bsp_accuracy() -> None:
-    train, test, rows = _data(2048)
+    train, test, rows = toy_data(2048)
     out = {}
     for spec in (SystemSpec("h", "hybrid"), SystemSpec("a", "allreduce"),
                  SystemSpec("p", "ps"), SystemSpec("c", "cache", 100)):
@@ -94,7 +76,7 @@ def test_systems_differ_in_time_not_in_bsp_accuracy() -> None:
 
 
 def test_bad_batch_and_kind() -> None:
-    _, _, rows = _data(256)
+    _, _, rows = toy_data(256)
     with pytest.raises(ValueError, match="not divisible"):
         _trainer(SystemSpec("c", "cache", 1), rows, workers=3)
     with pytest.raises(ValueError, match="system kind"):
@@ -157,7 +139,6 @@ def test_stage_outputs_on_ci_profile(ci_pipeline: Path) -> None:
     # time to target is interpolated: iterations to target need not be an evaluation point
     hit = [r for r in summary["runs"] if np.isfinite(r["iterations_to_target"] or np.nan)]
     assert all(r["iterations_to_target"] <= summary["iterations"] for r in hit)
-
 
 
 def test_a_system_kind_says_how_it_synchronises() -> None:

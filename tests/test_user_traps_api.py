@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from test_user_traps import failed_with, run
+from helpers.traps import failed_with, run
 from workbench import api, explorers
 from workbench.arguments import ArgumentError
 from workbench.utils.errors import UserError, one_line
@@ -43,7 +43,7 @@ def cfg():
     return api.config()
 
 
-def _data(rows: int = 1000) -> api.Data:
+def toy_data(rows: int = 1000) -> api.Data:
     train = pd.DataFrame({"label": np.zeros(len(KEYS))})
     return api.Data("toy", train, train, None, rows)
 
@@ -64,22 +64,22 @@ CALLS = {
     "replay_cache key beyond rows": (lambda cfg: api.replay_cache(KEYS, 10),
                                      "api.replay_cache: keys hold 999, outside the table's rows "
                                      "0..9"),
-    "dispatch workers 0": (lambda cfg: api.dispatch(_data(), ["random"], cfg, workers=0),
+    "dispatch workers 0": (lambda cfg: api.dispatch(toy_data(), ["random"], cfg, workers=0),
                            "api.dispatch: workers = 0: must be an integer >= 1 and <= 1024 (as "
                            "config key experiments.esd.workers)"),
-    "dispatch spread nan": (lambda cfg: api.dispatch(_data(), ["random"], cfg,
+    "dispatch spread nan": (lambda cfg: api.dispatch(toy_data(), ["random"], cfg,
                                                      bandwidth_spread=math.nan),
                             "api.dispatch: bandwidth_spread = nan: must be a finite number >= 1.0"),
-    "dispatch unknown knob": (lambda cfg: api.dispatch(_data(), ["random"], cfg, wokers=4),
+    "dispatch unknown knob": (lambda cfg: api.dispatch(toy_data(), ["random"], cfg, wokers=4),
                               "api.dispatch: unknown keyword 'wokers': the keywords are the fields"
                               " of experiments.esd"),
-    "dispatch unknown dispatcher": (lambda cfg: api.dispatch(_data(), ["fastest"], cfg),
+    "dispatch unknown dispatcher": (lambda cfg: api.dispatch(toy_data(), ["fastest"], cfg),
                                     "api.dispatch: dispatchers = ['fastest']: must be a non-empty "
                                     "list of"),
-    "train cache ratio 5": (lambda cfg: api.train(_data(), cfg, cache_ratio=5),
+    "train cache ratio 5": (lambda cfg: api.train(toy_data(), cfg, cache_ratio=5),
                             "api.train: cache_ratio = 5.0: must be a number > 0.0 and <= 1.0 (as "
                             "config key experiments.combined.cache_ratio)"),
-    "train steps 0": (lambda cfg: api.train(_data(), cfg, steps=0),
+    "train steps 0": (lambda cfg: api.train(toy_data(), cfg, steps=0),
                       "api.train: steps = 0: must be an integer >= 1"),
     "hot_tier profile rate 0": (lambda cfg: api.hot_tier(KEYS, 1000, [0.01], profile_rate=0),
                                 "api.hot_tier: profile_rate = 0.0: must be a number > 0.0 and <= "
@@ -112,7 +112,7 @@ CALLS = {
                            "api.hot_tier: rows = 1,000,000,000,000,000,000: the table's"),
     "cluster rows 1e18": (lambda cfg: api.cluster(cfg, 10**18),
                           "api.cluster: rows = 1,000,000,000,000,000,000: the table's"),
-    "train bound 2**70": (lambda cfg: api.train(_data(), cfg, steps=1, bound=2**70),
+    "train bound 2**70": (lambda cfg: api.train(toy_data(), cfg, steps=1, bound=2**70),
                           f"api.train: bound = {2**70}: must be below 2**62"),
     "timedelta keys": (lambda cfg: api.access_skew(KEYS.astype("m8[s]"), 1000, [0.1]),
                        "api.access_skew: keys of shape (2048, 4) and dtype timedelta64[s]: must "

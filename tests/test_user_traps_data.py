@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from test_download import remote, server, tar_gz  # noqa: F401 (server: the local HTTP fixture)
-from test_user_traps import criteo_lines, failed_with, local, run, stage
+from helpers.downloads import remote, tar_gz
+from helpers.traps import criteo_lines, failed_with, local, run, stage
 from workbench.config import load
 from workbench.data import pipeline, streaming
 from workbench.data.config import DatasetConfig

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from test_user_traps import failed_with, stage
+from helpers.traps import failed_with, stage
 from workbench.config import load
 from workbench.utils.paths import REPO_ROOT
 from workbench.utils.validation import ConfigError

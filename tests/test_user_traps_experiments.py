@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from test_user_traps import criteo_lines, failed_with, local, stage
+from helpers.traps import criteo_lines, failed_with, local, stage
 from workbench import api
 from workbench.experiments import flexshard
 from workbench.sparse import reader

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_download import criteo_tsv
+from helpers.downloads import criteo_tsv
 from workbench.data.streaming import TableLayout, encode_streaming
 from workbench.utils.io import atomic_dir, atomic_path, writing
 from workbench.utils.paths import REPO_ROOT

@@ -16,7 +16,7 @@ parts of the configuration it uses; :mod:`workbench.stages.registry` hands them 
 ``hotline``            Hotline's popularity and micro-batch pipeline against its baselines
 ``flexshard``          FlexShard's tiered sharding against the other plans of a sequence table
 ``distributed_check``  the emulated cluster against real processes (torch.distributed)
-``config``             every stage's config schema (light: composing needs no torch)
+``config``             every stage's config schema (a light package: composing needs no torch)
 ``context``            ``RunContext``: input, output, seed, calibration, progress of one run
 ``sizing``             fitting a stage's batches and sweeps to the data it is given
 =====================  ==========================================================================

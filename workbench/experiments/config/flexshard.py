@@ -1,0 +1,78 @@
+"""Config schemas of flexShard's stage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from workbench.utils.validation import ConfigError, check_each, in_range, nonempty
+
+
+@dataclass(frozen=True)
+class FlexShardConfig:
+    """FlexShard experiments: sharding plans of a sequence embedding table on a two-level topology.
+
+    Attributes:
+        datasets: datasets with a sequence feature (the ``flexshard`` stage runs on each).
+        claims_dataset: the dataset whose results the claims rows report (one of ``datasets``).
+        sequence_feature: the sequence (list) column sharded; null = the dataset's first.
+        embedding_dim: D (a row is 4 D bytes).
+        per_device_batch: samples each device trains per iteration (data parallel).
+        profile_batches: iterations (of the base topology's global batch) whose lookups estimate
+            the rows' access probabilities, counted per occurrence.
+        replay_batches: the iterations after them, replayed through every plan.
+        probability_estimator: ``good_turing`` (the profile's unseen rows share the
+            Good-Turing missing mass, counted per iteration: the lookups on rows seen in only
+            one profiled iteration / all lookups, so a row the profile missed is not free for
+            the planner; the seen rows' frequencies are scaled by the rest) or
+            ``frequency`` (raw frequencies: unseen rows have probability 0).
+        plans: the plans compared (``tw``, ``rw``, ``cw``, ``twrw``, ``hot_dp``, ``flexshard``).
+        cw_shards: column shards of ``cw`` (must divide ``embedding_dim``).
+        memory_limit: ``rw`` (FlexShard and hot_dp may use at most RW's memory per device,
+            weights + buffers) or ``none``.
+        candidate_cuts: cut positions the planner evaluates (every pair of them).
+        replicated_fractions: fractions of the rows replicated on every device for the
+            memory-against-savings curve (the authors' figure: 0.1% .. 1.1%).
+        device_sweep: device counts of the scaling sweep (multiples of the topology's
+            ``devices_per_node``).
+        skew_sweep: slow-node NIC speeds of the skew sweep (1 = no skew).
+    """
+
+    datasets: list[str] = field(default_factory=lambda: ["synthetic_sessions"],
+                                metadata=nonempty())
+    claims_dataset: str = "synthetic_sessions"
+    sequence_feature: str | None = None
+    embedding_dim: int = field(default=64, metadata=in_range(1, 65_536))
+    per_device_batch: int = field(default=512, metadata=in_range(1, None))
+    profile_batches: int = field(default=4, metadata=in_range(1, None))
+    replay_batches: int = field(default=4, metadata=in_range(1, None))
+    probability_estimator: Literal["good_turing", "frequency"] = "good_turing"
+    plans: list[str] = field(default_factory=lambda: ["tw", "rw", "cw", "twrw", "hot_dp",
+                                                      "flexshard"], metadata=nonempty())
+    cw_shards: int = field(default=4, metadata=in_range(1, 4096))
+    memory_limit: Literal["rw", "none"] = "rw"
+    candidate_cuts: int = field(default=256, metadata=in_range(2, 100_000))
+    replicated_fractions: list[float] = field(
+        default_factory=lambda: [0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009,
+                                 0.010, 0.011], metadata=nonempty())
+    device_sweep: list[int] = field(default_factory=lambda: [8, 16, 32, 64],
+                                    metadata=nonempty(in_range(1, 65_536)))
+    skew_sweep: list[float] = field(default_factory=lambda: [1.0, 0.5, 0.25, 0.1],
+                                    metadata=nonempty())
+
+    def __post_init__(self) -> None:
+        if self.claims_dataset not in self.datasets:
+            raise ConfigError(f"claims_dataset = {self.claims_dataset!r}: must be one of "
+                              f"datasets {self.datasets}")
+        allowed = ("tw", "rw", "cw", "twrw", "hot_dp", "flexshard")
+        check_each("plans", self.plans, lambda p: p in allowed, f"one of {allowed}")
+        for need in ("rw", "flexshard"):
+            if need not in self.plans:
+                raise ConfigError(f"plans = {self.plans}: must include '{need}' (the claims "
+                                  "compare FlexShard with row-wise)")
+        if self.embedding_dim % self.cw_shards:
+            raise ConfigError(f"cw_shards = {self.cw_shards}: must divide embedding_dim = "
+                              f"{self.embedding_dim}")
+        check_each("replicated_fractions", self.replicated_fractions, lambda f: 0 <= f <= 1,
+                   "in [0, 1]")
+        check_each("skew_sweep", self.skew_sweep, lambda f: 0 < f <= 1, "in (0, 1]")

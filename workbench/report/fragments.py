@@ -1,0 +1,166 @@
+"""Numbers in the README and the docs, generated from the claims table, never copied.
+
+A page marks each generated part with an HTML comment pair (invisible where it renders)::
+
+    <!-- claims:counts -->            every claim's state, counted
+    <!-- claims:papers -->            per paper: its page, venue, mechanism and states
+    <!-- claims:summary HET -->       one paper's states, one line
+    <!-- claims:table HET -->         one paper's claims: paper value, ours, verdict, holds
+    ...generated text...
+    <!-- /claims -->
+
+``python -m workbench.report.fragments`` rewrites every marked part of :data:`PAGES` from
+``reports/claims.csv``; ``--check`` exits 1 naming each part that disagrees with it (the tests
+run it, so a claim count or value quoted by hand cannot drift from the report). Text outside the
+markers is the author's; it quotes no count or claim value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from workbench.report.verdict import STATES
+from workbench.utils.io import write_text
+from workbench.utils.paths import REPO_ROOT
+
+#: The pages with generated parts, relative to the repository root.
+PAGES = ("README.md", "docs/index.md", "docs/claims.md", "docs/papers/het.md",
+         "docs/papers/esd.md", "docs/papers/recd.md", "docs/papers/hotline.md",
+         "docs/papers/flexshard.md")
+#: Per paper: its page (relative to docs/), venue and mechanism in a few words.
+PAPERS = {
+    "HET": ("papers/het.md", "VLDB 2022", "per-worker embedding caches with bounded staleness"),
+    "ESD": ("papers/esd.md", "CRAD 2025", "expected-cost sample dispatch, HybridDis"),
+    "RecD": ("papers/recd.md", "MLSys 2023",
+             "session-clustered data, InverseKeyedJaggedTensors"),
+    "Hotline": ("papers/hotline.md", "ISCA 2024", "popular / non-popular micro-batch pipeline"),
+    "FlexShard": ("papers/flexshard.md", "arXiv 2023",
+                  "per-row tiered sharding, hot-row replication"),
+}
+MARK = re.compile(r"(?P<open><!-- claims:(?P<name>[A-Za-z]+)(?: (?P<arg>[A-Za-z]+))? -->\n)"
+                  r"(?P<body>.*?)(?P<close><!-- /claims -->)", re.S)
+
+
+def _plural(n: int, state: str) -> str:
+    return f"{n} ties" if state == "tie" and n != 1 else f"{n} {state}"
+
+
+def states(claims: pd.DataFrame, zeros: bool = True) -> str:
+    """``"6 reproduced, 8 direction only, 1 tie, 0 contradicted, 3 not comparable"``: every state
+    a claim can be in (``not built`` only when one is; none at 0 without ``zeros``)."""
+    counts = claims["state"].value_counts()
+    return ", ".join(_plural(int(counts.get(s, 0)), s) for s in STATES
+                     if counts.get(s, 0) or (zeros and s != "not built"))
+
+
+def counts(claims: pd.DataFrame) -> str:
+    """The whole register in one sentence."""
+    formal = int((claims["basis"] == "our formalisation [A]").sum())
+    return (f"All {len(claims)} claims of the register: {states(claims)} ({formal} of them of "
+            "papers known from their abstract only, whose mechanism is our formalisation).\n")
+
+
+def papers(claims: pd.DataFrame, root: str) -> str:
+    """The five papers' table, each with its claims' states (links relative to ``root``)."""
+    lines = ["| paper | mechanism | claims (states of the register's rows) |",
+             "| --- | --- | --- |"]
+    for paper, (page, venue, mechanism) in PAPERS.items():
+        mine = claims[claims["paper"] == paper]
+        lines.append(f"| [{paper}]({root}{page}) ({venue}) | {mechanism} | {len(mine)}: "
+                     f"{states(mine, zeros=False)} |")
+    return "\n".join(lines) + "\n"
+
+
+def summary(claims: pd.DataFrame, paper: str) -> str:
+    """One paper's states in one line (its table says what each row measured)."""
+    mine = claims[claims["paper"] == paper]
+    return (f"**How close:** {len(mine)} claims of the register, {states(mine, zeros=False)} "
+            "([the claims below](#claims-and-how-close), from `reports/claims.csv`).\n")
+
+
+def table(claims: pd.DataFrame, paper: str) -> str:
+    """One paper's claims as a table: paper value, ours, verdict, where it holds."""
+    lines = ["| claim | paper | ours | verdict | holds |", "| --- | --- | --- | --- | --- |"]
+    for r in claims[claims["paper"] == paper].itertuples():
+        lines.append(f"| {_cell(r.claim)} | {_cell(r.paper_value)} | {_cell(r.measured)} | "
+                     f"{_cell(r.verdict)} | {_cell(r.holds)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: object) -> str:
+    text = "" if value is None or (isinstance(value, float) and value != value) else str(value)
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def render(name: str, arg: str | None, claims: pd.DataFrame, page: str) -> str:
+    """The text of one marked part of ``page`` (a path relative to the repository root).
+
+    Raises:
+        ValueError: an unknown part, or a paper not in :data:`PAPERS`.
+    """
+    if arg is not None and arg not in PAPERS:
+        raise ValueError(f"{page}: claims:{name} {arg}: not a paper ({', '.join(PAPERS)})")
+    if name == "counts":
+        return counts(claims)
+    if name == "papers":
+        return papers(claims, "docs/" if not page.startswith("docs/") else "")
+    if name == "summary" and arg:
+        return summary(claims, arg)
+    if name == "table" and arg:
+        return table(claims, arg)
+    raise ValueError(f"{page}: unknown generated part claims:{name} (counts, papers, "
+                     "summary <paper>, table <paper>)")
+
+
+def update(text: str, claims: pd.DataFrame, page: str) -> str:
+    """``text`` with every marked part regenerated."""
+    return MARK.sub(lambda m: m["open"] + render(m["name"], m["arg"], claims, page)
+                    + m["close"], text)
+
+
+def stale(root: Path = REPO_ROOT, claims: pd.DataFrame | None = None) -> list[str]:
+    """Every marked part of :data:`PAGES` that differs from the claims table, as
+    ``"<page>: claims:<name>"``; a page without one is named too."""
+    claims = pd.read_csv(root / "reports" / "claims.csv") if claims is None else claims
+    out = []
+    for page in PAGES:
+        text = (root / page).read_text()
+        marks = list(MARK.finditer(text))
+        if not marks:
+            out.append(f"{page}: no generated part")
+        for m in marks:
+            if m["body"] != render(m["name"], m["arg"], claims, page):
+                out.append(f"{page}: claims:{m['name']}" + (f" {m['arg']}" if m["arg"] else ""))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m workbench.report.fragments [--check]``; see the module."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if a generated part differs from reports/claims.csv")
+    args = parser.parse_args(argv)
+    if args.check:
+        bad = stale()
+        for line in bad:
+            print(f"out of date: {line} (python -m workbench.report.fragments rewrites it)",
+                  file=sys.stderr)
+        return 1 if bad else 0
+    claims = pd.read_csv(REPO_ROOT / "reports" / "claims.csv")
+    for page in PAGES:
+        path = REPO_ROOT / page
+        text = path.read_text()
+        new = update(text, claims, page)
+        if new != text:
+            write_text(path, new)
+            print(f"rewrote the generated parts of {page}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
