@@ -17,6 +17,8 @@
                        measure, its rule, the paper's numbers
 ``verdict_map``        per paper, the state against every assumed parameter
 ``check``              every claim measured again against the committed table (make check)
+``fragments``          the claim counts and values of the README and docs, generated from
+                       ``reports/claims.csv`` (``--check``: a test holds them)
 ``plotting``           the one seaborn theme, byte-deterministic figures
 ``explore``            the notebooks' widgets: a live run, its plot redrawn in place, in the
                        background with progress

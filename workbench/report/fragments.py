@@ -29,9 +29,9 @@ from workbench.utils.io import write_text
 from workbench.utils.paths import REPO_ROOT
 
 #: The pages with generated parts, relative to the repository root.
-PAGES = ("README.md", "docs/index.md", "docs/claims.md", "docs/papers/het.md",
-         "docs/papers/esd.md", "docs/papers/recd.md", "docs/papers/hotline.md",
-         "docs/papers/flexshard.md")
+PAGES = ("README.md", "docs/index.md", "docs/claims.md", "docs/notebooks.md",
+         "docs/papers/het.md", "docs/papers/esd.md", "docs/papers/recd.md",
+         "docs/papers/hotline.md", "docs/papers/flexshard.md")
 #: Per paper: its page (relative to docs/), venue and mechanism in a few words.
 PAPERS = {
     "HET": ("papers/het.md", "VLDB 2022", "per-worker embedding caches with bounded staleness"),
