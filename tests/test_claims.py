@@ -213,3 +213,13 @@ def test_a_missing_output_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"fig2.csv not found: the het_time stage has "
                        r"not run here \(dvc repro het_time"):
         claims.measure(REGISTER["het.fig2_share.wdl"], cfg)
+
+
+def test_fig3_reads_the_datasets_the_stage_ran_on(tmp_path: Path) -> None:
+    """A notebook shown on one dataset measures Fig. 3 from that dataset's statistics alone."""
+    shutil.copytree(REPO_ROOT / "results" / "dataset_stats" / "criteo_sample",
+                    tmp_path / "dataset_stats" / "criteo_sample")
+    cfg = load([f"paths.results={tmp_path}"], params=REPO_ROOT / "params.yaml")
+    m = claims.measure(REGISTER["het.fig3_skew"], cfg)
+    assert [p["value"] for p in m.conditions["dataset"]] == ["criteo_sample"]
+    assert m.payload["values"] and m.text.endswith("%")

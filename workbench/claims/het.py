@@ -392,7 +392,9 @@ def fig3_skew(res: Results, entry: EntryLike) -> Measurement:
     """Fig. 3: the top rows' share of lookups on the register's committed dataset."""
     committed = str(entry.ours["dataset"])
     by_name = {}
-    for name in res.cfg.pipeline.datasets:
+    for name in res.cfg.pipeline.datasets:  # those the stage ran on (a notebook may show one)
+        if not res.path("dataset_stats", name, "stats.json").is_file():
+            continue
         stats = res.json("dataset_stats", name, "stats.json")
         if stats["available"]:
             by_name[name] = stats
