@@ -20,11 +20,7 @@ def runs(res: Results) -> dict[str, Any]:
     """The available datasets' summaries and the claims dataset's skew sweep."""
     def build() -> dict[str, Any]:
         exp = res.cfg.experiments.flexshard
-        summaries = {}
-        for name in exp.datasets:
-            info = res.json("flexshard", name, "summary.json")
-            if info["available"]:
-                summaries[name] = info
+        summaries, _ = res.available("flexshard", exp.datasets)
         skew = res.csv("flexshard", exp.claims_dataset, "skew_sweep.csv")
         return {"summaries": summaries, "skew": skew}
     return res.memo("flexshard", build)

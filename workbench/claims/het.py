@@ -297,12 +297,9 @@ def fig9a_workers(res: Results, entry: EntryLike) -> Measurement:
 def cache_runs(res: Results) -> dict[str, Any]:
     """``het_cache``'s available datasets: summaries and the miss-rate table."""
     def build() -> dict[str, Any]:
-        summaries, frames = {}, []
-        for name in res.cfg.experiments.het_cache.datasets:
-            info = res.json("het_cache", name, "summary.json")
-            if info["available"]:
-                summaries[name] = info
-                frames.append(res.csv("het_cache", name, "miss_rate.csv").assign(dataset=name))
+        summaries, _ = res.available("het_cache", res.cfg.experiments.het_cache.datasets)
+        frames = [res.csv("het_cache", name, "miss_rate.csv").assign(dataset=name)
+                  for name in summaries]
         miss = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
             columns=["dataset", "cache_ratio", "policy", "miss_rate"])
         return {"summaries": summaries, "miss": miss}

@@ -111,6 +111,19 @@ class Results:
             self.read.append(path.relative_to(self.root))
         return self._cache[key].copy()
 
+    def available(self, stage: str, datasets: Sequence[str], summary: str = "summary.json"
+                  ) -> tuple[dict[str, dict[str, Any]], list[tuple[str, str]]]:
+        """A per-dataset stage's summaries of the datasets it could run on, in order, and
+        ``(dataset, reason)`` for each it could not (its summary says ``available: false``)."""
+        found, unavailable = {}, []
+        for name in datasets:
+            info = self.json(stage, name, summary)
+            if info.get("available", True):
+                found[name] = info
+            else:
+                unavailable.append((name, str(info.get("reason", ""))))
+        return found, unavailable
+
     def memo(self, name: str, build: Callable[[], Any]) -> Any:
         """A value derived from several files, built once per :class:`Results`."""
         key = ("memo", Path(name))

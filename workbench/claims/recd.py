@@ -25,17 +25,10 @@ READER_BATCH = 512  # the committed reader batch of the preprocessing claim (ass
 def runs(res: Results) -> dict[str, Any]:
     """The ``dedup`` stage's available datasets: summaries, dedup factors and storage bytes."""
     def build() -> dict[str, Any]:
-        summaries: dict[str, dict[str, Any]] = {}
-        notes: list[tuple[str, str]] = []
-        frames: dict[str, list[pd.DataFrame]] = {"dedup": [], "storage": []}
-        for name in res.cfg.experiments.recd.datasets:
-            d_summary = res.json("dedup", name, "summary.json")
-            if not d_summary["available"]:
-                notes.append((name, d_summary["reason"]))
-                continue
-            summaries[name] = {"dedup": d_summary}
-            frames["dedup"].append(res.csv("dedup", name, "dedup.csv").assign(dataset=name))
-            frames["storage"].append(res.csv("dedup", name, "storage.csv").assign(dataset=name))
+        found, notes = res.available("dedup", res.cfg.experiments.recd.datasets)
+        summaries = {name: {"dedup": info} for name, info in found.items()}
+        frames = {kind: [res.csv("dedup", name, f"{kind}.csv").assign(dataset=name)
+                         for name in summaries] for kind in ("dedup", "storage")}
         if not summaries:
             raise FileNotFoundError(f"{res.path('dedup')}: none of the datasets "
                                     f"{list(res.cfg.experiments.recd.datasets)} was available")
