@@ -17,13 +17,12 @@ from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.config import load
 from workbench.experiments.het_train import scaled_bound, systems
 from workbench.models.config import ModelConfig
+from workbench.training.metrics import auc_score, time_to_target
 from workbench.training.trainer import (
     ClusterSetup,
     ModelSpec,
     SystemSpec,
     Trainer,
-    auc_score,
-    time_to_target,
 )
 
 

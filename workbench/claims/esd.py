@@ -77,8 +77,8 @@ def cost(res: Results, entry: EntryLike) -> Measurement:
     points = {}
     for name, (sweep, column) in COST_CONDITIONS.items():
         part = table[table["sweep"] == sweep]
-        points[name] = [{"value": float(v), "values": [_reduction_at(g, esd)]}
-                        for v, g in part.groupby(column) if _reduction_at(g, esd) is not None]
+        points[name] = [{"value": float(v), "values": [r]} for v, g in part.groupby(column)
+                        if (r := _reduction_at(g, esd)) is not None]
     base_cost = table[table["sweep"] == "base"].set_index("dispatcher")
     against_random = (
         f"{1 - base_cost.loc[esd, 'transfer_s_per_batch'] / base_cost.loc['random', 'transfer_s_per_batch']:.1%}"  # noqa: E501

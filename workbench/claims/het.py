@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.claims.measurement import EntryLike, Estimate, Measurement, Results
-from workbench.training.trainer import time_to_target
+from workbench.training.metrics import time_to_target
 
 MODEL_NAMES = {"wdl": "WDL", "deepfm": "DFM", "dcn": "DCN"}  # as HET's figures name them
 CRITEO_KAGGLE_ROWS = 33_762_577  # the 26 tables' distinct values (HET trains on them all)
@@ -302,7 +302,9 @@ def cache_runs(res: Results) -> dict[str, Any]:
                   for name in summaries]
         miss = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
             columns=["dataset", "cache_ratio", "policy", "miss_rate"])
-        return {"summaries": summaries, "miss": miss}
+        by_policy = miss.pivot_table(index=["dataset", "cache_ratio"], columns="policy",
+                                     values="miss_rate")
+        return {"summaries": summaries, "miss": miss, "by_policy": by_policy}
     return res.memo("het_cache", build)
 
 
@@ -331,8 +333,7 @@ def replayed_epochs(res: Results) -> dict[str, int]:
 
 def fig8_payload(res: Results, name: str) -> dict[str, Any]:
     """LFU, LRU and LFUOpt miss rates of one trace at every filled cache size."""
-    by = cache_runs(res)["miss"].pivot_table(index=["dataset", "cache_ratio"], columns="policy",
-                                             values="miss_rate")
+    by = cache_runs(res)["by_policy"]
     part = by.loc[name].dropna() if name in by.index else by.iloc[:0]
     return {"sizes": [f"{r * 100:g}%" for r in part.index], "lfu": part.get("lfu"),
             "lru": part.get("lru"), "lfuopt": part.get("lfuopt")}

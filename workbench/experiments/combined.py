@@ -125,7 +125,7 @@ def run_cluster(exp: CombinedConfig, cluster: ClusterConfig, het: bool) -> Clust
 def ablation_row(name: str, on: frozenset[str], dispatcher: str, metrics: pd.DataFrame,
                  history: pd.DataFrame, trainer, target: float) -> dict[str, Any]:
     """One row of ``ablation.csv``: switches, bytes moved, emulated time and AUC of a run."""
-    from workbench.training.trainer import time_to_target
+    from workbench.training.metrics import time_to_target
 
     totals = {k: float(history[k].sum()) for k in TOTALS}
     workers = trainer.workers  # every worker sends 2 (W-1)/W of the ring; summed over workers

@@ -352,6 +352,7 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
     from workbench.cluster.edge_cluster import reclock
     from workbench.cluster.time_model import Links
     from workbench.training.clock import clock_summary
+    from workbench.training.metrics import time_to_target
     from workbench.training.trainer import (
         Mechanisms,
         ModelSpec,
@@ -359,7 +360,6 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
         SystemSpec,
         Trainer,
         load_split,
-        time_to_target,
     )
 
     base = setup_at(exp.bandwidth_spread)

@@ -49,6 +49,7 @@ from workbench.experiments.context import RunContext
 from workbench.experiments.sizing import largest_fit, require_samples
 from workbench.models.config import ModelConfig
 from workbench.training.clock import ModelShape, clock_costs, clock_summary
+from workbench.training.metrics import time_to_target
 from workbench.training.trainer import (
     ClusterSetup,
     Mechanisms,
@@ -58,7 +59,6 @@ from workbench.training.trainer import (
     SystemSpec,
     Trainer,
     load_split,
-    time_to_target,
 )
 
 log = logging.getLogger(__name__)

@@ -153,13 +153,17 @@ def measured_claim(entry: reg.Entry, *, text: str, setting: str, note: str = "",
                  conditions=conditions)
 
 
+def recorded_claim(entry: reg.Entry, m: Measurement) -> Claim:
+    """The claim row of a measurement from :mod:`workbench.claims`, judged by the register."""
+    return measured_claim(entry, text=m.text, setting=m.setting, note=m.note,
+                          measurement=_jsonable(dict(m.payload)),
+                          conditions=_jsonable(dict(m.conditions)))
+
+
 def measured_row(entry: reg.Entry, m: Measurement) -> dict[str, Any]:
-    """The claim row of a measurement from :mod:`workbench.claims`, as ``section.json`` holds
-    it (JSON values): what :meth:`Section.record` adds for the same measurement."""
-    claim = measured_claim(entry, text=m.text, setting=m.setting, note=m.note,
-                           measurement=_jsonable(dict(m.payload)),
-                           conditions=_jsonable(dict(m.conditions)))
-    return cast(dict[str, Any], json.loads(json.dumps(asdict(claim))))
+    """:func:`recorded_claim` as ``section.json`` holds it (JSON values): the row
+    :meth:`Section.record` writes for the same measurement."""
+    return cast(dict[str, Any], json.loads(json.dumps(asdict(recorded_claim(entry, m)))))
 
 
 def register_claim(entry: reg.Entry) -> Claim:
@@ -267,8 +271,9 @@ class Section:
     def record(self, m: Measurement) -> Claim:
         """Add the row of a measurement from :mod:`workbench.claims` (:meth:`measure` with its
         fields); the register judges it."""
-        return self.measure(m.key, text=m.text, setting=m.setting, note=m.note,
-                            conditions=dict(m.conditions), **m.payload)
+        claim = recorded_claim(reg.load()[m.key], m)
+        self.claims.append(claim)
+        return claim
 
     def save(self) -> None:
         """Write ``section.json`` and the section's page ``README.md`` (both atomically); show
@@ -556,10 +561,11 @@ def collect(reports: Path, sections: list[str], register: reg.Register | None = 
                              + ". Each notebook must measure every register claim it covers "
                              "(section.measure(key, ...)), with missing= the reason when its "
                              "setting cannot measure it.")
-    stale = [f"{k} (reports/{rows[0]['section']}/{SECTION_FILE})"
-             for k, rows in by_key.items() if measured and k in measured
-             and {f: v for f, v in rows[0].items() if f not in ("section", "number")}
-             != measured_row(register[k], measured[k])]
+    fresh = {k: measured_row(register[k], m) for k, m in (measured or {}).items()
+             if k in by_key}
+    stale = [f"{k} (reports/{by_key[k][0]['section']}/{SECTION_FILE})"
+             for k, row in fresh.items()
+             if {f: v for f, v in by_key[k][0].items() if f not in ("section", "number")} != row]
     if stale:
         raise CatalogueError("claim rows that differ from their measure in workbench/claims: "
                              + "; ".join(stale) + ". The section is older than the results or "
@@ -568,9 +574,8 @@ def collect(reports: Path, sections: list[str], register: reg.Register | None = 
     for e in register.entries:
         if e.key in by_key:
             row = by_key[e.key][0]
-            if measured and e.key in measured:
-                row = {**measured_row(e, measured[e.key]), "section": row["section"],
-                       "number": row["number"]}
+            if e.key in fresh:
+                row = {**fresh[e.key], "section": row["section"], "number": row["number"]}
             claims.append({**rejudge(row, register), "section": row["section"],
                            "number": row["number"]})
         elif e.kind == "not_comparable" and e.section in sections:

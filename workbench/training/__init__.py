@@ -15,6 +15,7 @@
 * ``hotline``: Hotline's micro-batch pipeline, the CPU-GPU hybrid, FAE and accelerator-only on a
   two-tier embedding store (:class:`~.hotline.TieredTrainer`, :func:`~.hotline.train_scheme`);
 * ``recd_trainer``: the RecD trainer on KJT / IKJT batches;
+* ``metrics``: ROC AUC and the time to a target AUC (numpy only: the claims read them);
 * ``clock``: a run's emulated clock: its compute and software costs (calibrated or from FLOPs,
   :func:`~.clock.clock_costs`) and an epoch of a dispatched trace replayed into the counters the
   clock times (:func:`~.clock.replay_counters`); every timed stage uses it.

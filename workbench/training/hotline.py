@@ -56,7 +56,8 @@ from torch import Tensor
 from workbench.cluster.tiered_store import TieredEmbeddingStore
 from workbench.data.popularity import OnlineProfile
 from workbench.models.ctr import build_model
-from workbench.training.trainer import ModelSpec, Split, auc_score, dense_optimizer, log_loss
+from workbench.training.metrics import auc_score
+from workbench.training.trainer import ModelSpec, Split, dense_optimizer, log_loss
 
 __all__ = [
     "SCHEMES",
