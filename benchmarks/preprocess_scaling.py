@@ -17,12 +17,18 @@ Each size is preprocessed by the stage's own code (``pipeline.preprocess``, a ``
 * ``memory``: the in-memory path (pandas), only where its peak, extrapolated linearly from the
   smallest size, stays under 80% of this machine's RAM; otherwise recorded as skipped.
 
+and, beside them on the same input, the scripts a user would write without the workbench
+(``benchmarks/plain_preprocess.py``: ``pandas`` and ``duckdb``, ``--references``), each in a
+fresh process too. Issue 48's target: the streaming stage beats both in rows per CPU-second and
+in wall time (``beats_references``), at every size, its rows and vocabularies equal to theirs.
+
 With ``--baseline DIR`` (a checkout of an earlier version, e.g. ``git worktree add /tmp/base
 <commit>``) every streaming run is repeated, right after, with that checkout's ``workbench`` first
 on ``PYTHONPATH``, on the same input: the before/after of one run, and ``speedup`` = the
 baseline's seconds / ours (issue 35's target: 3x at 10M rows for both formats).
 
-Per run: wall seconds, rows/s, and the child's peak RSS (``wait4``'s ``ru_maxrss``; the inputs
+Per run: wall seconds, CPU seconds (user + system, every thread), rows/s, rows per CPU-second,
+and the child's peak RSS (``wait4``'s ``ru_maxrss``; the inputs
 are generated in a child too, so this process stays small: a child's peak counts its parent's
 at spawn, see ``workbench.utils.timing.ChildRun``). Then the
 growth: seconds per row and peak RSS of each size relative to the smallest (time should be
@@ -31,6 +37,7 @@ linear: flat seconds per row; streaming memory flat). Inputs are cached under ``
 
 Usage: python benchmarks/preprocess_scaling.py [--sizes 1000000 10000000 45000000]
        [--formats criteo_tsv avazu_csv] [--engines streaming memory] [--baseline DIR]
+       [--references pandas duckdb]
        [--memory-limit-mb 2048] [--workdir data/bench] [--keep-inputs] [--keep-outputs]
        [--out benchmarks/results/preprocess_scaling.json]
 """
@@ -48,7 +55,7 @@ from pathlib import Path
 
 from workbench.data.config import DatasetConfig
 from workbench.utils.io import write_json
-from workbench.utils.timing import run_measured
+from workbench.utils.timing import ChildRun, run_measured
 
 GENERATE = """
 import sys
@@ -157,16 +164,55 @@ def _run(ds: DatasetConfig, root: Path, baseline: Path | None = None) -> dict:
     if run.exit_code != 0:
         return {"engine": ds.engine, "failed": True, "exit": run.exit_code, "seconds": seconds,
                 "peak_rss_mb": run.peak_rss_mb}
-    if run.peak_rss_mb <= run.floor_mb:
-        raise RuntimeError(f"the child's peak RSS ({run.peak_rss_mb:.0f} MB) is this process's "
-                           f"({run.floor_mb:.0f} MB): not a measurement of the child")
+    _check_child(run)
     meta = json.loads((root / "processed" / ds.name / "meta.json").read_text())
     rows = meta["rows"]["train"] + meta["rows"]["test"]
     out = root / "processed" / ds.name
-    return {"engine": ds.engine, "rows": rows, "seconds": seconds, "rows_per_s": rows / seconds,
-            "peak_rss_mb": run.peak_rss_mb, "parent_rss_floor_mb": run.floor_mb,
-            "embedding_rows": sum(meta["cardinalities"].values()),
+    return {"engine": ds.engine, "rows": rows, **_speeds(run, rows),
+            "split_rows": meta["rows"], "embedding_rows": sum(meta["cardinalities"].values()),
+            "cardinalities": meta["cardinalities"],
             "output_bytes": sum(f.stat().st_size for f in out.glob("*.parquet"))}
+
+
+def _check_child(run: ChildRun) -> None:
+    """A measured child's peak must be its own (see ``ChildRun.floor_mb``)."""
+    if run.peak_rss_mb <= run.floor_mb:
+        raise RuntimeError(f"the child's peak RSS ({run.peak_rss_mb:.0f} MB) is this process's "
+                           f"({run.floor_mb:.0f} MB): not a measurement of the child")
+
+
+def _speeds(run: ChildRun, rows: int) -> dict:
+    """A child's wall and CPU seconds, its rows per second of each, its peak RSS."""
+    return {"seconds": run.seconds, "cpu_seconds": run.cpu_seconds,
+            "rows_per_s": rows / run.seconds, "rows_per_cpu_s": rows / run.cpu_seconds,
+            "peak_rss_mb": run.peak_rss_mb, "parent_rss_floor_mb": run.floor_mb}
+
+
+def _reference(tool: str, fmt: str, path: Path, workdir: Path, ours: dict,
+               memory_limit_mb: int) -> dict:
+    """One plain script (``plain_preprocess.py``) on ``path`` in a fresh process: its speeds,
+    and whether its split rows and vocabularies equal the stage's (``ours``)."""
+    out, said = workdir / f"plain_{tool}", workdir / f"plain_{tool}.json"
+    shutil.rmtree(out, ignore_errors=True)
+    with open(said, "w") as f:
+        run = run_measured([sys.executable, str(Path(__file__).resolve().parent /
+                                                "plain_preprocess.py"),
+                            tool, fmt, str(path), str(out), "--memory-limit-mb",
+                            str(memory_limit_mb)], stdout=f)
+    shutil.rmtree(out, ignore_errors=True)
+    if run.exit_code != 0:
+        return {"engine": f"{tool}_script", "failed": True, "exit": run.exit_code,
+                "seconds": run.seconds, "peak_rss_mb": run.peak_rss_mb}
+    _check_child(run)
+    result = json.loads(said.read_text().strip().splitlines()[-1])
+    said.unlink()
+    rows = result["rows"]["train"] + result["rows"]["test"]
+    same = None
+    if "cardinalities" in ours:  # the stage's cardinality of a feature counts id 0
+        same = bool(result["rows"] == ours["split_rows"] and all(
+            ours["cardinalities"].get(c) == k + 1 for c, k in result["vocabulary"].items()))
+    return {"engine": f"{tool}_script", "rows": rows, **_speeds(run, rows),
+            "same_rows_and_vocabulary": same}
 
 
 def _describe(checkout: Path) -> str:
@@ -221,6 +267,16 @@ def _sizes(args: argparse.Namespace, fmt: str, ram: int) -> list[dict]:
                 if not (before.get("failed") or result.get("failed")):
                     result["speedup"] = before["seconds"] / result["seconds"]
                     print(f"  speedup {result['speedup']:.2f}x", flush=True)
+        ours = next((r for r in runs if r.get("engine") == "streaming" and r["rows"] == rows
+                     and r["format"] == fmt and not r.get("baseline") and not r.get("failed")),
+                    {})
+        for tool in args.references:
+            result = _row(fmt, path, rows, _reference(tool, fmt, path, args.workdir, ours,
+                                                      args.memory_limit_mb))
+            runs.append(result)
+            _say(fmt, rows, f"{tool} script", result)
+        if ours and args.references:
+            _judge(ours, [r for r in runs[-len(args.references):] if not r.get("failed")])
         if not (args.keep_outputs and rows == max(args.sizes)):
             shutil.rmtree(root, ignore_errors=True)
         if not args.keep_inputs:
@@ -228,10 +284,33 @@ def _sizes(args: argparse.Namespace, fmt: str, ram: int) -> list[dict]:
     return runs
 
 
+def _judge(ours: dict, references: list[dict]) -> None:
+    """Issue 48's verdict on the stage's streaming run: faster than every plain script in rows
+    per CPU-second and in wall seconds, on the same rows and vocabularies."""
+    ours["vs_references"] = {r["engine"]: {
+        "cpu_speedup": r["cpu_seconds"] / ours["cpu_seconds"],
+        "wall_speedup": r["seconds"] / ours["seconds"],
+        "same_rows_and_vocabulary": r["same_rows_and_vocabulary"]} for r in references}
+    ours["beats_references"] = bool(references) and all(
+        v["cpu_speedup"] > 1 and v["wall_speedup"] > 1 and v["same_rows_and_vocabulary"]
+        for v in ours["vs_references"].values())
+    for name, v in ours["vs_references"].items():
+        print(f"  vs {name}: {v['cpu_speedup']:.2f}x CPU, {v['wall_speedup']:.2f}x wall"
+              f"{'' if v['same_rows_and_vocabulary'] else ' (DIFFERENT rows or vocabulary)'}",
+              flush=True)
+
+
 def _say(fmt: str, rows: int, what: str, result: dict) -> None:
-    print(f"{fmt}, {rows:,} rows, {what}: {result['seconds']:.1f} s, "
+    print(f"{fmt}, {rows:,} rows, {what}: {result['seconds']:.1f} s "
+          f"({result.get('cpu_seconds', 0):.1f} CPU s), "
           f"{result.get('rows_per_s', 0):,.0f} rows/s, peak RSS "
           f"{result['peak_rss_mb']:,.0f} MB", flush=True)
+
+
+def _beaten(runs: list[dict]) -> bool | None:
+    """Whether every judged streaming run beat the plain scripts (None: none judged)."""
+    judged = [r["beats_references"] for r in runs if "beats_references" in r]
+    return bool(all(judged)) if judged else None
 
 
 def main() -> None:
@@ -245,6 +324,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, default=None,
                         help="a checkout of an earlier version: each streaming run again with "
                              "its workbench first on PYTHONPATH")
+    parser.add_argument("--references", nargs="*", default=["pandas", "duckdb"],
+                        choices=["pandas", "duckdb"],
+                        help="the plain scripts run beside the stage (plain_preprocess.py)")
     parser.add_argument("--memory-limit-mb", type=int, default=2048)
     parser.add_argument("--workdir", type=Path, default=Path("data/bench"))
     parser.add_argument("--seed", type=int, default=0)
@@ -290,6 +372,7 @@ def main() -> None:
         # None: no baseline run at 10M rows or more to judge by
         "meets_target": None if not at_10m else bool(all(r["speedup"] >= TARGET_SPEEDUP
                                                          for r in at_10m)),
+        "beats_references": _beaten(runs) if args.references else None,
         "runs": runs, "growth": growth})
     print(f"wrote {args.out}")
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from helpers.reference_het import RefHET
 from workbench.cluster.cache import COUNTERS, CacheSpec, ParameterServer, WorkerCache
-from workbench.utils.bitset import bitset_arrays, drain_sorted, mark
+from workbench.utils.bitset import bitset_arrays, drain_sorted, mark, rank_arrays, sorted_unique
 
 POLICY = st.sampled_from(["lru", "lfu", "lfuopt", "none"])
 
@@ -226,6 +226,39 @@ def test_bitset_lists_distinct_keys_sorted_and_empties(keys, rows) -> None:
     m = _bitset_dedup(arr, bitmap, summary, out)
     assert out[:m].tolist() == sorted(set(keys))
     assert not bitmap.any() and not summary.any()  # ready for the next call
+
+
+@given(keys=st.lists(st.integers(0, 9_999), max_size=300), rows=st.integers(10_000, 20_000))
+@settings(max_examples=60, deadline=None)
+def test_sorted_unique_ranks_every_occurrence_and_empties(keys, rows) -> None:
+    """The dedup by rank (bitmap + per-word counts + popcount) equals numpy's, on keys at the
+    table's ends as well, and leaves the bitmap empty for the next call."""
+    bitmap, summary = bitset_arrays(rows)
+    rank = rank_arrays(rows)
+    arr = np.array(keys + [0, rows - 1], dtype=np.int64)
+    for _ in range(2):
+        uniq, inv = sorted_unique(arr, bitmap, summary, rank)
+        ref_uniq, ref_inv = np.unique(arr, return_inverse=True)
+        np.testing.assert_array_equal(uniq, ref_uniq)
+        np.testing.assert_array_equal(inv, ref_inv)
+        assert not bitmap.any() and not summary.any()
+
+
+def test_lru_fast_paths_equal_the_reference_on_a_longer_trace() -> None:
+    """Batched inserts (misses <= capacity, victims all known up front), the write's in-place
+    re-touch of the read's queue run and queue compactions in the middle of a read, against
+    the brute-force reference; steps of up to 70 keys over 120 rows and 24 lines also take the
+    one-at-a-time paths (more misses than lines, a read evicting its own hits)."""
+    ref, ps, caches = _pair("lru", 24, 1, 2, 3, rows=120)
+    rng = np.random.default_rng(7)
+    for step in range(150):
+        keys = rng.zipf(1.1, int(rng.integers(1, 70))) % 120
+        np.testing.assert_allclose(caches[0].read(keys), ref.read(0, keys), atol=1e-4)
+        if step % 5 != 4:  # most reads are followed by the write of their keys
+            grads = rng.integers(-3, 4, size=(len(keys), 3)).astype(np.float32)
+            caches[0].write(keys, grads)
+            ref.write(0, keys, grads.astype(np.float64))
+        _assert_same(ref, ps, caches)
 
 
 def test_server_unique_matches_numpy() -> None:

@@ -57,28 +57,29 @@ Layout (struct of arrays, so the kernels compile with numba and nothing loops pe
 Between two writes a line can be evicted dirty at most once (a re-inserted line is clean), so
 the queue never holds more than C entries.
 
-LRU's recency queue (exact LRU, lazily deleted). A touch or an insert of slot s appends s at the
-tail and records the position; an entry whose slot has been touched since is stale::
+LRU's recency queue (exact LRU, lazily deleted) and the policies' kernels:
+:mod:`workbench.cluster.cache_policy`.
 
-    lru_q:  [ head ... stale  s3  stale  s7  s1 ... tail )      lines[s, 3] = s's live position
-              ^ oldest live entry = the LRU line (the victim)
+Speed (``benchmarks/cache_replay.py``, issue 48: a replay at the memory's pace). A step's
+read and write each make one pass over its sorted unique keys and one over its occurrences, each
+pass prefetching the random lines it will touch a few keys ahead (``prefetch_row``):
 
-    touch(s):  lru_q[tail] = s;  lines[s, 3] = tail;  tail += 1
-    victim:    while lines[lru_q[head], 3] != head: head += 1      (skip stale entries)
-    full tail: compact the live entries (at most C) to the front, in order
+* dedup: the keys are marked in the server's two-level bitmap and drained in order; each
+  occurrence's index is its key's rank, counted from the marked words
+  (:func:`~workbench.utils.bitset.sorted_unique`: no sort and no ``rows``-long index);
+* read: the slots are gathered, then one pass touches each cached line and checks its version,
+  one copies the rows out, and the misses are inserted in one batch: with at most C misses the
+  victims are the free slots and then the oldest live queue entries, all known before the first
+  insert, so their lines, old keys' slots and rows are prefetched instead of chased one by one;
+* write: the slots the read left are reused (a slot whose line now holds another key is looked
+  up again), and when the read's queue run (its touches and inserts) is intact the write's
+  touches rewrite that run in key order in place instead of appending it again: the same live
+  order, so the same victims, half the queue traffic;
+* the pushes of a write are listed first and then made in key order, prefetching the server
+  rows and versions a few pushes ahead; queue compactions prefetch as they scan.
 
-Every live line has exactly one live entry, in the order of its last touch, so the oldest live
-entry is exactly the doubly linked list's tail: the same victims, hence the same counters. A touch
-writes one word of a line the kernel reads anyway and one sequential queue word (a list's touch
-rewrites both neighbours, two random lines), and the victims are found by a sequential scan that
-can be prefetched (a list's tail walk is a chain of dependent random loads). Each entry is
-appended once and skipped once: O(1) amortised per touch; the compaction every >= C + 1 appends
-reads at most 2C + 1 entries.
-
-Speed (``benchmarks/cache_replay.py``): the sorted unique keys of a call come from the server's
-two-level bitmap (:mod:`workbench.utils.bitset`, no sort), and a write of the keys just read
-reuses the read's; touches prefetch the lines of the slots a few keys ahead, and their list
-neighbours (:mod:`workbench.utils.prefetch`).
+The brute-force reference, Hetu's counters and the private-cache tests hold every counter, row
+and eviction order to the one-key-at-a-time semantics above.
 """
 
 from __future__ import annotations
@@ -89,245 +90,112 @@ from typing import cast
 import numba as nb
 import numpy as np
 
-from workbench.cluster.linked_list import HEAD, NEXT, PREV, TAIL, push_front, unlink
-from workbench.utils.bitset import bitset_arrays, drain_sorted, mark
-from workbench.utils.prefetch import prefetch
+from workbench.cluster.cache_policy import (  # the state layout and the policies
+    _AHEAD,
+    _BFREQ,
+    _BNEXT,
+    _BOUND_PUSHES,
+    _BTAIL,
+    _CAP,
+    _DIRTY,
+    _EVICT_PUSHES,
+    _FIRST,
+    _FLUSH_PUSHES,
+    _FREE_TOP,
+    _FULL_MISSES,
+    _FULL_READS,
+    _FULL_UNIQUE,
+    _KEY,
+    _KEYS_READ,
+    _KEYS_WRITTEN,
+    _LFUOPT,
+    _LRU,
+    _META_KEYS,
+    _MISS_PULLS,
+    _MISSES,
+    _NEAR,
+    _NEXT,
+    _POLICY,
+    _PREV,
+    _QHEAD,
+    _QLEN,
+    _QPOS,
+    _QTAIL,
+    _READS,
+    _RUN_END,
+    _RUN_START,
+    _SCAN,
+    _SIZE,
+    _STALE_PULLS,
+    _UNCACHED_PUSHES,
+    _UNIQUE_READ,
+    _UNIQUE_WRITTEN,
+    _UPD,
+    _VER,
+    _WRITES,
+    C_INDEX,
+    COUNTERS,
+    LFUOPT_PERMANENT,
+    LINE_COLUMNS,
+    LINE_UPDATES,
+    LINE_VERSION,
+    META_ENTRIES,
+    POLICIES,
+    PULL_COUNTERS,
+    PUSH_COUNTERS,
+    fill_line,
+    insert,
+    insert_lru_batch,
+    retouch_run,
+    use,
+)
+from workbench.utils.bitset import bitset_arrays, rank_arrays, sorted_unique
+from workbench.utils.prefetch import prefetch_row, prefetch_row_w
 
-POLICIES = {"none": 0, "lru": 1, "lfu": 2, "lfuopt": 3}
-LFUOPT_PERMANENT = 10  # HET's kUseCntMax: uses after which an LFUOpt line is never evicted
-
-COUNTERS = ("reads", "keys_read", "unique_read", "misses", "miss_pulls", "stale_pulls",
-            "writes", "keys_written", "unique_written", "bound_pushes", "evict_pushes",
-            "uncached_pushes", "flush_pushes", "evictions", "meta_keys",
-            "full_reads", "full_unique", "full_misses")
-C_INDEX = {name: i for i, name in enumerate(COUNTERS)}
-(_READS, _KEYS_READ, _UNIQUE_READ, _MISSES, _MISS_PULLS, _STALE_PULLS, _WRITES, _KEYS_WRITTEN,
- _UNIQUE_WRITTEN, _BOUND_PUSHES, _EVICT_PUSHES, _UNCACHED_PUSHES, _FLUSH_PUSHES, _EVICTIONS,
- _META_KEYS, _FULL_READS, _FULL_UNIQUE, _FULL_MISSES) = range(len(COUNTERS))
-PULL_COUNTERS = ("miss_pulls", "stale_pulls")
-PUSH_COUNTERS = ("bound_pushes", "evict_pushes", "uncached_pushes", "flush_pushes")
-
-# links[] columns (int32): a line is a node of its bucket's list (workbench.cluster.linked_list)
-_PREV, _NEXT = PREV, NEXT
-_BUCKET, _FREQ = 2, 3
-# lines[] columns (int64)
-_KEY, _VER, _UPD, _QPOS = 0, 1, 2, 3
-LINE_COLUMNS = 4
-#: lines[] columns read by other modules: the cached row's version, its unpushed updates
-LINE_VERSION, LINE_UPDATES = _VER, _UPD
-# buckets[] columns: a bucket is a list of lines, and a node of the chain of LFU buckets
-_BHEAD, _BTAIL = HEAD, TAIL
-_BFREQ, _BPREV, _BNEXT = range(2, 5)
-# meta[] entries
-_POLICY, _CAP, _SIZE, _FIRST, _FREE_TOP, _QLEN, _PERM, _DIRTY, _QHEAD, _QTAIL = range(10)
-_NONE, _LRU, _LFU, _LFUOPT = 0, 1, 2, 3
-# prefetch distances (in touches) of a line and of its list neighbours
-_AHEAD, _NEAR = 8, 4
-
-
-# ------------------------------------------------------------------------------------------
-# Linked-list primitives (lines in bucket lists: workbench.cluster.linked_list; the LFU bucket
-# chain)
-# ------------------------------------------------------------------------------------------
-
-@nb.njit(cache=True, _nrt=False)
-def _unlink(links, buckets, s):
-    unlink(links, buckets, links[s, _BUCKET], s)
-
-
-@nb.njit(cache=True, _nrt=False)
-def _push_front(links, buckets, s, b):
-    push_front(links, buckets, b, s)
-    links[s, _BUCKET] = b
-
-
-@nb.njit(cache=True, _nrt=False)
-def _new_bucket(buckets, free_b, meta, freq, after):
-    """Allocate an LFU bucket of ``freq`` right after bucket ``after`` (-1: at the front)."""
-    meta[_FREE_TOP] -= 1
-    b = free_b[meta[_FREE_TOP]]
-    buckets[b, _BFREQ] = freq
-    buckets[b, _BHEAD] = -1
-    buckets[b, _BTAIL] = -1
-    nxt = meta[_FIRST] if after < 0 else buckets[after, _BNEXT]
-    buckets[b, _BPREV] = after
-    buckets[b, _BNEXT] = nxt
-    if after >= 0:
-        buckets[after, _BNEXT] = b
-    else:
-        meta[_FIRST] = b
-    if nxt >= 0:
-        buckets[nxt, _BPREV] = b
-    return b
+__all__ = ["CLOCKS", "COUNTERS", "C_INDEX", "LFUOPT_PERMANENT", "LINE_COLUMNS", "LINE_UPDATES",
+           "LINE_VERSION", "POLICIES", "PULL_COUNTERS", "PUSH_COUNTERS", "CacheSpec",
+           "ParameterServer", "WorkerCache", "cluster_slots"]
 
 
 @nb.njit(cache=True, _nrt=False)
-def _drop_bucket_if_empty(buckets, free_b, meta, b):
-    if buckets[b, _BHEAD] >= 0:
-        return
-    p, n = buckets[b, _BPREV], buckets[b, _BNEXT]
-    if p >= 0:
-        buckets[p, _BNEXT] = n
-    else:
-        meta[_FIRST] = n
-    if n >= 0:
-        buckets[n, _BPREV] = p
-    free_b[meta[_FREE_TOP]] = b
-    meta[_FREE_TOP] += 1
+def _gather_slots(slot_of, uniq, lines, srv_ver, slots, known):
+    """``slots[j]``: the slot of ``uniq[j]`` (-1: not cached), prefetching the server versions.
 
-
-@nb.njit(cache=True, _nrt=False)
-def _lru_append(lines, lru_q, meta, s):
-    """Make slot ``s`` the most recently used line: append it to the recency queue."""
-    t = meta[_QTAIL]
-    if t == lru_q.shape[0]:  # full: keep the live entries (<= C < Q), in order
-        w = 0
-        for i in range(meta[_QHEAD], t):
-            x = lru_q[i]
-            if lines[x, _QPOS] == i:
-                lru_q[w] = x
-                lines[x, _QPOS] = w
-                w += 1
-        meta[_QHEAD] = 0
-        t = w
-    lru_q[t] = s
-    lines[s, _QPOS] = t
-    meta[_QTAIL] = t + 1
-
-
-@nb.njit(cache=True, _nrt=False)
-def _lru_victim(lines, lru_q, meta):
-    """The least recently used line (the oldest live queue entry; the cache is full), its
-    entry consumed."""
-    h = meta[_QHEAD]
-    ahead = meta[_QTAIL] - _AHEAD
-    while lines[lru_q[h], _QPOS] != h:
-        if h < ahead:
-            prefetch(lines, lru_q[h + _AHEAD] * LINE_COLUMNS)
-        h += 1
-    meta[_QHEAD] = h + 1
-    return lru_q[h]
-
-
-# ------------------------------------------------------------------------------------------
-# Policy operations
-# ------------------------------------------------------------------------------------------
-
-@nb.njit(cache=True, _nrt=False)
-def _touch(links, buckets, free_b, meta, s):
-    """Count a use of slot ``s`` in LFU or LFUOpt (LRU: :func:`_lru_append`)."""
-    policy = meta[_POLICY]
-    if policy == _LFU:
-        b = links[s, _BUCKET]
-        f = links[s, _FREQ] + 1
-        nxt = buckets[b, _BNEXT]
-        if nxt >= 0 and buckets[nxt, _BFREQ] == f:
-            nb_ = nxt
-        else:
-            nb_ = _new_bucket(buckets, free_b, meta, f, b)
-        _unlink(links, buckets, s)
-        _push_front(links, buckets, s, nb_)
-        links[s, _FREQ] = f
-        _drop_bucket_if_empty(buckets, free_b, meta, b)
-    elif policy == _LFUOPT:
-        f = links[s, _FREQ]
-        if f >= LFUOPT_PERMANENT:
-            return
-        _unlink(links, buckets, s)
-        f += 1
-        links[s, _FREQ] = f
-        if f >= LFUOPT_PERMANENT:
-            links[s, _BUCKET] = -1
-            meta[_PERM] += 1
-        else:
-            _push_front(links, buckets, s, f)
-
-
-@nb.njit(cache=True)
-def _lookup_and_touch(slot_of, uniq, links, lines, lru_q, buckets, free_b, meta):
-    """The slot of every key of ``uniq`` (-1: not cached); touch the cached ones in key order,
-    prefetching the lines (LRU) or the links and their list neighbours a few touches ahead."""
+    With ``known`` the slots are those the previous call of the same keys left (its inserts
+    included); a slot whose line now holds another key (evicted since) is looked up again.
+    """
     m = uniq.shape[0]
-    slots = np.empty(m, np.int64)
     for j in range(m):
-        slots[j] = slot_of[uniq[j]]
-    if meta[_POLICY] == _LRU:
-        for j in range(m):
-            if j + _AHEAD < m and slots[j + _AHEAD] >= 0:
-                prefetch(lines, slots[j + _AHEAD] * LINE_COLUMNS)
-            if slots[j] >= 0:
-                _lru_append(lines, lru_q, meta, slots[j])
-        return slots
-    width = links.shape[1]
-    for j in range(m):
-        if j + _AHEAD < m and slots[j + _AHEAD] >= 0:
-            prefetch(links, slots[j + _AHEAD] * width)
-        if j + _NEAR < m and slots[j + _NEAR] >= 0:
-            t = slots[j + _NEAR]
-            prefetch(links, links[t, _PREV] * width)
-            prefetch(links, links[t, _NEXT] * width)
-        if slots[j] >= 0:
-            _touch(links, buckets, free_b, meta, slots[j])
-    return slots
-
-
-@nb.njit(cache=True, _nrt=False)
-def _victim(links, buckets, meta):
-    """The next victim of LFU or LFUOpt (-1: every line is permanent)."""
-    if meta[_POLICY] == _LFU:
-        return buckets[meta[_FIRST], _BTAIL]
-    for b in range(1, LFUOPT_PERMANENT):
-        if buckets[b, _BTAIL] >= 0:
-            return buckets[b, _BTAIL]
-    return -1
-
-
-@nb.njit(cache=True, _nrt=False)
-def _insert(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g, meta, counters,
-            key):
-    """Give ``key`` a slot (evicting when full); return it, or -1 when it cannot be cached."""
-    cap = meta[_CAP]
-    if cap == 0:
-        return -1
-    policy = meta[_POLICY]
-    if meta[_SIZE] < cap:
-        s = meta[_SIZE]
-        meta[_SIZE] += 1
-    else:
-        s = _lru_victim(lines, lru_q, meta) if policy == _LRU else _victim(links, buckets, meta)
-        if s < 0:
-            return -1
-        counters[_EVICTIONS] += 1
-        if lines[s, _UPD] != 0:
-            meta[_DIRTY] -= 1
-            q = meta[_QLEN]
-            queue_i[q, 0] = lines[s, _KEY]
-            queue_i[q, 1] = lines[s, _UPD]
-            for d in range(vecs.shape[2]):
-                queue_g[q, d] = vecs[s, 1, d]
-            meta[_QLEN] = q + 1
-        if policy != _LRU:
-            b = links[s, _BUCKET]
-            _unlink(links, buckets, s)
-            if policy == _LFU:
-                _drop_bucket_if_empty(buckets, free_b, meta, b)
-        slot_of[lines[s, _KEY]] = -1
-    lines[s, _KEY] = key
-    slot_of[key] = s
-    if policy == _LRU:
-        _lru_append(lines, lru_q, meta, s)
-        return s
-    links[s, _FREQ] = 1
-    if policy == _LFUOPT:
-        _push_front(links, buckets, s, 1)
-    else:
-        first = meta[_FIRST]
-        if first >= 0 and buckets[first, _BFREQ] == 1:
-            b1 = first
+        if j + _AHEAD < m:
+            prefetch_row(srv_ver, uniq[j + _AHEAD])
+            if not known:
+                prefetch_row(slot_of, uniq[j + _AHEAD])
+        if known:
+            s = slots[j]
+            if s >= 0 and lines[s, _KEY] != uniq[j]:
+                slots[j] = slot_of[uniq[j]]
         else:
-            b1 = _new_bucket(buckets, free_b, meta, 1, -1)
-        _push_front(links, buckets, s, b1)
-    return s
+            slots[j] = slot_of[uniq[j]]
+
+
+@nb.njit(cache=True, _nrt=False)
+def _touch_ahead(links, lines, vecs, srv_val, uniq, slots, j, lru):
+    """Prefetch what touching and reading key ``j + _AHEAD`` will read (its line and row, or
+    its server row), and for LFU and LFUOpt the list neighbours of key ``j + _NEAR``."""
+    m = uniq.shape[0]
+    if j + _AHEAD < m:
+        t = slots[j + _AHEAD]
+        if t >= 0:
+            prefetch_row(lines, t)
+            prefetch_row(vecs, t)
+            if not lru:
+                prefetch_row(links, t)
+        else:
+            prefetch_row(srv_val, uniq[j + _AHEAD])
+    if not lru and j + _NEAR < m and slots[j + _NEAR] >= 0:
+        t = slots[j + _NEAR]
+        prefetch_row(links, links[t, _PREV])
+        prefetch_row(links, links[t, _NEXT])
 
 
 # ------------------------------------------------------------------------------------------
@@ -335,37 +203,25 @@ def _insert(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_
 # ------------------------------------------------------------------------------------------
 
 @nb.njit(cache=True)
-def _unique(keys, bitmap, summary, scratch):
-    """Sorted unique keys and, per occurrence, the index of its key in the unique array.
-
-    The keys pass through the server's two-level bitmap (:mod:`workbench.utils.bitset`: sorted
-    without a sort, O(n + m + rows / 4096) for n keys with m distinct); ``scratch[k + 1, 1]``
-    then receives key k's position.
-    """
-    n = keys.shape[0]
-    for i in range(n):
-        mark(bitmap, summary, keys[i])
-    uniq = np.empty(n, np.int64)
-    uniq = uniq[:drain_sorted(bitmap, summary, uniq)]
-    for j in range(uniq.shape[0]):
-        scratch[uniq[j] + 1, 1] = j
-    inv = np.empty(n, np.int64)
-    for i in range(n):
-        inv[i] = scratch[keys[i] + 1, 1]
-    return uniq, inv
-
-
-@nb.njit(cache=True)
 def _read(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g, meta, counters,
-          srv_val, srv_ver, keys, uniq, inv, read_bound, out, want_values):
+          srv_val, srv_ver, keys, uniq, inv, slots, known, read_bound, out, want_values):
+    """One read (module docstring), fused: a pass over the sorted unique keys touches each
+    cached line and checks its version (prefetching a few keys ahead), one over the occurrences
+    copies the rows out, one inserts the misses. ``slots`` receives every key's slot after the
+    inserts, for the next call of the same keys."""
     m = uniq.shape[0]
-    slots = _lookup_and_touch(slot_of, uniq, links, lines, lru_q, buckets, free_b, meta)
+    lru = meta[_POLICY] == _LRU
+    _gather_slots(slot_of, uniq, lines, srv_ver, slots, known)
+    meta[_RUN_START] = meta[_QTAIL]  # a compaction during this read cancels the run
+    meta[_RUN_END] = -1
     misses = 0
     stale = 0
     for j in range(m):
-        u = uniq[j]
+        _touch_ahead(links, lines, vecs, srv_val, uniq, slots, j, lru)
         s = slots[j]
         if s >= 0:
+            use(links, lines, lru_q, buckets, free_b, meta, s, lru)
+            u = uniq[j]
             if srv_ver[u] - lines[s, _VER] > read_bound:
                 stale += 1
                 lines[s, _VER] = srv_ver[u]
@@ -375,7 +231,14 @@ def _read(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g,
             misses += 1
     if want_values:
         dim = out.shape[1]
-        for i in range(keys.shape[0]):
+        n_keys = keys.shape[0]
+        for i in range(n_keys):
+            if i + _SCAN < n_keys:
+                ahead = inv[i + _SCAN]
+                if slots[ahead] >= 0:
+                    prefetch_row(vecs, slots[ahead])
+                else:
+                    prefetch_row(srv_val, uniq[ahead])
             s = slots[inv[i]]
             if s >= 0:
                 for d in range(dim):
@@ -384,17 +247,24 @@ def _read(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g,
                 u = uniq[inv[i]]
                 for d in range(dim):
                     out[i, d] = srv_val[u, d]
-    for j in range(m):
-        if slots[j] < 0:
-            u = uniq[j]
-            s = _insert(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g,
-                        meta, counters, u)
-            if s >= 0:
-                lines[s, _VER] = srv_ver[u]
-                lines[s, _UPD] = 0
-                for d in range(srv_val.shape[1]):
-                    vecs[s, 0, d] = srv_val[u, d]
-                    vecs[s, 1, d] = 0.0
+    if misses > 0:
+        missed = np.empty(misses, np.int64)
+        n = 0
+        for j in range(m):
+            if slots[j] < 0:
+                missed[n] = j
+                n += 1
+        if not (lru and insert_lru_batch(slot_of, lines, lru_q, vecs, queue_i, queue_g, meta,
+                                          counters, srv_val, srv_ver, uniq, slots, missed)):
+            for j in missed:
+                u = uniq[j]
+                s = insert(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i,
+                            queue_g, meta, counters, u)
+                slots[j] = s
+                if s >= 0:
+                    fill_line(lines, vecs, srv_val, srv_ver, s, u)
+    if meta[_RUN_START] >= 0:
+        meta[_RUN_END] = meta[_QTAIL]
     counters[_READS] += 1
     counters[_KEYS_READ] += keys.shape[0]
     counters[_UNIQUE_READ] += m
@@ -408,7 +278,9 @@ def _read(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g,
         counters[_FULL_MISSES] += misses
 
 
-@nb.njit(cache=True, _nrt=False)
+
+
+@nb.njit(cache=True, _nrt=False, inline="always")
 def _push_row(srv_val, srv_ver, key, src, row, updates, log_i, log_g):
     """Server side of a push: ``value[key] += src[row]``, ``ver[key] += updates``.
 
@@ -428,57 +300,84 @@ def _push_row(srv_val, srv_ver, key, src, row, updates, log_i, log_g):
         log_i[0, 0] = n + 1
 
 
+
 @nb.njit(cache=True)
 def _write(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g, meta, counters,
-           srv_val, srv_ver, keys, uniq, inv, grads, const_grad, write_bound, per_occurrence,
-           log_i, log_g):
+           srv_val, srv_ver, keys, uniq, inv, slots, known, grads, const_grad, write_bound,
+           per_occurrence, log_i, log_g):
+    """One write (module docstring): touch, add every occurrence's row, count the clock ticks,
+    then push in ascending key order, prefetching the server rows a few pushes ahead."""
     m = uniq.shape[0]
     dim = vecs.shape[2]
-    slots = _lookup_and_touch(slot_of, uniq, links, lines, lru_q, buckets, free_b, meta)
+    lru = meta[_POLICY] == _LRU
+    _gather_slots(slot_of, uniq, lines, srv_ver, slots, known)
+    if not (known and lru and retouch_run(lines, lru_q, meta, slots)):
+        for j in range(m):
+            _touch_ahead(links, lines, vecs, srv_val, uniq, slots, j, lru)
+            if slots[j] >= 0:
+                use(links, lines, lru_q, buckets, free_b, meta, slots[j], lru)
+    meta[_RUN_END] = -1
     direct = np.zeros((m, dim), np.float32)
     occurrences = np.zeros(m, np.int64)
-    per_row = grads.shape[0] > 0
-    for i in range(keys.shape[0]):
+    if grads.shape[0] == 0:  # one constant update for every element
+        grads = np.full((keys.shape[0], dim), const_grad, np.float32)
+    n_keys = keys.shape[0]
+    for i in range(n_keys):
+        if i + _SCAN < n_keys and slots[inv[i + _SCAN]] >= 0:
+            prefetch_row_w(vecs, slots[inv[i + _SCAN]])
         j = inv[i]
         s = slots[j]
         occurrences[j] += 1
         if s >= 0:
             for d in range(dim):
-                g = grads[i, d] if per_row else const_grad
-                vecs[s, 0, d] += g
-                vecs[s, 1, d] += g
+                vecs[s, 0, d] += grads[i, d]
+                vecs[s, 1, d] += grads[i, d]
         else:
             for d in range(dim):
-                direct[j, d] += grads[i, d] if per_row else const_grad
+                direct[j, d] += grads[i, d]
     # clock ticks: one per gradient row (Hetu's code), or one per write call, i.e. per
     # iteration in which this worker updates the row (the paper's c_c, section 3.1)
     direct_n = occurrences if per_occurrence else np.ones(m, np.int64)
+    order = np.empty(m, np.int64)  # the keys to push, ascending: past the bound, or uncached
+    n = 0
     for j in range(m):
+        if j + _SCAN < m and slots[j + _SCAN] >= 0:
+            prefetch_row_w(lines, slots[j + _SCAN])
         s = slots[j]
         if s >= 0:
             if lines[s, _UPD] == 0:
                 meta[_DIRTY] += 1
             lines[s, _UPD] += direct_n[j]
-    pushed = 0
+            if lines[s, _UPD] > write_bound:
+                order[n] = j
+                n += 1
+        else:
+            order[n] = j
+            n += 1
     grad_rows = vecs[:, 1, :]
-    for j in range(m):
+    for p in range(n):
+        if p + _SCAN < n:
+            ahead = order[p + _SCAN]
+            prefetch_row_w(srv_val, uniq[ahead])
+            prefetch_row_w(srv_ver, uniq[ahead])
+            if slots[ahead] >= 0:
+                prefetch_row_w(vecs, slots[ahead])
+                prefetch_row_w(lines, slots[ahead])
+        j = order[p]
         s = slots[j]
         if s >= 0:
             upd = lines[s, _UPD]
-            if upd > write_bound:
-                _push_row(srv_val, srv_ver, uniq[j], grad_rows, s, upd, log_i, log_g)
-                lines[s, _VER] += upd
-                lines[s, _UPD] = 0
-                meta[_DIRTY] -= 1
-                for d in range(dim):
-                    vecs[s, 1, d] = 0.0
-                counters[_BOUND_PUSHES] += 1
-                pushed += 1
+            _push_row(srv_val, srv_ver, uniq[j], grad_rows, s, upd, log_i, log_g)
+            lines[s, _VER] += upd
+            lines[s, _UPD] = 0
+            meta[_DIRTY] -= 1
+            for d in range(dim):
+                vecs[s, 1, d] = 0.0
+            counters[_BOUND_PUSHES] += 1
         else:
             _push_row(srv_val, srv_ver, uniq[j], direct, j, direct_n[j], log_i, log_g)
             counters[_UNCACHED_PUSHES] += 1
-            pushed += 1
-    pushed += _drain_queue(queue_i, queue_g, meta, counters, srv_val, srv_ver, log_i, log_g)
+    pushed = n + _drain_queue(queue_i, queue_g, meta, counters, srv_val, srv_ver, log_i, log_g)
     counters[_WRITES] += 1
     counters[_KEYS_WRITTEN] += keys.shape[0]
     counters[_UNIQUE_WRITTEN] += m
@@ -533,14 +432,16 @@ class ParameterServer:
         self.versions = np.zeros(len(self.values), dtype=np.int64)
         # Dedup scratch shared by the caches of this server (kernels run one at a time):
         # row k + 1 holds key k's last-seen stamp and its position in the unique array;
-        # [0, 0] is the call counter. The caches' sorted dedup (_unique) marks keys in a
-        # two-level bitmap, left all zero between calls.
+        # [0, 0] is the call counter (the ESD cost model's unsorted dedup). The caches' sorted
+        # dedup (sorted_unique) marks keys in a two-level bitmap, left all zero between calls,
+        # and ranks its words.
         self.scratch = np.zeros((len(self.values) + 1, 2), dtype=np.int64)
         self.bitmap, self.bitmap_summary = bitset_arrays(len(self.values))
+        self._rank = rank_arrays(len(self.values))
 
     def unique(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Sorted unique ``keys`` (``int64``, contiguous) and each occurrence's index in them."""
-        return _unique(keys, self.bitmap, self.bitmap_summary, self.scratch)
+        return sorted_unique(keys, self.bitmap, self.bitmap_summary, self._rank)
 
     @property
     def rows(self) -> int:
@@ -638,7 +539,7 @@ class WorkerCache:
         self.buckets[:, _BFREQ] = np.arange(n_buckets)  # LFUOpt buckets 1..9
         self.queue_i = np.zeros((max(cap, 1), 2), dtype=np.int64)
         self.queue_g = np.zeros((max(cap, 1), dim), dtype=np.float32)
-        self.meta = np.zeros(10, dtype=np.int64)
+        self.meta = np.zeros(META_ENTRIES, dtype=np.int64)
         self.meta[_POLICY] = POLICIES[spec.policy]
         self.meta[_CAP] = cap
         self.meta[_FIRST] = -1
@@ -650,9 +551,9 @@ class WorkerCache:
         # push log (log_pushes): row 0 of _log_i = entry count, then (key, updates) per push
         self._log_i = np.zeros((0, 2), dtype=np.int64)
         self._log_g = np.zeros((0, dim), dtype=np.float32)
-        # (keys, sorted unique keys, inverse) of the last read or write: a write of the same
-        # keys skips its dedup
-        self._last_dedup: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        # (keys, sorted unique keys, inverse, slots) of the last read or write: a write of the
+        # same keys skips its dedup and its slot lookups
+        self._last_dedup: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
     def size(self) -> int:
@@ -670,16 +571,23 @@ class WorkerCache:
                 self.queue_i, self.queue_g, self.meta, self.counters, self.server.values,
                 self.server.versions)
 
-    def _dedup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``keys`` as contiguous int64 with their sorted unique keys and inverse. A write of the
-        keys just read (the protocol's usual read-then-write) reuses the read's dedup."""
+    def _dedup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                bool]:
+        """``keys`` as contiguous int64 with their sorted unique keys, inverse, a slot buffer and
+        whether it holds their slots. A write of the keys just read (the protocol's usual
+        read-then-write) reuses the read's dedup and the slots it left (:meth:`_done`)."""
         keys = np.ascontiguousarray(keys, dtype=np.int64)
         last = self._last_dedup
         if last is not None and last[0].shape == keys.shape and np.array_equal(last[0], keys):
-            return last
+            return (*last, True)
         uniq, inv = self.server.unique(keys)
-        self._last_dedup = (keys.copy(), uniq, inv)  # a copy: the caller may reuse its buffer
-        return keys, uniq, inv
+        return keys, uniq, inv, np.empty(len(uniq), dtype=np.int64), False
+
+    def _done(self, keys: np.ndarray, uniq: np.ndarray, inv: np.ndarray, slots: np.ndarray,
+              known: bool) -> None:
+        """Remember a finished call's dedup and slots for the next call of the same keys."""
+        if not known:
+            self._last_dedup = (keys.copy(), uniq, inv, slots)  # a copy: keys may be reused
 
     def read(self, keys: np.ndarray, want_values: bool = True) -> np.ndarray:
         """Read ``keys`` (duplicates allowed); return one float32 row per occurrence.
@@ -687,18 +595,23 @@ class WorkerCache:
         With ``want_values=False`` only the protocol runs (counters, policy, pulls) and an
         empty array is returned.
         """
-        keys, uniq, inv = self._dedup(keys)
+        dedup = self._dedup(keys)
+        keys, uniq, inv, slots, known = dedup
         out = np.empty((len(keys) if want_values else 0, self.server.dim), dtype=np.float32)
-        _read(*self._state(), keys, uniq, inv, self.spec.read_bound, out, want_values)
+        _read(*self._state(), keys, uniq, inv, slots, known, self.spec.read_bound, out,
+              want_values)
+        self._done(*dedup)
         return out
 
     def write(self, keys: np.ndarray, grads: np.ndarray | float) -> None:
         """Apply one update row per occurrence of ``keys`` (``grads``: ``[len(keys), dim]``,
         already ``-lr * gradient``), or the same scalar update to every element."""
-        keys, uniq, inv = self._dedup(keys)
+        dedup = self._dedup(keys)
+        keys, uniq, inv, slots, known = dedup
         self._reset_log(len(keys) + self.capacity)  # a write pushes <= unique keys + queue
         if np.isscalar(grads):
-            _write(*self._state(), keys, uniq, inv, self._no_grads, np.float32(cast(float, grads)),
+            _write(*self._state(), keys, uniq, inv, slots, known, self._no_grads,
+                   np.float32(cast(float, grads)),
                    self.spec.write_bound, self.spec.clock == "update", self._log_i,
                    self._log_g)
         else:
@@ -706,9 +619,10 @@ class WorkerCache:
             if grads.shape != (len(keys), self.server.dim):
                 raise ValueError(f"grads has shape {grads.shape}; expected "
                                  f"({len(keys)}, {self.server.dim})")
-            _write(*self._state(), keys, uniq, inv, grads, np.float32(0.0),
+            _write(*self._state(), keys, uniq, inv, slots, known, grads, np.float32(0.0),
                    self.spec.write_bound,
                    self.spec.clock == "update", self._log_i, self._log_g)
+        self._done(*dedup)
 
     def flush(self) -> None:
         """Push every dirty line and the eviction queue (end of training)."""

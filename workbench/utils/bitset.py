@@ -11,15 +11,22 @@ ascending-key touches) costs ``m log m`` with a comparison sort; with keys bound
 ``mark`` sets both bits of a key; ``drain_sorted`` scans the summary's set bits, then each marked
 word's, writing the keys in ascending order, and clears what it read, so the bitmap is all zero
 again for the next batch. O(n + m + rows / 4096) for n keys with m distinct.
+
+``sorted_unique`` also gives each occurrence its key's index in the sorted unique keys (the
+inverse) by rank: the drain records, per marked word, how many keys came before it
+(``rank_arrays``: 4 bytes per 64 keys), and an occurrence's index is that count plus a popcount
+of its word below it. No ``rows``-long index is read or written beyond the bitmap and ranks.
 """
 
 from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from numba import types
 from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.extending import intrinsic
 
-__all__ = ["bitset_arrays", "drain_sorted", "mark"]
+__all__ = ["bitset_arrays", "drain_sorted", "mark", "rank_arrays", "sorted_unique"]
 
 
 def bitset_arrays(rows: int) -> tuple[np.ndarray, np.ndarray]:
@@ -57,3 +64,75 @@ def drain_sorted(bitmap, summary, out):  # pragma: no cover - compiled
                 y &= y - one
                 m += 1
     return m
+
+
+
+def rank_arrays(rows: int) -> np.ndarray:
+    """The rank scratch of :func:`sorted_unique` for a key space of ``rows`` keys: one int32
+    per bitmap word (``rows / 16`` bytes)."""
+    return np.zeros((int(rows) + 63) // 64, dtype=np.int32)
+
+
+@intrinsic
+def _popcount(typingctx, src):  # pragma: no cover - compiled
+    """The number of set bits of a uint64 (LLVM's ctpop: one popcnt instruction)."""
+    if not isinstance(src, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return src(src), codegen
+
+
+@nb.njit(cache=True)
+def sorted_unique(keys, bitmap, summary, rank):  # pragma: no cover - compiled
+    """Sorted distinct ``keys`` and, per occurrence, its key's index among them.
+
+    The keys are marked in the bitmap and drained in order as :func:`drain_sorted` does, but the
+    marked words stay set until every occurrence has its index: the rank of key k is the count
+    of keys in the words before k's (``rank[k // 64]``, written by the drain) plus the set bits
+    below k in its word (one popcount). So the inverse costs two reads of lines the marks
+    brought in, and no ``rows``-sized index.
+
+    Args:
+        keys: ``int64[n]`` in ``[0, rows)``.
+        bitmap, summary: :func:`bitset_arrays` of ``rows`` (all zero; left all zero).
+        rank: :func:`rank_arrays` of ``rows`` (any content).
+
+    Returns:
+        ``(uniq int64[m], inv int64[n])`` with ``uniq[inv] == keys``.
+    """
+    one = np.uint64(1)
+    n = keys.shape[0]
+    for i in range(n):
+        mark(bitmap, summary, keys[i])
+    uniq = np.empty(n, np.int64)
+    words = np.empty(n, np.int64)
+    m = 0
+    nw = 0
+    for sw in range(summary.shape[0]):
+        x = summary[sw]
+        if x == 0:
+            continue
+        summary[sw] = 0
+        while x != 0:
+            w = sw * 64 + trailing_zeros(x)
+            x &= x - one
+            rank[w] = m
+            words[nw] = w
+            nw += 1
+            y = bitmap[w]
+            while y != 0:
+                uniq[m] = w * 64 + trailing_zeros(y)
+                y &= y - one
+                m += 1
+    inv = np.empty(n, np.int64)
+    for i in range(n):
+        k = keys[i]
+        w = k >> 6
+        below = bitmap[w] & ((one << np.uint64(k & 63)) - one)
+        inv[i] = rank[w] + np.int64(_popcount(below))
+    for i in range(nw):
+        bitmap[words[i]] = 0
+    return uniq[:m], inv

@@ -14,6 +14,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -121,23 +122,28 @@ class ChildRun:
             parent's address space (fork or vfork, then exec), and Linux carries that space's
             high-water mark into the child's ``ru_maxrss``: a peak at the floor says nothing
             about the child, one above it is the child's own.
+        cpu_seconds: the child's user plus system CPU seconds (all its threads and waited-for
+            children).
     """
 
     exit_code: int
     seconds: float
     peak_rss_mb: float
     floor_mb: float
+    cpu_seconds: float = 0.0
 
 
-def run_measured(argv: list[str], env: dict[str, str] | None = None) -> ChildRun:
+def run_measured(argv: list[str], env: dict[str, str] | None = None,
+                 stdout: Any = None) -> ChildRun:
     """Run a command in a child process (with ``env``, default this process's environment) and
-    measure its wall time and peak RSS (its output goes to this process's stdout and stderr)."""
+    measure its wall time, CPU time and peak RSS (its output goes to this process's stdout and
+    stderr, or its stdout to the open file ``stdout``)."""
     import resource
     import subprocess
 
     floor_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env)
+    proc = subprocess.Popen(argv, env=env, stdout=stdout)
     _, status, usage = os.wait4(proc.pid, 0)
     return ChildRun(os.waitstatus_to_exitcode(status), time.perf_counter() - t0,
-                    usage.ru_maxrss / 1024, floor_mb)
+                    usage.ru_maxrss / 1024, floor_mb, usage.ru_utime + usage.ru_stime)
