@@ -62,7 +62,7 @@ calibrate: params
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc commit -f calibrate
 
 test: install-dev
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -n $(JOBS) -q
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -n $(JOBS) -q --durations=15
 
 # The notebooks live in git as jupytext percent scripts (notebooks/*.py); JupyterLab and papermill
 # want .ipynb: each is converted (gitignored) when its script is newer, keeping its outputs, e.g.

@@ -143,14 +143,20 @@ from workbench.cluster.cache_policy import (  # the state layout and the policie
     POLICIES,
     PULL_COUNTERS,
     PUSH_COUNTERS,
+    _lru_append,
+    _touch,
     fill_line,
     insert,
     insert_lru_batch,
     retouch_run,
-    use,
 )
 from workbench.utils.bitset import bitset_arrays, rank_arrays, sorted_unique
 from workbench.utils.prefetch import prefetch_row, prefetch_row_w
+
+#: Server tables of at most this many rows stay in the core's L2 and L3 caches between steps
+#: (4 MB of 8-float rows): the kernels prefetch only beyond it, where a prefetch hides a miss
+#: instead of costing an instruction (measured on the reference traces, issue 48).
+_CACHED_ROWS = 1 << 17
 
 __all__ = ["CLOCKS", "COUNTERS", "C_INDEX", "LFUOPT_PERMANENT", "LINE_COLUMNS", "LINE_UPDATES",
            "LINE_VERSION", "POLICIES", "PULL_COUNTERS", "PUSH_COUNTERS", "CacheSpec",
@@ -158,15 +164,16 @@ __all__ = ["CLOCKS", "COUNTERS", "C_INDEX", "LFUOPT_PERMANENT", "LINE_COLUMNS", 
 
 
 @nb.njit(cache=True, _nrt=False)
-def _gather_slots(slot_of, uniq, lines, srv_ver, slots, known):
-    """``slots[j]``: the slot of ``uniq[j]`` (-1: not cached), prefetching the server versions.
+def _gather_slots(slot_of, uniq, lines, srv_ver, slots, known, far):
+    """``slots[j]``: the slot of ``uniq[j]`` (-1: not cached), prefetching the server versions
+    (``far``: a table too large to stay in the core's caches, where prefetches pay).
 
     With ``known`` the slots are those the previous call of the same keys left (its inserts
     included); a slot whose line now holds another key (evicted since) is looked up again.
     """
     m = uniq.shape[0]
     for j in range(m):
-        if j + _AHEAD < m:
+        if far and j + _AHEAD < m:
             prefetch_row(srv_ver, uniq[j + _AHEAD])
             if not known:
                 prefetch_row(slot_of, uniq[j + _AHEAD])
@@ -179,28 +186,20 @@ def _gather_slots(slot_of, uniq, lines, srv_ver, slots, known):
 
 
 @nb.njit(cache=True, _nrt=False)
-def _touch_ahead(links, lines, vecs, srv_val, uniq, slots, j, lru):
-    """Prefetch what touching and reading key ``j + _AHEAD`` will read (its line and row, or
-    its server row), and for LFU and LFUOpt the list neighbours of key ``j + _NEAR``."""
-    m = uniq.shape[0]
-    if j + _AHEAD < m:
-        t = slots[j + _AHEAD]
-        if t >= 0:
-            prefetch_row(lines, t)
-            prefetch_row(vecs, t)
-            if not lru:
-                prefetch_row(links, t)
-        else:
-            prefetch_row(srv_val, uniq[j + _AHEAD])
-    if not lru and j + _NEAR < m and slots[j + _NEAR] >= 0:
-        t = slots[j + _NEAR]
-        prefetch_row(links, links[t, _PREV])
-        prefetch_row(links, links[t, _NEXT])
+def _touch_lists(links, buckets, free_b, meta, slots):
+    """Count a use of every cached slot of ``slots`` in LFU or LFUOpt, in key order, prefetching
+    the links of a line a few touches ahead and its list neighbours nearer."""
+    m = slots.shape[0]
+    for j in range(m):
+        if j + _AHEAD < m and slots[j + _AHEAD] >= 0:
+            prefetch_row(links, slots[j + _AHEAD])
+        if j + _NEAR < m and slots[j + _NEAR] >= 0:
+            t = slots[j + _NEAR]
+            prefetch_row(links, links[t, _PREV])
+            prefetch_row(links, links[t, _NEXT])
+        if slots[j] >= 0:
+            _touch(links, buckets, free_b, meta, slots[j])
 
-
-# ------------------------------------------------------------------------------------------
-# Read and write kernels
-# ------------------------------------------------------------------------------------------
 
 @nb.njit(cache=True)
 def _read(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g, meta, counters,
@@ -211,16 +210,26 @@ def _read(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g,
     inserts, for the next call of the same keys."""
     m = uniq.shape[0]
     lru = meta[_POLICY] == _LRU
-    _gather_slots(slot_of, uniq, lines, srv_ver, slots, known)
+    far = srv_val.shape[0] > _CACHED_ROWS
+    _gather_slots(slot_of, uniq, lines, srv_ver, slots, known, far)
     meta[_RUN_START] = meta[_QTAIL]  # a compaction during this read cancels the run
     meta[_RUN_END] = -1
     misses = 0
     stale = 0
+    if not lru:
+        _touch_lists(links, buckets, free_b, meta, slots)
     for j in range(m):
-        _touch_ahead(links, lines, vecs, srv_val, uniq, slots, j, lru)
+        if far and j + _AHEAD < m:
+            t = slots[j + _AHEAD]
+            if t >= 0:
+                prefetch_row(lines, t)
+                prefetch_row(vecs, t)
+            else:
+                prefetch_row(srv_val, uniq[j + _AHEAD])
         s = slots[j]
         if s >= 0:
-            use(links, lines, lru_q, buckets, free_b, meta, s, lru)
+            if lru:
+                _lru_append(lines, lru_q, meta, s)
             u = uniq[j]
             if srv_ver[u] - lines[s, _VER] > read_bound:
                 stale += 1
@@ -233,7 +242,7 @@ def _read(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g,
         dim = out.shape[1]
         n_keys = keys.shape[0]
         for i in range(n_keys):
-            if i + _SCAN < n_keys:
+            if far and i + _SCAN < n_keys:
                 ahead = inv[i + _SCAN]
                 if slots[ahead] >= 0:
                     prefetch_row(vecs, slots[ahead])
@@ -310,12 +319,16 @@ def _write(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g
     m = uniq.shape[0]
     dim = vecs.shape[2]
     lru = meta[_POLICY] == _LRU
-    _gather_slots(slot_of, uniq, lines, srv_ver, slots, known)
-    if not (known and lru and retouch_run(lines, lru_q, meta, slots)):
+    far = srv_val.shape[0] > _CACHED_ROWS
+    _gather_slots(slot_of, uniq, lines, srv_ver, slots, known, far)
+    if not lru:
+        _touch_lists(links, buckets, free_b, meta, slots)
+    elif not (known and retouch_run(lines, lru_q, meta, slots)):
         for j in range(m):
-            _touch_ahead(links, lines, vecs, srv_val, uniq, slots, j, lru)
+            if j + _AHEAD < m and slots[j + _AHEAD] >= 0:
+                prefetch_row(lines, slots[j + _AHEAD])
             if slots[j] >= 0:
-                use(links, lines, lru_q, buckets, free_b, meta, slots[j], lru)
+                _lru_append(lines, lru_q, meta, slots[j])
     meta[_RUN_END] = -1
     direct = np.zeros((m, dim), np.float32)
     occurrences = np.zeros(m, np.int64)
@@ -323,7 +336,7 @@ def _write(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g
         grads = np.full((keys.shape[0], dim), const_grad, np.float32)
     n_keys = keys.shape[0]
     for i in range(n_keys):
-        if i + _SCAN < n_keys and slots[inv[i + _SCAN]] >= 0:
+        if far and i + _SCAN < n_keys and slots[inv[i + _SCAN]] >= 0:
             prefetch_row_w(vecs, slots[inv[i + _SCAN]])
         j = inv[i]
         s = slots[j]
@@ -341,7 +354,7 @@ def _write(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g
     order = np.empty(m, np.int64)  # the keys to push, ascending: past the bound, or uncached
     n = 0
     for j in range(m):
-        if j + _SCAN < m and slots[j + _SCAN] >= 0:
+        if far and j + _SCAN < m and slots[j + _SCAN] >= 0:
             prefetch_row_w(lines, slots[j + _SCAN])
         s = slots[j]
         if s >= 0:
@@ -356,7 +369,7 @@ def _write(slot_of, links, lines, lru_q, vecs, buckets, free_b, queue_i, queue_g
             n += 1
     grad_rows = vecs[:, 1, :]
     for p in range(n):
-        if p + _SCAN < n:
+        if far and p + _SCAN < n:
             ahead = order[p + _SCAN]
             prefetch_row_w(srv_val, uniq[ahead])
             prefetch_row_w(srv_ver, uniq[ahead])

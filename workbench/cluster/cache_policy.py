@@ -2,7 +2,8 @@
 
 The protocol (:mod:`workbench.cluster.cache`: reads, writes, pulls and pushes, the formal model)
 keeps each worker's cache in the arrays laid out here, and changes which keys they hold only
-through this module: a use of a cached line (:func:`use`), an insertion that may evict
+through this module: a use of a cached line (LRU: :func:`_lru_append`; LFU and LFUOpt:
+:func:`_touch`), an insertion that may evict
 (:func:`insert`, and :func:`insert_lru_batch` for a read's misses at once) and the write's
 re-touch of its read's LRU queue run (:func:`retouch_run`).
 
@@ -193,15 +194,6 @@ def _touch(links, buckets, free_b, meta, s):
             _push_front(links, buckets, s, f)
 
 
-
-
-@nb.njit(cache=True, _nrt=False)
-def use(links, lines, lru_q, buckets, free_b, meta, s, lru):
-    """Count a use of cached slot ``s`` in its policy."""
-    if lru:
-        _lru_append(lines, lru_q, meta, s)
-    else:
-        _touch(links, buckets, free_b, meta, s)
 
 
 @nb.njit(cache=True, _nrt=False)
