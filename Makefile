@@ -61,6 +61,7 @@ calibrate: params
 	$(PY) -m workbench.stages calibrate --params params.yaml
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc commit -f calibrate
 
+# (pytest prints the 15 slowest tests at the end: where the suite's time goes)
 test: install-dev
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -n $(JOBS) -q --durations=15
 
@@ -80,9 +81,11 @@ notebooks/%.ipynb: notebooks/%.py $(VENV)/.installed
 lab: install notebooks
 	$(BIN)/jupyter lab notebooks/
 
-# Every benchmark at its defaults (JSON in benchmarks/results/): 22 minutes on a 2-core AMD EPYC;
-# the preprocess scaling at 1M and 2M rows only (its default goes to 45M rows: 11 GB of inputs
-# and most of an hour, run it by hand).
+# Every benchmark at its defaults (JSON in benchmarks/results/): 22 minutes on a 2-core AMD EPYC
+# before issue 48, which added the plain pandas and DuckDB scripts beside the preprocess stage
+# (about 2 minutes at 1M and 2M rows, measured) and made the cache replay faster; the preprocess
+# scaling at 1M and 2M rows only (its default goes to 45M rows: 11 GB of inputs and most of an
+# hour, run it by hand).
 # The ESD ranking benchmark reads the esd stage's dataset: DVC brings it up to date first.
 bench: install params
 	@start=$$(date +%s); PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro -q \

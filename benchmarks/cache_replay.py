@@ -37,20 +37,32 @@ target is at least a third. ``criteo_full`` rows also carry ``criteo_epoch_core_
 of one core a Criteo Kaggle epoch (45,840,617 samples x 26 keys, each read and written) takes at
 that rate; the target is under a minute.
 
-Usage: python benchmarks/cache_replay.py [--runs 5] [--out benchmarks/results/cache_replay.json]
+**Before and after** (``--baseline DIR``, a checkout of an earlier version, e.g. ``git worktree
+add /tmp/base <commit>``): that checkout's cache module replays LRU on the large reference trace
+and at full cardinality in the same process, interleaved with this one run by run (window by
+window at full cardinality, the order alternating), so a machine whose speed drifts during the
+run moves both alike; each such row gets ``baseline_key_accesses_per_s`` and
+``speedup_vs_baseline``.
+
+Usage: python benchmarks/cache_replay.py [--runs 5] [--baseline DIR]
+       [--out benchmarks/results/cache_replay.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 
 import numba as nb
 import numpy as np
 
-from workbench.cluster.cache import POLICIES, CacheSpec, ParameterServer, WorkerCache
+import workbench.cluster.cache as cache_module
+from workbench.cluster.cache import POLICIES, WorkerCache
 from workbench.utils.io import write_json
 from workbench.utils.timing import machine, pin_one_core, spread
 
@@ -95,9 +107,12 @@ def own_trace(zipf_a: float, rows: int, keys_per_step: int, steps: int) -> np.nd
     return rng.permutation(rows)[ranks].reshape(steps, keys_per_step).astype(np.int64)
 
 
-def replay(policy: str, bound: int, trace: np.ndarray, lines: int, init: np.ndarray) -> dict:
-    """One cold-start replay; seconds inside read and write, and the cache's counters."""
-    cache = WorkerCache(CacheSpec(policy, lines, bound, bound), ParameterServer(init))
+def replay(policy: str, bound: int, trace: np.ndarray, lines: int, init: np.ndarray,
+           impl: ModuleType = cache_module) -> dict:
+    """One cold-start replay through ``impl``'s cache (default this checkout's); seconds inside
+    read and write, and the cache's counters."""
+    cache = impl.WorkerCache(impl.CacheSpec(policy, lines, bound, bound),
+                             impl.ParameterServer(init))
     seconds = _timed_steps(cache, trace)
     counters = cache.counter_dict()
     return {"seconds": seconds, "accesses": counters["keys_read"] + counters["keys_written"],
@@ -170,21 +185,52 @@ def _accesses(cache: WorkerCache) -> int:
 
 
 def steady_replay(bound: int, keys: np.ndarray, rows: int, warm: int, window: int,
-                  windows: int) -> dict:
-    """LRU at 10% of ``rows``: ``warm`` samples untimed, then ``windows`` timed windows of
-    ``window`` samples each; the key accesses per second of each window."""
+                  windows: int, impls: Sequence[ModuleType] = (cache_module,)) -> list[dict]:
+    """LRU at 10% of ``rows`` through each of ``impls``' caches side by side: ``warm`` samples
+    untimed, then ``windows`` timed windows of ``window`` samples each, every window replayed by
+    each cache in turn (the order alternating); the key accesses per second of each window."""
     lines = int(FULL["cache_ratio"] * rows)
-    cache = WorkerCache(CacheSpec("lru", lines, bound, bound),
-                        ParameterServer(np.zeros((rows, WIDTH), dtype=np.float32)))
-    _timed_steps(cache, _steps(keys[:warm]))
-    rates = []
+    caches = [impl.WorkerCache(impl.CacheSpec("lru", lines, bound, bound),
+                               impl.ParameterServer(np.zeros((rows, WIDTH), dtype=np.float32)))
+              for impl in impls]
+    for cache in caches:
+        _timed_steps(cache, _steps(keys[:warm]))
+    rates: list[list[float]] = [[] for _ in caches]
     for w in range(windows):
-        before = _accesses(cache)
-        seconds = _timed_steps(cache, _steps(keys[warm + w * window: warm + (w + 1) * window]))
-        rates.append((_accesses(cache) - before) / seconds)
-    c = cache.counter_dict()
-    return {"key_accesses_per_s": rates, "lines": lines, "evictions": int(c["evictions"]),
-            "miss_rate": c["misses"] / max(1, c["unique_read"])}
+        order = range(len(caches)) if w % 2 == 0 else reversed(range(len(caches)))
+        for i in order:
+            before = _accesses(caches[i])
+            seconds = _timed_steps(caches[i], _steps(keys[warm + w * window:
+                                                          warm + (w + 1) * window]))
+            rates[i].append((_accesses(caches[i]) - before) / seconds)
+    out = []
+    for cache, r in zip(caches, rates):
+        c = cache.counter_dict()
+        out.append({"key_accesses_per_s": r, "lines": lines, "evictions": int(c["evictions"]),
+                    "miss_rate": c["misses"] / max(1, c["unique_read"])})
+    return out
+
+
+def load_baseline(checkout: Path) -> ModuleType:
+    """``checkout``'s ``workbench/cluster/cache.py`` as a module beside this checkout's (it
+    imports this checkout's ``workbench`` helpers: the bitmap, the lists, the prefetch)."""
+    path = checkout / "workbench" / "cluster" / "cache.py"
+    spec = importlib.util.spec_from_file_location("baseline_cache", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"--baseline {checkout}: no {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _beside(row: dict, ours: list[float], theirs: list[float]) -> None:
+    """Add the baseline's rates, measured interleaved with ``ours``, and the speedup of the
+    medians to ``row``."""
+    row["baseline_key_accesses_per_s"] = spread(theirs)
+    row["speedup_vs_baseline"] = float(np.median(ours) / np.median(theirs))
+    print(f"  baseline {np.median(theirs) / 1e6:.2f} M/s, speedup "
+          f"{row['speedup_vs_baseline']:.2f}x (interleaved)", flush=True)
 
 
 def _say_floor(name: str, rate: dict) -> None:
@@ -200,9 +246,14 @@ def main() -> None:
     parser.add_argument("--window-samples", type=int, default=200_000)
     parser.add_argument("--skip-full", action="store_true",
                         help="leave out the full-cardinality workload (3.4 GB, a minute)")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="a checkout of an earlier version: its workbench/cluster/cache.py "
+                             "replays LRU on the large reference trace and at full cardinality "
+                             "interleaved with this checkout's, run by run")
     parser.add_argument("--out", type=Path,
                         default=Path(__file__).parent / "results" / "cache_replay.json")
     args = parser.parse_args()
+    baseline = None if args.baseline is None else load_baseline(args.baseline)
     pin_one_core()
     results = []
     for name, w in WORKLOADS.items():
@@ -212,8 +263,18 @@ def main() -> None:
         for policy in POLICIES:
             for bound in BOUNDS:
                 replay(policy, bound, trace[:20], w["cache_lines"], init)  # compile
-                runs = [replay(policy, bound, trace, w["cache_lines"], init)
-                        for _ in range(args.runs)]
+                paired = baseline is not None and name == "reference_large" and policy == "lru"
+                if paired:
+                    replay(policy, bound, trace[:20], w["cache_lines"], init, baseline)
+                runs, base_runs = [], []
+                for r in range(args.runs):  # with a baseline: interleaved, order alternating
+                    if paired and r % 2:
+                        base_runs.append(replay(policy, bound, trace, w["cache_lines"], init,
+                                                baseline))
+                    runs.append(replay(policy, bound, trace, w["cache_lines"], init))
+                    if paired and not r % 2:
+                        base_runs.append(replay(policy, bound, trace, w["cache_lines"], init,
+                                                baseline))
                 rates = [r["accesses"] / r["seconds"] for r in runs]
                 row = {"workload": name, "policy": policy, "bound": bound,
                        "key_accesses": runs[0]["accesses"], "miss_rate": runs[0]["miss_rate"],
@@ -224,6 +285,8 @@ def main() -> None:
                     if policy == "lru":
                         row["meets_target_35"] = bool(
                             row["key_accesses_per_s"]["median"] >= TARGET_35)
+                if paired:
+                    _beside(row, rates, [b["accesses"] / b["seconds"] for b in base_runs])
                 results.append(row)
                 rate = row["key_accesses_per_s"]
                 print(f"{name:16s} {policy:7s} s={bound:<3d} {rate['median'] / 1e6:6.2f} M key "
@@ -235,14 +298,18 @@ def main() -> None:
     if not args.skip_full:
         keys, rows = criteo_full_trace(args.warm_samples + args.runs * args.window_samples)
         for bound in BOUNDS:
-            run = steady_replay(bound, keys, rows, args.warm_samples, args.window_samples,
-                                args.runs)
+            runs = steady_replay(bound, keys, rows, args.warm_samples, args.window_samples,
+                                 args.runs, (cache_module,) + ((baseline,) if baseline else ()))
+            run = runs[0]
             rate = spread(run["key_accesses_per_s"])
             results.append({"workload": "criteo_full", "policy": "lru", "bound": bound,
                             "table_rows": rows, "cache_lines": run["lines"],
                             "evictions": run["evictions"], "miss_rate": run["miss_rate"],
                             "key_accesses_per_s": rate,
                             "meets_target_35": bool(rate["median"] >= TARGET_35)})
+            if baseline:
+                _beside(results[-1], runs[0]["key_accesses_per_s"],
+                        runs[1]["key_accesses_per_s"])
             print(f"{'criteo_full':16s} {'lru':7s} s={bound:<3d} {rate['median'] / 1e6:6.2f} M "
                   f"key accesses/s [{rate['min'] / 1e6:.2f}, {rate['max'] / 1e6:.2f}] "
                   f"({rows:,} rows, {run['lines']:,} lines, {run['evictions']:,} evictions, "
@@ -262,6 +329,7 @@ def main() -> None:
         "target_35_key_accesses_per_s": TARGET_35,
         "metric": "(keys looked up + keys updated) / seconds inside read and write; median, "
                   "mean, p95, min and max over runs (criteo_full: over steady-state windows)",
+        "baseline": None if args.baseline is None else _describe(args.baseline),
         "setting": {"width": WIDTH, "workers": 1, "cores": 1, "bounds": list(BOUNDS),
                     "gradient": f"-{LEARNING_RATE} x the row read, one per key occurrence",
                     "runs": args.runs, "cold_start": True,
@@ -279,6 +347,15 @@ def main() -> None:
         "target_epoch_core_s": TARGET_EPOCH_CORE_S,
         "meets_target_48": bool(judged and all(r["meets_target_48"] for r in judged)),
     })
+
+
+def _describe(checkout: Path) -> str:
+    """The baseline checkout as its commit (no machine paths in the JSON)."""
+    import subprocess
+
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=checkout,
+                          capture_output=True, text=True)
+    return f"commit {head.stdout.strip()}" if head.returncode == 0 else "a checkout (not git)"
 
 
 def _against_floor(results: list[dict]) -> list[dict]:

@@ -5,7 +5,8 @@ Both do the preprocess stage's work on a Criteo ``train.txt`` or an Avazu ``trai
 nothing more: read every row; the test split (Criteo: the last 10% of the rows; Avazu: the last
 10% in time, ties in file order); per categorical column the vocabulary of the train rows'
 tokens seen at least ``min_count`` times, ids 1..K in sorted token order (0: missing, rare or
-unseen); dense ``log1p(max(x, 0))``, missing 0; ``train.parquet`` and ``test.parquet`` (zstd).
+unseen); dense ``log1p(max(x, 0))`` as float32, missing 0; ``train.parquet`` and
+``test.parquet`` (zstd).
 What they leave out is what the stage adds: row validation with file and line, bounded memory
 on inputs larger than RAM, the row-group layout and the metadata. Each prints one JSON line:
 rows per split and the vocabulary sizes (the benchmark checks them against the stage's).
@@ -41,7 +42,8 @@ def with_pandas(fmt: str, path: Path, out: Path, min_count: int) -> dict:
         df = pd.read_csv(path, sep="\t", header=None, names=names,
                          dtype={c: str for c in CRITEO_CATEGORICAL})
         for c in CRITEO_DENSE:
-            df[c] = np.log1p(df[c].clip(lower=0).fillna(0).astype(np.float64))
+            x = df[c].clip(lower=0).fillna(0).astype(np.float64)
+            df[c] = np.log1p(x).astype(np.float32)
         categorical = CRITEO_CATEGORICAL
     else:
         df = pd.read_csv(path, dtype=str).rename(columns={"click": "label"})
@@ -49,7 +51,7 @@ def with_pandas(fmt: str, path: Path, out: Path, min_count: int) -> dict:
         hour = pd.to_datetime(df.pop("hour"), format="%y%m%d%H", utc=True)
         df["timestamp"] = hour.astype("int64") // 10**9
         df["hour_of_day"] = hour.dt.strftime("%H")
-        df["weekday"] = hour.dt.weekday.astype(str)
+        df["weekday"] = hour.dt.day_of_week.astype(str)
         df = df.drop(columns="id").sort_values("timestamp", kind="stable",
                                                ignore_index=True)
         categorical = AVAZU_CATEGORICAL
@@ -79,7 +81,7 @@ def with_duckdb(fmt: str, path: Path, out: Path, min_count: int, memory_limit_mb
         con.execute(f"""CREATE TABLE raw AS SELECT row_number() OVER () AS _pos, *
             FROM read_csv('{path}', delim='\t', header=false, columns={columns!r})""")
         categorical = CRITEO_CATEGORICAL
-        features = ", ".join(f"ln(1 + greatest(coalesce({c}, 0), 0)) AS {c}"
+        features = ", ".join(f"CAST(ln(1 + greatest(coalesce({c}, 0), 0)) AS FLOAT) AS {c}"
                              for c in CRITEO_DENSE)
     else:
         con.execute(f"""CREATE TABLE src AS SELECT row_number() OVER () AS _row, *

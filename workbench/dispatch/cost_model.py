@@ -103,8 +103,8 @@ def _key_costs(slot_of, lines, versions, uniq, read_bound, tau, p_dirty, out):
 def _unique_unsorted(keys, scratch):
     """Distinct keys in first-appearance order and each occurrence's index among them.
 
-    Uses the server's dedup scratch (see :func:`workbench.cache._unique`): O(n), no sort; the
-    cost model does not need the keys ordered.
+    Uses the server's dedup scratch (``ParameterServer.scratch``: a stamp and an index per
+    row): O(n), no sort; the cost model does not need the keys ordered.
     """
     scratch[0, 0] += 1
     tick = scratch[0, 0]
