@@ -44,11 +44,14 @@ def mark(bitmap, summary, k):  # pragma: no cover - compiled
     summary[w >> 6] |= one << np.uint64(w & 63)
 
 
-@nb.njit(cache=True, _nrt=False)
-def drain_sorted(bitmap, summary, out):  # pragma: no cover - compiled
-    """Write the set's keys to ``out`` in ascending order, empty the set; return their count."""
+@nb.njit(cache=True, _nrt=False, inline="always")
+def _drain(bitmap, summary, out, rank, words, ranked):  # pragma: no cover - compiled
+    """Write the set's keys to ``out`` in ascending order and clear the summary; clear each
+    marked bitmap word too, or (``ranked``) leave it set, give it its rank (the keys before it)
+    and list it in ``words``. Returns (keys, marked words)."""
     one = np.uint64(1)
     m = 0
+    nw = 0
     for sw in range(summary.shape[0]):
         x = summary[sw]
         if x == 0:
@@ -58,13 +61,23 @@ def drain_sorted(bitmap, summary, out):  # pragma: no cover - compiled
             w = sw * 64 + trailing_zeros(x)
             x &= x - one
             y = bitmap[w]
-            bitmap[w] = 0
+            if ranked:
+                rank[w] = m
+                words[nw] = w
+                nw += 1
+            else:
+                bitmap[w] = 0
             while y != 0:
                 out[m] = w * 64 + trailing_zeros(y)
                 y &= y - one
                 m += 1
-    return m
+    return m, nw
 
+
+@nb.njit(cache=True)
+def drain_sorted(bitmap, summary, out):  # pragma: no cover - compiled
+    """Write the set's keys to ``out`` in ascending order, empty the set; return their count."""
+    return _drain(bitmap, summary, out, out[:0], out[:0], False)[0]
 
 
 def rank_arrays(rows: int) -> np.ndarray:
@@ -109,24 +122,7 @@ def sorted_unique(keys, bitmap, summary, rank):  # pragma: no cover - compiled
         mark(bitmap, summary, keys[i])
     uniq = np.empty(n, np.int64)
     words = np.empty(n, np.int64)
-    m = 0
-    nw = 0
-    for sw in range(summary.shape[0]):
-        x = summary[sw]
-        if x == 0:
-            continue
-        summary[sw] = 0
-        while x != 0:
-            w = sw * 64 + trailing_zeros(x)
-            x &= x - one
-            rank[w] = m
-            words[nw] = w
-            nw += 1
-            y = bitmap[w]
-            while y != 0:
-                uniq[m] = w * 64 + trailing_zeros(y)
-                y &= y - one
-                m += 1
+    m, nw = _drain(bitmap, summary, uniq, rank, words, True)
     inv = np.empty(n, np.int64)
     for i in range(n):
         k = keys[i]
