@@ -110,7 +110,8 @@ def sorted_unique(keys, bitmap, summary, rank):  # pragma: no cover - compiled
 
     Args:
         keys: ``int64[n]`` in ``[0, rows)``.
-        bitmap, summary: :func:`bitset_arrays` of ``rows`` (all zero; left all zero).
+        bitmap: :func:`bitset_arrays`' bitmap of ``rows`` (all zero; left all zero).
+        summary: its summary (all zero; left all zero).
         rank: :func:`rank_arrays` of ``rows`` (any content).
 
     Returns:
