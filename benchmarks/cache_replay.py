@@ -64,7 +64,7 @@ import numpy as np
 import workbench.cluster.cache as cache_module
 from workbench.cluster.cache import POLICIES, WorkerCache
 from workbench.utils.io import write_json
-from workbench.utils.timing import machine, pin_one_core, spread
+from workbench.utils.timing import describe_checkout, machine, pin_one_core, spread
 
 TARGET = 5e6  # issue 19: every policy on the large reference trace
 TARGET_35 = 15e6  # issue 35: LRU on the large reference trace and at full cardinality
@@ -329,7 +329,7 @@ def main() -> None:
         "target_35_key_accesses_per_s": TARGET_35,
         "metric": "(keys looked up + keys updated) / seconds inside read and write; median, "
                   "mean, p95, min and max over runs (criteo_full: over steady-state windows)",
-        "baseline": None if args.baseline is None else _describe(args.baseline),
+        "baseline": None if args.baseline is None else describe_checkout(args.baseline),
         "setting": {"width": WIDTH, "workers": 1, "cores": 1, "bounds": list(BOUNDS),
                     "gradient": f"-{LEARNING_RATE} x the row read, one per key occurrence",
                     "runs": args.runs, "cold_start": True,
@@ -347,15 +347,6 @@ def main() -> None:
         "target_epoch_core_s": TARGET_EPOCH_CORE_S,
         "meets_target_48": bool(judged and all(r["meets_target_48"] for r in judged)),
     })
-
-
-def _describe(checkout: Path) -> str:
-    """The baseline checkout as its commit (no machine paths in the JSON)."""
-    import subprocess
-
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=checkout,
-                          capture_output=True, text=True)
-    return f"commit {head.stdout.strip()}" if head.returncode == 0 else "a checkout (not git)"
 
 
 def _against_floor(results: list[dict]) -> list[dict]:

@@ -55,7 +55,7 @@ from pathlib import Path
 
 from workbench.data.config import DatasetConfig
 from workbench.utils.io import write_json
-from workbench.utils.timing import ChildRun, run_measured
+from workbench.utils.timing import ChildRun, describe_checkout, run_measured
 
 GENERATE = """
 import sys
@@ -215,15 +215,6 @@ def _reference(tool: str, fmt: str, path: Path, workdir: Path, ours: dict,
             "same_rows_and_vocabulary": same}
 
 
-def _describe(checkout: Path) -> str:
-    """The baseline checkout as its commit (no machine paths in the JSON)."""
-    import subprocess
-
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=checkout,
-                          capture_output=True, text=True)
-    return f"commit {head.stdout.strip()}" if head.returncode == 0 else "a checkout (not git)"
-
-
 def _row(fmt: str, path: Path, rows: int, run: dict) -> dict:
     """One run's JSON row: its format, input bytes and rows (the requested count unless the
     run reports its own) with the run's measurements."""
@@ -367,7 +358,7 @@ def main() -> None:
                      "formats": args.formats, "min_count": 3, "test_fraction": 0.1,
                      "memory_limit_mb": args.memory_limit_mb, "seed": args.seed},
         "machine": {**machine(), "ram_gb": ram / 2**30, "python": platform.python_version()},
-        "baseline": None if args.baseline is None else _describe(args.baseline),
+        "baseline": None if args.baseline is None else describe_checkout(args.baseline),
         "target_speedup": TARGET_SPEEDUP,
         # None: no baseline run at 10M rows or more to judge by
         "meets_target": None if not at_10m else bool(all(r["speedup"] >= TARGET_SPEEDUP

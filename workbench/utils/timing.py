@@ -14,6 +14,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -147,3 +148,12 @@ def run_measured(argv: list[str], env: dict[str, str] | None = None,
     _, status, usage = os.wait4(proc.pid, 0)
     return ChildRun(os.waitstatus_to_exitcode(status), time.perf_counter() - t0,
                     usage.ru_maxrss / 1024, floor_mb, usage.ru_utime + usage.ru_stime)
+
+
+def describe_checkout(checkout: Path | str) -> str:
+    """A baseline checkout as its short commit, for a benchmark's JSON (no machine paths)."""
+    import subprocess
+
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=checkout,
+                          capture_output=True, text=True)
+    return f"commit {head.stdout.strip()}" if head.returncode == 0 else "a checkout (not git)"
