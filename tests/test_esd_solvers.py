@@ -456,7 +456,7 @@ def regret_swap_cost(cost, indptr, indices, cap) -> float:
 def _swap_improve_reference(A, indptr, indices, x, rounds):
     """``_swap_improve`` written plainly: every member of both workers sorted (stably) by its
     delta, no pruning, members found by scanning x (the exact trial of a pair is shared)."""
-    from workbench.dispatch.heuristic import _move_delta, _try_swap
+    from workbench.dispatch.heuristic import _keyed_swap, _move_delta
 
     w, u = A.shape
     n = len(indptr) - 1
@@ -479,7 +479,7 @@ def _swap_improve_reference(A, indptr, indices, x, rounds):
                         break
                     if x[i] != a or x[j] != b:
                         continue
-                    if _try_swap(A, indptr, indices, count, x, i, j, a, b):
+                    if _keyed_swap((A, indptr, indices, count), x, i, j, a, b):
                         swaps += 1
                         improved = True
         if not improved:
@@ -507,3 +507,24 @@ def test_swap_pruning_and_member_lists_equal_the_plain_swap(seed, w, per, f, rou
     swaps, _ = _swap_improve(a, indptr, indices, x_fast, rounds)
     assert swaps == _swap_improve_reference(a, indptr, indices, x_plain, rounds)
     np.testing.assert_array_equal(x_fast, x_plain)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), w=st.integers(1, 6), per=st.integers(0, 12),
+       rounds=st.integers(0, 3), levels=st.integers(1, 4))
+def test_additive_heuristic_equals_the_keyed_one_on_private_keys(seed, w, per, rounds,
+                                                                 levels) -> None:
+    """``regret_swap_additive(C)`` (what the dispatchers run in additive mode) makes the plan,
+    objective and swap count of ``regret_swap`` on the private-key form of ``C``, ties included
+    (costs from a few levels)."""
+    from workbench.dispatch.heuristic import regret_swap, regret_swap_additive
+    from workbench.dispatch.objective import private_keys
+
+    rng = np.random.default_rng(seed)
+    n = w * per
+    C = rng.integers(0, levels + 1, size=(n, w)) * rng.choice([0.1, 0.3], size=(n, w))
+    cap = np.full(w, per)
+    keyed = regret_swap(*private_keys(C), cap, rounds)
+    fast = regret_swap_additive(C, cap, rounds)
+    np.testing.assert_array_equal(fast.assignment, keyed.assignment)
+    assert (fast.objective, fast.status) == (keyed.objective, keyed.status)

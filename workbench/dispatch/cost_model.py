@@ -26,9 +26,10 @@ import numpy as np
 
 from workbench.cluster.cache import LINE_UPDATES, LINE_VERSION
 from workbench.cluster.edge_cluster import EdgeCluster
-from workbench.utils.prefetch import prefetch
+from workbench.utils.prefetch import prefetch, prefetch_row
 
-_AHEAD = 8  # keys between a prefetch and its use
+_AHEAD = 8  # keys between a prefetch of a key's lines and their use
+_FAR = 16  # keys between a prefetch of a key's slots and their use
 
 
 class CostModel:
@@ -47,56 +48,119 @@ class CostModel:
         self.local = local
         dim = cluster.dim if wire_dim is None else wire_dim
         self.tau = dim * 4 / cluster.links.bandwidth_Bps  # seconds per row, per worker
+        self._scratch = np.empty(0)  # sample_costs' key costs, reused
 
     def key_costs(self, uniq: np.ndarray) -> np.ndarray:
         """``A[W, U]`` for the unique keys ``uniq`` (one compiled pass over the keys, reading
         every worker's slot of a key from the cluster's key-major slot table)."""
+        cost = np.empty((len(uniq), self.cluster.workers))  # key-major: a key's W costs together
+        self._fill(uniq, cost)
+        return cost.T  # [W, U], Fortran-ordered: the solvers read a key's W costs in a row
+
+    def _fill(self, uniq: np.ndarray, cost: np.ndarray) -> None:
+        """Key-major ``cost[U, W]`` of the unique keys ``uniq``."""
         cluster = self.cluster
         p_dirty = np.array([cache.dirty_fraction() for cache in cluster.caches])
-        cost = np.empty((len(uniq), cluster.workers))  # key-major: a key's W costs together
         _key_costs(cluster.slot_of, cluster.lines, cluster.server.versions, uniq,
                    cluster.spec.read_bound, self.tau, p_dirty, cost)
         if self.local is not None:
             cost[self.local[uniq]] = 0.0
-        return cost.T  # [W, U], Fortran-ordered: the solvers read a key's W costs in a row
 
-    def batch(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(A[W, U], indptr, indices)``: key costs and the samples' unique keys as CSR."""
+    def _sets(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The batch's distinct keys and each sample's distinct key indices as CSR."""
         n, f = keys.shape
         uniq, inv = _unique_unsorted(np.ascontiguousarray(keys, dtype=np.int64).ravel(),
                                      self.cluster.server.scratch)
-        indptr, indices = _sample_sets(inv.reshape(n, f))
+        return (uniq, *_sample_sets(inv.reshape(n, f)))
+
+    def batch(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(A[W, U], indptr, indices)``: key costs and the samples' unique keys as CSR."""
+        uniq, indptr, indices = self._sets(keys)
         return self.key_costs(uniq), indptr, indices
+
+    def sample_costs(self, keys: np.ndarray) -> np.ndarray:
+        """``C[N, W] = sum_{k in K_i} A[j, k]``: the additive model's costs, equal to
+        ``additive_matrix(*batch(keys))`` (the same sums in the same order). ``A`` lives in a
+        buffer kept between batches: a fresh ``U x W`` array per batch costs its page faults
+        (a millisecond at 32 workers), as much as the additive sums themselves."""
+        uniq, indptr, indices = self._sets(keys)
+        need = len(uniq) * self.cluster.workers
+        if self._scratch.size < need:
+            self._scratch = np.empty(max(need, 2 * self._scratch.size))
+        cost = self._scratch[:need].reshape(len(uniq), self.cluster.workers)
+        self._fill(uniq, cost)
+        out = np.zeros((keys.shape[0], self.cluster.workers))
+        _sample_sums(cost, indptr, indices, out)
+        return out
 
 
 @nb.njit(cache=True)
 def _key_costs(slot_of, lines, versions, uniq, read_bound, tau, p_dirty, out):
     """``out[u, j]`` = A[j, uniq[u]]: tau_j x (miss x (1 + p_dirty_j) + stale), plus the pushes
-    every other worker holding the key dirty makes (``slot_of[rows, W]``, ``lines[W, C, 3]``)."""
+    every other worker holding the key dirty makes (``slot_of[rows, W]``, ``lines[W, C, 4]``).
+
+    Memory: a key's W slots lie on one or two lines of ``slot_of``, loaded ``_FAR`` keys ahead;
+    ``_AHEAD`` keys ahead, the line of every worker holding that key is requested, so the
+    version and dirty counts arrive while earlier keys are costed. A key no worker holds (most
+    of a Zipf batch's distinct keys) costs every worker its miss: one vector copy.
+    """
     workers = tau.shape[0]
     n = uniq.shape[0]
-    dirty = np.zeros(workers, np.bool_)
-    row = np.empty(workers)
+    capacity, columns = lines.shape[1], lines.shape[2]
+    stale = np.empty(workers)
+    pushes = np.empty(workers)  # tau_j where the key is dirty at j, else 0
     miss = tau * (1.0 + p_dirty)
     for u in range(n):
-        if u + _AHEAD < n:  # the keys are random rows: start loading a few keys ahead
-            ahead = uniq[u + _AHEAD]
-            prefetch(slot_of, ahead * workers)
-            prefetch(versions, ahead)
+        if u + _FAR < n:  # the keys are random rows: start loading their slots early
+            far = uniq[u + _FAR]
+            prefetch(slot_of, far * workers)
+            prefetch(slot_of, far * workers + workers - 1)
+            prefetch(versions, far)
+        if u + _AHEAD < n:  # and the lines of the workers that hold a nearer key
+            near = uniq[u + _AHEAD]
+            for j in range(workers):
+                s = slot_of[near, j]
+                if s >= 0:
+                    prefetch(lines, (j * capacity + s) * columns)
         k = uniq[u]
+        held = np.int32(-1)
+        for j in range(workers):
+            held = max(held, slot_of[k, j])
+        if held < 0:  # cold everywhere: a miss on every worker, no push anywhere
+            for j in range(workers):
+                out[u, j] = miss[j]
+            continue
+        version = versions[k]
         sync = 0.0
         for j in range(workers):
             s = slot_of[k, j]
             if s < 0:
-                row[j] = miss[j]
-                dirty[j] = False
+                stale[j] = miss[j]
+                pushes[j] = 0.0
             else:
-                row[j] = tau[j] if versions[k] - lines[j, s, LINE_VERSION] > read_bound else 0.0
-                dirty[j] = lines[j, s, LINE_UPDATES] > 0
-                if dirty[j]:
-                    sync += tau[j]
+                stale[j] = tau[j] if version - lines[j, s, LINE_VERSION] > read_bound else 0.0
+                pushes[j] = tau[j] if lines[j, s, LINE_UPDATES] > 0 else 0.0
+            sync += pushes[j]
         for j in range(workers):  # others' pushes of keys dirty there
-            out[u, j] = row[j] + (sync - tau[j] if dirty[j] else sync)
+            out[u, j] = stale[j] + (sync - pushes[j])
+
+
+@nb.njit(cache=True)
+def _sample_sums(cost, indptr, indices, out):
+    """``out[i, j] += cost[k, j]`` over sample i's distinct keys k in CSR order: the additive
+    kernel's sums (:func:`~workbench.dispatch.objective.additive_matrix`) on the key-major
+    costs, each key's W costs (``W x 8`` bytes, whole lines) requested ``_AHEAD`` keys early."""
+    workers = cost.shape[1]
+    nnz = indices.shape[0]
+    for i in range(indptr.shape[0] - 1):
+        for p in range(indptr[i], indptr[i + 1]):
+            if p + _AHEAD < nnz:
+                ahead = indices[p + _AHEAD]
+                for line in range(0, workers, 8):
+                    prefetch(cost, ahead * workers + line)
+            k = indices[p]
+            for j in range(workers):
+                out[i, j] += cost[k, j]
 
 
 @nb.njit(cache=True)
@@ -112,6 +176,8 @@ def _unique_unsorted(keys, scratch):
     inv = np.empty(keys.shape[0], np.int64)
     m = 0
     for i in range(keys.shape[0]):
+        if i + _FAR < keys.shape[0]:  # random rows of a large table: load them early
+            prefetch_row(scratch, keys[i + _FAR] + 1)
         k = keys[i] + 1
         if scratch[k, 0] != tick:
             scratch[k, 0] = tick

@@ -36,6 +36,7 @@ import time
 
 import numba as nb
 import numpy as np
+from numba.extending import overload
 
 from workbench.dispatch.objective import (
     Solution,
@@ -157,9 +158,20 @@ def _apply_move(indptr, indices, count, x, i, a, b):  # pragma: no cover - compi
 
 
 @nb.njit(cache=True)
-def _try_swap(A, indptr, indices, count, x, i, j, a, b):  # pragma: no cover - compiled
+def _keyed_deltas(state, x, D):  # pragma: no cover - compiled
+    """``D[i, b]``: the exact dedup change of moving sample i from ``x[i]`` to b (0 on x[i])."""
+    A, indptr, indices, count = state
+    n, w = D.shape
+    for i in range(n):
+        for b in range(w):
+            D[i, b] = 0.0 if b == x[i] else _move_delta(A, indptr, indices, count, i, x[i], b)
+
+
+@nb.njit(cache=True)
+def _keyed_swap(state, x, i, j, a, b):  # pragma: no cover - compiled
     """Swap sample i (on a) with sample j (on b) iff the exact change of the dedup cost, on the
     current claim counts, is negative; return whether it did."""
+    A, indptr, indices, count = state
     d1 = _move_delta(A, indptr, indices, count, i, a, b)
     _apply_move(indptr, indices, count, x, i, a, b)
     d2 = _move_delta(A, indptr, indices, count, j, b, a)
@@ -171,29 +183,58 @@ def _try_swap(A, indptr, indices, count, x, i, j, a, b):  # pragma: no cover - c
 
 
 @nb.njit(cache=True)
-def _candidates(members, D, col, below):  # pragma: no cover - compiled
-    """``members`` whose ``D[., col]`` is under ``below``, by increasing delta (ties: ascending
-    sample index, as ``members`` is). A pair (t-th of a, t-th of b) is tried only while the
-    deltas sum under -1e-12, so a member at or over ``below`` (-1e-12 - the other side's
-    best) is never reached: dropping it leaves the swaps as the full sorted lists give them."""
-    keep = np.empty(members.size, np.int64)
-    m = 0
-    for i in members:
-        if D[i, col] < below:
-            keep[m] = i
-            m += 1
-    keep = keep[:m]
-    values = np.empty(m)
-    for t in range(m):
-        values[t] = D[keep[t], col]
-    return keep[np.argsort(values, kind="mergesort")]
+def _additive_deltas(state, x, D):  # pragma: no cover - compiled
+    """``D[i, b] = C[i, b] - C[i, x[i]]`` (0 on x[i]): with private keys, exactly what
+    :func:`_keyed_deltas` gives (``(0 + A[b, i]) - A[a, i]``), from ``C`` alone."""
+    C = state[0]
+    n, w = D.shape
+    for i in range(n):
+        a = x[i]
+        here = C[i, a]
+        for b in range(w):
+            D[i, b] = 0.0 if b == a else C[i, b] - here
 
 
 @nb.njit(cache=True)
-def _column_min(members, D, col):  # pragma: no cover - compiled
+def _additive_swap(state, x, i, j, a, b):  # pragma: no cover - compiled
+    """:func:`_keyed_swap` with private keys: the same test on ``C`` alone."""
+    C = state[0]
+    if (C[i, b] - C[i, a]) + (C[j, a] - C[j, b]) < -1e-12:
+        x[i] = b
+        x[j] = a
+        return True
+    return False
+
+
+@nb.njit(cache=True, _nrt=False)
+def _sorted_candidates(members, size, D, col, below, keep, values):  # pragma: no cover
+    """The first ``size`` of ``members`` whose ``D[., col]`` is under ``below``, into ``keep``
+    (their deltas into ``values``) by increasing delta, ties in member order (ascending sample
+    index): a stable insertion sort, so the order a stable argsort gives. A pair (t-th of a,
+    t-th of b) is tried only while the deltas sum under -1e-12, so a member at or over
+    ``below`` (-1e-12 - the other side's best) is never reached: dropping it leaves the swaps
+    as the full sorted lists give them. Returns how many were kept."""
+    m = 0
+    for t in range(size):
+        i = members[t]
+        v = D[i, col]
+        if v < below:
+            p = m
+            while p > 0 and values[p - 1] > v:
+                values[p] = values[p - 1]
+                keep[p] = keep[p - 1]
+                p -= 1
+            values[p] = v
+            keep[p] = i
+            m += 1
+    return m
+
+
+@nb.njit(cache=True, _nrt=False)
+def _column_min(members, size, D, col):  # pragma: no cover - compiled
     best = np.inf
-    for i in members:
-        best = min(best, D[i, col])
+    for t in range(size):
+        best = min(best, D[members[t], col])
     return best
 
 
@@ -213,51 +254,70 @@ def _replace_member(members, size, w, old, new):  # pragma: no cover - compiled
     row[t] = new
 
 
+def _deltas(state, x, D):  # pragma: no cover - resolved at compile time (overload below)
+    raise NotImplementedError
+
+
+def _swap(state, x, i, j, a, b):  # pragma: no cover - resolved at compile time
+    raise NotImplementedError
+
+
+@overload(_deltas)
+def _deltas_model(state, x, D):  # pragma: no cover - compiled
+    """The model's move estimates: keyed ``(A, indptr, indices, count)`` or additive ``(C,)``
+    (picked by the state's type when a kernel compiles, so the kernels stay cacheable)."""
+    if len(state) == 4:
+        return lambda state, x, D: _keyed_deltas(state, x, D)
+    return lambda state, x, D: _additive_deltas(state, x, D)
+
+
+@overload(_swap)
+def _swap_model(state, x, i, j, a, b):  # pragma: no cover - compiled
+    """The model's exact swap test (:func:`_keyed_swap` or :func:`_additive_swap`)."""
+    if len(state) == 4:
+        return lambda state, x, i, j, a, b: _keyed_swap(state, x, i, j, a, b)
+    return lambda state, x, i, j, a, b: _additive_swap(state, x, i, j, a, b)
+
+
 @nb.njit(cache=True)
-def _swap_improve(A, indptr, indices, x, rounds):  # pragma: no cover - compiled
+def _swap_rounds(state, x, w, rounds):  # pragma: no cover - compiled
     """Pairwise swaps that lower the dedup cost (see the module docstring); returns
-    ``(swaps, rounds run)``."""
-    w, u = A.shape
-    n = indptr.size - 1
-    count = np.zeros((w, u), dtype=np.int32)
-    for i in range(n):
-        for p in range(indptr[i], indptr[i + 1]):
-            count[x[i], indices[p]] += 1
+    ``(swaps, rounds run)``. The model is the state's: keyed ``(A, indptr, indices, count)``
+    (claim counts) or additive ``(C,)``; its deltas fill the move estimates at a round's start,
+    its swap test swaps iff the exact change is negative."""
+    n = x.size
     D = np.empty((n, w))
     members = np.empty((w, n), np.int64)  # each worker's samples, ascending
     size = np.zeros(w, np.int64)
     for i in range(n):
         members[x[i], size[x[i]]] = i
         size[x[i]] += 1
+    ka, kb = np.empty(n, np.int64), np.empty(n, np.int64)  # candidates, reused by every pair
+    va, vb = np.empty(n), np.empty(n)
     swaps = 0
     done = 0
     for _ in range(rounds):
         done += 1
-        for i in range(n):
-            for b in range(w):
-                D[i, b] = 0.0 if b == x[i] else _move_delta(A, indptr, indices, count, i,
-                                                              x[i], b)
+        _deltas(state, x, D)
         improved = False
         for a in range(w):
             for b in range(a + 1, w):
-                on_a = members[a, :size[a]]
-                on_b = members[b, :size[b]]
-                if on_a.size == 0 or on_b.size == 0:
+                if size[a] == 0 or size[b] == 0:
                     continue
-                min_a = _column_min(on_a, D, b)
-                min_b = _column_min(on_b, D, a)
+                min_a = _column_min(members[a], size[a], D, b)
+                min_b = _column_min(members[b], size[b], D, a)
                 if min_a + min_b >= -1e-12:
                     continue  # not even the two best candidates gain
                 # best candidates a -> b first; only those that can pair into a gain
-                ca = _candidates(on_a, D, b, -1e-12 - min_b)
-                cb = _candidates(on_b, D, a, -1e-12 - min_a)
-                for t in range(min(ca.size, cb.size)):
-                    i, j = ca[t], cb[t]
-                    if D[i, b] + D[j, a] >= -1e-12:
+                na = _sorted_candidates(members[a], size[a], D, b, -1e-12 - min_b, ka, va)
+                nb_ = _sorted_candidates(members[b], size[b], D, a, -1e-12 - min_a, kb, vb)
+                for t in range(min(na, nb_)):
+                    i, j = ka[t], kb[t]
+                    if va[t] + vb[t] >= -1e-12:
                         break  # the estimates only get worse down the lists
                     if x[i] != a or x[j] != b:
                         continue
-                    if _try_swap(A, indptr, indices, count, x, i, j, a, b):
+                    if _swap(state, x, i, j, a, b):
                         _replace_member(members, size, a, i, j)
                         _replace_member(members, size, b, j, i)
                         swaps += 1
@@ -265,6 +325,81 @@ def _swap_improve(A, indptr, indices, x, rounds):  # pragma: no cover - compiled
         if not improved:
             break
     return swaps, done
+
+
+@nb.njit(cache=True)
+def _swap_improve(A, indptr, indices, x, rounds):  # pragma: no cover - compiled
+    """:func:`_swap_rounds` on the keyed (dedup) model, from the plan ``x``."""
+    w, u = A.shape
+    count = np.zeros((w, u), dtype=np.int32)
+    for i in range(indptr.size - 1):
+        for p in range(indptr[i], indptr[i + 1]):
+            count[x[i], indices[p]] += 1
+    return _swap_rounds((A, indptr, indices, count), x, w, rounds)
+
+
+@nb.njit(cache=True)
+def _additive_plan(C, cap, rounds, x):  # pragma: no cover - compiled
+    """The regret order, the greedy and the swaps on ``C[N, W]`` alone (private keys): the
+    plan into ``x``; returns ``(objective, swaps, rounds run)``."""
+    n, w = C.shape
+    regret = np.zeros(n)
+    if w > 1:
+        for i in range(n):
+            lo, second = np.inf, np.inf
+            for j in range(w):
+                c = C[i, j]
+                if c < lo:
+                    lo, second = c, lo
+                elif c < second:
+                    second = c
+            regret[i] = second - lo
+    order = np.argsort(-regret, kind="mergesort")
+    room = cap.copy()
+    for t in range(n):  # nothing is ever claimed twice: the marginal is C[i, j]
+        i = order[t]
+        best = -1
+        for j in range(w):
+            if room[j] > 0 and (best < 0 or C[i, j] < C[i, best]):
+                best = j
+        x[i] = best
+        room[best] -= 1
+    swaps, done = (0, 0)
+    if rounds > 0 and n:
+        swaps, done = _swap_rounds((C,), x, w, rounds)
+    total = 0.0
+    for i in range(n):
+        total += C[i, x[i]]
+    return total, swaps, done
+
+
+def regret_swap_additive(C, cap, rounds: int = 20) -> Solution:
+    """:func:`regret_swap` on the additive model, from ``C[N, W]`` alone.
+
+    The same plan, objective and status as ``regret_swap(*private_keys(C), cap, rounds)``
+    (sample ``i`` alone uses key ``i``, at cost ``C[i, j]`` on worker ``j``), without the keyed
+    form's claim counts: a key is never shared, so a marginal is ``C[i, j]`` and a swap's exact
+    change is ``(C[i, b] - C[i, a]) + (C[j, a] - C[j, b])``. What the ESD dispatchers run in
+    their (default) additive mode.
+
+    Args:
+        C: ``float[N, W]`` cost of each sample on each worker, ``>= 0``.
+        cap: ``int[W]`` capacities summing to N.
+        rounds: at most this many rounds of swaps (0: the regret-ordered greedy alone).
+
+    Returns:
+        A :class:`Solution` with the additive cost as ``objective``; ``status`` says how many
+        swaps were made in how many rounds.
+    """
+    t0 = time.perf_counter()
+    C = np.ascontiguousarray(C, dtype=np.float64)
+    if C.ndim != 2 or not np.all(np.isfinite(C)) or np.any(C < 0):
+        raise ValueError("C: expected a 2-D [N, W] array of finite costs >= 0")
+    cap = check_cap(cap, C.shape[0], C.shape[1])
+    x = np.empty(C.shape[0], dtype=np.int64)
+    total, swaps, done = _additive_plan(C, cap, rounds, x)
+    return Solution(x, float(total), "regret-swap", False, time.perf_counter() - t0,
+                    f"heuristic: {swaps} swap(s) in {done} round(s)")
 
 
 def regret_swap(A, indptr, indices, cap, rounds: int = 20) -> Solution:

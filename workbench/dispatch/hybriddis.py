@@ -11,9 +11,11 @@ method section is not available. Per global batch the cost model
   cache states the dedup heuristic's plans are predicted cheaper than the additive optimum's and
   realise about a third more (``benchmarks/esd_objective_ranking.py``);
 * ``esd_heuristic``: regret-ordered greedy on marginal costs plus pairwise swaps
-  (:func:`~workbench.dispatch.heuristic.regret_swap`); ``esd_greedy``: the plain greedy in batch
-  order (:func:`~workbench.dispatch.heuristic.greedy_marginal`), kept as a named variant because
-  it shows how a cost-blind order fails (the fastest worker fills first);
+  (:func:`~workbench.dispatch.heuristic.regret_swap`; in additive mode its equal on ``C``
+  alone, :func:`~workbench.dispatch.heuristic.regret_swap_additive`); ``esd_greedy``: the
+  plain greedy in batch order (:func:`~workbench.dispatch.heuristic.greedy_marginal`), kept as
+  a named variant because it shows how a cost-blind order fails (the fastest worker fills
+  first);
 * ``esd_exact``: the additive transportation optimum (``mode="additive"``) or the deduplicated
   ILP under a time limit (``mode="dedup"``) (:mod:`workbench.dispatch.exact`);
 * ``hybriddis``: per batch, the cheap heuristic always, plus the exact solver when the instance
@@ -54,10 +56,9 @@ import numpy as np
 from workbench.dispatch.base import Decision, Dispatcher
 from workbench.dispatch.cost_model import CostModel
 from workbench.dispatch.exact import solve_dedup_ilp, solve_transport
-from workbench.dispatch.heuristic import greedy_marginal, regret_swap
+from workbench.dispatch.heuristic import greedy_marginal, regret_swap, regret_swap_additive
 from workbench.dispatch.objective import (
     Solution,
-    additive_matrix,
     dedup_cost,
     private_keys,
 )
@@ -168,7 +169,7 @@ class EsdDispatcher(Dispatcher):
         else:  # one size seen so far: a rate through the origin
             self._fit = (0.0, float(t.sum() / v.sum()))
 
-    def _model(self, cost, indptr, indices):
+    def _model(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The cost inputs of the model every solver of this dispatcher optimises.
 
         ``dedup``: the cost model's ``(A, CSR)`` as they are. ``additive``: each sample's keys
@@ -176,8 +177,8 @@ class EsdDispatcher(Dispatcher):
         cost *is* the additive cost and the heuristic optimises what the exact solver does.
         """
         if self.mode == "dedup":
-            return cost, indptr, indices
-        return private_keys(additive_matrix(cost, indptr, indices))
+            return self.cost_model.batch(keys)
+        return private_keys(self.cost_model.sample_costs(keys))
 
     def _exact(self, cost, indptr, indices):
         if self.mode == "additive":
@@ -194,6 +195,8 @@ class EsdDispatcher(Dispatcher):
         return solution, wall
 
     def _heuristic(self, cost, indptr, indices) -> Solution:
+        if self.mode == "additive":  # private keys: cost is C.T, the same plan from C alone
+            return regret_swap_additive(cost.T, self.capacities, self.heuristic_rounds)
         return regret_swap(cost, indptr, indices, self.capacities, self.heuristic_rounds)
 
     @abstractmethod
@@ -202,7 +205,7 @@ class EsdDispatcher(Dispatcher):
 
     def decide(self, keys: np.ndarray, batch_id: int) -> Decision:
         start = time.perf_counter()
-        cost, indptr, indices = self._model(*self.cost_model.batch(keys))
+        cost, indptr, indices = self._model(keys)
         variables = keys.shape[0] * self.workers
         solution, method, charged = self._plan(cost, indptr, indices, variables)
         x = np.asarray(solution.assignment, dtype=np.int64)
