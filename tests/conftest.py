@@ -97,16 +97,19 @@ def _build_pipeline(root: Path) -> None:
     (root / REPRO_LOG).write_text(log)
 
 
-def built_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The ci pipeline's project (:func:`_build_pipeline`), built once per test run: the first
-    pytest-xdist worker to get here builds it under a lock in the run's common temporary
-    folder; the others wait. Read it, never write into it (copy what you change)."""
+def _pipeline_home(base: Path) -> Path:
+    """The run's common temporary folder (every pytest-xdist worker's basetemp's parent)."""
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def build_pipeline_once(common: Path) -> Path:
+    """The ci pipeline's project built in ``common`` (:func:`_build_pipeline`) once per test
+    run: under a lock, by whoever gets there first (the background build
+    :func:`pytest_collection_modifyitems` starts, or a test); the others wait."""
     import shutil
 
     from filelock import FileLock
 
-    base = tmp_path_factory.getbasetemp()
-    common = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     built = common / "ci-pipeline-built"
     with FileLock(str(common / "ci-pipeline.lock")):
         if not (built / ".complete").exists():
@@ -115,6 +118,12 @@ def built_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
             _build_pipeline(built)
             (built / ".complete").touch()
     return built
+
+
+def built_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ci pipeline's project (:func:`build_pipeline_once`) in the run's common temporary
+    folder. Read it, never write into it (copy what you change)."""
+    return build_pipeline_once(_pipeline_home(tmp_path_factory.getbasetemp()))
 
 
 @pytest.fixture(scope="session")
@@ -140,11 +149,59 @@ def ci_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_params(root)
 
 
+#: The fixtures that read the built ci pipeline: their tests run last (the build runs meanwhile).
+PIPELINE_FIXTURES = ("ci_project", "ci_pipeline")
+_background: dict[str, object] = {}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark tests that execute notebooks."""
+    """Mark tests that execute notebooks; move the tests that read the built ci pipeline to the
+    end and start building it in the background, so the other tests run while it builds
+    (instead of every pytest-xdist worker waiting on the first one's build)."""
     for item in items:
         if "notebook" in item.nodeid:
             item.add_marker(pytest.mark.notebook)
+    uses = [any(f in getattr(item, "fixturenames", ()) for f in PIPELINE_FIXTURES)
+            for item in items]
+    items[:] = [item for item, u in zip(items, uses) if not u] + \
+        [item for item, u in zip(items, uses) if u]
+    if any(uses) and not config.option.collectonly:
+        _start_background_build(config)
+
+
+def _start_background_build(config: pytest.Config) -> None:
+    """:func:`build_pipeline_once` in a child process, started by the first worker to get here
+    (its log: ``ci-pipeline-build.log`` in the run's common temporary folder)."""
+    import subprocess
+    import sys
+
+    common = _pipeline_home(config._tmp_path_factory.getbasetemp())  # type: ignore[attr-defined]
+    try:
+        os.close(os.open(common / "ci-pipeline.started", os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return  # another worker started it
+    code = ("import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+            "from conftest import build_pipeline_once; build_pipeline_once(Path(sys.argv[2]))")
+    with open(common / "ci-pipeline-build.log", "w") as log:
+        _background["build"] = subprocess.Popen(
+            [sys.executable, "-c", code, str(Path(__file__).parent), str(common)],
+            cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The background build: waited for (another worker's tests may still need it), or stopped
+    with its process group when the run was interrupted."""
+    import signal
+
+    proc = _background.pop("build", None)
+    if proc is None:
+        return
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)  # type: ignore[attr-defined]
+        except ProcessLookupError:
+            pass
+    proc.wait()  # type: ignore[attr-defined]
 
 
 @st.composite

@@ -216,7 +216,11 @@ def test_calibrating_own_data_writes_its_own_file_and_leaves_the_pipelines(
     # without the pipeline's file, a timed stage on local runs on local's own calibration,
     # and its summary names the data it ran on
     shutil.rmtree(results / "calibration")
-    proc = stage(tmp, "esd", *args, "experiments.esd.per_worker=33", results="calibrated")
+    proc = stage(tmp, "esd", *args, "experiments.esd.per_worker=33", "experiments.esd.batches=2",
+                 "experiments.esd.train_replicates=1", "experiments.esd.worker_sweep=[2]",
+                 "experiments.esd.cache_sweep=[0.05]", "experiments.esd.spread_sweep=[10.0]",
+                 "experiments.esd.batch_sweep=[32]", "experiments.esd.budget_sweep=[1.0]",
+                 results="calibrated")
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((results / "esd" / "local" / "summary.json").read_text())
     assert summary["dataset"] == "local"
