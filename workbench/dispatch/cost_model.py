@@ -101,8 +101,9 @@ def _key_costs(slot_of, lines, versions, uniq, read_bound, tau, p_dirty, out):
 
     Memory: a key's W slots lie on one or two lines of ``slot_of``, loaded ``_FAR`` keys ahead;
     ``_AHEAD`` keys ahead, the line of every worker holding that key is requested, so the
-    version and dirty counts arrive while earlier keys are costed. A key no worker holds (most
-    of a Zipf batch's distinct keys) costs every worker its miss: one vector copy.
+    version and dirty counts arrive while earlier keys are costed. A key no worker holds (16,000
+    of the reference workload's 35,000 distinct keys a batch at 32 workers) costs every worker
+    its miss: one vector copy.
     """
     workers = tau.shape[0]
     n = uniq.shape[0]

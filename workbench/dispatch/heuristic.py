@@ -28,6 +28,13 @@ what random costs (kept as ``esd_greedy`` for that lesson).
 Every swap keeps each worker's count, so the plan stays feasible for any capacities; the
 deduplicated cost never rises (a swap is applied only when its exact delta is negative).
 O(rounds x (nnz x W + W^2 x N)).
+
+**The additive model (``regret_swap_additive``)**: with private keys (sample i alone uses key i
+at ``A[j, i] = C[i, j]``, :func:`~workbench.dispatch.objective.private_keys`) nothing is ever
+shared, so the marginal is ``C[i, j]``, ``D[i, b] = C[i, b] - C[i, x_i]`` and a swap's exact
+change is ``(C[i, b] - C[i, a]) + (C[j, a] - C[j, b])``: the same plan, objective and swap count
+as ``regret_swap`` on the keyed form, from ``C`` alone (no claim counts). One swap loop serves both
+models (the state's type picks the model's deltas and swap test when the kernel compiles).
 """
 
 from __future__ import annotations
