@@ -84,8 +84,8 @@ lab: install notebooks
 # Every benchmark at its defaults (JSON in benchmarks/results/): 14 min 7 s on a 2-core AMD
 # EPYC (issue 48, the plain pandas and DuckDB scripts beside the preprocess stage included); the
 # preprocess scaling at 1M and 2M rows only (its default goes to 45M rows: 11 GB of inputs and
-# most of an hour, run it by hand). benchmarks/plain_preprocess.py is not a benchmark of its own: it is the
-# pandas and DuckDB scripts preprocess_scaling.py runs beside the stage.
+# most of an hour, run it by hand). benchmarks/plain_preprocess.py is not a benchmark of its
+# own: it is the pandas and DuckDB scripts preprocess_scaling.py runs beside the stage.
 # The ESD ranking benchmark reads the esd stage's dataset: DVC brings it up to date first.
 bench: install params
 	@start=$$(date +%s); PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro -q \
