@@ -21,6 +21,20 @@ from workbench.dispatch.objective import (
 )
 
 TOL = 1e-9
+#: The deadline of the solves whose optimality a test asserts: a tiny MILP proves it in well
+#: under a second, so this only bounds a stalled run (a busy machine must not fail a proof).
+PROOF_LIMIT_S = 60.0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled_solvers():
+    """Every solver's numba kernels compiled before the tests run: a fresh clone compiles them
+    on the first call (seconds, more on a busy machine), inside that call's deadline."""
+    A = np.array([[1.0, 2.0, 0.5], [2.0, 1.0, 0.5]])
+    indptr, indices, cap = np.array([0, 2, 3]), np.array([0, 2, 1]), np.array([1, 1])
+    solve_dedup_ilp(A, indptr, indices, cap, time_limit_s=600)
+    solve_transport(additive_matrix(A, indptr, indices), cap, objective="makespan",
+                    time_limit_s=600)
 
 
 # ------------------------------------------------------------------------------------------
@@ -172,7 +186,7 @@ def test_makespan_matches_brute_force():
     for _ in range(25):
         A, indptr, indices, cap = random_instance(rng)
         C = additive_matrix(A, indptr, indices)
-        sol = solve_transport(C, cap, objective="makespan", time_limit_s=10)
+        sol = solve_transport(C, cap, objective="makespan", time_limit_s=PROOF_LIMIT_S)
         check_assignment(sol.assignment, cap)
         assert sol.objective == pytest.approx(makespan(C, sol.assignment), abs=TOL)
         assert sol.objective == pytest.approx(brute(cap, partial(makespan, C)), abs=1e-7)
@@ -184,7 +198,7 @@ def test_dedup_ilp_matches_brute_force():
     rng = np.random.default_rng(4)
     for _ in range(40):
         A, indptr, indices, cap = random_instance(rng)
-        sol = solve_dedup_ilp(A, indptr, indices, cap, time_limit_s=10)
+        sol = solve_dedup_ilp(A, indptr, indices, cap, time_limit_s=PROOF_LIMIT_S)
         check_assignment(sol.assignment, cap)
         assert sol.optimal and sol.method == "dedup-milp"
         assert sol.objective == pytest.approx(dedup_cost(A, indptr, indices, sol.assignment))
@@ -251,7 +265,7 @@ def test_dedup_ilp_time_limited_still_valid():
 def test_greedy_never_beats_exact_and_capacities_hold(inst):
     A, indptr, indices, cap = inst
     greedy = greedy_marginal(A, indptr, indices, cap)
-    exact = solve_dedup_ilp(A, indptr, indices, cap, time_limit_s=10)
+    exact = solve_dedup_ilp(A, indptr, indices, cap, time_limit_s=PROOF_LIMIT_S)
     C = additive_matrix(A, indptr, indices)
     trans = solve_transport(C, cap)
     for sol in (greedy, exact, trans):
@@ -279,7 +293,7 @@ def test_dedup_cost_at_most_additive_cost(inst, seed):
 def test_distinct_keys_dedup_equals_additive(inst):
     A, indptr, indices, cap = inst
     C = additive_matrix(A, indptr, indices)
-    exact = solve_dedup_ilp(A, indptr, indices, cap, time_limit_s=10)
+    exact = solve_dedup_ilp(A, indptr, indices, cap, time_limit_s=PROOF_LIMIT_S)
     trans = solve_transport(C, cap)
     assert exact.objective == pytest.approx(trans.objective, abs=1e-7)
     x = greedy_marginal(A, indptr, indices, cap).assignment
