@@ -195,7 +195,7 @@ class EsdDispatcher(Dispatcher):
         return solution, wall
 
     def _heuristic(self, cost, indptr, indices) -> Solution:
-        if self.mode == "additive":  # private keys: cost is C.T, the same plan from C alone
+        if self.mode == "additive":  # private keys: cost is a view C.T, the plan from C alone
             return regret_swap_additive(cost.T, self.capacities, self.heuristic_rounds)
         return regret_swap(cost, indptr, indices, self.capacities, self.heuristic_rounds)
 

@@ -229,8 +229,10 @@ def private_keys(C) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         C: ``float[N, W]`` cost of each sample on each worker.
 
     Returns:
-        ``(A' float64[W, N], indptr int64[N + 1], indices int64[N])``.
+        ``(A' float64[W, N], indptr int64[N + 1], indices int64[N])``; ``A'`` is ``C.T``, a
+        view of ``C`` made C-contiguous (no copy when it is), so ``A'.T`` gives the additive
+        solvers their ``C[N, W]`` back without copying it twice.
     """
-    C = np.asarray(C, dtype=np.float64)
+    C = np.ascontiguousarray(C, dtype=np.float64)
     private = np.arange(C.shape[0] + 1, dtype=np.int64)
-    return np.ascontiguousarray(C.T), private, private[:-1]
+    return C.T, private, private[:-1]
