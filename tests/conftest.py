@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +52,6 @@ def sh(args: list[str], cwd: Path, *, own_root: bool = False) -> str:
     """Run a command of the project (this venv's ``python`` and ``dvc`` first on PATH, no
     progress bars); its output, or a failed assertion with it. ``own_root`` drops
     ``WORKBENCH_ROOT``, so the command finds its project from ``cwd`` as a user's shell does."""
-    import subprocess
     import sys
 
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
@@ -151,16 +151,19 @@ def ci_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 #: The fixtures that read the built ci pipeline: their tests run last (the build runs meanwhile).
 PIPELINE_FIXTURES = ("ci_project", "ci_pipeline")
-_background: dict[str, object] = {}
+_background: dict[str, subprocess.Popen[bytes]] = {}  # the build, in the worker that started it
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark tests that execute notebooks; move the tests that read the built ci pipeline to the
-    end and start building it in the background, so the other tests run while it builds
-    (instead of every pytest-xdist worker waiting on the first one's build)."""
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
+    """Mark tests that execute notebooks (before ``-m``/``-k`` select); then, among the tests
+    selected, move those that read the built ci pipeline to the end and start building it in
+    the background, so the other tests run while it builds (instead of every pytest-xdist
+    worker waiting on the first one's build). A run that selects none of them builds nothing."""
     for item in items:
         if "notebook" in item.nodeid:
             item.add_marker(pytest.mark.notebook)
+    yield
     uses = [any(f in getattr(item, "fixturenames", ()) for f in PIPELINE_FIXTURES)
             for item in items]
     items[:] = [item for item, u in zip(items, uses) if not u] + \
@@ -172,7 +175,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _start_background_build(config: pytest.Config) -> None:
     """:func:`build_pipeline_once` in a child process, started by the first worker to get here
     (its log: ``ci-pipeline-build.log`` in the run's common temporary folder)."""
-    import subprocess
     import sys
 
     common = _pipeline_home(config._tmp_path_factory.getbasetemp())  # type: ignore[attr-defined]
@@ -198,10 +200,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         try:
-            os.killpg(proc.pid, signal.SIGTERM)  # type: ignore[attr-defined]
+            os.killpg(proc.pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
-    proc.wait()  # type: ignore[attr-defined]
+    proc.wait()
 
 
 @st.composite
