@@ -5,6 +5,7 @@ failures)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import queue
 import re
 import threading
@@ -314,6 +315,35 @@ def test_ddp_overlapped_mode_trains_the_same_parameters_in_buckets():
     assert (phases.loc[phases["iteration"] > 0, "buckets"] > 1).all()
     assert (phases["allreduce_total_s"] > 0).all()
     assert np.isfinite(phases["loss"]).all()
+
+
+def test_ranks_fork_from_a_forkserver_that_imported_torch(monkeypatch):
+    """The ranks' parent is a forkserver that imported torch before any rank asked for it (a
+    rank then starts without importing it); without a forkserver, spawn from this process."""
+    import multiprocessing
+    import time
+    from pathlib import Path
+
+    from workbench.training import rank_server
+
+    ctx, parent = rank_server.rank_context()
+    assert ctx.get_start_method() == "forkserver" and parent != os.getpid()
+    maps = Path(f"/proc/{parent}/maps")
+    end = time.monotonic() + 120
+    while "libtorch" not in maps.read_text() and time.monotonic() < end:
+        time.sleep(0.2)
+    assert "libtorch" in maps.read_text(), "the forkserver never imported torch"
+    child = ctx.Process(target=time.sleep, args=(60,))
+    child.start()
+    try:
+        assert Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[1] == \
+            str(parent)
+    finally:
+        child.kill()
+        child.join()
+    monkeypatch.setattr(rank_server.mp, "get_all_start_methods", lambda: ["spawn"])
+    ctx, parent = rank_server.rank_context()
+    assert isinstance(ctx, multiprocessing.context.SpawnContext) and parent == os.getpid()
 
 
 def test_dense_modes_the_backend_cannot_run_are_refused():

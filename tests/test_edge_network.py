@@ -131,8 +131,9 @@ def test_config_names_the_networks_allowed():
 # ------------------------------------------------------------------------------------------
 
 def _descendants() -> list[str]:
-    """The command lines of this process's descendants (multiprocessing's resource tracker,
-    which lives as long as the test process, left out)."""
+    """The command lines of this process's descendants, leaving out those that live as long
+    as the test process: multiprocessing's resource tracker and forkserver (not the ranks it
+    forks), and the shared pipeline's background build with its children (tests/conftest.py)."""
     parent, commands = {}, {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -144,10 +145,12 @@ def _descendants() -> list[str]:
         commands[int(pid)] = cmdline
     me, found = os.getpid(), []
     for pid in parent:
-        ancestor = parent[pid]
+        ancestor, background = parent[pid], "build_pipeline_once" in commands[pid]
         while ancestor > 1 and ancestor != me:
+            background = background or "build_pipeline_once" in commands.get(ancestor, "")
             ancestor = parent.get(ancestor, 0)
-        if ancestor == me and "resource_tracker" not in commands[pid]:
+        if ancestor == me and not background and "resource_tracker" not in commands[pid] \
+                and "multiprocessing.forkserver" not in commands[pid]:
             found.append(commands[pid])
     return found
 

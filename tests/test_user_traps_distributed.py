@@ -48,11 +48,18 @@ def _start(tmp: Path, *overrides: str) -> tuple[subprocess.Popen, Path, Path]:
     return proc, err, scratch
 
 
-def _leftovers(scratch: Path) -> list[Path]:
+def _leftovers(scratch: Path, deadline_s: float = 30.0) -> list[Path]:
     """What the run left in its TMPDIR: every file, and every folder but torch's compile cache
-    (``torchinductor_<user>``, made empty by ``import torch`` and meant to stay)."""
-    return [p for p in scratch.rglob("*")
-            if p.is_file() or not (p.is_dir() and p.name.startswith("torchinductor_"))]
+    (``torchinductor_<user>``, made empty by ``import torch`` and meant to stay); polled until
+    none is left or ``deadline_s`` passed (the forkserver of a killed stage removes its socket
+    file as it exits, which may be after its ranks died)."""
+    end = time.monotonic() + deadline_s
+    while True:
+        left = [p for p in scratch.rglob("*")
+                if p.is_file() or not (p.is_dir() and p.name.startswith("torchinductor_"))]
+        if not left or time.monotonic() > end:
+            return left
+        time.sleep(0.1)
 
 
 def _state(pid: int) -> str | None:
@@ -65,11 +72,12 @@ def _state(pid: int) -> str | None:
 
 
 def _ranks(parent: int, count: int, deadline_s: float = 120.0) -> list[int]:
-    """The pids of the run's ``count`` processes (children of ``parent`` started by spawn), in
-    rank order (they start one after the other)."""
+    """The pids of the run's ``count`` processes, in rank order (they start one after the
+    other): children of ``parent``'s forkserver (``distributed.rank_context``), or of
+    ``parent`` itself where the ranks are spawned."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
-        found = []
+        table = {}
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
@@ -79,8 +87,11 @@ def _ranks(parent: int, count: int, deadline_s: float = 120.0) -> list[int]:
             except OSError:
                 continue
             fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[1]) == parent and b"spawn_main" in cmdline:
-                found.append((int(fields[19]), int(entry.name)))  # (start time, pid)
+            table[int(entry.name)] = (int(fields[1]), int(fields[19]), cmdline)
+        servers = {pid for pid, (ppid, _, cmd) in table.items()
+                   if ppid == parent and b"forkserver" in cmd}
+        found = [(start, pid) for pid, (ppid, start, cmd) in table.items()
+                 if (ppid == parent and b"spawn_main" in cmd) or ppid in servers]
         if len(found) >= count:
             return [pid for _, pid in sorted(found)][:count]
         time.sleep(0.1)

@@ -7,7 +7,8 @@
 * ``distributed``: the same runs on real processes (a parameter server, one process per worker,
   a dispatcher process; torch.distributed over sender-shaped links on this machine's loopback,
   or one ``torchrun`` per node of a kernel-shaped edge network): the launcher; the job it runs,
-  its faults and result (``distributed_job``); what each rank executes (``ranks``);
+  its faults and result (``distributed_job``); what each rank executes (``ranks``); the
+  forkserver the ranks of this machine fork from (``rank_server``);
 * ``dense_reducer``: the workers' dense gradients summed after backward (one all_reduce) or
   in DDP's buckets during backward (the real counterpart of ``cluster.dense_sync``);
 * ``supervision``: how the launcher watches those processes (heartbeats, nameless files, the

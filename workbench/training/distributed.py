@@ -3,8 +3,10 @@
 ``cluster.backend = distributed`` runs W + 1 processes (W + 2 with a dispatcher process), gloo
 backend, on one of two networks (``DistributedJob.network``):
 
-* ``token_bucket``: every process spawned on this machine (``torch.multiprocessing``) on the
-  loopback interface; each link shaped in its sender (:mod:`workbench.cluster.shaped_link`);
+* ``token_bucket``: every process started on this machine on the loopback interface, each link
+  shaped in its sender (:mod:`workbench.cluster.shaped_link`); the ranks fork from a
+  forkserver that imported their modules once per launcher, or are spawned where there is none
+  (:mod:`~workbench.training.rank_server`);
 * ``kernel``: one node per process on an :class:`~workbench.cluster.edge_network.EdgeNetwork`
   (a network namespace each, veth links the kernel shapes with ``tc``), one ``torchrun`` per
   node joined by torchrun's static rendezvous on the server node (``--nnodes``,
@@ -66,7 +68,8 @@ blamed on the link the kernel shows broken when there is one (down, slower than 
 bytes queued): ``worker 0 (rank 1, node w0, 192.0.2.2): its link is down``; the launcher
 injects the network faults of the tests (:data:`NETWORK_FAULTS`) itself, holding the faulty
 rank at the fault's iteration until it is applied. A process that loses its launcher (killed,
-even by SIGKILL) is killed by the kernel at once (``PR_SET_PDEATHSIG``; elsewhere its heartbeat
+even by SIGKILL) is killed by the kernel at once (``PR_SET_PDEATHSIG`` on its parent: the
+launcher, or the forkserver, which exits when its launcher does; elsewhere its heartbeat
 thread notices the new parent), and the processes hand their results back in files that never have a
 name (:class:`~workbench.training.supervision.NamelessFile`), so nothing of a run outlives it:
 no process, no temporary file.
@@ -87,7 +90,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-import torch.multiprocessing as mp
 
 from workbench.cluster.edge_network import (
     EdgeNetwork,
@@ -105,6 +107,7 @@ from workbench.training.distributed_job import (
     Fault,
     free_port,
 )
+from workbench.training.rank_server import rank_context
 from workbench.training.ranks import rank_main, role_of
 from workbench.training.supervision import (
     DirOutput,
@@ -128,7 +131,7 @@ def run_distributed(job: DistributedJob, train: Split, fault: Fault | None = Non
                     ) -> DistributedResult:
     """Run ``job`` on ``train``, one process per rank, on the job's network; collect the result.
 
-    ``token_bucket``: every rank spawned on this machine's loopback, links shaped in the
+    ``token_bucket``: every rank a process of this machine, on its loopback, links shaped in the
     senders. ``kernel``: an :class:`~workbench.cluster.edge_network.EdgeNetwork` of one node per
     rank, one ``torchrun`` per node (static rendezvous on the server node), torn down after.
 
@@ -182,20 +185,22 @@ def run_distributed(job: DistributedJob, train: Split, fault: Fault | None = Non
 def _launch_here(job: DistributedJob, train: Split, fault: Fault | None, liveness: Liveness,
                  samples: NamelessFile, outputs: list[NamelessFile], roles: list[str]
                  ) -> tuple[list[dict], float]:
-    """Every rank a spawned process of this machine, on the loopback; their outputs and the
+    """Every rank a process of this machine (:func:`rank_context`), on the loopback; their
+    outputs and the
     wall time."""
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo" if os.path.exists("/sys/class/net/lo")
                           else "lo0")
     init_method = f"tcp://127.0.0.1:{free_port()}"
-    ctx = mp.get_context("spawn")
+    ctx, parent = rank_context()
     processes = [ctx.Process(target=rank_main, name=f"workbench-dist-rank{rank}", daemon=True,
                              args=(rank, job, samples, init_method, outputs[rank], fault,
-                                   liveness, os.getpid()))
+                                   liveness, parent))
                  for rank in range(job.world_size)]
     supervisor = Supervisor(roles, processes, liveness, outputs, job.timeout_s, job.deadline_s)
     start = time.perf_counter()
     try:
-        samples.write({"train": train})
+        # the launcher's environment as it is now (the forkserver's is that of its start)
+        samples.write({"train": train, "environ": dict(os.environ)})
         for process in processes:
             process.start()
         supervisor.wait()

@@ -82,10 +82,13 @@ def rank_main(rank: int, job: DistributedJob, train: Split | NamelessFile, init_
            liveness: Liveness | None = None, parent_pid: int | None = None) -> None:
     """Body of every process: join the group, run the role, write the result to ``output``.
 
-    ``train`` is the split, or the launcher's file holding it (``{"train": split}``).
+    ``train`` is the split, or the launcher's file holding it (``{"train": split}``, and the
+    launcher's ``environ`` at the launch: a rank forked from a forkserver started earlier
+    takes it on before joining the group).
 
-    Under the launcher (``liveness`` given) the process dies with its parent (the launcher, or
-    its node's torchrun agent), beats, and on an error writes it and exits at once.
+    Under the launcher (``liveness`` given) the process dies with its parent (the launcher, the
+    forkserver it forked from, or its node's torchrun agent), beats, and on an error writes it
+    and exits at once.
     """
     if parent_pid is not None:
         die_with_parent(parent_pid)
@@ -95,7 +98,9 @@ def rank_main(rank: int, job: DistributedJob, train: Split | NamelessFile, init_
     torch.set_num_threads(1)
     start = time.perf_counter()
     try:
-        split = train.read()["train"] if isinstance(train, NamelessFile) else train
+        handed = train.read() if isinstance(train, NamelessFile) else {"train": train}
+        os.environ.update(handed.get("environ", {}))  # before gloo reads its settings
+        split = handed["train"]
         with waiting():
             timeout = timedelta(seconds=job.timeout_s)
             store = loopback_store(init_method, rank, job.world_size, timeout)

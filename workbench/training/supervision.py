@@ -2,9 +2,9 @@ r"""Supervision of a distributed run's processes: heartbeats, the launcher's dea
 outputs, and the error that names the process at fault.
 
 The launcher (:mod:`workbench.training.distributed`) starts one process per rank -- on this
-machine with ``torch.multiprocessing`` spawn, or one ``torchrun`` per node of a kernel-shaped
-edge network (:mod:`workbench.cluster.edge_network`) -- and watches them through a
-:class:`Liveness` table in a shared nameless file::
+machine from a forkserver (:mod:`workbench.training.rank_server`), or one ``torchrun`` per
+node of a kernel-shaped edge network (:mod:`workbench.cluster.edge_network`) -- and watches
+them through a :class:`Liveness` table in a shared nameless file::
 
     process (each rank)                         launcher (Supervisor.wait)
     heartbeat thread: beat <- now every 0.1 s   poll every 0.1 s:
@@ -79,7 +79,8 @@ _COLUMNS = 6
 
 
 class NamelessFile:
-    """A file without a name, which another process inherits by descriptor (spawn) or opens by
+    """A file without a name, which another process inherits by descriptor (``multiprocessing``
+    passes it to the forkserver or the spawned child) or opens by
     its launcher's ``/proc/<pid>/fd/<fd>`` (a process under ``torchrun``, in another network
     namespace): the launcher hands the samples over in one, each process its result (or its
     error) in another, and the :class:`Liveness` table lives in one.

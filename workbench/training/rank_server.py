@@ -1,0 +1,68 @@
+"""Where the ranks of a distributed run on this machine start: a forkserver that has imported
+them once.
+
+A spawned rank imports torch, numba's cached kernels and the workbench again: 2-3 s of CPU a
+rank, most of a short run on two cores (and of the tests' and the ``distributed_check``
+stage's time). :func:`rank_context` starts the ranks instead from a ``multiprocessing``
+forkserver (one per launcher process, started on first use) that imported
+:data:`RANK_MODULES`; a rank forks from it in milliseconds. Only the forkserver imports before
+forking, never the launcher, whose threads (torch's pool, pytest's) a fork could deadlock.
+
+Lifetime: the forkserver exits when its launcher does (end of file on the pipe the launcher
+holds), and the ranks set ``PR_SET_PDEATHSIG`` on their parent, the forkserver: a launcher
+killed even by SIGKILL takes its ranks with it. Python 3.11 binds the forkserver's socket to a
+file (``pymp-*/listener-*`` in the temporary folder; 3.12 and later use the abstract namespace
+on Linux); the launcher removes it at a normal exit, and the forkserver, which imports this
+module, when it exits after its launcher died: no run leaves a file behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+from multiprocessing import forkserver
+from multiprocessing.context import ForkServerContext, SpawnContext
+
+import torch.multiprocessing as mp
+
+#: What the forkserver imports before it forks a rank: this module (its exit hook) and
+#: everything a rank's body needs.
+RANK_MODULES = ("workbench.training.rank_server", "workbench.training.ranks")
+
+
+def rank_context() -> tuple[ForkServerContext | SpawnContext, int]:
+    """The ``multiprocessing`` context the ranks of this machine start in, and the pid that is
+    their parent: the forkserver's (module docstring), or where there is none (Windows) or its
+    pid is not known, spawn's and this process's.
+
+    Returns:
+        The context and the pid each rank checks its parent against.
+    """
+    if "forkserver" in mp.get_all_start_methods():
+        server = getattr(forkserver, "_forkserver", None)
+        if server is not None:
+            ctx = mp.get_context("forkserver")
+            ctx.set_forkserver_preload(list(RANK_MODULES))
+            server.ensure_running()
+            pid = getattr(server, "_forkserver_pid", None)
+            if isinstance(pid, int):
+                return ctx, pid
+    return mp.get_context("spawn"), os.getpid()
+
+
+def _remove_socket_file() -> None:
+    """In the forkserver (which knows its address but, unlike its launcher, no forkserver
+    pid), remove its socket file and the folder, if that is left empty. The launcher's own
+    exit removes the folder (``multiprocessing.util``)."""
+    server = getattr(forkserver, "_forkserver", None)
+    address = getattr(server, "_forkserver_address", None)
+    in_server = getattr(server, "_forkserver_pid", 0) is None
+    if in_server and isinstance(address, str) and address and not address.startswith("\0"):
+        with contextlib.suppress(OSError):
+            os.unlink(address)
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.dirname(address))
+
+
+atexit.register(_remove_socket_file)
