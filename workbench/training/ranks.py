@@ -98,7 +98,8 @@ def rank_main(rank: int, job: DistributedJob, train: Split | NamelessFile, init_
     torch.set_num_threads(1)
     start = time.perf_counter()
     try:
-        handed = train.read() if isinstance(train, NamelessFile) else {"train": train}
+        handed: dict[str, Any] = (train.read() if isinstance(train, NamelessFile)
+                                  else {"train": train})
         os.environ.update(handed.get("environ", {}))  # before gloo reads its settings
         split = handed["train"]
         with waiting():
