@@ -61,11 +61,46 @@ def scaled_cardinalities(scale: float, min_cardinality: int = 2) -> dict[str, in
             for name, c in zip(CATEGORICAL_NAMES, CRITEO_KAGGLE_CARDINALITIES)}
 
 
+#: Up to this many ranks :func:`top_share` sums every term; a longer table's tail past them is
+#: summed in closed form (:func:`_tail_sum`), so calibrating a 10M-row table's exponent costs 50
+#: sums of 65,536 powers instead of 50 of 10M (27 s of the Criteo-cardinality generators).
+_EXACT_RANKS = 1 << 16
+
+
 def top_share(alpha: float, n: int, fraction: float = 0.01) -> float:
     """Expected share of lookups taken by the top ``fraction`` of ``n`` rows (at least one row)
-    when rows are drawn with ``P(r) ~ r^-alpha``."""
+    when rows are drawn with ``P(r) ~ r^-alpha``.
+
+    Up to :data:`_EXACT_RANKS` rows every term is summed; past them (when the top rows fit
+    among them) the rest of the normaliser is :func:`_tail_sum`'s, within a few units in the
+    last place of the full sum.
+    """
     k = max(1, int(np.ceil(fraction * n)))
-    return float(_power_law(n, alpha)[:k].sum())
+    m = max(k, _EXACT_RANKS)
+    if n <= m:
+        return float(_power_law(n, alpha)[:k].sum())
+    head = np.arange(1, m + 1, dtype=np.float64) ** -alpha
+    return float(head[:k].sum() / (head.sum() + _tail_sum(m, n, alpha)))
+
+
+def _tail_sum(m: int, n: int, alpha: float) -> float:
+    """``sum_{r=m+1}^{n} r^-alpha`` by Euler-Maclaurin to the third derivative: the integral,
+    half the end terms and the ``B_2``, ``B_4`` corrections; the remainder is below
+    ``alpha^5 m^-(alpha+5)`` (1e-24 at m = 65,536), far under a double's rounding of the sum.
+    """
+    a, lo, hi = alpha, float(m + 1), float(n)
+    log_ratio = np.log(hi / lo)
+    t = (1.0 - a) * log_ratio  # the integral lo^(1-a) (e^t - 1) / (1 - a), stable at a = 1
+    integral = lo ** (1.0 - a) * log_ratio * (np.expm1(t) / t if t != 0.0 else 1.0)
+    ends = 0.5 * (lo ** -a + hi ** -a)
+
+    def d1(x: float) -> float:
+        return -a * x ** (-a - 1.0)
+
+    def d3(x: float) -> float:
+        return -a * (a + 1.0) * (a + 2.0) * x ** (-a - 3.0)
+
+    return float(integral + ends + (d1(hi) - d1(lo)) / 12.0 - (d3(hi) - d3(lo)) / 720.0)
 
 
 def calibrate_exponent(n: int, target: float, fraction: float = 0.01) -> float:
