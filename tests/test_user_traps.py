@@ -203,8 +203,11 @@ def test_calibrating_own_data_writes_its_own_file_and_leaves_the_pipelines(
     results = tmp / "calibrated"
     shutil.copytree(REPO_ROOT / "results" / "calibration", results / "calibration")
     before = (results / "calibration" / "calibration.json").read_bytes()
+    # a quick measurement of fewer shapes (one width of het_time's sweep): where the file goes
+    # and what reads it is tested here, not the timings
     quick = ("experiments.calibrate.batch_sizes=[4,8]", "experiments.calibrate.repeats=1",
-             "experiments.calibrate.warmup=0", "experiments.calibrate.software_sizes=[1,8]")
+             "experiments.calibrate.warmup=0", "experiments.calibrate.software_sizes=[1,8]",
+             "experiments.het_time.dim_sweep=[32]")
     proc = stage(tmp, "calibrate", *args, *quick, results="calibrated")
     assert proc.returncode == 0, proc.stderr
     assert (results / "calibration" / "calibration.json").read_bytes() == before
