@@ -213,27 +213,77 @@ def _additive_swap(state, x, i, j, a, b):  # pragma: no cover - compiled
     return False
 
 
+#: Up to this many candidates :func:`_sorted_candidates` sorts by insertion, past it by merging
+#: (measured at 32 workers: the same speed at 128 samples a worker, 1.6x faster at 1,024).
+_INSERTION = 256
+
+
 @nb.njit(cache=True, _nrt=False)
-def _sorted_candidates(members, size, D, col, below, keep, values):  # pragma: no cover
+def _sorted_candidates(members, size, D, col, below, keep, values, keep2,
+                       values2):  # pragma: no cover - compiled
     """The first ``size`` of ``members`` whose ``D[., col]`` is under ``below``, into ``keep``
     (their deltas into ``values``) by increasing delta, ties in member order (ascending sample
-    index): a stable insertion sort, so the order a stable argsort gives. A pair (t-th of a,
-    t-th of b) is tried only while the deltas sum under -1e-12, so a member at or over
-    ``below`` (-1e-12 - the other side's best) is never reached: dropping it leaves the swaps
-    as the full sorted lists give them. Returns how many were kept."""
+    index): the order a stable argsort gives, by insertion for a few candidates and by a stable
+    bottom-up merge (``keep2``, ``values2`` its scratch) past :data:`_INSERTION`, so a worker
+    with thousands of samples sorts in O(m log m). A pair (t-th of a, t-th of b) is tried only
+    while the deltas sum under -1e-12, so a member at or over ``below`` (-1e-12 - the other
+    side's best) is never reached: dropping it leaves the swaps as the full sorted lists give
+    them. Returns how many were kept."""
     m = 0
     for t in range(size):
         i = members[t]
         v = D[i, col]
         if v < below:
-            p = m
-            while p > 0 and values[p - 1] > v:
-                values[p] = values[p - 1]
-                keep[p] = keep[p - 1]
-                p -= 1
-            values[p] = v
-            keep[p] = i
+            keep[m] = i
+            values[m] = v
             m += 1
+    if m <= _INSERTION:
+        for p in range(1, m):
+            v = values[p]
+            i = keep[p]
+            q = p
+            while q > 0 and values[q - 1] > v:
+                values[q] = values[q - 1]
+                keep[q] = keep[q - 1]
+                q -= 1
+            values[q] = v
+            keep[q] = i
+        return m
+    src_k, src_v, dst_k, dst_v = keep, values, keep2, values2
+    in_scratch = False
+    width = 1
+    while width < m:
+        for lo in range(0, m, 2 * width):
+            mid = min(lo + width, m)
+            hi = min(lo + 2 * width, m)
+            i, j, k = lo, mid, lo
+            while i < mid and j < hi:
+                if src_v[j] < src_v[i]:  # the right run's only when strictly less: stable
+                    dst_k[k] = src_k[j]
+                    dst_v[k] = src_v[j]
+                    j += 1
+                else:
+                    dst_k[k] = src_k[i]
+                    dst_v[k] = src_v[i]
+                    i += 1
+                k += 1
+            while i < mid:
+                dst_k[k] = src_k[i]
+                dst_v[k] = src_v[i]
+                i += 1
+                k += 1
+            while j < hi:
+                dst_k[k] = src_k[j]
+                dst_v[k] = src_v[j]
+                j += 1
+                k += 1
+        src_k, src_v, dst_k, dst_v = dst_k, dst_v, src_k, src_v
+        in_scratch = not in_scratch
+        width *= 2
+    if in_scratch:
+        for t in range(m):
+            keep[t] = src_k[t]
+            values[t] = src_v[t]
     return m
 
 
@@ -301,6 +351,7 @@ def _swap_rounds(state, x, w, rounds):  # pragma: no cover - compiled
         size[x[i]] += 1
     ka, kb = np.empty(n, np.int64), np.empty(n, np.int64)  # candidates, reused by every pair
     va, vb = np.empty(n), np.empty(n)
+    k2, v2 = np.empty(n, np.int64), np.empty(n)  # the merge's scratch
     swaps = 0
     done = 0
     for _ in range(rounds):
@@ -316,8 +367,10 @@ def _swap_rounds(state, x, w, rounds):  # pragma: no cover - compiled
                 if min_a + min_b >= -1e-12:
                     continue  # not even the two best candidates gain
                 # best candidates a -> b first; only those that can pair into a gain
-                na = _sorted_candidates(members[a], size[a], D, b, -1e-12 - min_b, ka, va)
-                nb_ = _sorted_candidates(members[b], size[b], D, a, -1e-12 - min_a, kb, vb)
+                na = _sorted_candidates(members[a], size[a], D, b, -1e-12 - min_b, ka, va,
+                                        k2, v2)
+                nb_ = _sorted_candidates(members[b], size[b], D, a, -1e-12 - min_a, kb, vb,
+                                         k2, v2)
                 for t in range(min(na, nb_)):
                     i, j = ka[t], kb[t]
                     if va[t] + vb[t] >= -1e-12:
