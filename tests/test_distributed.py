@@ -319,7 +319,8 @@ def test_ddp_overlapped_mode_trains_the_same_parameters_in_buckets():
 
 def test_ranks_fork_from_a_forkserver_that_imported_torch(monkeypatch):
     """The ranks' parent is a forkserver that imported torch before any rank asked for it (a
-    rank then starts without importing it); without a forkserver, spawn from this process."""
+    rank then starts without importing it), restarted when the sources change; without a
+    forkserver, spawn from this process."""
     import multiprocessing
     import time
     from pathlib import Path
@@ -341,6 +342,12 @@ def test_ranks_fork_from_a_forkserver_that_imported_torch(monkeypatch):
     finally:
         child.kill()
         child.join()
+    # an edit of the sources since it started: the next launch gets a new forkserver
+    assert rank_server.rank_context()[1] == parent
+    monkeypatch.setattr(rank_server, "sources_stamp", lambda: (0, 0))
+    _, fresh = rank_server.rank_context()
+    assert fresh != parent and not Path(f"/proc/{parent}").exists()
+    assert rank_server.rank_context()[1] == fresh
     monkeypatch.setattr(rank_server.mp, "get_all_start_methods", lambda: ["spawn"])
     ctx, parent = rank_server.rank_context()
     assert isinstance(ctx, multiprocessing.context.SpawnContext) and parent == os.getpid()

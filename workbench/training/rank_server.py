@@ -8,6 +8,9 @@ forkserver (one per launcher process, started on first use) that imported
 :data:`RANK_MODULES`; a rank forks from it in milliseconds. Only the forkserver imports before
 forking, never the launcher, whose threads (torch's pool, pytest's) a fork could deadlock.
 
+A forkserver imported the code as it was when it started: when a workbench source changes
+after that (:func:`sources_stamp`), the next launch starts a new one.
+
 Lifetime: the forkserver exits when its launcher does (end of file on the pipe the launcher
 holds), and the ranks set ``PR_SET_PDEATHSIG`` on their parent, the forkserver: a launcher
 killed even by SIGKILL takes its ranks with it. Python 3.11 binds the forkserver's socket to a
@@ -26,6 +29,8 @@ from multiprocessing.context import ForkServerContext, SpawnContext
 
 import torch.multiprocessing as mp
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # workbench/
+
 #: What the forkserver imports before it forks a rank: this module (its exit hook) and
 #: everything a rank's body needs.
 RANK_MODULES = ("workbench.training.rank_server", "workbench.training.ranks")
@@ -39,11 +44,17 @@ def rank_context() -> tuple[ForkServerContext | SpawnContext, int]:
     Returns:
         The context and the pid each rank checks its parent against.
     """
+    global _STAMP
     if "forkserver" in mp.get_all_start_methods():
         server = getattr(forkserver, "_forkserver", None)
         if server is not None:
             ctx = mp.get_context("forkserver")
             ctx.set_forkserver_preload(list(RANK_MODULES))
+            stamp = sources_stamp()
+            if stamp != _STAMP and getattr(server, "_forkserver_pid", None) is not None \
+                    and hasattr(server, "_stop"):
+                server._stop()  # its modules predate an edit: a fresh one imports the edit
+            _STAMP = stamp
             server.ensure_running()
             pid = getattr(server, "_forkserver_pid", None)
             if isinstance(pid, int):
@@ -51,14 +62,34 @@ def rank_context() -> tuple[ForkServerContext | SpawnContext, int]:
     return mp.get_context("spawn"), os.getpid()
 
 
+_STAMP: tuple[int, int] | None = None  # sources_stamp() when this process's forkserver started
+
+
+def sources_stamp() -> tuple[int, int]:
+    """The workbench's Python sources as the forkserver would import them: their count and
+    latest modification time (ns). A process that edits the code between two runs (a notebook
+    with autoreload) gets a new forkserver, so its ranks never run the code before the edit."""
+    count, latest = 0, 0
+    for folder, _, files in os.walk(_PACKAGE):
+        for name in files:
+            if name.endswith(".py"):
+                count += 1
+                latest = max(latest, os.stat(os.path.join(folder, name)).st_mtime_ns)
+    return count, latest
+
+
+_PARENT = os.getppid()  # in the forkserver, which imports this module at its start: the launcher
+
+
 def _remove_socket_file() -> None:
-    """In the forkserver (which knows its address but, unlike its launcher, no forkserver
-    pid), remove its socket file and the folder, if that is left empty. The launcher's own
-    exit removes the folder (``multiprocessing.util``)."""
+    """In a forkserver whose launcher died (which knows its address but, unlike its launcher,
+    no forkserver pid, and has a new parent), remove its socket file and the folder, if that is
+    left empty. A living launcher removes them itself (when it stops the forkserver, and at its
+    exit: ``multiprocessing.util``)."""
     server = getattr(forkserver, "_forkserver", None)
     address = getattr(server, "_forkserver_address", None)
-    in_server = getattr(server, "_forkserver_pid", 0) is None
-    if in_server and isinstance(address, str) and address and not address.startswith("\0"):
+    orphan = getattr(server, "_forkserver_pid", 0) is None and os.getppid() != _PARENT
+    if orphan and isinstance(address, str) and address and not address.startswith("\0"):
         with contextlib.suppress(OSError):
             os.unlink(address)
         with contextlib.suppress(OSError):
