@@ -79,7 +79,7 @@ def top_share(alpha: float, n: int, fraction: float = 0.01) -> float:
     m = max(k, _EXACT_RANKS)
     if n <= m:
         return float(_power_law(n, alpha)[:k].sum())
-    head = np.arange(1, m + 1, dtype=np.float64) ** -alpha
+    head = _power_weights(m, alpha)
     return float(head[:k].sum() / (head.sum() + _tail_sum(m, n, alpha)))
 
 
@@ -123,9 +123,14 @@ def calibrate_exponent(n: int, target: float, fraction: float = 0.01) -> float:
     return 0.5 * (lo + hi)
 
 
+def _power_weights(n: int, alpha: float) -> np.ndarray:
+    """``r^-alpha`` over ranks ``1..n`` (not normalised)."""
+    return np.arange(1, n + 1, dtype=np.float64) ** -alpha
+
+
 def _power_law(n: int, alpha: float) -> np.ndarray:
     """Normalised ``P(r) ~ r^-alpha`` over ranks ``1..n``."""
-    weights = np.arange(1, n + 1, dtype=np.float64) ** -alpha
+    weights = _power_weights(n, alpha)
     return weights / weights.sum()
 
 

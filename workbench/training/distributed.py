@@ -186,8 +186,7 @@ def _launch_here(job: DistributedJob, train: Split, fault: Fault | None, livenes
                  samples: NamelessFile, outputs: list[NamelessFile], roles: list[str]
                  ) -> tuple[list[dict], float]:
     """Every rank a process of this machine (:func:`rank_context`), on the loopback; their
-    outputs and the
-    wall time."""
+    outputs and the wall time."""
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo" if os.path.exists("/sys/class/net/lo")
                           else "lo0")
     init_method = f"tcp://127.0.0.1:{free_port()}"

@@ -35,6 +35,8 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # workbe
 #: everything a rank's body needs.
 RANK_MODULES = ("workbench.training.rank_server", "workbench.training.ranks")
 
+_STAMP: tuple[int, int] | None = None  # sources_stamp() when this process's forkserver started
+
 
 def rank_context() -> tuple[ForkServerContext | SpawnContext, int]:
     """The ``multiprocessing`` context the ranks of this machine start in, and the pid that is
@@ -60,9 +62,6 @@ def rank_context() -> tuple[ForkServerContext | SpawnContext, int]:
             if isinstance(pid, int):
                 return ctx, pid
     return mp.get_context("spawn"), os.getpid()
-
-
-_STAMP: tuple[int, int] | None = None  # sources_stamp() when this process's forkserver started
 
 
 def sources_stamp() -> tuple[int, int]:
