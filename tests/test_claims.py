@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers.claim_directions import direction_losses
 from workbench import claims
 from workbench.config import load
 from workbench.report import register as reg
@@ -223,3 +224,24 @@ def test_fig3_reads_the_datasets_the_stage_ran_on(tmp_path: Path) -> None:
     m = claims.measure(REGISTER["het.fig3_skew"], cfg)
     assert [p["value"] for p in m.conditions["dataset"]] == ["criteo_sample"]
     assert m.payload["values"] and m.text.endswith("%")
+
+
+def _section(root: Path, name: str, rows: list[tuple[str, str, str]]) -> Path:
+    """A reports folder with one section whose claim rows are (key, claim, state)."""
+    (root / name).mkdir(parents=True)
+    claims_ = [{"key": k, "claim": c, "state": s, "rule": f"{s}: x"} for k, c, s in rows]
+    (root / name / "section.json").write_text(json.dumps({"claims": claims_}))
+    return root
+
+
+def test_a_quick_run_may_tie_only_on_a_wall_clock_row(tmp_path: Path) -> None:
+    timed = {e.key for e in REGISTER.entries if e.wall_clock}
+    assert "recd.train" in timed and "recd.storage" not in timed
+    shown = [("recd.train", "t", "direction only"), ("recd.storage", "s", "direction only")]
+    ref = _section(tmp_path / "ref", "recd", shown)
+    tied = _section(tmp_path / "tie", "recd", [(k, c, "tie") for k, c, _ in shown])
+    # the timed row's tie is a busy machine's interval; the byte count's tie is a lost direction
+    assert [loss.split(":")[0] for loss in direction_losses(ref, tied)] == [
+        "('recd', 'recd.storage', 's', 0)"]
+    reversed_ = _section(tmp_path / "rev", "recd", [(k, c, "contradicted") for k, c, _ in shown])
+    assert len(direction_losses(ref, reversed_)) == 2

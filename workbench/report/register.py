@@ -119,6 +119,15 @@ class Entry:
         return self.basis == "formalisation"
 
     @property
+    def wall_clock(self) -> bool:
+        """Whether the measurement is timed on this machine (``ours.unit`` says wall clock).
+
+        Such a row's interval widens on a busy machine, so a quick run may honestly say ``tie``
+        where the committed run shows the direction.
+        """
+        return "wall clock" in str(self.ours.get("unit", ""))
+
+    @property
     def paper_number(self) -> float:
         """The paper's number the rule compares with (``rule.paper``), for figures.
 
