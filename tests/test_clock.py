@@ -339,12 +339,99 @@ def test_time_model_dense_modes() -> None:
     assert ps["comm_s"][0, 0] > after["comm_s"][0, 0] + 2 * dense / 1.25e8 - 1e-9
 
 
+def test_concurrent_step_by_hand() -> None:
+    """HET's Fig. 5: the ring starts when the gating worker's backward ends and runs beside the
+    write (none) or the prefetched exchange (prefetch); on a shared link both queue."""
+    compute = np.array([[0.018, 0.014]])
+    comm, write = np.array([[0.012, 0.006]]), np.array([[0.005, 0.004]])
+    ring, wire = 0.010, np.array([0.008, 0.008])
+    shared, separate = DenseSync("concurrent"), DenseSync("concurrent", link="separate")
+    iteration = compute + comm  # none: read, compute, write
+    # the write starts at 0.025 and 0.016: the ring at E = 0.025, done at 0.035; on a shared
+    # link worker 0's write and its 8 ms of ring bytes end no earlier than 0.030 + 0.008
+    assert separate.concurrent_step(iteration, comm, write, compute, False, ring, wire)[0, 0] \
+        == pytest.approx(0.035)
+    assert shared.concurrent_step(iteration, comm, write, compute, False, ring, wire)[0, 0] \
+        == pytest.approx(0.038)
+    # prefetch, worker 0 communication-bound (25 ms against 18 ms of compute): the next forward
+    # waits for max(rows 0.025, ring 0.018 + 0.010); shared adds the ring's bytes to the rows'
+    comm = np.array([[0.025, 0.006]])
+    iteration = np.maximum(compute, comm)
+    assert separate.concurrent_step(iteration, comm, write, compute, True, ring, wire)[0, 0] \
+        == pytest.approx(0.028)
+    assert shared.concurrent_step(iteration, comm, write, compute, True, ring, wire)[0, 0] \
+        == pytest.approx(0.033)  # after_backward: 0.025 + 0.010
+
+
+def test_time_model_concurrent_splits_the_read_from_the_write() -> None:
+    """The write after backward is the exchange less the read's round trip (2 latencies, a
+    message, 16 B a key and a row each pulled, the rows' client cost)."""
+    dim, dense, counters = 16, 3 * MIB, _counters()
+    compute = np.array([[0.02, 0.01, 0.01, 0.01]])
+    runs = {}
+    for mode in ("after_backward", "concurrent"):
+        cfg = ClusterConfig(workers=4, bandwidth_gbps=[1.0], latency_ms=[0.1], ps_shards=4,
+                            overlap="none", dense_mode=mode)
+        runs[mode] = time_model(counters, Links.from_config(cfg, SOFTWARE), dim, compute, dense)
+    after, conc = runs["after_backward"], runs["concurrent"]
+    read = 2e-4 + 50e-6 + (16 * 500 + 4 * dim * 300) / 1.25e8 + 0.1e-6 * 800
+    write = conc["comm_s"][0] - read
+    ring = ring_seconds(dense, np.full(4, 1.25e8), np.full(4, 1e-4))
+    wire = 2 * 3 / 4 * dense / 1.25e8
+    step = max((conc["iter_s"][0] + wire).max(), (conc["iter_s"][0] - write).max() + ring)
+    assert conc["step_s"][0, 0] == pytest.approx(step)
+    assert conc["dense_s"][0, 0] == pytest.approx(step - conc["iter_s"][0].max())
+    assert conc["dense_total_s"][0, 0] == pytest.approx(ring) == after["dense_total_s"][0, 0]
+    assert conc["step_s"][0, 0] < after["step_s"][0, 0]
+    # a separate peer path: the ring at its own bandwidth and latency
+    cfg = ClusterConfig(workers=4, bandwidth_gbps=[1.0], latency_ms=[0.1], ps_shards=4,
+                        overlap="none", dense_mode="concurrent", dense_link="separate",
+                        peer_bandwidth_gbps=8.0, peer_latency_ms=0.01)
+    sep = time_model(counters, Links.from_config(cfg, SOFTWARE), dim, compute, dense)
+    assert sep["dense_total_s"][0, 0] == pytest.approx(
+        ring_seconds(dense, np.full(4, 1e9), np.full(4, 1e-5)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(dense_mb=st.floats(0.0, 50.0), bandwidth=st.floats(0.05, 10.0),
+       latency_ms=st.floats(0.0, 5.0), overlap=st.sampled_from(["none", "prefetch"]),
+       compute=st.lists(st.floats(0.0, 0.2), min_size=2, max_size=6),
+       unique=st.integers(0, 5000), pushed=st.integers(0, 3000))
+def test_concurrent_is_between_no_dense_and_after_backward(
+        dense_mb: float, bandwidth: float, latency_ms: float, overlap: str,
+        compute: list[float], unique: int, pushed: int) -> None:
+    """No dense sync <= separate <= shared <= after_backward on the same links (the peer path
+    as fast as the workers' own); nothing to reduce gives the step without dense sync."""
+    workers = len(compute)
+    counters = _counters(workers, unique, unique // 2, pushed)
+    steps = {}
+    for name, mode, link in (("after", "after_backward", "shared"), ("shared", "concurrent",
+                             "shared"), ("separate", "concurrent", "separate")):
+        cfg = ClusterConfig(workers=workers, bandwidth_gbps=[bandwidth], latency_ms=[latency_ms],
+                            overlap=overlap, dense_mode=mode, dense_link=link,
+                            peer_bandwidth_gbps=bandwidth, peer_latency_ms=latency_ms)
+        links = Links.from_config(cfg, SOFTWARE)
+        run = time_model(counters, links, 8, np.array([compute]), dense_mb * MIB)
+        steps[name] = run["step_s"][0, 0]
+        bare = run["iter_s"].max()
+        if dense_mb == 0.0 or workers == 1:
+            assert steps[name] == pytest.approx(bare)
+    tol = 1 + 1e-12
+    assert bare <= steps["separate"] * tol
+    assert steps["separate"] <= steps["shared"] * tol
+    assert steps["shared"] <= steps["after"] * tol
+
+
 def test_dense_mode_config_is_validated() -> None:
     from workbench.config import load
     with pytest.raises(ConfigError, match="cluster.backward_share = 1.5"):
         load(["cluster.backward_share=1.5"])
     with pytest.raises(ConfigError, match="cluster.dense_mode"):
         load(["cluster.dense_mode=ring"])
+    with pytest.raises(ConfigError, match="cluster.dense_link"):
+        load(["cluster.dense_link=nvlink"])
+    with pytest.raises(ConfigError, match="cluster.peer_bandwidth_gbps = 0"):
+        load(["cluster.peer_bandwidth_gbps=0"])
     cfg = load(["cluster.dense_mode=overlapped", "cluster.bucket_mb=4"])
     assert cfg.cluster.dense_sync() == DenseSync("overlapped", 4.0, 1.0, 0.667)
 

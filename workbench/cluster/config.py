@@ -54,12 +54,18 @@ class ClusterConfig:
         server_row_us: server microseconds per row handled (``software = explicit``).
         dense_mode: how the dense gradients are synchronised (:mod:`workbench.cluster.dense_sync`):
             ``after_backward`` (one flat ring AllReduce once backward is done, fully exposed),
-            ``overlapped`` (DDP's buckets, all-reduced while backward runs) or ``ps`` (dense
-            push and pull over each worker's own link to the parameter server).
+            ``overlapped`` (DDP's buckets, all-reduced while backward runs), ``ps`` (dense
+            push and pull over each worker's own link to the parameter server) or
+            ``concurrent`` (HET's client: one ring beside the embedding exchange).
         bucket_mb: DDP's bucket size in MiB (``overlapped``).
         first_bucket_mb: DDP's first bucket in MiB (``overlapped``).
         backward_share: the share of a worker's compute that is backward, over which the
             buckets become ready (``overlapped``; an assumed parameter, swept by the stages).
+        dense_link: the ring's links under ``dense_mode = concurrent``: ``shared`` (the
+            workers' own links, beside their parameter-server traffic) or ``separate`` (a
+            worker-to-worker path of its own).
+        peer_bandwidth_gbps: that path's bandwidth, Gb/s (``separate``).
+        peer_latency_ms: its one-way latency, ms (``separate``).
     """
 
     name: str = "homogeneous_1g"
@@ -79,15 +85,19 @@ class ClusterConfig:
     client_row_us: float = field(default=0.0, metadata=in_range(0.0, None))
     server_message_us: float = field(default=0.0, metadata=in_range(0.0, None))
     server_row_us: float = field(default=0.0, metadata=in_range(0.0, None))
-    dense_mode: Literal["after_backward", "overlapped", "ps"] = "after_backward"
+    dense_mode: Literal["after_backward", "overlapped", "ps", "concurrent"] = "after_backward"
     bucket_mb: float = field(default=25.0, metadata=in_range(0.0, 1e6, lo_open=True))
     first_bucket_mb: float = field(default=1.0, metadata=in_range(0.0, 1e6, lo_open=True))
     backward_share: float = field(default=2.0 / 3.0, metadata=in_range(0.0, 1.0))
+    dense_link: Literal["shared", "separate"] = "shared"
+    peer_bandwidth_gbps: float = field(default=100.0, metadata=in_range(0.0, None, lo_open=True))
+    peer_latency_ms: float = field(default=0.005, metadata=in_range(0.0, None))
 
     #: The clock's settings (what :meth:`with_clock_of` copies): not the links or workers.
     CLOCK_KEYS = ("compute", "gflops", "overlap", "software", "client_message_us",
                   "client_row_us", "server_message_us", "server_row_us", "dense_mode",
-                  "bucket_mb", "first_bucket_mb", "backward_share")
+                  "bucket_mb", "first_bucket_mb", "backward_share", "dense_link",
+                  "peer_bandwidth_gbps", "peer_latency_ms")
 
     def with_clock_of(self, other: ClusterConfig) -> ClusterConfig:
         """These links and workers with ``other``'s clock settings (:attr:`CLOCK_KEYS`)."""
@@ -96,7 +106,8 @@ class ClusterConfig:
     def dense_sync(self) -> DenseSync:
         """The dense synchronisation of ``dense_mode`` and its parameters."""
         return DenseSync(self.dense_mode, self.bucket_mb, self.first_bucket_mb,
-                         self.backward_share)
+                         self.backward_share, self.dense_link, self.peer_bandwidth_gbps,
+                         self.peer_latency_ms)
 
     def __post_init__(self) -> None:
         for key, lo_open in (("bandwidth_gbps", True), ("latency_ms", False), ("speed", True)):

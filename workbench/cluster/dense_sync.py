@@ -17,6 +17,16 @@ iteration in one of three modes (``cluster.dense_mode``):
   into the prefetched message under ``overlap = prefetch``): no collective at all, the bytes
   count in the worker's PS communication instead (systems without a parameter server, the
   AllGather baseline, keep the ``after_backward`` ring).
+* ``concurrent`` (HET's client, its Fig. 5: Write and AllReduce together, its communication
+  asynchronous): one flat ring AllReduce that starts when the gating worker's backward ends and
+  runs while the embedding exchange is still on the wire, each on the link it uses
+  (``link``, below).
+
+The ring's links (``link``, the ``concurrent`` mode's link class): ``shared``, the workers'
+own NICs, the same links their parameter-server traffic crosses (one GPU per node, HET's
+cluster A); ``separate``, a worker-to-worker path of its own (``peer_bandwidth_gbps``,
+``peer_latency_ms``: GPUs of one node over PCIe or NVLink), which the embedding traffic never
+crosses.
 
 The ring (all three modes' collective, W workers): ``2 (W - 1)`` steps, in each of which every
 worker sends ``bytes / W`` to its neighbour and every link runs at once, so one step takes the
@@ -39,6 +49,27 @@ constant rate in bytes, so bucket ``i`` (cumulative bytes ``c_i`` of ``total``) 
     bucket 1                    r_1|----ring 1----|      exposed = f_1 - E
                                                  f_1
 
+Concurrent schedule of one BSP iteration (times from its start; worker j's compute ``c_j``, its
+embedding communication ``comm_j`` of which ``w_j`` is the write after backward, ``R`` the
+ring, ``R^b_j = 2 (W - 1) bytes / (W B_j)`` the ring's wire time on worker j's link)::
+
+    none:      E = max_j t_j,  t_j = iter_j - w_j  (read, compute: the write starts at t_j)
+               separate: step = max( max_j iter_j, E + R )
+               shared:   step = max( max_j iter_j + R^b_j, E + R )
+    prefetch:  (the embedding exchange already runs during compute; the next forward needs
+               both the rows and the ring's parameters)
+               separate: step = max( max_j comm_j, max_j c_j + R )
+               shared:   step = max( max_j (comm_j + R^b_j), max_j c_j + R )
+    exposed = step - max_j iter_j
+
+    write      t_j|--w_j--|
+    ring         E|------R------|          (shared: w_j and R^b_j queue on one link)
+
+A shared link is work-conserving: both transfers finish no earlier than the later one's start
+plus all the work still queued, and the write is counted whole (its latency too), so the shared
+rows are an upper bound. Properties: ``separate`` <= ``shared`` <= ``after_backward`` on the
+same links, and ``R = 0`` gives the step without dense sync.
+
 Properties (``tests/test_clock.py``): one bucket gives exactly the flat AllReduce; the exposed
 time never exceeds the same buckets all-reduced after backward; without per-step costs (``L = 0``,
 ``c_step = 0``) it never exceeds the flat AllReduce. With latency each bucket pays its own
@@ -53,10 +84,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["DENSE_MODES", "DenseSync", "ring_seconds"]
+__all__ = ["DENSE_LINKS", "DENSE_MODES", "DenseSync", "ring_seconds", "ring_wire_seconds"]
 
 #: ``cluster.dense_mode``: see the module docstring.
-DENSE_MODES = ("after_backward", "overlapped", "ps")
+DENSE_MODES = ("after_backward", "overlapped", "ps", "concurrent")
+#: ``cluster.dense_link``: the ring's links in the ``concurrent`` mode (module docstring).
+DENSE_LINKS = ("shared", "separate")
 MIB = 2 ** 20
 
 
@@ -77,6 +110,19 @@ def ring_seconds(nbytes: float, bandwidth_Bps: np.ndarray, latency_s: np.ndarray
     return 2 * (workers - 1) * float(np.max(step))
 
 
+def ring_wire_seconds(nbytes: float, bandwidth_Bps: np.ndarray) -> np.ndarray:
+    """Each worker's link busy with the ring's bytes: ``2 (W - 1) bytes / (W B_j)``.
+
+    Args:
+        nbytes: bytes reduced.
+        bandwidth_Bps: each worker's link, bytes per second.
+    """
+    workers = len(bandwidth_Bps)
+    if workers <= 1 or nbytes <= 0:
+        return np.zeros(workers)
+    return 2 * (workers - 1) * nbytes / (workers * np.asarray(bandwidth_Bps, dtype=np.float64))
+
+
 @dataclass(frozen=True)
 class DenseSync:
     """The dense synchronisation mode and its parameters (``cluster.dense_mode`` and friends).
@@ -88,12 +134,18 @@ class DenseSync:
         backward_share: the share of a worker's compute that is the backward pass, over which
             the gradients become ready (an assumed parameter: backward is about 2/3 of forward
             + backward FLOPs; the sweeps show its range).
+        link: the ring's links in the ``concurrent`` mode, one of :data:`DENSE_LINKS`.
+        peer_bandwidth_gbps: the worker-to-worker path's bandwidth, Gb/s (``separate``).
+        peer_latency_ms: its one-way latency, ms (``separate``).
     """
 
     mode: str = "after_backward"
     bucket_mb: float = 25.0
     first_bucket_mb: float = 1.0
     backward_share: float = 2.0 / 3.0
+    link: str = "shared"
+    peer_bandwidth_gbps: float = 100.0
+    peer_latency_ms: float = 0.005
 
     def __post_init__(self) -> None:
         if self.mode not in DENSE_MODES:
@@ -104,6 +156,57 @@ class DenseSync:
                 raise ValueError(f"{name} = {value}: must be a finite number > 0")
         if not 0.0 <= self.backward_share <= 1.0:
             raise ValueError(f"backward_share = {self.backward_share}: must be in [0, 1]")
+        if self.link not in DENSE_LINKS:
+            raise ValueError(f"dense link {self.link!r}: must be one of {DENSE_LINKS}")
+        if not (math.isfinite(self.peer_bandwidth_gbps) and self.peer_bandwidth_gbps > 0):
+            raise ValueError(f"peer_bandwidth_gbps = {self.peer_bandwidth_gbps}: must be a "
+                             "finite number > 0")
+        if not (math.isfinite(self.peer_latency_ms) and self.peer_latency_ms >= 0):
+            raise ValueError(f"peer_latency_ms = {self.peer_latency_ms}: must be a finite "
+                             "number >= 0")
+
+    @property
+    def on_peer_links(self) -> bool:
+        """Whether the ring runs on the worker-to-worker path (``concurrent``, ``separate``)."""
+        return self.mode == "concurrent" and self.link == "separate"
+
+    def ring_links(self, bandwidth_Bps: np.ndarray, latency_s: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """The links the ring crosses: the workers' own, or the peer path (:attr:`on_peer_links`).
+
+        Args:
+            bandwidth_Bps: the workers' links, bytes per second.
+            latency_s: their one-way latencies, seconds.
+        """
+        if not self.on_peer_links:
+            return bandwidth_Bps, latency_s
+        ones = np.ones(len(bandwidth_Bps))
+        return ones * self.peer_bandwidth_gbps * 1e9 / 8, ones * self.peer_latency_ms * 1e-3
+
+    def concurrent_step(self, iteration_s: np.ndarray, comm_s: np.ndarray,
+                        write_s: np.ndarray, compute_s: np.ndarray, prefetch: bool,
+                        ring_s: np.ndarray | float, wire_s: np.ndarray) -> np.ndarray:
+        """The BSP step of the ``concurrent`` schedule (module docstring), ``[..., 1]``.
+
+        Args:
+            iteration_s: each worker's iteration without dense sync, ``[..., W]``.
+            comm_s: its embedding communication, ``[..., W]``.
+            write_s: the part of it after backward (``none``), ``[..., W]``.
+            compute_s: its compute, ``[..., W]``.
+            prefetch: whether the embedding exchange overlaps compute (``overlap = prefetch``).
+            ring_s: the ring's seconds ``R``.
+            wire_s: the ring's wire seconds on each worker's own link ``R^b_j``, ``[W]``
+                (zeros on ``separate``).
+        """
+        ring = np.asarray(ring_s, dtype=np.float64)
+        wire = np.zeros_like(wire_s) if self.link == "separate" else wire_s
+        if prefetch:
+            links = (comm_s + wire).max(-1, keepdims=True)
+            gate = compute_s.max(-1, keepdims=True)
+        else:
+            links = (iteration_s + wire).max(-1, keepdims=True)
+            gate = (iteration_s - write_s).max(-1, keepdims=True)
+        return np.maximum(np.maximum(links, gate + ring), iteration_s.max(-1, keepdims=True))
 
     def buckets(self, dense_bytes: float) -> np.ndarray:
         """Bytes of each bucket in the order they become ready (one bucket unless
@@ -156,4 +259,9 @@ class DenseSync:
                     f"MiB, backward {100 * self.backward_share:.0f}% of compute)")
         if self.mode == "ps":
             return "ps (dense push + pull over each worker's own link)"
+        if self.mode == "concurrent":
+            path = ("the workers' own links" if self.link == "shared" else
+                    f"a separate {self.peer_bandwidth_gbps:g} Gb/s, {self.peer_latency_ms:g} ms "
+                    "peer path")
+            return f"concurrent (one flat ring AllReduce beside the embedding exchange, on {path})"
         return "after_backward (one flat ring AllReduce)"

@@ -51,8 +51,10 @@ results do not move, only time::
 **Dense synchronisation** (``cluster.dense_mode``, :mod:`workbench.cluster.dense_sync`):
 ``after_backward`` (one flat ring AllReduce after backward, all of it exposed),
 ``overlapped`` (DDP's buckets, all-reduced while backward still runs; the part past the end of
-the gating worker's backward is exposed) or ``ps`` (dense push and pull over each worker's own
-link, inside ``comm_j``). The ring pays ``2 (W - 1)`` steps of the slowest link's
+the gating worker's backward is exposed), ``ps`` (dense push and pull over each worker's own
+link, inside ``comm_j``) or ``concurrent`` (HET's Fig. 5: the ring beside the embedding
+exchange, on the workers' own links or a separate peer path; ``w_j``, the write after
+backward, is ``comm_j`` less the read's round trip, all of the AllGather's). The ring pays ``2 (W - 1)`` steps of the slowest link's
 ``L_j + c_step + bytes / (W B_j)`` (``c_step``: :attr:`SoftwareCost.collective_step_s`). The
 AllGather of the ``allreduce`` system (replicated
 embeddings) is never overlapped: every worker needs every update before its next forward pass.
@@ -72,7 +74,7 @@ import numpy as np
 
 from workbench.cluster.cache import COUNTERS
 from workbench.cluster.config import ClusterConfig
-from workbench.cluster.dense_sync import DenseSync, ring_seconds
+from workbench.cluster.dense_sync import DenseSync, ring_seconds, ring_wire_seconds
 from workbench.cluster.routes import HYBRID, Routes, SparseRoute
 
 BYTES_PER_FLOAT = 4
@@ -229,7 +231,8 @@ class Links:
                       ) -> tuple[np.ndarray, np.ndarray]:
         """``(total, exposed)`` seconds of the dense AllReduce in this cluster's mode
         (:meth:`DenseSync.seconds`)."""
-        return self.dense.seconds(dense_bytes, self.bandwidth_Bps, self.latency_s,
+        bandwidth, latency = self.dense.ring_links(self.bandwidth_Bps, self.latency_s)
+        return self.dense.seconds(dense_bytes, bandwidth, latency,
                                   self.software.collective_step_s, backward_s)
 
 
@@ -295,6 +298,10 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
                                       messages.sum(-1, keepdims=True),
                                       rows.sum(-1, keepdims=True))
         comm = np.where(messages > 0, np.maximum(link, server), 0.0)
+        # the write after backward (overlap none): what follows the read's round trip
+        read = links.transfer_seconds(read_bytes, reads.astype(np.float64),
+                                      unique + pulled, 2.0 * reads)
+        write = np.maximum(comm - read, 0.0)
         embedding = row_bytes * (pulled + pushed)
         meta = KEY_META_BYTES * (unique + pushed)
     else:  # SparseRoute.ALLGATHER with a ring of dense gradients (Routes checks the pair)
@@ -312,6 +319,7 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
         pulled = np.zeros(shape, np.int64)
         pushed = np.zeros(shape, np.int64)
         fused = False  # the AllGather cannot be prefetched: see the module docstring
+        write = comm  # all of it after backward
     compute = np.broadcast_to(np.asarray(compute_s, dtype=np.float64), shape)
     hidden = np.minimum(np.broadcast_to(np.asarray(hidden_s, dtype=np.float64), shape), compute)
     iteration = np.maximum(compute, comm) if fused else np.maximum(hidden, comm) + compute - hidden
@@ -323,9 +331,15 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
         gate = iteration.argmax(-1)[..., None]
         backward = links.dense.backward_share * np.take_along_axis(compute, gate, -1)
         total, exposed = links.dense_seconds(dense_bytes, backward)
+        if links.dense.mode == "concurrent":
+            ring_wire = ring_wire_seconds(dense_bytes, links.bandwidth_Bps)
+            step = links.dense.concurrent_step(iteration, comm, write, compute, fused, total,
+                                               ring_wire)
+            exposed = step - iteration.max(-1, keepdims=True)
+        else:
+            step = iteration.max(-1, keepdims=True) + exposed
         dense, total = np.broadcast_to(exposed, shape), np.broadcast_to(total, shape)
         wire = np.full(shape, 2 * (workers - 1) / workers * dense_bytes)
-        step = iteration.max(-1, keepdims=True) + exposed
     return {"pulled_rows": pulled, "pushed_rows": pushed,
             "embedding_bytes": np.asarray(embedding, dtype=np.float64),
             "meta_bytes": np.asarray(meta, dtype=np.float64), "dense_bytes": wire,

@@ -170,7 +170,8 @@ class HetTimeConfig:
                                  metadata=nonempty(in_range(1, 65_536)))
     max_samples: int | None = field(default=None, metadata=in_range(1, None))
     dense_modes: list[str] = field(
-        default_factory=lambda: ["after_backward", "overlapped", "ps"], metadata=nonempty())
+        default_factory=lambda: ["after_backward", "overlapped", "ps", "concurrent"],
+        metadata=nonempty())
     row_cost_us_sweep: list[float] = field(
         default_factory=lambda: [0.5, 1.0, 2.0, 5.0, 10.0, 20.0],
         metadata=in_range(0.0, 1e6))
