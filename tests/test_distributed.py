@@ -317,6 +317,26 @@ def test_ddp_overlapped_mode_trains_the_same_parameters_in_buckets():
     assert np.isfinite(phases["loss"]).all()
 
 
+@pytest.mark.parametrize("link", ["shared", "separate"])
+def test_concurrent_mode_sums_beside_the_push(link):
+    """cluster.dense_mode = concurrent (HET's Fig. 5): the all_reduce runs on the collective
+    thread while the worker pushes its rows, on the worker's own shaped link (shared) or a
+    peer link of its own (separate): the emulated run's parameters, the collective's own time
+    at least the part the worker still waited for after its push."""
+    job, train = toy_job(steps=3), toy_split()
+    job = dataclasses.replace(job, cluster_cfg=dataclasses.replace(
+        job.cluster_cfg, dense_mode="concurrent", dense_link=link, peer_bandwidth_gbps=0.2,
+        peer_latency_ms=2.0))
+    real = run_distributed(job, train)
+    _, check = checked_against_emulator(job, train, real)
+    assert check["table_max_rel_diff"] < 1e-5 and check["dense_max_rel_diff"] < 1e-5
+    phases = real.history
+    assert (phases["allreduce_total_s"] > 0).all() and (phases["buckets"] == 1).all()
+    # the ring's 2 (W - 1) = 2 latencies are paid inside the collective, on whichever link
+    floor = 2 * (2e-3 if link == "separate" else 0.5e-3)
+    assert (phases["allreduce_total_s"] >= floor).all()
+
+
 def test_ranks_fork_from_a_forkserver_that_imported_torch(monkeypatch):
     """The ranks' parent is a forkserver that imported torch before any rank asked for it (a
     rank then starts without importing it), restarted when the sources change; without a
@@ -357,6 +377,9 @@ def test_dense_modes_the_backend_cannot_run_are_refused():
     with pytest.raises(ValueError, match="dense_mode = 'ps'"):
         dataclasses.replace(toy_job(), cluster_cfg=dataclasses.replace(toy_job().cluster_cfg,
                                                                     dense_mode="ps"))
+    with pytest.raises(ValueError, match="dense_link = separate: the kernel network"):
+        dataclasses.replace(toy_job(), network="kernel", cluster_cfg=dataclasses.replace(
+            toy_job().cluster_cfg, dense_mode="concurrent", dense_link="separate"))
     with pytest.raises(ValueError, match="first bucket apart only at its defaults"):
         from workbench.training.dense_reducer import DenseReducer
         DenseReducer(torch.nn.Linear(2, 2), None, "overlapped", None, bucket_mb=4.0,

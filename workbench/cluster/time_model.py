@@ -54,9 +54,9 @@ results do not move, only time::
 the gating worker's backward is exposed), ``ps`` (dense push and pull over each worker's own
 link, inside ``comm_j``) or ``concurrent`` (HET's Fig. 5: the ring beside the embedding
 exchange, on the workers' own links or a separate peer path; ``w_j``, the write after
-backward, is ``comm_j`` less the read's round trip, all of the AllGather's). The ring pays ``2 (W - 1)`` steps of the slowest link's
-``L_j + c_step + bytes / (W B_j)`` (``c_step``: :attr:`SoftwareCost.collective_step_s`). The
-AllGather of the ``allreduce`` system (replicated
+backward, is ``comm_j`` less the read's round trip, all of the AllGather's). The ring pays
+``2 (W - 1)`` steps of the slowest link's ``L_j + c_step + bytes / (W B_j)`` (``c_step``:
+:attr:`SoftwareCost.collective_step_s`). The AllGather of the ``allreduce`` system (replicated
 embeddings) is never overlapped: every worker needs every update before its next forward pass.
 
 Counters per worker per iteration (the differences of :data:`workbench.cluster.cache.COUNTERS`

@@ -46,6 +46,7 @@ import torch
 
 from workbench.cluster.cache import COUNTERS
 from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.dense_sync import ring_wire_seconds
 from workbench.cluster.edge_network import (
     PACKET_HEADER_BYTES,
     EdgeNetwork,
@@ -196,7 +197,12 @@ def clock_frame(emulated: EmulatedRun, links: Links, dim: int) -> pd.DataFrame:
     """The clock of an emulated run's recorded traffic on ``links`` (any software cost and
     dense mode: :func:`~workbench.cluster.time_model.time_model` on its counters and compute),
     per (iteration, worker): ``comm_s``, ``dense_s``, ``dense_total_s``, ``step_s`` and the pull
-    and push exchanges apart (:func:`clock_exchanges`)."""
+    and push exchanges apart (:func:`clock_exchanges`).
+
+    In the ``concurrent`` dense mode on shared links the ring's bytes, handed over at the end of
+    backward, leave before the push and hold it up by their wire time ``R^b_j``
+    (:func:`~workbench.cluster.dense_sync.ring_wire_seconds`): the push and the exchange carry
+    it, and ``dense_s`` is each worker's wait past its push, ``step - iter_j - R^b_j``."""
     history = emulated.history
     iterations = int(history["iteration"].nunique())
     workers = len(history) // iterations
@@ -205,7 +211,16 @@ def clock_frame(emulated: EmulatedRun, links: Links, dim: int) -> pd.DataFrame:
                    emulated.dense_bytes)
     frame = pd.DataFrame({k: t[k].ravel() for k in ("comm_s", "dense_s", "dense_total_s",
                                                    "step_s")}, index=history.index)
-    return pd.concat([frame, clock_exchanges(history, links, dim)], axis=1)
+    exchanges = clock_exchanges(history, links, dim)
+    if links.dense.mode == "concurrent":
+        wire = np.zeros(workers) if links.dense.on_peer_links else ring_wire_seconds(
+            emulated.dense_bytes, links.bandwidth_Bps)
+        held = np.where(history["pushed_rows"].to_numpy() > 0,
+                        wire[history["worker"].to_numpy()], 0.0)
+        exchanges["push"] += held
+        frame["comm_s"] += held
+        frame["dense_s"] = np.maximum(frame["step_s"] - t["iter_s"].ravel() - held, 0.0)
+    return pd.concat([frame, exchanges], axis=1)
 
 
 def phase_frame(emulated: EmulatedRun, real: DistributedResult, warmup: int, links: Links,
@@ -218,20 +233,25 @@ def phase_frame(emulated: EmulatedRun, real: DistributedResult, warmup: int, lin
     takes the bytes long before they cross the link); PS communication = both; compute (to the
     end of backward); the dense collective (every bucket's, hidden or not); the dense sync the
     worker waited for past backward (with the optimizer step and the wait for the slowest
-    worker); the iteration (slowest worker) against the clock's BSP step.
+    worker); the iteration (slowest worker) against the clock's BSP step. In the ``concurrent``
+    mode the dense sync waited for is all the worker waited past its own push (the round's ACK,
+    then what is left of the ring), as the clock's ``dense_s`` counts it (:func:`clock_frame`).
     """
     clock = clock_frame(emulated, links, dim)
+    dis = real.history.set_index(["iteration", "worker"])
+    waited = dis["allreduce_s"]
+    if links.dense.mode == "concurrent":  # past its push: the round's ACK, then the ring
+        waited = waited + dis["push_s"] - dis["push_wire_s"]
     emu = pd.concat([emulated.history[["iteration", "worker", "compute_s", "unique_read",
                                        "pulled_rows", "pushed_rows", "embedding_bytes",
                                        "meta_bytes", "messages"]], clock],
                     axis=1).set_index(["iteration", "worker"])
-    dis = real.history.set_index(["iteration", "worker"])
     frame = pd.DataFrame({
         "compute_measured": dis["compute_s"], "compute_emulated": emu["compute_s"],
         "pull_measured": dis["pull_s"], "pull_emulated": emu["pull"],
         "push_measured": dis["push_wire_s"], "push_emulated": emu["push"],
         "comm_measured": dis["pull_s"] + dis["push_wire_s"], "comm_emulated": emu["comm_s"],
-        "allreduce_measured": dis["allreduce_s"], "allreduce_emulated": emu["dense_s"],
+        "allreduce_measured": waited, "allreduce_emulated": emu["dense_s"],
         "collective_measured": dis["allreduce_total_s"],
         "collective_emulated": emu["dense_total_s"], "buckets": dis["buckets"],
         "wait_measured": dis["push_s"] - dis["push_wire_s"],

@@ -18,6 +18,14 @@ Timings per iteration (:class:`Timing`)::
                                         ...........|->  exposed_s   (past the end of backward)
 
 In ``after_backward`` the collective starts after backward, so ``exposed_s = total_s``.
+
+* ``concurrent`` (HET's client, Fig. 5: Write and AllReduce together): backward runs to the
+  end, then one ``dist.all_reduce`` of the flattened gradients starts on the collective thread
+  and the worker pushes its embedding rows meanwhile; :meth:`DenseReducer.finish` waits for the
+  sum before the optimizer step (``exposed_s``: that wait). On the token-bucket network the
+  ring's share waits in the worker's own link to the server (``dense_link = shared``: the two
+  queue on one bucket) or in a peer link of its own (``separate``).
+
 ``ps`` (dense on the parameter server) has no real-process counterpart yet: the backend's
 server holds embedding rows only.
 """
@@ -28,7 +36,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
@@ -40,7 +48,7 @@ from workbench.cluster.time_model import BYTES_PER_FLOAT
 __all__ = ["REAL_MODES", "DenseReducer", "Timing"]
 
 #: The dense modes the backend runs in real processes.
-REAL_MODES = ("after_backward", "overlapped")
+REAL_MODES = ("after_backward", "overlapped", "concurrent")
 DDP_DEFAULT_MB = (1.0, 25.0)  # DDP's first bucket and bucket_cap_mb when none is given
 
 
@@ -61,7 +69,10 @@ class DenseReducer:
         model: the worker's model (identical parameters on every worker).
         group: the workers' process group.
         mode: one of :data:`REAL_MODES`.
-        ring: the sender-side ring link (token-bucket network) or None (the kernel shapes).
+        ring: the sender-side ring link (token-bucket network) or None (the kernel shapes);
+            under ``concurrent`` with a shared link, the worker's link to the server itself.
+        ring_latency_s: the ring's latency on ``ring`` (its ``2 (W - 1)`` one-way latencies)
+            when ``ring`` is a link shared with other traffic; None: ``ring``'s own.
         bucket_mb: DDP's ``bucket_cap_mb`` (``overlapped``).
         first_bucket_mb: DDP's first bucket; DDP sets it apart only at its defaults (1 and 25
             MiB), otherwise every bucket is ``bucket_mb``.
@@ -70,8 +81,8 @@ class DenseReducer:
 
     def __init__(self, model: torch.nn.Module, group, mode: str, ring: ShapedLink | None,
                  bucket_mb: float = 25.0, first_bucket_mb: float = 1.0,
-                 waiting: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
-                 ) -> None:
+                 waiting: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+                 ring_latency_s: float | None = None) -> None:
         if mode not in REAL_MODES:
             raise ValueError(f"dense mode {mode!r}: the distributed backend runs {REAL_MODES}")
         if (mode == "overlapped" and first_bucket_mb != bucket_mb
@@ -80,6 +91,8 @@ class DenseReducer:
                              "DDP sets the first bucket apart only at its defaults (1 and 25 "
                              "MiB); give first_bucket_mb = bucket_mb")
         self.model, self.group, self.mode, self.ring = model, group, mode, ring
+        self.ring_latency_s = ring_latency_s
+        self._pending: tuple[Future, torch.Tensor] | None = None
         self.workers = dist.get_world_size(group)
         self.share = 2 * (self.workers - 1) / self.workers  # ring bytes per reduced byte
         self.params = list(model.parameters())
@@ -97,6 +110,25 @@ class DenseReducer:
                 return self._hook(bucket)
 
             self.module.register_comm_hook(None, hook)
+        elif mode == "concurrent":
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dense-reduce")
+
+    @property
+    def deferred(self) -> bool:
+        """Whether the sum may still run after :meth:`forward_backward` returns (``concurrent``:
+        call :meth:`finish` before the optimizer step)."""
+        return self.mode == "concurrent"
+
+    def _ring_wait(self, nbytes: int) -> None:
+        """The ring's sender-side link time for ``nbytes`` of gradients (token bucket only)."""
+        if self.ring is None or self.workers <= 1:
+            return
+        wire = int(self.share * nbytes)
+        if self.ring_latency_s is None:
+            self.ring.wait(wire)
+        else:  # a link shared with the pushes: its bucket, the ring's own latencies
+            time.sleep(max(0.0, self.ring.delay(wire) - self.ring.latency_s)
+                       + self.ring_latency_s)
 
     # -- DDP's buckets ----------------------------------------------------------------------
 
@@ -112,8 +144,7 @@ class DenseReducer:
             try:
                 start = time.perf_counter()
                 with self.waiting():
-                    if self.ring is not None:
-                        self.ring.wait(int(self.share * buffer.numel() * BYTES_PER_FLOAT))
+                    self._ring_wait(buffer.numel() * BYTES_PER_FLOAT)
                     dist.all_reduce(buffer, group=self.group)
                 with self._lock:
                     self._total += time.perf_counter() - start
@@ -157,19 +188,44 @@ class DenseReducer:
         t1 = time.perf_counter()
         flat = torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel())
                           for p in self.params])
-        with self.waiting():  # the ring's link time, then the peers
-            if self.ring is not None and self.workers > 1:
-                self.ring.wait(int(self.share * flat.numel() * BYTES_PER_FLOAT))
-            dist.all_reduce(flat, group=self.group)
-        offset = 0
-        for p in self.params:
-            p.grad = flat[offset: offset + p.numel()].view_as(p).clone()
-            offset += p.numel()
+        if self.mode == "concurrent":  # the sum runs while the caller pushes its rows
+            self._pending = (self._pool.submit(self._reduce, flat), flat)
+            self.timing = Timing(t1 - t0, 0.0, 0.0, 1)
+            return float(loss.detach())
+        self._reduce(flat)
+        self._unflatten(flat)
         t2 = time.perf_counter()
         self.timing = Timing(t1 - t0, t2 - t1, t2 - t1, 1)
         return float(loss.detach())
 
+    def _reduce(self, flat: torch.Tensor) -> float:
+        """Sum ``flat`` over the workers (the ring's link time, then the peers); its seconds."""
+        start = time.perf_counter()
+        with self.waiting():
+            self._ring_wait(flat.numel() * BYTES_PER_FLOAT)
+            dist.all_reduce(flat, group=self.group)
+        return time.perf_counter() - start
+
+    def _unflatten(self, flat: torch.Tensor) -> None:
+        offset = 0
+        for p in self.params:
+            p.grad = flat[offset: offset + p.numel()].view_as(p).clone()
+            offset += p.numel()
+
+    def finish(self) -> None:
+        """Wait for a deferred sum (``concurrent``) and hand it to ``p.grad``; :attr:`timing`
+        gets the wait (``exposed_s``) and the collective's own seconds. A no-op otherwise."""
+        if self._pending is None:
+            return
+        future, flat = self._pending
+        self._pending = None
+        start = time.perf_counter()
+        with self.waiting():
+            total = future.result()
+        self._unflatten(flat)
+        self.timing = Timing(self.timing.compute_s, time.perf_counter() - start, total, 1)
+
     def close(self) -> None:
         """Stop the collective thread."""
-        if self.mode == "overlapped":
+        if self.mode in ("overlapped", "concurrent"):
             self._pool.shutdown(wait=True)

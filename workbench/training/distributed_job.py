@@ -125,6 +125,11 @@ class DistributedJob:
                              f"distributed backend runs {REAL_MODES} (its server holds "
                              "embedding rows only: dense on the parameter server is modelled, "
                              "not run)")
+        if self.network == "kernel" and self.cluster_cfg.dense_sync().on_peer_links:
+            raise ValueError("cluster.dense_link = separate: the kernel network gives each "
+                             "worker one interface, which its ring and its pushes share; run "
+                             "the separate peer path on network = token_bucket, or set "
+                             "cluster.dense_link=shared")
 
     @property
     def workers(self) -> int:

@@ -77,6 +77,26 @@ def role_of(job: DistributedJob, rank: int) -> str:
     return "dispatcher"
 
 
+def _ring_link(job: DistributedJob, endpoint: Endpoint, bandwidth: float, latency: float
+               ) -> tuple[ShapedLink | None, float | None]:
+    """The dense ring's sender-side link on the token-bucket network (None: unshaped, or the
+    kernel shapes it) and, for a link shared with the pushes, the ring's latency on it.
+
+    ``concurrent`` on a shared link waits in the worker's own link to the server (the pushes'
+    bucket) with the ring's ``2 (W - 1)`` latencies; a separate peer path, or any other mode,
+    in a link of its own.
+    """
+    if not (job.shaped and job.network == "token_bucket"):
+        return None, None
+    sync, steps = job.cluster_cfg.dense_sync(), 2 * (job.workers - 1)
+    if sync.on_peer_links:
+        return ShapedLink(sync.peer_bandwidth_gbps * 1e9 / 8,
+                          steps * sync.peer_latency_ms * 1e-3), None
+    if sync.mode == "concurrent":
+        return endpoint.links[SERVER_RANK], steps * latency
+    return ShapedLink(bandwidth, steps * latency), None
+
+
 def rank_main(rank: int, job: DistributedJob, train: Split | NamelessFile, init_method: str,
            output: NamelessFile | DirOutput, fault: Fault | None,
            liveness: Liveness | None = None, parent_pid: int | None = None) -> None:
@@ -182,11 +202,10 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
     optimizer = dense_optimizer(cfg, model)
     dense_bytes = BYTES_PER_FLOAT * dense_parameter_count(model)
     ring_bytes = int(2 * (workers - 1) / workers * dense_bytes)  # each way (ring)
-    shaped_ring = job.shaped and job.network == "token_bucket"
+    ring, ring_latency = _ring_link(job, endpoint, bandwidth, latency)
     reducer = DenseReducer(  # the all_reduce's sender side shaped on the token-bucket network
-        model, group, job.cluster_cfg.dense_mode,
-        ShapedLink(bandwidth, 2 * (workers - 1) * latency) if shaped_ring else None,
-        job.cluster_cfg.bucket_mb, job.cluster_cfg.first_bucket_mb, waiting)
+        model, group, job.cluster_cfg.dense_mode, ring, job.cluster_cfg.bucket_mb,
+        job.cluster_cfg.first_bucket_mb, waiting, ring_latency)
     speed = float(job.cluster_cfg.per_worker("speed")[w])
     # the emulated trainer's dispatch stream, drawn by every worker (no dispatcher process)
     own = None if job.has_dispatcher else baseline(job.dispatcher)(
@@ -215,15 +234,21 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
         loss = reducer.forward_backward(functools.partial(_loss, dense=dense_x, emb=emb_t,
                                                           labels=labels, batch=batch),
                                         1.0 / speed - 1.0)
-        optimizer.step()
-        dense = reducer.timing
-        compute_s = dense.compute_s
+        if not reducer.deferred:
+            optimizer.step()
+        compute_s = reducer.timing.compute_s
         allreduce_s = time.perf_counter() - t1 - compute_s
         t3 = time.perf_counter()
         assert emb_t.grad is not None  # emb_t requires grad: backward() set it
         updates = (-cfg.lr_sparse * batch) * emb_t.grad.numpy()
         cache.write(keys, updates.reshape(-1, dim))
         push_s = time.perf_counter() - t3
+        if reducer.deferred:  # concurrent: the sum ran beside the push; wait for what is left
+            t4 = time.perf_counter()
+            reducer.finish()
+            optimizer.step()
+            allreduce_s = time.perf_counter() - t4
+        dense = reducer.timing
         push_send_s = cache.times.push_send_s - before.push_send_s
         pull_s = cache.times.pull_s - before.pull_s
         now = cache.counters.copy()

@@ -50,7 +50,8 @@ class DistributedCheckConfig:
         deadline_s: wall-clock limit of one distributed run (at least ``timeout_s``).
         dense_modes: the dense synchronisation modes every run is made in
             (:mod:`workbench.training.dense_reducer`): ``after_backward`` (one flat
-            all_reduce) and ``overlapped`` (DDP's buckets during backward).
+            all_reduce), ``overlapped`` (DDP's buckets during backward) and ``concurrent``
+            (one all_reduce beside the embedding push, HET's Fig. 5).
         bucket_mb: DDP's bucket size of the ``overlapped`` runs, MiB (every bucket, the first
             too: small enough that the check's model spans several buckets).
         networks: where the runs' links are shaped, each run on each: ``token_bucket`` (every
@@ -92,8 +93,9 @@ class DistributedCheckConfig:
     deadline_s: float = field(default=600.0, metadata=in_range(1.0, None))
     networks: list[str] = field(default_factory=lambda: ["token_bucket", "kernel"],
                                 metadata=nonempty())
-    dense_modes: list[str] = field(default_factory=lambda: ["after_backward", "overlapped"],
-                                   metadata=nonempty())
+    dense_modes: list[str] = field(
+        default_factory=lambda: ["after_backward", "overlapped", "concurrent"],
+        metadata=nonempty())
     bucket_mb: float = field(default=0.125, metadata=in_range(0.0, 1e6, lo_open=True))
 
     def __post_init__(self) -> None:
@@ -101,9 +103,9 @@ class DistributedCheckConfig:
                    "one of ('token_bucket', 'kernel')")
         # the modes the backend runs (workbench.training.dense_reducer.REAL_MODES)
         check_each("dense_modes", self.dense_modes,
-                   lambda m: m in ("after_backward", "overlapped"),
-                   "one of ('after_backward', 'overlapped'): dense on the parameter server "
-                   "(ps) is modelled, not run in real processes")
+                   lambda m: m in ("after_backward", "overlapped", "concurrent"),
+                   "one of ('after_backward', 'overlapped', 'concurrent'): dense on the "
+                   "parameter server (ps) is modelled, not run in real processes")
         if len(set(self.networks)) != len(self.networks):
             raise ConfigError(f"networks = {self.networks}: each network at most once")
         if 0 not in self.bounds:
