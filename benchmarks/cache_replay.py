@@ -62,6 +62,7 @@ import numba as nb
 import numpy as np
 
 import workbench.cluster.cache as cache_module
+from workbench.claims.het import CRITEO_KAGGLE_SAMPLES
 from workbench.cluster.cache import POLICIES, WorkerCache
 from workbench.utils.io import write_json
 from workbench.utils.timing import describe_checkout, machine, pin_one_core, spread
@@ -70,7 +71,6 @@ TARGET = 5e6  # issue 19: every policy on the large reference trace
 TARGET_35 = 15e6  # issue 35: LRU on the large reference trace and at full cardinality
 TARGET_FLOOR_FRACTION = 1 / 3  # issue 48: LRU's rate over the memory floor of the same run
 TARGET_EPOCH_CORE_S = 60.0  # issue 48: a Criteo-shaped epoch per configuration, one core
-CRITEO_KAGGLE_SAMPLES = 45_840_617  # train.txt's lines
 CRITEO_EPOCH_ACCESSES = 2 * CRITEO_KAGGLE_SAMPLES * 26  # every key read, then written
 FULL = {"samples_per_step": 128, "tables": 26, "cache_ratio": 0.1, "policy": "lru",
         "keys": "SyntheticGenerator(keys_only) at cardinality_scale 1 (the het_scale dataset's "

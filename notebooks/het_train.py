@@ -52,6 +52,7 @@ import seaborn as sns
 
 from workbench import claims
 from workbench.claims import het
+from workbench.claims.het import CRITEO_KAGGLE_ROWS, CRITEO_KAGGLE_SAMPLES
 from workbench.explorers import notebook_config
 from workbench.report import register
 from workbench.report.plotting import set_theme
@@ -372,6 +373,7 @@ if (scale_dir / "summary.json").exists():
     scale_summary = json.loads((scale_dir / "summary.json").read_text())
     scale_runs = json.loads((scale_dir / "resources.json").read_text())["runs"]
     by_scale = pd.DataFrame(scale_summary["ratios"])
+    epoch_share = scale_summary["samples"] / CRITEO_KAGGLE_SAMPLES  # of one HET epoch
     long_scale = by_scale.melt(id_vars=["scale", "table_rows"], var_name="ratio",
                                value_name="Hybrid / Cache s=100")
     long_scale["ratio"] = long_scale["ratio"].map(
@@ -394,8 +396,14 @@ if (scale_dir / "summary.json").exists():
         "(hidden or not, the clock of Fig. 7) of Hybrid without cache over Cache s=100, with the "
         "synthetic generator's keys at "
         + ", ".join(f"{s:.0%}" for s in scale_summary["scales"])
-        + " of Criteo Kaggle's cardinalities; the HET figures above run at the first",
-        setting=f"{scale_summary['samples']:,} samples at every scale, "
+        + " of Criteo Kaggle's cardinalities; the HET figures above run at the first. Each "
+        f"point replays {epoch_share:.0%} of one Criteo Kaggle epoch "
+        f"({CRITEO_KAGGLE_SAMPLES:,} samples): "
+        + ", ".join(f"{scale_summary['samples'] / r:.2g}" for r in by_scale["table_rows"])
+        + f" samples per table row against the epoch's "
+        f"{CRITEO_KAGGLE_SAMPLES / CRITEO_KAGGLE_ROWS:.2f} at full size",
+        setting=f"{scale_summary['samples']:,} samples at every scale "
+                f"({epoch_share:.1%} of an epoch), "
                 f"{scale_summary['workers']} workers x {scale_summary['per_worker_batch']}, "
                 f"cache {scale_summary['cache_policy']} {scale_summary['cache_ratio']:.0%} of "
                 f"the table, {scale_summary['model'].upper()}, dense sync "

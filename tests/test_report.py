@@ -475,3 +475,41 @@ def test_sections_without_states_ask_for_a_rerun(tmp_path: Path,
     path.write_text(json.dumps(saved))
     with pytest.raises(ValueError, match="demo .*rerun their notebook stage"):
         collect(tmp_path, ["demo"])
+
+
+def _entry(rule: dict, key: str = "het.x") -> reg.Entry:
+    return reg.Entry(key, "HET", "c", "p", "paper", "s", {}, {}, "demo", 1, rule)
+
+
+@pytest.mark.parametrize(("rule", "payload", "expected"), [
+    ({"kind": "factor", "paper": 8.2}, {"values": [2.7]}, ("2.70x", reg.UNDER)),
+    ({"kind": "factor", "paper": 8.2}, {"values": [9.0, 11.0]}, ("10.00x", reg.OVER)),
+    ({"kind": "factor", "paper": [2.0, 3.0]}, {"values": [2.5]}, ("2.50x", reg.AT)),
+    ({"kind": "factor", "paper": 0.5}, {"values": [0.4]}, ("0.40x", reg.OVER)),  # below 1x
+    ({"kind": "factor", "paper": 0.5}, {"values": [1.2]}, ("1.20x", reg.UNDER)),  # wrong side
+    ({"kind": "percent", "paper": 0.76, "baseline": 0.5}, {"values": [0.703]},
+     ("70.3%", reg.UNDER)),
+    ({"kind": "less", "paper_gap": [1, 8]}, {"a": [0.2], "b": [0.42]}, ("+22 pts", reg.OVER)),
+    ({"kind": "close", "tolerance": 2.0}, {"a": [0.2], "b": [0.21]}, ("1 pts", "")),
+    ({"kind": "decline", "paper": [0.80, 0.78]}, {"values": [[0.80, 0.79]]}, ("1 pts", reg.UNDER)),
+    ({"kind": "factor", "paper": 8.2}, {"values": None}, ("-", "")),
+])
+def test_reading_says_the_value_and_its_side_of_the_paper(rule, payload, expected) -> None:
+    assert reg.reading(_entry(rule), payload) == expected
+
+
+def test_verdict_map_cells_carry_value_side_and_a_measured_committed_point() -> None:
+    from workbench.report import verdict_map
+
+    register = reg.parse(TEST_REGISTER)
+    points = [{"value": 4, "values": [9.0]}, {"value": 1, "values": [2.0]},
+              {"value": 0.3, "values": [3.0], "committed": True}]
+    claims = [{"paper": "HET", "key": "het.a", "state": "direction only",
+               "measurement": {"values": [2.0]}, "conditions": {"knob": points}},
+              {"paper": "HET", "key": "het.b", "state": "reproduced",
+               "measurement": {"values": [8.0, 8.4, 8.2]}}]
+    (_, knob), (_, alone) = verdict_map.rows_of(claims, register, "HET")
+    # sorted by value; the register's committed 1 and the point marked committed are outlined
+    assert [(text, committed) for text, _, committed in knob] == [
+        ("0.3\n3.00x v", True), ("1\n2.00x v", True), ("4\n9.00x ^", False)]
+    assert alone == [("committed\n8.20x =", "reproduced", True)]

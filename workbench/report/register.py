@@ -23,7 +23,10 @@ A measurement is a payload whose shape follows the rule's kind:
 **payload}``; every point is judged by the same rule (:func:`judge`) and
 :func:`holds` states, in words, over which part of the range the committed state holds, e.g.
 ``"host rate 0.25-10 GB/s: reproduced at 1.5-2.5; direction only at 0.25-1, 5-10"``. A register
-range the sweep does not cover is said in the text, never hidden.
+range the sweep does not cover is said in the text, never hidden. A point may carry
+``"committed": True`` where the committed value is measured, not set (``committed: measured``
+in the register, e.g. the calibrated per-row cost): it is the committed measurement placed in
+its own sweep. :func:`reading` gives a point's value and the side of the paper's it falls on.
 
 A row measured with fewer seeds than its entry asks for is ``not comparable`` (the rule says
 how many ran).
@@ -352,6 +355,42 @@ def estimate(entry: Entry, measurement: Mapping[str, Any]) -> Estimate | None:
     return None
 
 
+#: :func:`reading`'s sides: the measured effect beyond the paper's value, short of it, or in it.
+OVER, UNDER, AT = "over", "under", "at"
+
+
+def reading(entry: Entry, measurement: Mapping[str, Any]) -> tuple[str, str]:
+    """The measured effect in words and which side of the paper's value it falls on.
+
+    The effect is :func:`estimate`'s mean in the rule's unit (``2.70x``, ``70.3%``, ``+4.1
+    pts``); the side is :data:`OVER` when it goes further than the paper's value (or range) in
+    the paper's direction, :data:`UNDER` when it falls short (or goes the other way),
+    :data:`AT` inside the paper's range, and ``""`` where the rule has no paper value to be on a
+    side of (``close``: a tolerance) or nothing was measured.
+    """
+    est = estimate(entry, measurement)
+    if est is None or not math.isfinite(est.mean):
+        return "-", ""
+    m, rule, kind = est.mean, entry.rule, entry.kind
+    if kind == "close":
+        return f"{m:.2g} pts", ""
+    if kind == "factor":
+        text, paper, origin = f"{m:.2f}x", _paper(rule["paper"]), 1.0
+    elif kind == "percent":
+        text, paper = f"{100 * m:.1f}%", _paper(rule["paper"])
+        origin = float(rule.get("baseline", 0.0))
+    elif kind == "less":
+        text, paper, origin = f"{m:+.2g} pts", _paper(rule["paper_gap"]), 0.0
+    else:  # decline: the drop from the first point to the last, points
+        series = [float(v) for v in rule["paper"]]
+        text, paper, origin = f"{m:.2g} pts", 100 * (series[0] - series[-1]), 0.0
+    lo, hi = (paper, paper) if isinstance(paper, float) else paper
+    up = lo > origin
+    if lo <= m <= hi:
+        return text, AT
+    return text, OVER if (m > hi) == up else UNDER
+
+
 # --- conditions -----------------------------------------------------------------------------
 
 def format_value(value: Any) -> str:
@@ -383,11 +422,17 @@ def judge_points(entry: Entry, assumption: Assumption,
                  points: Sequence[Mapping[str, Any]]) -> list[tuple[Any, str]]:
     """Every point of one assumed parameter's sweep with its state, in the range's order
     (numbers ascending; categories in the register's order)."""
-    judged = [(p["value"], judge(entry, p).state) for p in points]
+    return [(p["value"], judge(entry, p).state) for p in sorted_points(assumption, points)]
+
+
+def sorted_points(assumption: Assumption, points: Sequence[Mapping[str, Any]]
+                  ) -> list[Mapping[str, Any]]:
+    """One assumed parameter's sweep points in the range's order (numbers ascending;
+    categories in the register's order)."""
     if assumption.numeric:
-        return sorted(judged, key=lambda vs: float(vs[0]))
+        return sorted(points, key=lambda p: float(p["value"]))
     order = {v: i for i, v in enumerate(assumption.values)}
-    return sorted(judged, key=lambda vs: order.get(str(vs[0]), len(order)))
+    return sorted(points, key=lambda p: order.get(str(p["value"]), len(order)))
 
 
 def holds_one(entry: Entry, assumption: Assumption,

@@ -2,14 +2,18 @@
 
 One figure per paper (``reports/verdict_maps/<paper>.png``), one row per (claim, assumed
 parameter), one cell per swept value, coloured by the state the register's rule gives at that
-point; the committed value's cell is outlined::
+point and carrying the value measured there with the side of the paper's value it falls on
+(:func:`workbench.report.register.reading`: ``^`` overshoots, ``v`` falls short, ``=`` within
+the paper's range); the committed value's cell is outlined (a point the measure marks
+``committed``, where the committed value is measured rather than set, e.g. the calibrated
+per-row software cost)::
 
-    het.fig7a_comm.wdl  | dense-sync mode   [after_backward][overlapped][ps]
-    het.fig7a_comm.wdl  | per-row cost (us) [0.5][1][2][5][10][20]
-    hotline.speedup     | host rate (GB/s)  [0.25][0.5][1][2][5][10]
+    het.fig7a_comm.wdl  | dense-sync mode   [after_backward 2.70x v][overlapped 2.70x v]...
+    het.fig7a_comm.wdl  | per-row cost (us) [0.5 2.6x v][1 ...]...
+    hotline.speedup     | host rate (GB/s)  [0.25 ...]...
                           colour = state; black outline = committed setting
 
-A claim without assumed parameters gets one cell: its committed state.
+A claim without assumed parameters gets one cell: its committed state and value.
 """
 
 from __future__ import annotations
@@ -35,27 +39,43 @@ def _is_committed(assumption: reg.Assumption, value: Any) -> bool:
     return str(value) == str(assumption.committed)
 
 
+#: The mark after a cell's value: the side of the paper's value it falls on.
+SIDE_MARKS = {reg.OVER: "^", reg.UNDER: "v", reg.AT: "=", "": ""}
+
+
+def _cell_text(setting: str, entry: reg.Entry, payload: dict[str, Any]) -> str:
+    """``"after_backward\n2.70x v"``: the setting, then the value and its side."""
+    value, side = reg.reading(entry, payload)
+    return f"{setting}\n{value} {SIDE_MARKS[side]}".rstrip()
+
+
 def rows_of(claims: list[dict[str, Any]], register: reg.Register, paper: str
             ) -> list[tuple[str, list[tuple[str, str, bool]]]]:
-    """The map's rows for ``paper``: (label, [(value text, state, committed?)])."""
+    """The map's rows for ``paper``: (label, [(cell text, state, committed?)]); a cell's text is
+    the swept value, then the value measured there and its side of the paper's
+    (:data:`SIDE_MARKS`)."""
     out = []
     for c in claims:
         if c["paper"] != paper:
             continue
         entry = register[c["key"]]
         points_by = c.get("conditions") or {}
+        committed = _cell_text("committed", entry, c.get("measurement") or {})
         if not entry.assumed:
-            out.append((f"{c['key']}", [("committed", c["state"], True)]))
+            out.append((f"{c['key']}", [(committed, c["state"], True)]))
             continue
         for a in entry.assumed:
             points = points_by.get(a.name)
             unit = f" ({a.unit})" if a.unit else ""
             label = f"{c['key']} | {a.name}{unit}"
             if not points:
-                out.append((label, [("not swept", c["state"], True)]))
+                out.append((label, [(committed.replace("committed", "not swept", 1), c["state"],
+                                     True)]))
                 continue
-            cells = [(reg.format_value(v), s, _is_committed(a, v))
-                     for v, s in reg.judge_points(entry, a, points)]
+            cells = [(_cell_text(reg.format_value(p["value"]), entry, p),
+                      reg.judge(entry, p).state,
+                      bool(p.get("committed")) or _is_committed(a, p["value"]))
+                     for p in reg.sorted_points(a, points)]
             out.append((label, cells))
     return out
 
@@ -69,20 +89,22 @@ def draw(claims: list[dict[str, Any]], register: reg.Register, paper: str, path:
 
     rows = rows_of(claims, register, paper)
     width = max(len(cells) for _, cells in rows)
-    fig, ax = plt.subplots(figsize=(3.2 + 1.05 * width, 0.9 + 0.36 * len(rows)))
+    fig, ax = plt.subplots(figsize=(3.2 + 1.05 * width, 0.9 + 0.46 * len(rows)))
     for i, (_, cells) in enumerate(rows):
         for j, (text, state, committed) in enumerate(cells):
             ax.add_patch(Rectangle((j, i), 0.96, 0.9, facecolor=STATE_COLOURS[state],
                                    edgecolor="black" if committed else "white",
                                    linewidth=1.6 if committed else 0.5))
-            ax.text(j + 0.48, i + 0.45, text, ha="center", va="center", fontsize=6.5)
+            ax.text(j + 0.48, i + 0.45, text, ha="center", va="center", fontsize=6,
+                    linespacing=1.1)
     ax.set_xlim(0, width)
     ax.set_ylim(len(rows), 0)
     ax.set_yticks([i + 0.45 for i in range(len(rows))], [label for label, _ in rows],
                   fontsize=7)
     ax.set_xticks([])
-    ax.set_xlabel("swept value of the assumed parameter (outlined: the committed setting)",
-                  fontsize=7)
+    ax.set_xlabel("swept value of the assumed parameter and the value measured there (outlined: "
+                  "the committed setting; ^ beyond the paper's value, v short of it, = within "
+                  "its range)", fontsize=7)
     for spine in ax.spines.values():
         spine.set_visible(False)
     used = [s for s in STATES if any(s == st for _, cells in rows for _, st, _ in cells)]
