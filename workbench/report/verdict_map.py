@@ -18,6 +18,7 @@ A claim without assumed parameters gets one cell: its committed state and value.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ def _is_committed(assumption: reg.Assumption, value: Any) -> bool:
 SIDE_MARKS = {reg.OVER: "^", reg.UNDER: "v", reg.AT: "=", "": ""}
 
 
-def _cell_text(setting: str, entry: reg.Entry, payload: dict[str, Any]) -> str:
+def _cell_text(setting: str, entry: reg.Entry, payload: Mapping[str, Any]) -> str:
     """``"after_backward\n2.70x v"``: the setting, then the value and its side."""
     value, side = reg.reading(entry, payload)
     return f"{setting}\n{value} {SIDE_MARKS[side]}".rstrip()
