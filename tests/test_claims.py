@@ -245,3 +245,16 @@ def test_a_quick_run_may_tie_only_on_a_wall_clock_row(tmp_path: Path) -> None:
         "('recd', 'recd.storage', 's', 0)"]
     reversed_ = _section(tmp_path / "rev", "recd", [(k, c, "contradicted") for k, c, _ in shown])
     assert len(direction_losses(ref, reversed_)) == 2
+
+
+def test_every_committed_setting_is_a_point_of_its_sweep() -> None:
+    """Each verdict-map row of the committed report outlines a cell: the committed setting is
+    one of the swept points (a measured one, e.g. the calibrated per-row cost, included)."""
+    from workbench.report import verdict_map
+
+    rows = []
+    for path in sorted((REPO_ROOT / "reports").glob("*/section.json")):
+        rows += json.loads(path.read_text()).get("claims", [])
+    for paper in reg.PAPERS:
+        for label, cells in verdict_map.rows_of(rows, REGISTER, paper):
+            assert any(committed for _, _, committed in cells), (paper, label)
