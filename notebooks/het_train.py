@@ -374,11 +374,13 @@ if (scale_dir / "summary.json").exists():
     scale_runs = json.loads((scale_dir / "resources.json").read_text())["runs"]
     by_scale = pd.DataFrame(scale_summary["ratios"])
     epoch_share = scale_summary["samples"] / CRITEO_KAGGLE_SAMPLES  # of one HET epoch
-    long_scale = by_scale.melt(id_vars=["scale", "table_rows"], var_name="ratio",
-                               value_name="Hybrid / Cache s=100")
-    long_scale["ratio"] = long_scale["ratio"].map(
-        lambda c: "rows moved" if c == "rows_moved"
-        else f"communication time, {c.split('_')[1][:-1]} Gb/s")
+    lines = {"rows_moved": "rows moved",
+             "rows_moved_flushed": "rows moved, the dirty rows flushed at the end",
+             **{f"comm_{bw:g}g": f"communication time, {bw:g} Gb/s"
+                for bw in scale_summary["bandwidths_gbps"]}}
+    long_scale = by_scale.melt(id_vars=["scale", "table_rows"], value_vars=list(lines),
+                               var_name="ratio", value_name="Hybrid / Cache s=100")
+    long_scale["ratio"] = long_scale["ratio"].map(lines)
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
     sns.lineplot(data=long_scale, x="table_rows", y="Hybrid / Cache s=100", hue="ratio",
                  marker="o", ax=ax)
@@ -401,7 +403,10 @@ if (scale_dir / "summary.json").exists():
         f"({CRITEO_KAGGLE_SAMPLES:,} samples): "
         + ", ".join(f"{scale_summary['samples'] / r:.2g}" for r in by_scale["table_rows"])
         + f" samples per table row against the epoch's "
-        f"{CRITEO_KAGGLE_SAMPLES / CRITEO_KAGGLE_ROWS:.2f} at full size",
+        f"{CRITEO_KAGGLE_SAMPLES / CRITEO_KAGGLE_ROWS:.2f} at full size. Cache s=100 pushes "
+        + ", ".join(f"{v:.2f}" for v in by_scale["cache_pushed_per_pulled"])
+        + " rows per row it pulls: the shorter the replay against the table, the more of its "
+        "writes are still in the caches at the end (flushed: the dashed line's rows)",
         setting=f"{scale_summary['samples']:,} samples at every scale "
                 f"({epoch_share:.1%} of an epoch), "
                 f"{scale_summary['workers']} workers x {scale_summary['per_worker_batch']}, "

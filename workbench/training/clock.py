@@ -115,8 +115,31 @@ def clock_summary(cluster: ClusterConfig, compute: ComputeCost,
 def replay_counters(keys: np.ndarray, rows: int, workers: int, per_worker: int,
                     cache: CacheConfig, dispatcher: str, seed: int) -> np.ndarray:
     """Per-iteration counter deltas ``[iterations, workers, counters]`` of one epoch."""
+    return replay_epoch(keys, rows, workers, per_worker, cache, dispatcher, seed)[0]
+
+
+def replay_epoch(keys: np.ndarray, rows: int, workers: int, per_worker: int,
+                 cache: CacheConfig, dispatcher: str, seed: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """One epoch's per-iteration counter deltas ``[iterations, workers, counters]`` and what
+    a flush of every cache at its end adds ``[workers, counters]`` (the dirty lines and queued
+    evictees the epoch leaves unpushed: ``flush_pushes``).
+
+    Args:
+        keys: the epoch's keys ``[samples, fields]``.
+        rows: the table's rows.
+        workers: W.
+        per_worker: samples per worker per iteration.
+        cache: every worker's cache.
+        dispatcher: the baseline dispatch of every global batch.
+        seed: the dispatch's seed.
+    """
     trace = build_trace(keys, workers, per_worker, dispatcher, seed=seed)
     cluster = EdgeCluster(ClusterConfig(workers=workers), cache, rows, dim=4)
     replay(cluster, trace, order="bsp")
     hist = cluster.history()
-    return hist[list(COUNTERS)].to_numpy().reshape(trace.shape[0], workers, len(COUNTERS))
+    before = np.stack([c.counters.copy() for c in cluster.caches])
+    cluster.flush()
+    flushed = np.stack([c.counters for c in cluster.caches]) - before
+    return (hist[list(COUNTERS)].to_numpy().reshape(trace.shape[0], workers, len(COUNTERS)),
+            flushed)
