@@ -406,7 +406,8 @@ if (scale_dir / "summary.json").exists():
         f"{CRITEO_KAGGLE_SAMPLES / CRITEO_KAGGLE_ROWS:.2f} at full size. Cache s=100 pushes "
         + ", ".join(f"{v:.2f}" for v in by_scale["cache_pushed_per_pulled"])
         + " rows per row it pulls: the shorter the replay against the table, the more of its "
-        "writes are still in the caches at the end (flushed: the dashed line's rows)",
+        "writes are still in the caches at the end (counted in the line of rows moved with the "
+        "dirty rows flushed at the end)",
         setting=f"{scale_summary['samples']:,} samples at every scale "
                 f"({epoch_share:.1%} of an epoch), "
                 f"{scale_summary['workers']} workers x {scale_summary['per_worker_batch']}, "
