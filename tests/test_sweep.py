@@ -77,7 +77,7 @@ def test_het_scale_stage_outputs(ci_pipeline: Path) -> None:
     hybrid, cache = (table[table["system"] == s] for s in ("Hybrid, no cache", "Cache s=100"))
     assert (hybrid["dirty_at_end"] == 0).all() and (cache["dirty_at_end"] > 0).all()
     assert (table["rows_moved_flushed"] == table["rows_moved"] + table["dirty_at_end"]).all()
-    assert (cache["pushed_per_pulled"] < hybrid["pushed_per_pulled"]).all()
+    assert (cache["pushed_per_pulled"].to_numpy() < hybrid["pushed_per_pulled"].to_numpy()).all()
     assert [r["cache_pushed_per_pulled"] for r in summary["ratios"]] == pytest.approx(list(
         cache.sort_values("scale")["pushed_per_pulled"]), rel=1e-5)
     runs = json.loads((out / "resources.json").read_text())["runs"]
