@@ -344,12 +344,17 @@ def test_concurrent_step_by_hand() -> None:
     write (none) or the prefetched exchange (prefetch); on a shared link both queue."""
     compute = np.array([[0.018, 0.014]])
     comm, write = np.array([[0.012, 0.006]]), np.array([[0.005, 0.004]])
-    ring, wire = 0.010, np.array([0.008, 0.008])
+    ring = 0.010
     shared, separate = DenseSync("concurrent"), DenseSync("concurrent", link="separate")
+    # 8 MB over 1 GB/s links, 2 workers: 2 (W - 1) / W x 8e6 / 1e9 = 8 ms on each own link;
+    # none on a separate path
+    wire, nowire = (sync.own_link_wire(8e6, np.full(2, 1e9)) for sync in (shared, separate))
+    np.testing.assert_allclose(wire, [0.008, 0.008])
+    assert (nowire == 0).all()
     iteration = compute + comm  # none: read, compute, write
     # the write starts at 0.025 and 0.016: the ring at E = 0.025, done at 0.035; on a shared
     # link worker 0's write and its 8 ms of ring bytes end no earlier than 0.030 + 0.008
-    assert separate.concurrent_step(iteration, comm, write, compute, False, ring, wire)[0, 0] \
+    assert separate.concurrent_step(iteration, comm, write, compute, False, ring, nowire)[0, 0] \
         == pytest.approx(0.035)
     assert shared.concurrent_step(iteration, comm, write, compute, False, ring, wire)[0, 0] \
         == pytest.approx(0.038)
@@ -357,7 +362,7 @@ def test_concurrent_step_by_hand() -> None:
     # waits for max(rows 0.025, ring 0.018 + 0.010); shared adds the ring's bytes to the rows'
     comm = np.array([[0.025, 0.006]])
     iteration = np.maximum(compute, comm)
-    assert separate.concurrent_step(iteration, comm, write, compute, True, ring, wire)[0, 0] \
+    assert separate.concurrent_step(iteration, comm, write, compute, True, ring, nowire)[0, 0] \
         == pytest.approx(0.028)
     assert shared.concurrent_step(iteration, comm, write, compute, True, ring, wire)[0, 0] \
         == pytest.approx(0.033)  # after_backward: 0.025 + 0.010

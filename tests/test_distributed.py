@@ -85,6 +85,18 @@ def test_shaped_link_delay_reserves_without_sleeping_and_unshaped_is_free():
         ShapedLink(0.0)
 
 
+def test_a_message_with_its_own_latency_queues_in_the_shared_bucket():
+    """A ring sharing a worker's bucket (concurrent, shared link) pays the bucket's debt and
+    its own 2 (W - 1) latencies; the push behind it waits for the ring's bytes."""
+    clock = FakeClock()
+    link = ShapedLink(1000.0, latency_s=0.01, clock=clock, sleep=clock.sleep)
+    assert link.delay(500, latency_s=0.06) == pytest.approx(0.5 + 0.06)
+    assert link.delay(1000) == pytest.approx(1.5 + 0.01)  # behind the ring's 500 bytes
+    assert link.bytes_sent == 1500 and link.messages == 2
+    free = ShapedLink(float("inf"), sleep=clock.sleep, clock=clock)
+    assert free.wait(10, latency_s=0.2) == pytest.approx(0.2) and clock.now == pytest.approx(0.2)
+
+
 # ------------------------------------------------------------------------------------------
 # Framing
 # ------------------------------------------------------------------------------------------

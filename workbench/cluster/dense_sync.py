@@ -183,6 +183,13 @@ class DenseSync:
         ones = np.ones(len(bandwidth_Bps))
         return ones * self.peer_bandwidth_gbps * 1e9 / 8, ones * self.peer_latency_ms * 1e-3
 
+    def own_link_wire(self, nbytes: float, bandwidth_Bps: np.ndarray) -> np.ndarray:
+        """The ring's wire seconds on each worker's own link ``R^b_j`` (module docstring):
+        :func:`ring_wire_seconds`, or zeros where the ring runs on the peer path."""
+        if self.on_peer_links:
+            return np.zeros(len(bandwidth_Bps))
+        return ring_wire_seconds(nbytes, bandwidth_Bps)
+
     def concurrent_step(self, iteration_s: np.ndarray, comm_s: np.ndarray,
                         write_s: np.ndarray, compute_s: np.ndarray, prefetch: bool,
                         ring_s: np.ndarray | float, wire_s: np.ndarray) -> np.ndarray:
@@ -196,17 +203,16 @@ class DenseSync:
             prefetch: whether the embedding exchange overlaps compute (``overlap = prefetch``).
             ring_s: the ring's seconds ``R``.
             wire_s: the ring's wire seconds on each worker's own link ``R^b_j``, ``[W]``
-                (zeros on ``separate``).
+                (:meth:`own_link_wire`: zeros on ``separate``).
         """
         ring = np.asarray(ring_s, dtype=np.float64)
-        wire = np.zeros_like(wire_s) if self.link == "separate" else wire_s
-        if prefetch:
-            links = (comm_s + wire).max(-1, keepdims=True)
+        if prefetch:  # iter_j = max(c_j, comm_j): both terms already bound it
+            links = (comm_s + wire_s).max(-1, keepdims=True)
             gate = compute_s.max(-1, keepdims=True)
         else:
-            links = (iteration_s + wire).max(-1, keepdims=True)
+            links = (iteration_s + wire_s).max(-1, keepdims=True)
             gate = (iteration_s - write_s).max(-1, keepdims=True)
-        return np.maximum(np.maximum(links, gate + ring), iteration_s.max(-1, keepdims=True))
+        return np.maximum(links, gate + ring)
 
     def buckets(self, dense_bytes: float) -> np.ndarray:
         """Bytes of each bucket in the order they become ready (one bucket unless

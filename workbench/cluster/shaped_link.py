@@ -66,14 +66,21 @@ class ShapedLink:
         """Whether the link delays anything at all."""
         return self.bandwidth_Bps != float("inf") or self.latency_s > 0
 
-    def delay(self, nbytes: int) -> float:
+    def delay(self, nbytes: int, latency_s: float | None = None) -> float:
         """Reserve ``nbytes`` and return the seconds the sender must wait before transmitting
-        (the bucket's debt plus the latency); does not sleep."""
+        (the bucket's debt plus the latency); does not sleep.
+
+        Args:
+            nbytes: the message's bytes.
+            latency_s: this message's latency in place of the link's (a collective sharing the
+                bucket, e.g. a ring's ``2 (W - 1)`` one-way latencies); None: the link's.
+        """
+        latency = self.latency_s if latency_s is None else latency_s
         if self.bandwidth_Bps == float("inf"):
             with self._lock:
                 self.bytes_sent += int(nbytes)
                 self.messages += 1
-            return self.latency_s
+            return latency
         with self._lock:
             now = self._clock()
             self._tokens = min(self.burst_bytes,
@@ -83,12 +90,12 @@ class ShapedLink:
             debt = max(0.0, -self._tokens) / self.bandwidth_Bps
             self.bytes_sent += int(nbytes)
             self.messages += 1
-        return debt + self.latency_s
+        return debt + latency
 
-    def wait(self, nbytes: int) -> float:
-        """Block until ``nbytes`` may leave (token bucket, then latency); returns the seconds
-        waited."""
-        seconds = self.delay(nbytes) if self.shaped else 0.0
+    def wait(self, nbytes: int, latency_s: float | None = None) -> float:
+        """Block until ``nbytes`` may leave (token bucket, then latency, :meth:`delay`'s
+        ``latency_s`` if given); returns the seconds waited."""
+        seconds = self.delay(nbytes, latency_s) if self.shaped or latency_s else 0.0
         if seconds > 0:
             self._sleep(seconds)
         return seconds

@@ -74,7 +74,7 @@ import numpy as np
 
 from workbench.cluster.cache import COUNTERS
 from workbench.cluster.config import ClusterConfig
-from workbench.cluster.dense_sync import DenseSync, ring_seconds, ring_wire_seconds
+from workbench.cluster.dense_sync import DenseSync, ring_seconds
 from workbench.cluster.routes import HYBRID, Routes, SparseRoute
 
 BYTES_PER_FLOAT = 4
@@ -298,10 +298,9 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
                                       messages.sum(-1, keepdims=True),
                                       rows.sum(-1, keepdims=True))
         comm = np.where(messages > 0, np.maximum(link, server), 0.0)
-        # the write after backward (overlap none): what follows the read's round trip
-        read = links.transfer_seconds(read_bytes, reads.astype(np.float64),
-                                      unique + pulled, 2.0 * reads)
-        write = np.maximum(comm - read, 0.0)
+        if links.dense.mode == "concurrent":  # the write after backward: past the read's trip
+            write = np.maximum(comm - links.transfer_seconds(
+                read_bytes, reads.astype(np.float64), unique + pulled, 2.0 * reads), 0.0)
         embedding = row_bytes * (pulled + pushed)
         meta = KEY_META_BYTES * (unique + pushed)
     else:  # SparseRoute.ALLGATHER with a ring of dense gradients (Routes checks the pair)
@@ -332,9 +331,9 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
         backward = links.dense.backward_share * np.take_along_axis(compute, gate, -1)
         total, exposed = links.dense_seconds(dense_bytes, backward)
         if links.dense.mode == "concurrent":
-            ring_wire = ring_wire_seconds(dense_bytes, links.bandwidth_Bps)
-            step = links.dense.concurrent_step(iteration, comm, write, compute, fused, total,
-                                               ring_wire)
+            step = links.dense.concurrent_step(
+                iteration, comm, write, compute, fused, total,
+                links.dense.own_link_wire(dense_bytes, links.bandwidth_Bps))
             exposed = step - iteration.max(-1, keepdims=True)
         else:
             step = iteration.max(-1, keepdims=True) + exposed

@@ -46,7 +46,6 @@ import torch
 
 from workbench.cluster.cache import COUNTERS
 from workbench.cluster.config import CacheConfig, ClusterConfig
-from workbench.cluster.dense_sync import ring_wire_seconds
 from workbench.cluster.edge_network import (
     PACKET_HEADER_BYTES,
     EdgeNetwork,
@@ -201,7 +200,7 @@ def clock_frame(emulated: EmulatedRun, links: Links, dim: int) -> pd.DataFrame:
 
     In the ``concurrent`` dense mode on shared links the ring's bytes, handed over at the end of
     backward, leave before the push and hold it up by their wire time ``R^b_j``
-    (:func:`~workbench.cluster.dense_sync.ring_wire_seconds`): the push and the exchange carry
+    (:meth:`~workbench.cluster.dense_sync.DenseSync.own_link_wire`): the push and the exchange carry
     it, and ``dense_s`` is each worker's wait past its push, ``step - iter_j - R^b_j``."""
     history = emulated.history
     iterations = int(history["iteration"].nunique())
@@ -213,8 +212,7 @@ def clock_frame(emulated: EmulatedRun, links: Links, dim: int) -> pd.DataFrame:
                                                    "step_s")}, index=history.index)
     exchanges = clock_exchanges(history, links, dim)
     if links.dense.mode == "concurrent":
-        wire = np.zeros(workers) if links.dense.on_peer_links else ring_wire_seconds(
-            emulated.dense_bytes, links.bandwidth_Bps)
+        wire = links.dense.own_link_wire(emulated.dense_bytes, links.bandwidth_Bps)
         held = np.where(history["pushed_rows"].to_numpy() > 0,
                         wire[history["worker"].to_numpy()], 0.0)
         exchanges["push"] += held

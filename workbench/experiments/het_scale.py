@@ -105,18 +105,15 @@ def run(ctx: RunContext, exp: HetScaleConfig, *, synthetic: SyntheticConfig, mod
             counters, flushed = replay_epoch(keys, rows, cluster.workers, per_worker,
                                              system_cache, dispatcher, ctx.seed)
             replayed = time.perf_counter() - begin
-            pulled = counters[..., C_INDEX["miss_pulls"]] + counters[..., C_INDEX["stale_pulls"]]
-            pushed = counters[..., [C_INDEX[c] for c in (
-                "bound_pushes", "evict_pushes", "uncached_pushes", "flush_pushes")]].sum(-1)
+            pulled = int(counters[..., [C_INDEX["miss_pulls"], C_INDEX["stale_pulls"]]].sum())
+            pushed = int(counters[..., [C_INDEX[c] for c in (
+                "bound_pushes", "evict_pushes", "uncached_pushes", "flush_pushes")]].sum())
             dirty = int(flushed[:, C_INDEX["flush_pushes"]].sum())
             row: dict[str, Any] = {
                 "scale": scale, "table_rows": rows, "samples": int(len(keys)),
-                "system": label, "pulled_rows": int(pulled.sum()),
-                "pushed_rows": int(pushed.sum()),
-                "rows_moved": int(pulled.sum() + pushed.sum()),
-                "pushed_per_pulled": float(pushed.sum() / max(1, pulled.sum())),
-                "dirty_at_end": dirty,
-                "rows_moved_flushed": int(pulled.sum() + pushed.sum()) + dirty}
+                "system": label, "pulled_rows": pulled, "pushed_rows": pushed,
+                "rows_moved": pulled + pushed, "pushed_per_pulled": pushed / max(1, pulled),
+                "dirty_at_end": dirty, "rows_moved_flushed": pulled + pushed + dirty}
             for bw in exp.bandwidths_gbps:
                 t = epoch_time(counters, resized_cluster(cluster, bandwidth=bw), dim, compute,
                                software, per_worker, dense_bytes, HYBRID)

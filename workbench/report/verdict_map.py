@@ -61,16 +61,17 @@ def rows_of(claims: list[dict[str, Any]], register: reg.Register, paper: str
             continue
         entry = register[c["key"]]
         points_by = c.get("conditions") or {}
-        committed = _cell_text("committed", entry, c.get("measurement") or {})
+        measurement = c.get("measurement") or {}
         if not entry.assumed:
-            out.append((f"{c['key']}", [(committed, c["state"], True)]))
+            out.append((f"{c['key']}", [(_cell_text("committed", entry, measurement),
+                                         c["state"], True)]))
             continue
         for a in entry.assumed:
             points = points_by.get(a.name)
             unit = f" ({a.unit})" if a.unit else ""
             label = f"{c['key']} | {a.name}{unit}"
             if not points:
-                out.append((label, [(committed.replace("committed", "not swept", 1), c["state"],
+                out.append((label, [(_cell_text("not swept", entry, measurement), c["state"],
                                      True)]))
                 continue
             cells = [(_cell_text(reg.format_value(p["value"]), entry, p),

@@ -115,7 +115,7 @@ def clock_summary(cluster: ClusterConfig, compute: ComputeCost,
 def replay_counters(keys: np.ndarray, rows: int, workers: int, per_worker: int,
                     cache: CacheConfig, dispatcher: str, seed: int) -> np.ndarray:
     """Per-iteration counter deltas ``[iterations, workers, counters]`` of one epoch."""
-    return replay_epoch(keys, rows, workers, per_worker, cache, dispatcher, seed)[0]
+    return _replay(keys, rows, workers, per_worker, cache, dispatcher, seed)[1]
 
 
 def replay_epoch(keys: np.ndarray, rows: int, workers: int, per_worker: int,
@@ -134,12 +134,18 @@ def replay_epoch(keys: np.ndarray, rows: int, workers: int, per_worker: int,
         dispatcher: the baseline dispatch of every global batch.
         seed: the dispatch's seed.
     """
+    cluster, counters = _replay(keys, rows, workers, per_worker, cache, dispatcher, seed)
+    before = np.stack([c.counters.copy() for c in cluster.caches])
+    cluster.flush()
+    return counters, np.stack([c.counters for c in cluster.caches]) - before
+
+
+def _replay(keys: np.ndarray, rows: int, workers: int, per_worker: int, cache: CacheConfig,
+            dispatcher: str, seed: int) -> tuple[EdgeCluster, np.ndarray]:
+    """The cluster after one epoch's replay and its per-iteration counter deltas."""
     trace = build_trace(keys, workers, per_worker, dispatcher, seed=seed)
     cluster = EdgeCluster(ClusterConfig(workers=workers), cache, rows, dim=4)
     replay(cluster, trace, order="bsp")
     hist = cluster.history()
-    before = np.stack([c.counters.copy() for c in cluster.caches])
-    cluster.flush()
-    flushed = np.stack([c.counters for c in cluster.caches]) - before
-    return (hist[list(COUNTERS)].to_numpy().reshape(trace.shape[0], workers, len(COUNTERS)),
-            flushed)
+    return cluster, hist[list(COUNTERS)].to_numpy().reshape(trace.shape[0], workers,
+                                                           len(COUNTERS))

@@ -123,12 +123,7 @@ class DenseReducer:
         """The ring's sender-side link time for ``nbytes`` of gradients (token bucket only)."""
         if self.ring is None or self.workers <= 1:
             return
-        wire = int(self.share * nbytes)
-        if self.ring_latency_s is None:
-            self.ring.wait(wire)
-        else:  # a link shared with the pushes: its bucket, the ring's own latencies
-            time.sleep(max(0.0, self.ring.delay(wire) - self.ring.latency_s)
-                       + self.ring_latency_s)
+        self.ring.wait(int(self.share * nbytes), self.ring_latency_s)
 
     # -- DDP's buckets ----------------------------------------------------------------------
 
