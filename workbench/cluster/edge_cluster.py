@@ -188,6 +188,15 @@ def replay(cluster: EdgeCluster, trace: np.ndarray, update: float = -0.01,
     Returns:
         :meth:`EdgeCluster.history` (one row per step and worker; empty without ``record``).
     """
+    replay_steps(cluster, trace, update, order, want_values, record, progress)
+    return cluster.history()
+
+
+def replay_steps(cluster: EdgeCluster, trace: np.ndarray, update: float = -0.01,
+                 order: str = "sequential", want_values: bool = False, record: bool = True,
+                 progress: bool = False) -> None:
+    """:func:`replay`'s steps without building the history (a trace replayed a window at a
+    time calls this per window and reads :meth:`EdgeCluster.history` once at the end)."""
     from tqdm.auto import tqdm
 
     if trace.ndim != 3 or trace.shape[1] != cluster.workers:
@@ -206,7 +215,6 @@ def replay(cluster: EdgeCluster, trace: np.ndarray, update: float = -0.01,
                 cluster.write(w, trace[step, w], update)
         if record:
             cluster.end_iteration()
-    return cluster.history()
 
 
 def reclock(history: pd.DataFrame, links: Links, dim: int, dense_bytes: float,

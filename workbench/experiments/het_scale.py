@@ -31,7 +31,6 @@ import resource
 import time
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from workbench.cluster.cache import C_INDEX
@@ -40,8 +39,8 @@ from workbench.cluster.construction import resized_cluster
 from workbench.cluster.routes import HYBRID
 from workbench.cluster.time_model import epoch_time
 from workbench.data.config import SyntheticConfig
-from workbench.data.synthetic import SyntheticGenerator
-from workbench.experiments.config import HetScaleConfig
+from workbench.data.synthetic_keys import draw_keys
+from workbench.experiments.config import HET_CLOCK, HetScaleConfig
 from workbench.experiments.context import RunContext
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, dense_parameter_count
@@ -51,17 +50,6 @@ log = logging.getLogger(__name__)
 N_DENSE = 13  # the synthetic generator's shape (Criteo's): the clock's calibrated model
 #: The systems compared: (label, cache bound or None for no cache).
 SYSTEMS = (("Hybrid, no cache", None), ("Cache s=100", 100))
-
-
-def draw_keys(cfg: SyntheticConfig, scale: float, samples: int, seed: int,
-              chunk_rows: int) -> tuple[np.ndarray, int]:
-    """``samples`` samples' keys at ``scale`` of Criteo Kaggle's cardinalities, and the table's
-    rows (the generator's id streams, drawn ``chunk_rows`` at a time)."""
-    generator = SyntheticGenerator(dataclasses.replace(cfg, cardinality_scale=scale), seed,
-                                   keys_only=True)
-    keys = np.concatenate([generator.keys(min(chunk_rows, samples - start))
-                           for start in range(0, samples, chunk_rows)])
-    return keys, generator.table_rows
 
 
 def run(ctx: RunContext, exp: HetScaleConfig, *, synthetic: SyntheticConfig, model_name: str,
@@ -100,7 +88,8 @@ def run(ctx: RunContext, exp: HetScaleConfig, *, synthetic: SyntheticConfig, mod
         drawn = time.perf_counter() - start
         for label, bound in SYSTEMS:
             system_cache = (CacheConfig(policy="none") if bound is None else
-                            dataclasses.replace(cache, read_bound=bound, write_bound=bound))
+                            dataclasses.replace(cache, read_bound=bound, write_bound=bound,
+                                                    clock=HET_CLOCK))
             begin = time.perf_counter()
             counters, flushed = replay_epoch(keys, rows, cluster.workers, per_worker,
                                              system_cache, dispatcher, ctx.seed)

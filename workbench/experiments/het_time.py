@@ -52,7 +52,7 @@ from workbench.cluster.construction import resized_cluster
 from workbench.cluster.time_model import ComputeCost, SoftwareCost, epoch_time
 from workbench.data.keys import read_keys, table_rows
 from workbench.data.schema import DatasetMeta
-from workbench.experiments.config import HetTimeConfig
+from workbench.experiments.config import HET_CLOCK, HetTimeConfig
 from workbench.experiments.context import RunContext
 from workbench.experiments.sizing import fitting, require_global_batch
 from workbench.models.config import ModelConfig
@@ -120,7 +120,8 @@ def run(ctx: RunContext, exp: HetTimeConfig, *, per_worker: int,
     def counters(bound: int | None, workers: int) -> np.ndarray:
         if (bound, workers) not in replays:
             system_cache = (CacheConfig(policy="none") if bound is None else
-                            dataclasses.replace(cache, read_bound=bound, write_bound=bound))
+                            dataclasses.replace(cache, read_bound=bound, write_bound=bound,
+                                                    clock=HET_CLOCK))
             replays[(bound, workers)] = replay_counters(keys, rows, workers, per_worker,
                                                         system_cache, dispatcher, seed)
         return replays[(bound, workers)]
@@ -197,7 +198,7 @@ def run(ctx: RunContext, exp: HetTimeConfig, *, per_worker: int,
                "dense_mode": cluster.dense_mode, "dense_modes": modes,
                "dense_sync": cluster.dense_sync().describe(),
                "cache_policy": cache.policy, "cache_ratio": cache.ratio,
-               "cache_clock": cache.clock, "fig2_overlap": "none",
+               "cache_clock": HET_CLOCK, "fig2_overlap": "none",
                "fig9_model": base_model, "fig9_ps_shards": exp.fig9_ps_shards,
                "skipped": skipped, "clock": clocks}
     with atomic_dir(out) as tmp:

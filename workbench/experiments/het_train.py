@@ -2,7 +2,9 @@
 
 * **Fig. 6 / Table 1**: the test AUC of the model against emulated time for HET's systems (PS
   ASP, Hybrid, AllReduce, Cache s=10, Cache s=100) and a single-process reference, and the time
-  each needs to reach the dataset's target AUC.
+  each needs to reach the dataset's target AUC. The caches' bounds tick in HET's
+  per-iteration clock (:data:`~workbench.experiments.config.HET_CLOCK`), as do Table 2's in
+  HET's unit and Fig. 7's replays (``het_epoch``): one clock for the three.
 * **Table 2**: final test AUC for staleness bounds s in {0, 100, 10k, inf}, in one or both units
   (``staleness_units``):
 
@@ -44,7 +46,7 @@ from workbench.data.config import DatasetConfig
 from workbench.data.keys import table_rows
 from workbench.data.schema import DatasetMeta
 from workbench.dispatch.registry import DispatcherSpec
-from workbench.experiments.config import HetTrainConfig
+from workbench.experiments.config import HET_CLOCK, HetTrainConfig
 from workbench.experiments.context import RunContext
 from workbench.experiments.sizing import largest_fit, require_samples
 from workbench.models.config import ModelConfig
@@ -72,7 +74,8 @@ def systems(cfg: HetTrainConfig) -> list[SystemSpec]:
               "allreduce": "AllReduce (sparse AllGather)"}
     for name in cfg.systems:
         if name == "cache":
-            out += [SystemSpec(f"Cache s={b}", SystemKind.CACHE, b) for b in cfg.cache_bounds]
+            out += [SystemSpec(f"Cache s={b}", SystemKind.CACHE, b, HET_CLOCK)
+                    for b in cfg.cache_bounds]
         else:
             out.append(SystemSpec(labels[name], SystemKind(name)))
     return out
@@ -94,7 +97,7 @@ def staleness_systems(exp: HetTrainConfig, iterations: int) -> list[tuple[System
             name = "inf" if s < 0 else f"{s:,}"
             clock: Literal["update", "iteration"]
             if unit == "paper":
-                bound, clock = (INFINITE if s < 0 else s), "iteration"
+                bound, clock = (INFINITE if s < 0 else s), HET_CLOCK
             else:
                 bound, clock = scaled_bound(s, iterations, exp.het_iterations), "update"
             out.append((SystemSpec(f"s={name} ({unit})", SystemKind.CACHE, bound, clock),
@@ -193,7 +196,7 @@ def run(ctx: RunContext, exp: HetTrainConfig, *, dataset: DatasetConfig, model: 
         return Trainer(shape, system, setup, dispatch, switches, seed=seed)
 
     runs: list[tuple[str, SystemSpec, dict[str, Any]]] = [
-        ("systems", s, {"clock": cache.clock}) for s in systems(exp)]
+        ("systems", s, {"clock": s.clock or cache.clock}) for s in systems(exp)]
     runs += [("staleness", system, extra) for system, extra in staleness_systems(exp, iterations)]
     frames, summary_runs = [], []
     done: dict[tuple, pd.DataFrame] = {}
@@ -227,7 +230,7 @@ def run(ctx: RunContext, exp: HetTrainConfig, *, dataset: DatasetConfig, model: 
         "train_samples": len(train), "test_samples": len(test), "iterations": iterations,
         "batch_size": model.batch_size, "workers": cluster.workers,
         "cluster": cluster.name, "cache_policy": cache.policy,
-        "cache_ratio": cache.ratio, "cache_clock": cache.clock,
+        "cache_ratio": cache.ratio, "cache_clock": HET_CLOCK,
         "eval_every": exp.eval_every, "epochs": exp.epochs,
         "flops_per_sample_train": example.flops, "dense_parameters": example.dense_bytes // 4,
         "embedding_dim": model.embedding_dim, "het_iterations": exp.het_iterations,

@@ -251,6 +251,23 @@ def _het_scale(run: StageRun) -> Path:
     return out
 
 
+def _het_epoch(run: StageRun) -> Path:
+    from workbench.experiments import het_epoch
+
+    cfg, exp = run.cfg, run.cfg.experiments.het_epoch
+    if run.dataset.source != "synthetic" or run.dataset.synthetic is None:
+        raise ConfigError(f"experiments.het_epoch.dataset = {run.dataset.name}: the epoch "
+                          "replay draws keys from a synthetic dataset's generator (source: "
+                          f"synthetic), not from {run.dataset.source} files")
+    out = run.results("het_epoch")
+    het_epoch.run(run.context(out), exp, synthetic=run.dataset.synthetic, models=cfg.models,
+                  base_model=cfg.experiments.het_train.model,
+                  per_worker=cfg.experiments.het_cache.batch_size, cluster=cfg.cluster,
+                  cache=cfg.cache, dispatcher=cfg.dispatch.name,
+                  keys_dir=cfg.paths.resolve("data") / "keys")
+    return out
+
+
 def _esd(run: StageRun) -> Path:
     from workbench.experiments import esd
 
@@ -384,6 +401,10 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
           "HET replays against the table size (1% .. 100% of Criteo Kaggle's cardinality)",
           "results/het_scale/<dataset>", config="het_scale",
           dataset="experiments.het_scale.dataset", module=f"{_EXP}/het_scale.py"),
+    Stage("het-epoch", _het_epoch,
+          "HET's replay claims from one whole Criteo Kaggle epoch at its cardinality (Fig. 2, "
+          "7, 9a)", "results/het_epoch/<dataset>", config="het_epoch",
+          dataset="experiments.het_epoch.dataset", module=f"{_EXP}/het_epoch.py"),
     Stage("esd", _esd, "ESD dispatchers: cost sweeps, decision time, training",
           "results/esd/<dataset>", config="esd", dataset="experiments.esd.dataset",
           module=f"{_EXP}/esd.py"),

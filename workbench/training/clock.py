@@ -30,9 +30,9 @@ import numpy as np
 from workbench.cluster.cache import COUNTERS
 from workbench.cluster.calibration import Calibration, compute_key
 from workbench.cluster.config import CacheConfig, ClusterConfig
-from workbench.cluster.edge_cluster import EdgeCluster, replay
+from workbench.cluster.edge_cluster import EdgeCluster, replay_steps
 from workbench.cluster.time_model import ComputeCost, SoftwareCost
-from workbench.dispatch.base import build_trace
+from workbench.dispatch.base import iter_trace
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, flops_per_sample
 
@@ -119,7 +119,7 @@ def replay_counters(keys: np.ndarray, rows: int, workers: int, per_worker: int,
 
 
 def replay_epoch(keys: np.ndarray, rows: int, workers: int, per_worker: int,
-                 cache: CacheConfig, dispatcher: str, seed: int
+                 cache: CacheConfig, dispatcher: str, seed: int, dim: int = 4
                  ) -> tuple[np.ndarray, np.ndarray]:
     """One epoch's per-iteration counter deltas ``[iterations, workers, counters]`` and what
     a flush of every cache at its end adds ``[workers, counters]`` (the dirty lines and queued
@@ -133,19 +133,26 @@ def replay_epoch(keys: np.ndarray, rows: int, workers: int, per_worker: int,
         cache: every worker's cache.
         dispatcher: the baseline dispatch of every global batch.
         seed: the dispatch's seed.
+        dim: the width of the emulated rows (the counters do not depend on it; 1 keeps a
+            full-size cluster's memory lowest).
     """
-    cluster, counters = _replay(keys, rows, workers, per_worker, cache, dispatcher, seed)
+    cluster, counters = _replay(keys, rows, workers, per_worker, cache, dispatcher, seed, dim)
     before = np.stack([c.counters.copy() for c in cluster.caches])
     cluster.flush()
     return counters, np.stack([c.counters for c in cluster.caches]) - before
 
 
 def _replay(keys: np.ndarray, rows: int, workers: int, per_worker: int, cache: CacheConfig,
-            dispatcher: str, seed: int) -> tuple[EdgeCluster, np.ndarray]:
-    """The cluster after one epoch's replay and its per-iteration counter deltas."""
-    trace = build_trace(keys, workers, per_worker, dispatcher, seed=seed)
-    cluster = EdgeCluster(ClusterConfig(workers=workers), cache, rows, dim=4)
-    replay(cluster, trace, order="bsp")
+            dispatcher: str, seed: int, dim: int = 4) -> tuple[EdgeCluster, np.ndarray]:
+    """The cluster after one epoch's replay and its per-iteration counter deltas.
+
+    The trace is cut a window at a time (:func:`~workbench.dispatch.base.iter_trace`), so a
+    memory-mapped ``keys`` is read as it is replayed: only one window of the trace is in memory.
+    """
+    cluster = EdgeCluster(ClusterConfig(workers=workers), cache, rows, dim=dim)
+    steps = 0
+    for window in iter_trace(keys, workers, per_worker, dispatcher, seed):
+        replay_steps(cluster, window, order="bsp")
+        steps += len(window)
     hist = cluster.history()
-    return cluster, hist[list(COUNTERS)].to_numpy().reshape(trace.shape[0], workers,
-                                                           len(COUNTERS))
+    return cluster, hist[list(COUNTERS)].to_numpy().reshape(steps, workers, len(COUNTERS))

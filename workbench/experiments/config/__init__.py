@@ -10,6 +10,7 @@ schema                      stage module
 ``HetTrainConfig``          :mod:`workbench.experiments.het_train`
 ``HetTimeConfig``           :mod:`workbench.experiments.het_time`
 ``HetScaleConfig``          :mod:`workbench.experiments.het_scale`
+``HetEpochConfig``          :mod:`workbench.experiments.het_epoch`
 ``EsdConfig``               :mod:`workbench.experiments.esd`
 ``RecdConfig``              :mod:`workbench.experiments.dedup`, :mod:`workbench.experiments.recd`
 ``HotlineConfig``           :mod:`workbench.experiments.hotline`
@@ -45,9 +46,11 @@ from workbench.experiments.config.flexshard import (
     FlexShardConfig,
 )
 from workbench.experiments.config.het import (
+    HET_CLOCK,
     CalibrationConfig,
     DatasetStatsConfig,
     HetCacheConfig,
+    HetEpochConfig,
     HetScaleConfig,
     HetTimeConfig,
     HetTrainConfig,
@@ -62,10 +65,10 @@ from workbench.experiments.config.recd import (
 )
 
 __all__ = [
-    "CalibrationConfig", "CombinedConfig", "DatasetStatsConfig", "DistributedCheckConfig",
-    "EsdConfig", "FlexShardConfig", "HetCacheConfig", "HetScaleConfig", "HetTimeConfig",
-    "HetTrainConfig", "HotlineConfig", "MECHANISMS", "RecdConfig", "TransformStepConfig",
-    "check_dense_modes", "ExperimentsConfig"]
+    "HET_CLOCK", "CalibrationConfig", "CombinedConfig", "DatasetStatsConfig",
+    "DistributedCheckConfig", "EsdConfig", "FlexShardConfig", "HetCacheConfig", "HetEpochConfig",
+    "HetScaleConfig", "HetTimeConfig", "HetTrainConfig", "HotlineConfig", "MECHANISMS",
+    "RecdConfig", "TransformStepConfig", "check_dense_modes", "ExperimentsConfig"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ class ExperimentsConfig:
     het_train: HetTrainConfig = field(default_factory=HetTrainConfig)
     het_time: HetTimeConfig = field(default_factory=HetTimeConfig)
     het_scale: HetScaleConfig = field(default_factory=HetScaleConfig)
+    het_epoch: HetEpochConfig = field(default_factory=HetEpochConfig)
     esd: EsdConfig = field(default_factory=EsdConfig)
     recd: RecdConfig = field(default_factory=RecdConfig)
     hotline: HotlineConfig = field(default_factory=HotlineConfig)

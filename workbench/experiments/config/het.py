@@ -8,6 +8,12 @@ from typing import Literal
 
 from workbench.utils.validation import ConfigError, check_each, in_range, nonempty
 
+#: The staleness clock of every HET claim's cache (Table 1's Cache s=10 and s=100, Table 2's
+#: bounds in HET's unit, Fig. 7's and Fig. 9a's Cache s=100): the paper's per-iteration clock
+#: (section 3.1: a row's clock ticks once per iteration that updates it;
+#: :data:`workbench.cluster.cache.CLOCKS`), so a bound s means what it means in the paper.
+HET_CLOCK: Literal["update", "iteration"] = "iteration"
+
 
 @dataclass(frozen=True)
 class DatasetStatsConfig:
@@ -208,6 +214,52 @@ class HetScaleConfig:
     bandwidths_gbps: list[float] = field(default_factory=lambda: [1.0, 10.0],
                                          metadata=nonempty(in_range(0.0, None, lo_open=True)))
     chunk_rows: int = field(default=1_000_000, metadata=in_range(1, None))
+
+
+@dataclass(frozen=True)
+class HetEpochConfig:
+    """HET's replay claims from one whole Criteo Kaggle epoch
+    (:mod:`workbench.experiments.het_epoch`).
+
+    Attributes:
+        dataset: the synthetic dataset whose generator draws the keys (its skew).
+        scale: fraction of Criteo Kaggle's cardinalities (1.0: its 33.76M rows).
+        samples: samples replayed (45,840,617: one HET epoch).
+        workers: the worker counts of Fig. 9a (Cache s=100 at each).
+        models: the models Fig. 7 is clocked for.
+        bandwidths_gbps: Fig. 7's links (HET's clusters A and B).
+        dense_modes: the dense modes swept (``concurrent`` on each of ``dense_links``).
+        dense_links: the ring's links under ``concurrent``.
+        fig2_dim: Fig. 2's embedding width.
+        fig9_ps_shards: servers of the scaling study (HET's four).
+        row_cost_us_sweep: per-row software costs (us, client and server each) Fig. 7's
+            embedding communication is clocked at beside the calibrated one.
+        chunk_rows: samples whose keys are drawn at a time.
+        jobs: replays run side by side (processes).
+        memory_gb: the replays' memory budget (null: 80% of the available memory).
+    """
+
+    dataset: str = "synthetic"
+    scale: float = field(default=1.0, metadata=in_range(0.0, 1.0, lo_open=True))
+    samples: int = field(default=45_840_617, metadata=in_range(1, None))
+    workers: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32],
+                               metadata=nonempty(in_range(1, 1024)))
+    models: list[str] = field(default_factory=lambda: ["wdl", "deepfm", "dcn"],
+                              metadata=nonempty())
+    bandwidths_gbps: list[float] = field(default_factory=lambda: [1.0, 10.0],
+                                         metadata=nonempty(in_range(0.0, None, lo_open=True)))
+    dense_modes: list[Literal["after_backward", "overlapped", "ps", "concurrent"]] = field(
+        default_factory=lambda: ["after_backward", "concurrent"], metadata=nonempty())
+    dense_links: list[Literal["shared", "separate"]] = field(
+        default_factory=lambda: ["shared", "separate"], metadata=nonempty())
+    fig2_dim: int = field(default=32, metadata=in_range(1, None))
+    fig9_ps_shards: int = field(default=4, metadata=in_range(1, 4096))
+    row_cost_us_sweep: list[float] = field(
+        default_factory=lambda: [0.5, 1.0, 2.0, 5.0, 10.0, 20.0],
+        metadata=nonempty(in_range(0.0, None)))
+    chunk_rows: int = field(default=1_000_000, metadata=in_range(1, None))
+    jobs: int = field(default=2, metadata=in_range(1, 256))
+    memory_gb: float | None = field(default=None, metadata=in_range(0.0, None, lo_open=True))
 
 
 @dataclass(frozen=True)
