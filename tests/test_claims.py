@@ -92,36 +92,43 @@ def test_committed_claims_table_is_what_the_measures_give(committed_cfg) -> None
 # ---------------------------------------------------------------- the arithmetic, by hand
 
 def test_fig2_share_is_communication_over_the_epoch(tmp_path: Path) -> None:
-    cfg = _fixture(tmp_path, "het_time")
-    ds = cfg.experiments.het_time.dataset
-    fig2 = pd.read_csv(tmp_path / "het_time" / ds / "fig2.csv")
+    cfg = _fixture(tmp_path, "het_epoch")
+    ds = cfg.experiments.het_epoch.dataset
+    fig2 = pd.read_csv(tmp_path / "het_epoch" / ds / "fig2.csv")
     fig2.loc[fig2["model"] == "wdl", ["comm_s", "compute_s", "comm_share"]] = [3.0, 1.0, 0.75]
-    fig2.to_csv(tmp_path / "het_time" / ds / "fig2.csv", index=False)
+    fig2.to_csv(tmp_path / "het_epoch" / ds / "fig2.csv", index=False)
     m = claims.measure(REGISTER["het.fig2_share.wdl"], cfg)
     assert m.payload["values"] == [0.75] and m.text == "75.0%"
     by_speed = {p["value"]: p["values"][0] for p in m.conditions["compute speed"]}
     assert by_speed[2.0] == pytest.approx(3 / 3.5) and by_speed[0.5] == pytest.approx(3 / 5)
     # a model the stage did not run is a measurement with a reason, not a crash
-    fig2[fig2["model"] != "dcn"].to_csv(tmp_path / "het_time" / ds / "fig2.csv", index=False)
+    fig2[fig2["model"] != "dcn"].to_csv(tmp_path / "het_epoch" / ds / "fig2.csv", index=False)
     gone = claims.measure(REGISTER["het.fig2_share.dcn"], cfg)
     assert gone.payload["values"] is None and "DCN was not run" in gone.payload["missing"]
 
 
-def test_fig7_comm_is_hybrid_over_cache_in_the_clusters_mode(tmp_path: Path) -> None:
-    cfg = _fixture(tmp_path, "het_time", "het_scale")
-    ds = cfg.experiments.het_time.dataset
-    path = tmp_path / "het_time" / ds / "fig7.csv"
+def test_fig7_comm_is_embedding_communication_in_the_committed_placement(
+        tmp_path: Path) -> None:
+    """Fig. 7's value is Hybrid / Cache s=100 embedding communication in the register's
+    placement; the total per placement is context, the rows moved are said beside it."""
+    cfg = _fixture(tmp_path, "het_epoch", "het_scale")
+    ds = cfg.experiments.het_epoch.dataset
+    path = tmp_path / "het_epoch" / ds / "fig7.csv"
     fig7 = pd.read_csv(path)
-    mode = json.loads((tmp_path / "het_time" / ds / "summary.json").read_text())["dense_mode"]
+    placement = REGISTER["het.fig7b_comm.deepfm"].ours["dense_sync"]
     at = (fig7["model"] == "deepfm") & np.isclose(fig7["bandwidth_gbps"], 10.0)
-    fig7.loc[at & (fig7["system"] == "Hybrid, no cache"), "comm_total_s"] = 12.0
-    fig7.loc[at & (fig7["system"] == "Cache s=100"), "comm_total_s"] = 4.0
+    mine = at & (fig7["dense_placement"] == placement)
+    fig7.loc[mine & (fig7["system"] == "Hybrid, no cache"), "comm_embedding_s"] = 12.0
+    fig7.loc[mine & (fig7["system"] == "Cache s=100"), "comm_embedding_s"] = 4.0
     fig7.to_csv(path, index=False)
     m = claims.measure(REGISTER["het.fig7b_comm.deepfm"], cfg)
     assert m.payload["values"] == [3.0] and m.text.startswith("3.00x (66.7% less)")
-    modes = {p["value"]: p["values"][0] for p in m.conditions["dense-sync mode"]}
-    assert modes[mode] == 3.0 and "table scale" not in m.conditions  # WDL's only
-    assert "table scale" in claims.measure(REGISTER["het.fig7b_comm.wdl"], cfg).conditions
+    assert "table scale" not in m.conditions  # WDL's only
+    committed = [p for p in m.conditions["per-row software cost"] if p.get("committed")]
+    assert len(committed) == 1 and committed[0]["values"] == [3.0]
+    assert placement in m.note and "pushed" in m.note and "dirty rows" in m.note
+    wdl = claims.measure(REGISTER["het.fig7b_comm.wdl"], cfg).conditions["table scale"]
+    assert [p["value"] for p in wdl if p.get("committed")] == [100.0]
     fig7[~np.isclose(fig7["bandwidth_gbps"], 10.0)].to_csv(path, index=False)
     gone = claims.measure(REGISTER["het.fig7b_comm.deepfm"], cfg)
     assert "no 10 Gb/s point for deepfm" in gone.payload["missing"]
@@ -211,8 +218,8 @@ def test_flexshard_claims_follow_the_summary(tmp_path: Path) -> None:
 
 def test_a_missing_output_names_the_file(tmp_path: Path) -> None:
     cfg = _fixture(tmp_path)
-    with pytest.raises(FileNotFoundError, match=r"fig2.csv not found: the het_time stage has "
-                       r"not run here \(dvc repro het_time"):
+    with pytest.raises(FileNotFoundError, match=r"fig2.csv not found: the het_epoch stage has "
+                       r"not run here \(dvc repro het_epoch"):
         claims.measure(REGISTER["het.fig2_share.wdl"], cfg)
 
 

@@ -174,28 +174,30 @@ def table_scale(res: Results) -> str:
 
 
 def fig2_setting(res: Results) -> str:
-    """Fig. 2's setting (one worker, PS without cache, no overlap)."""
-    time_exp = res.cfg.experiments.het_time
-    return (f"time model on the replayed {time_exp.dataset} trace: 1 worker, PS without "
-            f"cache, 1 Gb/s, D = {time_exp.fig2_dim}, {time_summary(res)['per_worker_batch']} "
-            "samples/iteration, no overlap (TensorFlow's PS fetches, then computes)")
+    """Fig. 2's setting (one worker, PS without cache, no overlap) on the full epoch."""
+    es = epoch_summary(res)
+    return (f"time model on one full Criteo Kaggle epoch ({epoch_scale(res)}): 1 worker, PS "
+            f"without cache, 1 Gb/s, D = {res.cfg.experiments.het_epoch.fig2_dim}, "
+            f"{es['per_worker_batch']} samples/iteration, no overlap (TensorFlow's PS fetches, "
+            "then computes)")
 
 
 def fig2_share(res: Results, entry: EntryLike) -> Measurement:
     """Fig. 2: communication's share of the epoch for one model (the key's variant)."""
-    model, time_exp = variant(entry), res.cfg.experiments.het_time
-    fig2 = time_csv(res, "fig2")
+    model, dim = variant(entry), res.cfg.experiments.het_epoch.fig2_dim
+    fig2 = epoch_csv(res, "fig2")
     row = fig2[fig2["model"] == model]
     if row.empty:
         return Measurement(entry.key, "-", fig2_setting(res),
                            {"values": None,
-                            "missing": f"{paper_model(model)} was not run (het_time.models)"})
+                            "missing": f"{paper_model(model)} was not run "
+                                       "(experiments.het_epoch.models)"})
     r = row.iloc[0]
     # no overlap in Fig. 2's setting: the epoch is compute + communication, so a worker k times
     # faster spends compute / k and the share follows exactly
     return Measurement(
         entry.key, f"{r['comm_share']:.1%}",
-        fig2_setting(res) + "; " + clock_text(res, model, time_exp.fig2_dim),
+        fig2_setting(res) + "; " + epoch_clock_text(res, model, dim),
         {"values": [r["comm_share"]]},
         {"compute speed": [{"value": k, "values": [r["comm_s"] / (r["comm_s"]
                                                                    + r["compute_s"] / k)]}
@@ -209,6 +211,54 @@ def comm_ratio(frame: pd.DataFrame) -> float:
     """Hybrid without cache over Cache s=100, total communication time."""
     comm = frame.set_index("system")["comm_total_s"]
     return float(comm[HYBRID] / comm[CACHE])
+
+
+def epoch_summary(res: Results) -> dict[str, Any]:
+    """``het_epoch``'s summary."""
+    return res.json("het_epoch", res.cfg.experiments.het_epoch.dataset, "summary.json")
+
+
+def epoch_csv(res: Results, name: str) -> pd.DataFrame:
+    """``results/het_epoch/<dataset>/<name>.csv``."""
+    return res.csv("het_epoch", res.cfg.experiments.het_epoch.dataset, f"{name}.csv")
+
+
+def epoch_clock_text(res: Results, model: str, dim: int | None = None) -> str:
+    """The het_epoch clock of ``model`` at width ``dim`` (default: the model's own)."""
+    dim = res.cfg.models[model].embedding_dim if dim is None else dim
+    return epoch_summary(res)["clock"][f"{model}/D{dim}"]["describe"]
+
+
+def epoch_scale(res: Results) -> str:
+    """The replayed table and samples against Criteo Kaggle's (the share of an epoch)."""
+    es = epoch_summary(res)
+    return (f"{es['table_rows']:,} rows ({es['table_rows'] / CRITEO_KAGGLE_ROWS:.1%} of "
+            f"Criteo Kaggle's {CRITEO_KAGGLE_ROWS / 1e6:.2f}M), {es['samples']:,} samples "
+            f"({es['samples'] / CRITEO_KAGGLE_SAMPLES:.1%} of its {CRITEO_KAGGLE_SAMPLES:,}-"
+            "sample epoch)")
+
+
+def epoch_setting(res: Results, placement: str, workers: str | None = None,
+                  servers: int = 1) -> str:
+    """The full-epoch replay's setting: table, samples, workers, cache, clock and placement."""
+    es = epoch_summary(res)
+    return (f"time model on one Criteo Kaggle epoch of the synthetic generator's keys "
+            f"({epoch_scale(res)}), {workers or es['workers']} workers x "
+            f"{es['per_worker_batch']} samples, {servers} server(s), cache "
+            f"{es['cache_policy']} {es['cache_ratio']:.0%}, s = {es['cache_bound']} in HET's "
+            f"{es['cache_clock']} clock, dense sync {placement}")
+
+
+def rows_text(res: Results) -> str:
+    """Cache s=100's write-back progress and the rows each system moved over the epoch."""
+    counts = epoch_csv(res, "counts")
+    workers = epoch_summary(res)["workers"]
+    at = counts[counts["workers"] == workers].set_index("system")
+    moved, flushed = (at.loc[HYBRID, c] / at.loc[CACHE, c]
+                      for c in ("rows_moved", "rows_moved_flushed"))
+    return (f"rows moved Hybrid / Cache {moved:.2f}x ({flushed:.2f}x with the "
+            f"{at.loc[CACHE, 'dirty_at_end']:,} dirty rows flushed at the end); Cache pushed "
+            f"{at.loc[CACHE, 'pushed_per_pulled']:.2f} rows per row pulled")
 
 
 def fig7_setting(res: Results) -> str:
@@ -228,72 +278,77 @@ def scale_ratios(res: Results) -> pd.DataFrame | None:
                                  "summary.json")["ratios"])
 
 
+def ratio_of(frame: pd.DataFrame, column: str) -> float:
+    """Hybrid without cache over Cache s=100 in ``column``."""
+    by = frame.set_index("system")[column]
+    return float(by[HYBRID] / by[CACHE])
+
+
 def fig7_comm(res: Results, entry: EntryLike) -> Measurement:
-    """Fig. 7a/b: Hybrid / Cache s=100 communication for one model at 1 or 10 Gb/s."""
+    """Fig. 7a/b: Hybrid / Cache s=100 embedding communication for one model at 1 or 10 Gb/s,
+    from the full epoch; total and not-hidden communication and the rows moved as context."""
     model = variant(entry)
     bw = 1.0 if ".fig7a_" in entry.key else 10.0
-    fig7_modes = time_csv(res, "fig7")
-    dense_mode = time_summary(res)["dense_mode"]
-    at = fig7_modes[np.isclose(fig7_modes["bandwidth_gbps"], bw)
-                    & (fig7_modes["model"] == model)]
-    if at.empty:
-        bws = sorted(fig7_modes[fig7_modes["dense_mode"] == dense_mode]["bandwidth_gbps"]
-                     .unique())
-        return Measurement(entry.key, "-", fig7_setting(res),
+    placement = str(entry.ours["dense_sync"])
+    fig7 = epoch_csv(res, "fig7")
+    at = fig7[np.isclose(fig7["bandwidth_gbps"], bw) & (fig7["model"] == model)]
+    mine = at[at["dense_placement"] == placement]
+    if mine.empty:
+        return Measurement(entry.key, "-", epoch_setting(res, placement),
                            {"values": None,
-                            "missing": f"this run has no {bw:g} Gb/s point for {model} "
-                                       f"(experiments.het_time.bandwidths_gbps = {list(bws)})"})
-    ratio = comm_ratio(at[at["dense_mode"] == dense_mode])
-    points = {"dense-sync mode": [{"value": mode, "values": [comm_ratio(part)]}
-                                  for mode, part in at.groupby("dense_mode", sort=False)]}
-    row_cost = time_csv(res, "fig7_row_cost")
+                            "missing": f"the epoch replay has no {bw:g} Gb/s point for {model} "
+                                       f"in the {placement} placement (experiments.het_epoch)"})
+    ratio = ratio_of(mine, "comm_embedding_s")
+    points: dict[str, list[dict[str, Any]]] = {}
+    row_cost = epoch_csv(res, "fig7_row_cost")
     rc = row_cost[np.isclose(row_cost["bandwidth_gbps"], bw) & (row_cost["model"] == model)]
     if len(rc):  # the swept costs, and the committed (measured) one among them
-        clock = time_summary(res)["clock"][f"{model}/D{res.cfg.models[model].embedding_dim}"]
+        clock = epoch_summary(res)["clock"][f"{model}/D{res.cfg.models[model].embedding_dim}"]
         measured_us = 1e6 * (clock["client_row_s"] + clock["server_row_s"]) / 2
-        points["per-row software cost"] = [{"value": us, "values": [comm_ratio(part)]}
-                                           for us, part in rc.groupby("row_us")] + [
+        points["per-row software cost"] = [
+            {"value": us, "values": [ratio_of(part, "comm_embedding_s")]}
+            for us, part in rc.groupby("row_us")] + [
             {"value": float(f"{measured_us:.3g}"), "values": [ratio], "committed": True}]
     scales = scale_ratios(res)
     if model == "wdl" and scales is not None:
-        column = "comm_1g" if bw == 1.0 else "comm_10g"
+        column = "comm_embedding_1g" if bw == 1.0 else "comm_embedding_10g"
         points["table scale"] = [{"value": 100 * r["scale"], "values": [r[column]]}
-                                 for _, r in scales.iterrows()]
+                                 for _, r in scales.iterrows() if r["scale"] < 1.0] + [
+            {"value": 100.0, "values": [ratio], "committed": True}]
+    context = "; ".join(
+        f"{p}: {ratio_of(part, 'comm_total_s'):.2f}x total, "
+        f"{ratio_of(part, 'comm_s'):.2f}x not hidden"
+        for p, part in at.groupby("dense_placement", sort=False))
     return Measurement(
         entry.key, f"{ratio:.2f}x ({1 - 1 / ratio:.1%} less)",
-        fig7_setting(res) + "; " + clock_text(res, model), {"values": [ratio]}, points,
-        "communication time hidden or not (comm_total_s); it includes the measured software "
-        "cost and the link latency, which do not shrink with bandwidth; a deterministic replay "
-        "of one trace (n = 1)")
-
-
-def fig9_setting(res: Results) -> str:
-    """Fig. 9's setting: the cluster, its servers, the batch and the clock."""
-    ts = time_summary(res)
-    skipped = "".join(f"; {knob} {points} skipped (the data holds less than one batch for "
-                      "them)" for knob, points in ts["skipped"].items())
-    return (f"time model on {table_scale(res)}, {res.cfg.cluster.name}, "
-            f"{ts['fig9_ps_shards']} servers, per-worker batch {ts['per_worker_batch']}, "
-            f"overlap {ts['overlap']}, dense sync {ts['dense_mode']}; "
-            + clock_text(res, ts["fig9_model"]) + skipped)
+        epoch_setting(res, placement) + "; " + epoch_clock_text(res, model),
+        {"values": [ratio]}, points,
+        "embedding communication (the exchange alone: the clock at zero dense bytes), which "
+        "includes the measured software cost and the link latency (neither shrinks with "
+        f"bandwidth); {rows_text(res)}; with the dense AllReduce added, per placement: "
+        f"{context}; a deterministic replay (n = 1)")
 
 
 def fig9a_workers(res: Results, entry: EntryLike) -> Measurement:
-    """Fig. 9a: Cache s=100's speedup at 32 workers over one worker."""
-    modes = time_csv(res, "fig9_workers")
-    dense_mode = time_summary(res)["dense_mode"]
-    fig9w = modes[modes["dense_mode"] == dense_mode]
-    scaling = fig9w[fig9w["system"] == CACHE].set_index("workers")["speedup"]
-    at = 32 if 32 in scaling.index else None
-    mine = modes[(modes["system"] == CACHE) & (modes["workers"] == 32)]
+    """Fig. 9a: Cache s=100's speedup at 32 workers over one worker, on the full epoch."""
+    placement = str(entry.ours["dense_sync"])
+    fig9 = epoch_csv(res, "fig9_workers")
+    mine = fig9[fig9["dense_placement"] == placement].set_index("workers")["speedup"]
+    at = 32 if 32 in mine.index else None
+    points = [{"value": p, "values": [float(part.set_index("workers")["speedup"][32])]}
+              for p, part in fig9.groupby("dense_placement", sort=False)
+              if 32 in set(part["workers"])]
+    es = epoch_summary(res)
     return Measurement(
-        entry.key, f"{scaling[at]:.1f}x at 32 workers" if at else "-", fig9_setting(res),
-        {"values": [scaling[at]] if at else None,
-         "missing": None if at else "32 workers were not run (experiments.het_time."
-                                    "worker_sweep)"},
-        {"dense-sync mode": [{"value": r["dense_mode"], "values": [r["speedup"]]}
-                             for _, r in mine.iterrows()]},
-        "paper value read off the plot; a deterministic replay (n = 1)")
+        entry.key, f"{mine[at]:.1f}x at 32 workers" if at else "-",
+        epoch_setting(res, placement, workers="1-32", servers=es["fig9_ps_shards"]) + "; "
+        + epoch_clock_text(res, es["fig9_model"]),
+        {"values": [mine[at]] if at else None,
+         "missing": None if at else "32 workers were not run (experiments.het_epoch.workers)"},
+        {"dense-sync placement": points},
+        "each worker count replays the whole epoch at 128 samples per worker (weak scaling, "
+        "as the paper's fixed batch); paper value read off the plot; a deterministic replay "
+        "(n = 1)")
 
 
 # ------------------------------------------------------------------------------ het_cache

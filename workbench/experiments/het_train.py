@@ -34,6 +34,7 @@ time to target and the final AUC of each claims' system).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from typing import Any, Literal
@@ -166,7 +167,8 @@ def run(ctx: RunContext, exp: HetTrainConfig, *, dataset: DatasetConfig, model: 
         exp: the experiment's settings.
         dataset: the dataset (its ``target_auc``).
         model: the model trained (``models.<exp.model>``).
-        cluster: the emulated cluster.
+        cluster: the emulated cluster (its dense sync placed as ``exp.dense_mode`` and
+            ``exp.dense_link`` say).
         cache: every worker's cache (the systems set its bound).
         dispatcher: the baseline dispatch of every global batch.
     """
@@ -174,6 +176,7 @@ def run(ctx: RunContext, exp: HetTrainConfig, *, dataset: DatasetConfig, model: 
                                                    ctx.calibration, ctx.progress)
     from workbench.utils.io import atomic_dir, write_json
     cluster.require_emulated("het_train")
+    cluster = dataclasses.replace(cluster, dense_mode=exp.dense_mode, dense_link=exp.dense_link)
 
     meta = DatasetMeta.read(processed)
     train = load_split(processed, meta, "train", exp.max_train_samples)

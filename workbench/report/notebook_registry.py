@@ -115,9 +115,9 @@ NOTEBOOKS: dict[str, NotebookSpec] = {nb.name: nb for nb in (
                 '`train(mechanisms=["het"])` against no cache: test AUC against emulated time'),
         knobs={"bound": key("experiments.het_train.cache_bounds[]"),
                "cache_ratio": key("cache.ratio"), "steps": arg(int, 1)},
-        uses=("results/het_scale", "results/calibration"),
+        uses=("results/het_scale", "results/het_epoch", "results/calibration"),
         params=("experiments.het_train", "experiments.het_time", "experiments.het_scale",
-                "models", "cluster")),
+                "experiments.het_epoch", "models", "cluster")),
     _nb("esd", (Reads("esd", "experiments.esd.dataset"),),
         Explore(('bandwidth_spread', 'cache_ratio', 'per_worker'),
                 '`dispatch` with the trained dispatchers: transmission cost per batch, '

@@ -118,6 +118,11 @@ class HetTrainConfig:
         replicates: runs of the claims' systems (Hybrid and Cache s=100 of Table 1, Table 2's
             bounds in HET's unit) with seeds ``seed + r``: replicate 0 is the main run, the
             others each draw a new initialisation and a new data order (HET: 5 runs averaged).
+        dense_mode: where the dense AllReduce runs in these runs (the register's committed
+            placement; :mod:`workbench.cluster.dense_sync`): ``concurrent`` beside the
+            embeddings' Write, as HET's workflow (Fig. 5) runs it.
+        dense_link: the ring's link under ``concurrent``: ``shared`` (the worker's one NIC,
+            as on HET's cluster A) or ``separate``.
     """
 
     dataset: str = "synthetic"
@@ -136,6 +141,8 @@ class HetTrainConfig:
     max_test_samples: int | None = field(default=None, metadata=in_range(1, None))
     asp_staleness: int | None = field(default=None, metadata=in_range(0, None))
     replicates: int = field(default=5, metadata=in_range(1, 20))
+    dense_mode: Literal["after_backward", "overlapped", "ps", "concurrent"] = "concurrent"
+    dense_link: Literal["shared", "separate"] = "shared"
 
     def __post_init__(self) -> None:
         check_each("systems", self.systems, lambda s: s in ("ps", "hybrid", "allreduce", "cache"),
