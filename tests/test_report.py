@@ -417,6 +417,24 @@ def test_bad_rule_or_range_names_the_claim() -> None:
         reg.parse(twice)
 
 
+def test_an_entry_names_the_register_version_that_rewrote_it() -> None:
+    """An entry's ``version`` (default 1) is the claims table's ``register`` column, never above
+    the register's own; every HET entry was rewritten at v2 (issue 49: the paper's setting)."""
+    register = reg.parse(TEST_REGISTER)
+    assert register["het.a"].register == "v1"
+    rewritten = reg.parse(TEST_REGISTER.replace("    paper_setting: the paper's\n",
+                                                "    paper_setting: the paper's\n"
+                                                "    version: 7\n", 1))
+    assert rewritten["het.a"].register == "v7"
+    for bad, match in (("version: 8", "above the register's"), ("version: 0", ">= 1")):
+        with pytest.raises(reg.RegisterError, match=match):
+            reg.parse(TEST_REGISTER.replace("    paper_setting: the paper's\n",
+                                            f"    paper_setting: the paper's\n    {bad}\n", 1))
+    committed = reg.load()
+    assert committed.version >= 2
+    assert {e.register for e in committed.entries if e.paper == "HET"} == {"v2"}
+
+
 def _git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,
                    check=True, capture_output=True)

@@ -112,6 +112,12 @@ class Entry:
     assumed: tuple[Assumption, ...] = ()
     measure: str = ""
     paper_table: Mapping[str, Any] = field(default_factory=dict)
+    version: int = 1
+
+    @property
+    def register(self) -> str:
+        """``"v2"``: the register version that last rewrote this entry (its ``version``)."""
+        return f"v{self.version}"
 
     @property
     def kind(self) -> str:
@@ -219,7 +225,11 @@ def _entry(raw: Mapping[str, Any], index: int) -> Entry:
                   str(raw["basis"]), str(raw["paper_setting"]), dict(raw["ours"]),
                   dict(raw["measured_by"]), str(raw["section"]), seeds, rule,
                   tuple(_assumption(key, a) for a in raw.get("assumed") or ()),
-                  str(raw.get("measure") or ""), dict(raw.get("paper_table") or {}))
+                  str(raw.get("measure") or ""), dict(raw.get("paper_table") or {}),
+                  raw.get("version", 1))
+    if not isinstance(entry.version, int) or entry.version < 1:
+        raise _fail(f"claim {key!r}", f"version {entry.version!r} must be an integer >= 1 (the "
+                    "register version that last rewrote the entry)")
     if entry.kind == "not_comparable" and entry.measure:
         raise _fail(f"claim {key!r}", f"measure {entry.measure!r}: a not_comparable claim is "
                     "not measured (remove the measure, or give the rule a kind that judges it)")
@@ -255,11 +265,16 @@ def parse(text: str) -> Register:
     if not isinstance(raw, dict) or not isinstance(raw.get("claims"), list):
         raise _fail("top level", "needs 'version' and a list 'claims'")
     entries = tuple(_entry(r, i) for i, r in enumerate(raw["claims"]))
+    version = int(raw.get("version", 0))
+    ahead = [e.key for e in entries if e.version > version]
+    if ahead:
+        raise _fail(f"claim {ahead[0]!r}", f"version is above the register's ({version}): bump "
+                    "the register's version first")
     keys = [e.key for e in entries]
     dupes = sorted({k for k in keys if keys.count(k) > 1})
     if dupes:
         raise _fail("claims", f"duplicate key(s) {', '.join(dupes)}: one entry per claim")
-    return Register(int(raw.get("version", 0)),
+    return Register(version,
                     hashlib.sha256(text.encode("utf-8")).hexdigest(), entries)
 
 

@@ -55,9 +55,9 @@ from workbench.utils.paths import notebook_output, repo_relative
 SECTION_FILE = "section.json"
 PAGE_FILE = "README.md"  # the section's page, beside its section.json
 PAGE_MARK = "from the run outputs; do not edit."  # in every page a notebook writes
-CLAIM_COLUMNS = ["key", "paper", "claim", "basis", "paper_value", "measured", "mean", "ci_low",
-                 "ci_high", "seeds", "setting", "assumed", "holds", "state", "verdict", "rule",
-                 "note"]
+CLAIM_COLUMNS = ["key", "register", "paper", "claim", "basis", "paper_value", "measured", "mean",
+                 "ci_low", "ci_high", "seeds", "ours", "setting", "assumed", "holds", "state",
+                 "verdict", "rule", "note"]
 GENERATED = ("results/", "reports/", "data/", "dvc.lock", "params.yaml")  # not "sources"
 PROVENANCE_PACKAGES = ["torch", "numpy", "pandas", "pyarrow", "scipy", "numba", "hydra-core",
                        "dvc", "papermill", "jupytext", "matplotlib", "seaborn"]
@@ -91,6 +91,9 @@ class Claim:
         holds: the state across each assumed parameter's range, in words.
         measurement: the payload the register judges (``values``, or ``a``/``b``).
         conditions: assumed parameter -> the sweep's points (``value`` plus a payload).
+        register: the register version that last rewrote the claim's entry (``"v2"``).
+        ours: the register's committed setting of ours (dataset, scale, mode, clock, dense
+            sync, unit), as written before the run.
 
     Raises:
         ValueError: no verdict and no valid state.
@@ -115,6 +118,8 @@ class Claim:
     holds: str = ""
     measurement: dict[str, Any] = field(default_factory=dict)
     conditions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    register: str = ""
+    ours: str = ""
 
     def __post_init__(self, verdict: Verdict | None) -> None:
         if verdict is not None:
@@ -150,7 +155,7 @@ def measured_claim(entry: reg.Entry, *, text: str, setting: str, note: str = "",
                  seeds=reg.samples(entry, measurement),
                  assumed="; ".join(a.describe() for a in entry.assumed),
                  holds=reg.holds(entry, conditions), measurement=measurement,
-                 conditions=conditions)
+                 conditions=conditions, register=entry.register, ours=entry.ours_text())
 
 
 def recorded_claim(entry: reg.Entry, m: Measurement) -> Claim:
@@ -169,7 +174,8 @@ def measured_row(entry: reg.Entry, m: Measurement) -> dict[str, Any]:
 def register_claim(entry: reg.Entry) -> Claim:
     """The row of a register entry that needs no measurement (a ``not_comparable`` rule)."""
     return Claim(entry.paper, entry.claim, entry.paper_value, "-", entry.ours_text() or "-",
-                 verdict=reg.judge(entry, {}), key=entry.key, basis=reg.BASES[entry.basis])
+                 verdict=reg.judge(entry, {}), key=entry.key, basis=reg.BASES[entry.basis],
+                 register=entry.register, ours=entry.ours_text())
 
 
 def verdict_text(row: dict[str, Any]) -> str:
