@@ -258,6 +258,9 @@ paper7 = {bw: {e.key.rsplit(".", 1)[1]: e.paper_number for e in claims_register.
 emb = fig7e[fig7e["dense_placement"] == committed_placement].pivot_table(
     index=["bandwidth_gbps", "model"], columns="system", values="comm_embedding_s")
 emb = (emb["Hybrid, no cache"] / emb["Cache s=100"]).rename("ours").reset_index()
+order7 = {m: i for i, m in enumerate(cfg.experiments.het_epoch.models)}  # WDL, DFM, DCN
+emb = emb.sort_values(["bandwidth_gbps", "model"], key=lambda c: c.map(order7)
+                      if c.name == "model" else c, kind="stable")
 emb["paper [P]"] = [paper7[bw].get(m, np.nan) for bw, m in zip(emb["bandwidth_gbps"],
                                                                emb["model"])]
 emb["panel"] = [f"{het.paper_model(m)}, {bw:g} Gb/s" for bw, m in zip(emb["bandwidth_gbps"],
@@ -286,7 +289,9 @@ section.table(counts_e, "het_epoch_counts",
               "Rows each replay moved over the epoch (Cache's pushed rows per pulled row, the "
               "dirty rows its flush at the end pushed, its miss rate)", floatfmt=".4g")
 section.table(pd.DataFrame(epoch_res["replays"]), "het_epoch_resources",
-              f"Each replay's seconds and peak memory ({epoch_res['jobs']} side by side; keys "
+              f"Each replay's seconds and peak resident memory (the memory-mapped key file's "
+              "pages count in it: up to 4.8 GB, shared by the replays and reclaimable; "
+              f"{epoch_res['jobs']} side by side; keys "
               f"drawn in {epoch_res['draw_s']:.0f} s; the stage took "
               f"{epoch_res['stage_s'] / 60:.1f} min)", floatfmt=".3g")
 
