@@ -168,8 +168,8 @@ NOTEBOOKS: dict[str, NotebookSpec] = {nb.name: nb for nb in (
 )}
 
 #: The most result folders and params sections one notebook reads: dvc.yaml's slots per item.
-RESULT_SLOTS = 4
-PARAM_SLOTS = 5
+RESULT_SLOTS = 5
+PARAM_SLOTS = 6
 
 
 def names() -> list[str]:
