@@ -342,3 +342,14 @@ def test_recd_refuses_partitions_of_an_older_preprocessing(tmp_path: Path) -> No
     written["sequences"] = {}
     (partitions / "partitions.json").write_text(json.dumps(written))
     assert read_partitions_meta(partitions, exp)["rows"] == 12031
+
+
+def test_the_key_replays_refuse_a_dataset_without_a_generator(tmp_path: Path) -> None:
+    """het_scale and het_epoch draw keys from a generator: a file dataset is refused with the
+    key to change, before anything is drawn or written."""
+    for command, key in (("het-scale", "experiments.het_scale.dataset"),
+                         ("het-epoch", "experiments.het_epoch.dataset")):
+        failed_with(stage(tmp_path, command, "dataset=criteo_sample"),
+                    f"ConfigError: {key} = criteo_sample", "synthetic dataset's generator")
+    assert not (tmp_path / "data" / "keys").exists()
+    assert not (tmp_path / "results" / "het_epoch").exists()

@@ -149,20 +149,35 @@ def table2_staleness(res: Results, entry: EntryLike) -> Measurement:
 
 # ------------------------------------------------------------------------------- het_time
 
+def stage_summary(res: Results, stage: str) -> dict[str, Any]:
+    """``results/<stage>/<its dataset>/summary.json`` (``het_time``, ``het_epoch``)."""
+    return res.json(stage, getattr(res.cfg.experiments, stage).dataset, "summary.json")
+
+
+def stage_csv(res: Results, stage: str, name: str) -> pd.DataFrame:
+    """``results/<stage>/<its dataset>/<name>.csv``."""
+    return res.csv(stage, getattr(res.cfg.experiments, stage).dataset, f"{name}.csv")
+
+
+def stage_clock_text(res: Results, stage: str, model: str, dim: int | None = None) -> str:
+    """The clock a replay stage used for ``model`` at width ``dim`` (default: the model's)."""
+    dim = res.cfg.models[model].embedding_dim if dim is None else dim
+    return stage_summary(res, stage)["clock"][f"{model}/D{dim}"]["describe"]
+
+
 def time_summary(res: Results) -> dict[str, Any]:
     """``het_time``'s summary."""
-    return res.json("het_time", res.cfg.experiments.het_time.dataset, "summary.json")
+    return stage_summary(res, "het_time")
 
 
 def time_csv(res: Results, name: str) -> pd.DataFrame:
     """``results/het_time/<ds>/<name>.csv``."""
-    return res.csv("het_time", res.cfg.experiments.het_time.dataset, f"{name}.csv")
+    return stage_csv(res, "het_time", name)
 
 
 def clock_text(res: Results, model: str, dim: int | None = None) -> str:
     """The het_time clock of ``model`` at width ``dim`` (default: the model's own)."""
-    dim = res.cfg.models[model].embedding_dim if dim is None else dim
-    return time_summary(res)["clock"][f"{model}/D{dim}"]["describe"]
+    return stage_clock_text(res, "het_time", model, dim)
 
 
 def table_scale(res: Results) -> str:
@@ -215,18 +230,17 @@ def comm_ratio(frame: pd.DataFrame) -> float:
 
 def epoch_summary(res: Results) -> dict[str, Any]:
     """``het_epoch``'s summary."""
-    return res.json("het_epoch", res.cfg.experiments.het_epoch.dataset, "summary.json")
+    return stage_summary(res, "het_epoch")
 
 
 def epoch_csv(res: Results, name: str) -> pd.DataFrame:
     """``results/het_epoch/<dataset>/<name>.csv``."""
-    return res.csv("het_epoch", res.cfg.experiments.het_epoch.dataset, f"{name}.csv")
+    return stage_csv(res, "het_epoch", name)
 
 
 def epoch_clock_text(res: Results, model: str, dim: int | None = None) -> str:
     """The het_epoch clock of ``model`` at width ``dim`` (default: the model's own)."""
-    dim = res.cfg.models[model].embedding_dim if dim is None else dim
-    return epoch_summary(res)["clock"][f"{model}/D{dim}"]["describe"]
+    return stage_clock_text(res, "het_epoch", model, dim)
 
 
 def epoch_scale(res: Results) -> str:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.config import WorkbenchConfig
-from workbench.data.config import DatasetConfig
+from workbench.data.config import DatasetConfig, SyntheticConfig
 from workbench.experiments.context import RunContext
 from workbench.utils.paths import inside, repo_relative
 from workbench.utils.validation import ConfigError
@@ -235,17 +235,27 @@ def _het_time(run: StageRun) -> Path:
     return out
 
 
+def _generator_of(run: StageRun, stage: str, what: str) -> SyntheticConfig:
+    """The generator settings of a stage that draws keys from a synthetic dataset's generator.
+
+    Raises:
+        ConfigError: the stage's dataset is not a generated one (names the key).
+    """
+    if run.dataset.source != "synthetic" or run.dataset.synthetic is None:
+        raise ConfigError(f"experiments.{stage}.dataset = {run.dataset.name}: {what} draws keys "
+                          "from a synthetic dataset's generator (source: synthetic), not from "
+                          f"{run.dataset.source} files")
+    return run.dataset.synthetic
+
+
 def _het_scale(run: StageRun) -> Path:
     from workbench.experiments import het_scale
 
     cfg, exp = run.cfg, run.cfg.experiments.het_scale
-    if run.dataset.source != "synthetic" or run.dataset.synthetic is None:
-        raise ConfigError(f"experiments.het_scale.dataset = {run.dataset.name}: the table-size "
-                          "study draws keys from a synthetic dataset's generator (source: "
-                          f"synthetic), not from {run.dataset.source} files")
+    synthetic = _generator_of(run, "het_scale", "the table-size study")
     out = run.results("het_scale")
     model = cfg.experiments.het_train.model
-    het_scale.run(run.context(out), exp, synthetic=run.dataset.synthetic, model_name=model,
+    het_scale.run(run.context(out), exp, synthetic=synthetic, model_name=model,
                   model=cfg.models[model], per_worker=cfg.experiments.het_cache.batch_size,
                   cluster=cfg.cluster, cache=cfg.cache, dispatcher=cfg.dispatch.name)
     return out
@@ -255,12 +265,9 @@ def _het_epoch(run: StageRun) -> Path:
     from workbench.experiments import het_epoch
 
     cfg, exp = run.cfg, run.cfg.experiments.het_epoch
-    if run.dataset.source != "synthetic" or run.dataset.synthetic is None:
-        raise ConfigError(f"experiments.het_epoch.dataset = {run.dataset.name}: the epoch "
-                          "replay draws keys from a synthetic dataset's generator (source: "
-                          f"synthetic), not from {run.dataset.source} files")
+    synthetic = _generator_of(run, "het_epoch", "the epoch replay")
     out = run.results("het_epoch")
-    het_epoch.run(run.context(out), exp, synthetic=run.dataset.synthetic, models=cfg.models,
+    het_epoch.run(run.context(out), exp, synthetic=synthetic, models=cfg.models,
                   base_model=cfg.experiments.het_train.model,
                   per_worker=cfg.experiments.het_cache.batch_size, cluster=cfg.cluster,
                   cache=cfg.cache, dispatcher=cfg.dispatch.name,
