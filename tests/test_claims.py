@@ -265,3 +265,25 @@ def test_every_committed_setting_is_a_point_of_its_sweep() -> None:
     for paper in reg.PAPERS:
         for label, cells in verdict_map.rows_of(rows, REGISTER, paper):
             assert any(committed for _, _, committed in cells), (paper, label)
+
+
+def test_committed_het_rows_state_the_papers_setting() -> None:
+    """Issue 49's register v2 in the committed claims table: every HET row names v2 and our
+    committed setting; the replay rows are measured on the whole epoch at full size, in the
+    unit, clock and dense placement the register states."""
+    table = pd.read_csv(REPO_ROOT / "reports" / "claims.csv")
+    het = table[table["paper"] == "HET"].set_index("key")
+    assert len(het) == len([e for e in REGISTER.entries if e.paper == "HET"])
+    measured = [k for k in het.index if REGISTER[k].kind != "not_comparable"]
+    assert set(het["register"]) == {"v2"} and het.loc[measured, "ours"].str.contains(
+        "unit").all()
+    replayed = [k for k in het.index if k.startswith(("het.fig2_", "het.fig7", "het.fig9a"))]
+    assert len(replayed) == 10
+    for key in replayed:
+        setting, ours = het.loc[key, "setting"], het.loc[key, "ours"]
+        assert "33,762,577 rows" in setting and "45,840,617 samples" in setting, key
+        if not key.startswith("het.fig2_"):
+            assert "clock" in ours and "dense_sync concurrent/shared" in ours, key
+    assert het.loc["het.fig7a_comm.wdl", "ours"].count("embedding communication") == 1
+    for key in ("het.table1_time_to_target", "het.table2_staleness"):
+        assert "per-iteration clock" in het.loc[key, "ours"], key
