@@ -170,11 +170,6 @@ def time_summary(res: Results) -> dict[str, Any]:
     return stage_summary(res, "het_time")
 
 
-def time_csv(res: Results, name: str) -> pd.DataFrame:
-    """``results/het_time/<ds>/<name>.csv``."""
-    return stage_csv(res, "het_time", name)
-
-
 def clock_text(res: Results, model: str, dim: int | None = None) -> str:
     """The het_time clock of ``model`` at width ``dim`` (default: the model's own)."""
     return stage_clock_text(res, "het_time", model, dim)
@@ -220,12 +215,6 @@ def fig2_share(res: Results, entry: EntryLike) -> Measurement:
         "compute is this machine's CPU step time of the model (calibrated), the paper's a "
         "GPU's; TensorFlow's own overheads are not emulated; the compute-speed sweep rescales "
         "compute in the same epoch (no overlap: epoch = compute + communication)")
-
-
-def comm_ratio(frame: pd.DataFrame) -> float:
-    """Hybrid without cache over Cache s=100, total communication time."""
-    comm = frame.set_index("system")["comm_total_s"]
-    return float(comm[HYBRID] / comm[CACHE])
 
 
 def epoch_summary(res: Results) -> dict[str, Any]:

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import resource
 import time
@@ -60,7 +59,7 @@ import pandas as pd
 from workbench.cluster.cache import C_INDEX
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.construction import resized_cluster
-from workbench.cluster.edge_cluster import cache_capacity
+from workbench.cluster.edge_cluster import cache_capacity, summarize
 from workbench.cluster.time_model import ComputeCost, SoftwareCost, epoch_time
 from workbench.data.config import SyntheticConfig
 from workbench.data.synthetic_keys import write_keys
@@ -75,8 +74,6 @@ log = logging.getLogger(__name__)
 N_DENSE, N_SPARSE = 13, 26  # the synthetic generator's shape (Criteo's): the calibrated models
 HYBRID_LABEL, CACHE_LABEL = "Hybrid, no cache", "Cache s=100"
 CACHE_BOUND = 100
-PULLED = ("miss_pulls", "stale_pulls")
-PUSHED = ("bound_pushes", "evict_pushes", "uncached_pushes", "flush_pushes")
 
 
 @dataclass(frozen=True)
@@ -205,20 +202,18 @@ def run_replays(keys_path: Path, rows: int, configs: list[Replay], per_worker: i
 
 
 def counts(config: Replay, result: dict[str, Any], per_worker: int) -> dict[str, Any]:
-    """The rows a configuration moved, what its flush pushed and its miss rate."""
+    """The rows a configuration moved, what its flush pushed and its miss rate
+    (:func:`~workbench.cluster.edge_cluster.summarize` of the epoch's counters)."""
     counters, flushed = result["counters"], result["flushed"]
-    total = counters.sum(axis=(0, 1))
-    pulled = int(total[[C_INDEX[c] for c in PULLED]].sum())
-    pushed = int(total[[C_INDEX[c] for c in PUSHED]].sum())
+    epoch = summarize(counters.sum(axis=(0, 1)))[0]
+    pulled, pushed = int(epoch["pulled_rows"]), int(epoch["pushed_rows"])
     dirty = int(flushed[:, C_INDEX["flush_pushes"]].sum())
-    unique = int(total[C_INDEX["full_unique"]])
     return {"system": config.system, "workers": config.workers,
             "iterations": int(counters.shape[0]),
             "samples": int(counters.shape[0] * config.workers * per_worker),
             "pulled_rows": pulled, "pushed_rows": pushed, "rows_moved": pulled + pushed,
             "pushed_per_pulled": pushed / max(1, pulled), "dirty_at_end": dirty,
-            "rows_moved_flushed": pulled + pushed + dirty,
-            "miss_rate": total[C_INDEX["full_misses"]] / unique if unique else math.nan}
+            "rows_moved_flushed": pulled + pushed + dirty, "miss_rate": epoch["miss_rate"]}
 
 
 def run(ctx: RunContext, exp: HetEpochConfig, *, synthetic: SyntheticConfig,
@@ -275,13 +270,19 @@ def run(ctx: RunContext, exp: HetEpochConfig, *, synthetic: SyntheticConfig,
         dense = 4.0 * dense_parameter_count(build_model(mcfg, N_DENSE, N_SPARSE))
         return compute, software, dense, mcfg.embedding_dim
 
+    def embedding_s(system: str, workers: int, on: ClusterConfig, cost: tuple, routes: Any
+                    ) -> float:
+        """The epoch's embedding communication alone: its clock at zero dense bytes."""
+        compute, software, _, dim = cost
+        return epoch_time(by[(system, workers)]["counters"], on, dim, compute, software,
+                          per_worker, 0.0, routes)["comm_total_s"]
+
     def clocked(system: str, workers: int, on: ClusterConfig, cost: tuple, routes: Any
                 ) -> dict[str, float]:
         compute, software, dense, dim = cost
-        counters = by[(system, workers)]["counters"]
-        t = epoch_time(counters, on, dim, compute, software, per_worker, dense, routes)
-        alone = epoch_time(counters, on, dim, compute, software, per_worker, 0.0, routes)
-        return {**t, "comm_embedding_s": alone["comm_total_s"]}
+        t = epoch_time(by[(system, workers)]["counters"], on, dim, compute, software,
+                       per_worker, dense, routes)
+        return {**t, "comm_embedding_s": embedding_s(system, workers, on, cost, routes)}
 
     systems = ((HYBRID_LABEL, SystemKind.HYBRID.routes), (CACHE_LABEL, SystemKind.CACHE.routes))
     fig7, row_cost, fig9, fig2 = [], [], [], []
@@ -299,10 +300,10 @@ def run(ctx: RunContext, exp: HetEpochConfig, *, synthetic: SyntheticConfig,
                                             server_row_s=row_us * 1e-6,
                                             source=f"{row_us:g} us per row (swept)")
                 for label, routes in systems:
-                    t = clocked(label, cluster.workers, at, (cost[0], swept, *cost[2:]), routes)
                     row_cost.append({"model": model, "row_us": row_us, "bandwidth_gbps": bw,
-                                     "system": label,
-                                     "comm_embedding_s": t["comm_embedding_s"]})
+                                     "system": label, "comm_embedding_s": embedding_s(
+                                         label, cluster.workers, at,
+                                         (cost[0], swept, *cost[2:]), routes)})
         fig2_cluster = dataclasses.replace(resized_cluster(cluster, workers=1, bandwidth=1.0),
                                            overlap="none")
         t = clocked(HYBRID_LABEL, 1, fig2_cluster, model_cost(model, exp.fig2_dim,

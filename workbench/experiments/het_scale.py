@@ -37,6 +37,7 @@ import pandas as pd
 from workbench.cluster.cache import C_INDEX
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.construction import resized_cluster
+from workbench.cluster.edge_cluster import summarize
 from workbench.cluster.routes import HYBRID
 from workbench.cluster.time_model import epoch_time
 from workbench.data.config import SyntheticConfig
@@ -95,9 +96,8 @@ def run(ctx: RunContext, exp: HetScaleConfig, *, synthetic: SyntheticConfig, mod
             counters, flushed = replay_epoch(keys, rows, cluster.workers, per_worker,
                                              system_cache, dispatcher, ctx.seed)
             replayed = time.perf_counter() - begin
-            pulled = int(counters[..., [C_INDEX["miss_pulls"], C_INDEX["stale_pulls"]]].sum())
-            pushed = int(counters[..., [C_INDEX[c] for c in (
-                "bound_pushes", "evict_pushes", "uncached_pushes", "flush_pushes")]].sum())
+            epoch = summarize(counters.sum(axis=(0, 1)))[0]
+            pulled, pushed = int(epoch["pulled_rows"]), int(epoch["pushed_rows"])
             dirty = int(flushed[:, C_INDEX["flush_pushes"]].sum())
             row: dict[str, Any] = {
                 "scale": scale, "table_rows": rows, "samples": int(len(keys)),
