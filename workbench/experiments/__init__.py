@@ -9,6 +9,7 @@ parts of the configuration it uses; :mod:`workbench.stages.registry` hands them 
 ``het_time``           HET time model (Fig. 2, 7, 9)
 ``het_scale``          HET's replays against the table size (1% .. 100% of Criteo Kaggle's)
 ``het_epoch``          HET's replay claims from one whole Criteo Kaggle epoch (Fig. 2, 7, 9a)
+``het_long``           HET's Tables 1-2 from long training runs (>= 10,000 iterations, seeds)
 ``calibrate``          this machine's compute per model and software cost per width (the clock)
 ``esd``                ESD's dispatchers: cost sweeps, decision time, end-to-end training
 ``combined``           the five mechanisms in one training run, and their ablation

@@ -224,6 +224,17 @@ def _het_train(run: StageRun) -> Path:
     return out
 
 
+def _het_long(run: StageRun) -> Path:
+    from workbench.experiments import het_long
+
+    cfg, exp = run.cfg, run.cfg.experiments
+    out = run.results("het_long")
+    het_long.run(run.context(out), exp.het_long, train_exp=exp.het_train, dataset=run.dataset,
+                 model=cfg.models[exp.het_train.model], cluster=cfg.cluster, cache=cfg.cache,
+                 dispatcher=cfg.dispatch.name)
+    return out
+
+
 def _het_time(run: StageRun) -> Path:
     from workbench.experiments import het_time
 
@@ -401,6 +412,11 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("het-train", _het_train, "HET training through the cluster (Fig. 6, Tables 1-2)",
           "results/het_train/<dataset>", config="het_train",
           dataset="experiments.het_train.dataset", module=f"{_EXP}/het_train.py"),
+    Stage("het-long", _het_long,
+          "HET's Tables 1-2 from long training runs (>= 10,000 iterations, seeds); frozen in "
+          "dvc.yaml, rerun explicitly (make het-long)", "results/het_long/<dataset>",
+          config="het_long", dataset="experiments.het_long.dataset",
+          module=f"{_EXP}/het_long.py"),
     Stage("het-time", _het_time, "HET time model (Fig. 2, 7, 9)", "results/het_time/<dataset>",
           config="het_time", dataset="experiments.het_time.dataset",
           module=f"{_EXP}/het_time.py"),

@@ -252,6 +252,27 @@ CONTIGUOUS = DispatcherSpec("contiguous")
 NO_MECHANISMS = Mechanisms()
 
 
+@dataclass(frozen=True)
+class EvalSchedule:
+    """When a long run evaluates: every ``every`` iterations up to ``until`` (where the early
+    curve and a time to target need resolution), every ``then`` after it, and at the end.
+
+    Attributes:
+        every: iterations between evaluations up to ``until``.
+        until: the last iteration of the dense part.
+        then: iterations between evaluations after ``until``.
+    """
+
+    every: int
+    until: int
+    then: int
+
+    def due(self, iteration: int) -> bool:
+        """Whether ``iteration`` (counted from 1) is evaluated."""
+        step = self.every if iteration <= self.until else self.then
+        return iteration % step == 0
+
+
 @dataclass
 class Split:
     """One split as arrays: dense features, global embedding keys ``[n, F]``, labels."""
@@ -618,9 +639,10 @@ class Trainer:
             out.append(self.model(dense, emb).numpy())
         return np.concatenate(out) if out else np.zeros(0, np.float32)
 
-    def fit(self, train: Split, test: Split, epochs: int = 1, eval_every: int = 25,
-            progress: bool = False) -> pd.DataFrame:
-        """Train for ``epochs``; evaluate every ``eval_every`` iterations and at the end.
+    def fit(self, train: Split, test: Split, epochs: int = 1,
+            eval_every: int | EvalSchedule = 25, progress: bool = False) -> pd.DataFrame:
+        """Train for ``epochs``; evaluate every ``eval_every`` iterations (or on an
+        :class:`EvalSchedule`) and at the end.
 
         Returns:
             One row per evaluation: ``iteration``, ``samples``, ``epoch``, ``train_logloss``
@@ -632,6 +654,8 @@ class Trainer:
         steps = len(train) // batch
         if steps == 0:
             raise ValueError(f"{len(train)} train samples hold no batch of {batch}")
+        schedule = (eval_every if isinstance(eval_every, EvalSchedule)
+                    else EvalSchedule(eval_every, 0, eval_every))
         rows, losses = [], []
         bar = tqdm(total=steps * epochs, disable=not progress, unit="it",
                    desc=self.system.label)
@@ -640,7 +664,7 @@ class Trainer:
                 losses.append(self.step(train, step * batch))
                 bar.update()
                 last = epoch == epochs - 1 and step == steps - 1
-                if self.iterations % eval_every == 0 or last:
+                if schedule.due(self.iterations) or last:
                     logits = self.predict(test)
                     rows.append({
                         "iteration": self.iterations, "samples": self.iterations * batch,

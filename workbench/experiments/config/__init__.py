@@ -11,6 +11,7 @@ schema                      stage module
 ``HetTimeConfig``           :mod:`workbench.experiments.het_time`
 ``HetScaleConfig``          :mod:`workbench.experiments.het_scale`
 ``HetEpochConfig``          :mod:`workbench.experiments.het_epoch`
+``HetLongConfig``           :mod:`workbench.experiments.het_long`
 ``EsdConfig``               :mod:`workbench.experiments.esd`
 ``RecdConfig``              :mod:`workbench.experiments.dedup`, :mod:`workbench.experiments.recd`
 ``HotlineConfig``           :mod:`workbench.experiments.hotline`
@@ -51,6 +52,7 @@ from workbench.experiments.config.het import (
     DatasetStatsConfig,
     HetCacheConfig,
     HetEpochConfig,
+    HetLongConfig,
     HetScaleConfig,
     HetTimeConfig,
     HetTrainConfig,
@@ -67,7 +69,7 @@ from workbench.experiments.config.recd import (
 __all__ = [
     "HET_CLOCK", "CalibrationConfig", "CombinedConfig", "DatasetStatsConfig",
     "DistributedCheckConfig", "EsdConfig", "FlexShardConfig", "HetCacheConfig", "HetEpochConfig",
-    "HetScaleConfig", "HetTimeConfig", "HetTrainConfig", "HotlineConfig", "MECHANISMS",
+    "HetLongConfig", "HetScaleConfig", "HetTimeConfig", "HetTrainConfig", "HotlineConfig", "MECHANISMS",
     "RecdConfig", "TransformStepConfig", "check_dense_modes", "ExperimentsConfig"]
 
 
@@ -81,6 +83,7 @@ class ExperimentsConfig:
     het_time: HetTimeConfig = field(default_factory=HetTimeConfig)
     het_scale: HetScaleConfig = field(default_factory=HetScaleConfig)
     het_epoch: HetEpochConfig = field(default_factory=HetEpochConfig)
+    het_long: HetLongConfig = field(default_factory=HetLongConfig)
     esd: EsdConfig = field(default_factory=EsdConfig)
     recd: RecdConfig = field(default_factory=RecdConfig)
     hotline: HotlineConfig = field(default_factory=HotlineConfig)

@@ -1,5 +1,5 @@
 """Config schemas of HET's stages and the clock's calibration: access skew, cache replay,
-training, time model, table-size replays, calibration."""
+training (short and long runs), time model, table-size and epoch replays, calibration."""
 
 from __future__ import annotations
 
@@ -267,6 +267,50 @@ class HetEpochConfig:
     chunk_rows: int = field(default=1_000_000, metadata=in_range(1, None))
     jobs: int = field(default=2, metadata=in_range(1, 256))
     memory_gb: float | None = field(default=None, metadata=in_range(0.0, None, lo_open=True))
+
+
+@dataclass(frozen=True)
+class HetLongConfig:
+    """HET's Tables 1 and 2 from long training runs (:mod:`workbench.experiments.het_long`).
+
+    The model, the dense placement and the cluster are ``het_train``'s; the target AUC is the
+    dataset's ``target_auc``.
+
+    Attributes:
+        dataset: the dataset trained on (its train split sets the run's length).
+        bounds: the cache's staleness bounds in HET's clock (Table 2; -1 = infinity); Table 1
+            reads the one that equals ``table1_bound``.
+        table1_bound: Table 1's Cache bound (HET: s = 100).
+        seeds: runs of every system, with seeds ``seed + r``: a new initialisation and data order
+            each (r = 0 in file order).
+        min_iterations: refuse a train split shorter than this many iterations (the point of
+            the stage: a bound of 100 a small share of the run).
+        eval_every: iterations between evaluations up to ``eval_until`` ...
+        eval_until: ... (where the time to target is resolved) ...
+        eval_every_late: ... and after it.
+        max_test_samples: cap on test samples (null = all).
+        target_sweep: target AUCs the time to target is also read at (the register's range).
+        jobs: runs side by side (processes, one torch thread each).
+    """
+
+    dataset: str = "synthetic_long"
+    bounds: list[int] = field(default_factory=lambda: [0, 100, 10_000, -1], metadata=nonempty())
+    table1_bound: int = field(default=100, metadata=in_range(0, None))
+    seeds: int = field(default=3, metadata=in_range(1, 20))
+    min_iterations: int = field(default=10_000, metadata=in_range(1, None))
+    eval_every: int = field(default=20, metadata=in_range(1, None))
+    eval_until: int = field(default=2_000, metadata=in_range(0, None))
+    eval_every_late: int = field(default=250, metadata=in_range(1, None))
+    max_test_samples: int | None = field(default=20_000, metadata=in_range(1, None))
+    target_sweep: list[float] = field(default_factory=lambda: [0.765, 0.77, 0.775, 0.78],
+                                      metadata=nonempty(in_range(0.5, 1.0)))
+    jobs: int = field(default=2, metadata=in_range(1, 256))
+
+    def __post_init__(self) -> None:
+        check_each("bounds", self.bounds, lambda b: b >= -1, ">= 0, or -1 for infinity")
+        if self.table1_bound not in self.bounds:
+            raise ConfigError(f"table1_bound = {self.table1_bound}: must be one of bounds = "
+                              f"{self.bounds}")
 
 
 @dataclass(frozen=True)
