@@ -81,8 +81,8 @@ def copy_project(root: Path) -> None:
 
 def _build_pipeline(root: Path) -> None:
     """The whole pipeline on the ci profile in a copy of the project at ``root``, as ``make
-    repro`` runs it: the frozen calibration measured and committed as ``make calibrate`` does,
-    then ``python -m workbench.repro`` (DVC for each stage, two at a time): every data and
+    repro`` runs it: the frozen calibration and long runs measured and committed as ``make
+    calibrate`` and ``make het-long`` do, then ``python -m workbench.repro`` (DVC for each stage, two at a time): every data and
     experiment stage, every notebook, the report. Its output goes to ``root/repro.log``."""
     import sys
 
@@ -93,6 +93,8 @@ def _build_pipeline(root: Path) -> None:
     sh([dvc, "repro", "--glob", "preprocess@*"], root)
     sh([sys.executable, "-m", "workbench.stages", "calibrate", "--params", "params.yaml"], root)
     sh([dvc, "commit", "-f", "calibrate"], root)
+    sh([sys.executable, "-m", "workbench.stages", "het-long", "--params", "params.yaml"], root)
+    sh([dvc, "commit", "-f", "het_long"], root)
     log = sh([sys.executable, "-m", "workbench.repro", "--jobs", "2"], root)
     (root / REPRO_LOG).write_text(log)
 

@@ -387,8 +387,8 @@ def test_package_register_is_consistent() -> None:
         if e.kind != "not_comparable":
             assert e.assumed, f"{e.key} names no assumed parameter"
     # AUC, time-to-target and wall-clock claims run at least 3 seeds (HET averaged 5 runs)
-    assert register["het.table1_time_to_target"].seeds == 5
-    assert register["het.table2_staleness"].seeds == 5
+    assert register["het.table1_time_to_target"].seeds == 3  # the long runs (issue 49)
+    assert register["het.table2_staleness"].seeds == 3
     assert all(register[k].seeds >= 3 for k in ("esd.speedup", "recd.train",
                                                 "recd.preprocess"))
 
@@ -431,8 +431,8 @@ def test_an_entry_names_the_register_version_that_rewrote_it() -> None:
             reg.parse(TEST_REGISTER.replace("    paper_setting: the paper's\n",
                                             f"    paper_setting: the paper's\n    {bad}\n", 1))
     committed = reg.load()
-    assert committed.version >= 2
-    assert {e.register for e in committed.entries if e.paper == "HET"} == {"v2"}
+    assert committed.version >= 3
+    assert {e.register for e in committed.entries if e.paper == "HET"} == {"v2", "v3"}
 
 
 def _git(repo: Path, *args: str) -> None:

@@ -65,6 +65,7 @@ from workbench.training.trainer import (
     Trainer,
     load_split,
 )
+from workbench.utils.validation import ConfigError
 
 log = logging.getLogger(__name__)
 INFINITE = 10**9
@@ -152,6 +153,65 @@ def target_table(metrics: pd.DataFrame, targets: list[float], names: list[str]) 
     return pd.DataFrame(rows)
 
 
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Every run of the stage and the setting they share.
+
+    Attributes:
+        runs: every system at every seed, in seed-major order.
+        bounds: each system's published bound (None: Hybrid; -1: infinity).
+        train_samples: the train split's samples.
+        test_samples: the test samples each evaluation reads.
+        iterations: global batches of one pass over the train split.
+        cluster: the emulated cluster, its dense sync placed as ``het_train``'s.
+        clock: the clock's description (:func:`~workbench.training.clock.clock_summary`).
+    """
+
+    runs: list[Run]
+    bounds: dict[str, int | None]
+    train_samples: int
+    test_samples: int
+    iterations: int
+    cluster: ClusterConfig
+    clock: dict[str, Any]
+
+
+def plan(ctx: RunContext, exp: HetLongConfig, *, train_exp: HetTrainConfig,
+         model: ModelConfig, cluster: ClusterConfig, cache: CacheConfig,
+         dispatcher: str) -> Plan:
+    """The stage's runs (arguments as :func:`run`'s).
+
+    Raises:
+        ConfigError: the train split holds fewer than ``exp.min_iterations`` global batches
+            (names the key and the dataset).
+    """
+    cluster.require_emulated("het_long")
+    cluster = dataclasses.replace(cluster, dense_mode=train_exp.dense_mode,
+                                  dense_link=train_exp.dense_link)
+    meta = DatasetMeta.read(ctx.processed)
+    train_samples = meta.rows["train"]
+    test_samples = min(meta.rows["test"], exp.max_test_samples or meta.rows["test"])
+    iterations = train_samples // model.batch_size
+    if iterations < exp.min_iterations:
+        raise ConfigError(
+            f"experiments.het_long.min_iterations = {exp.min_iterations:,}: dataset "
+            f"{meta.name} holds {iterations:,} iterations of {model.batch_size} "
+            f"({train_samples:,} train samples); give a longer dataset "
+            "(experiments.het_long.dataset=synthetic_long) or lower the key")
+    compute, software = clock_costs(cluster, ctx.calibration, ModelShape(
+        train_exp.model, model, len(meta.dense), len(meta.categorical)))
+    shape = ModelSpec(model, len(meta.dense), len(meta.categorical), table_rows(meta))
+    setup = ClusterSetup(cluster, cache, compute, software)
+    schedule = EvalSchedule(exp.eval_every, exp.eval_until, exp.eval_every_late)
+    chosen = systems(exp)
+    runs = [Run(str(ctx.processed), shape, system, setup, DispatcherSpec(dispatcher),
+                Mechanisms(asp_staleness=train_exp.asp_staleness), ctx.seed + r, r, schedule,
+                exp.max_test_samples)
+            for r in range(exp.seeds) for system, _ in chosen]
+    return Plan(runs, {system.label: bound for system, bound in chosen}, train_samples,
+                test_samples, iterations, cluster, clock_summary(cluster, compute, software))
+
+
 def run(ctx: RunContext, exp: HetLongConfig, *, train_exp: HetTrainConfig,
         dataset: DatasetConfig, model: ModelConfig, cluster: ClusterConfig, cache: CacheConfig,
         dispatcher: str) -> None:
@@ -169,46 +229,24 @@ def run(ctx: RunContext, exp: HetLongConfig, *, train_exp: HetTrainConfig,
         dispatcher: the baseline dispatch of every global batch.
 
     Raises:
-        ValueError: the train split holds fewer than ``exp.min_iterations`` global batches
-            (names the key and the dataset).
+        ConfigError: the train split is too short (:func:`plan`).
     """
     from workbench.utils.io import atomic_dir, write_json
 
-    cluster.require_emulated("het_long")
-    cluster = dataclasses.replace(cluster, dense_mode=train_exp.dense_mode,
-                                  dense_link=train_exp.dense_link)
-    meta = DatasetMeta.read(ctx.processed)
-    train_samples = meta.rows["train"]
-    test_samples = min(meta.rows["test"], exp.max_test_samples or meta.rows["test"])
-    iterations = train_samples // model.batch_size
-    if iterations < exp.min_iterations:
-        raise ValueError(
-            f"het_long: dataset {dataset.name} holds {iterations:,} iterations of "
-            f"{model.batch_size} ({train_samples:,} train samples), fewer than "
-            f"experiments.het_long.min_iterations = {exp.min_iterations:,}: give a longer "
-            "dataset (experiments.het_long.dataset=synthetic_long) or lower the key")
-    compute, software = clock_costs(cluster, ctx.calibration, ModelShape(
-        train_exp.model, model, len(meta.dense), len(meta.categorical)))
-    shape = ModelSpec(model, len(meta.dense), len(meta.categorical), table_rows(meta))
-    setup = ClusterSetup(cluster, cache, compute, software)
-    schedule = EvalSchedule(exp.eval_every, exp.eval_until, exp.eval_every_late)
-    plan = systems(exp)
-    runs = [Run(str(ctx.processed), shape, system, setup, DispatcherSpec(dispatcher),
-                Mechanisms(asp_staleness=train_exp.asp_staleness), ctx.seed + r, r, schedule,
-                exp.max_test_samples)
-            for r in range(exp.seeds) for system, _ in plan]
+    setting = plan(ctx, exp, train_exp=train_exp, model=model, cluster=cluster, cache=cache,
+                   dispatcher=dispatcher)
+    runs, on = setting.runs, setting.cluster
     start = time.perf_counter()
     results = run_all(runs, exp.jobs, ctx.progress)
     wall_s = time.perf_counter() - start
 
-    bound_of = {system.label: bound for system, bound in plan}
     frames, records = [], []
     for r, result in zip(runs, results, strict=True):
         metrics = result["metrics"]
         frames.append(metrics.assign(replicate=r.replicate, seed=r.seed, system=r.system.label))
         records.append({
             "replicate": r.replicate, "seed": r.seed, "system": r.system.label,
-            "het_bound": bound_of[r.system.label],
+            "het_bound": setting.bounds[r.system.label],
             "final_auc": float(metrics["test_auc"].iloc[-1]),
             "time_to_target_s": time_to_target(metrics, dataset.target_auc),
             "iterations_to_target": time_to_target(metrics, dataset.target_auc, "iteration"),
@@ -221,13 +259,14 @@ def run(ctx: RunContext, exp: HetLongConfig, *, train_exp: HetTrainConfig,
     targets = sorted({dataset.target_auc, *exp.target_sweep})
     summary = {
         "dataset": dataset.name, "model": train_exp.model, "target_auc": dataset.target_auc,
-        "train_samples": train_samples, "test_samples": test_samples,
-        "iterations": iterations, "batch_size": model.batch_size, "workers": cluster.workers,
-        "cluster": cluster.name, "dense_sync": f"{cluster.dense_mode}/{cluster.dense_link}",
+        "train_samples": setting.train_samples, "test_samples": setting.test_samples,
+        "iterations": setting.iterations, "batch_size": model.batch_size,
+        "workers": on.workers, "cluster": on.name,
+        "dense_sync": f"{on.dense_mode}/{on.dense_link}",
         "cache_policy": cache.policy, "cache_ratio": cache.ratio, "cache_clock": HET_CLOCK,
         "bounds": exp.bounds, "table1": table1, "seeds": exp.seeds,
         "het_iterations": train_exp.het_iterations, "embedding_dim": model.embedding_dim,
-        "eval": dataclasses.asdict(schedule), "clock": clock_summary(cluster, compute, software),
+        "eval": dataclasses.asdict(runs[0].schedule), "clock": setting.clock,
         "runs": records}
     resources = {"jobs": exp.jobs, "wall_s": round(wall_s, 1),
                  "runs": [{"system": r.system.label, "seed": r.seed,

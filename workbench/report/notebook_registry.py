@@ -115,9 +115,10 @@ NOTEBOOKS: dict[str, NotebookSpec] = {nb.name: nb for nb in (
                 '`train(mechanisms=["het"])` against no cache: test AUC against emulated time'),
         knobs={"bound": key("experiments.het_train.cache_bounds[]"),
                "cache_ratio": key("cache.ratio"), "steps": arg(int, 1)},
-        uses=("results/het_scale", "results/het_epoch", "results/calibration"),
+        uses=("results/het_scale", "results/het_epoch", "results/het_long",
+              "results/calibration"),
         params=("experiments.het_train", "experiments.het_time", "experiments.het_scale",
-                "experiments.het_epoch", "models", "cluster")),
+                "experiments.het_epoch", "experiments.het_long", "models", "cluster")),
     _nb("esd", (Reads("esd", "experiments.esd.dataset"),),
         Explore(('bandwidth_spread', 'cache_ratio', 'per_worker'),
                 '`dispatch` with the trained dispatchers: transmission cost per batch, '
@@ -168,8 +169,8 @@ NOTEBOOKS: dict[str, NotebookSpec] = {nb.name: nb for nb in (
 )}
 
 #: The most result folders and params sections one notebook reads: dvc.yaml's slots per item.
-RESULT_SLOTS = 5
-PARAM_SLOTS = 6
+RESULT_SLOTS = 6
+PARAM_SLOTS = 7
 
 
 def names() -> list[str]:
