@@ -82,8 +82,9 @@ def copy_project(root: Path) -> None:
 def _build_pipeline(root: Path) -> None:
     """The whole pipeline on the ci profile in a copy of the project at ``root``, as ``make
     repro`` runs it: the frozen calibration and long runs measured and committed as ``make
-    calibrate`` and ``make het-long`` do, then ``python -m workbench.repro`` (DVC for each stage, two at a time): every data and
-    experiment stage, every notebook, the report. Its output goes to ``root/repro.log``."""
+    calibrate`` and ``make het-long`` do, then ``python -m workbench.repro`` (DVC for each
+    stage, two at a time): every data and experiment stage, every notebook, the report. Its
+    output goes to ``root/repro.log``."""
     import sys
 
     copy_project(root)

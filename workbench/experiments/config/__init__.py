@@ -69,8 +69,8 @@ from workbench.experiments.config.recd import (
 __all__ = [
     "HET_CLOCK", "CalibrationConfig", "CombinedConfig", "DatasetStatsConfig",
     "DistributedCheckConfig", "EsdConfig", "FlexShardConfig", "HetCacheConfig", "HetEpochConfig",
-    "HetLongConfig", "HetScaleConfig", "HetTimeConfig", "HetTrainConfig", "HotlineConfig", "MECHANISMS",
-    "RecdConfig", "TransformStepConfig", "check_dense_modes", "ExperimentsConfig"]
+    "HetLongConfig", "HetScaleConfig", "HetTimeConfig", "HetTrainConfig", "HotlineConfig",
+    "MECHANISMS", "RecdConfig", "TransformStepConfig", "check_dense_modes", "ExperimentsConfig"]
 
 
 @dataclass(frozen=True)
