@@ -57,16 +57,21 @@ def variant(entry: EntryLike) -> str:
 
 # ------------------------------------------------------------------------------ het_train
 
+def _runs(res: Results, stage: str, curves: str) -> dict[str, Any]:
+    """A training stage's summary, its runs (time to target numeric: null is never) and
+    ``curves`` (every evaluation)."""
+    name = getattr(res.cfg.experiments, stage).dataset
+    summary = res.json(stage, name, "summary.json")
+    runs = pd.DataFrame(summary["runs"])
+    runs["time_to_target_s"] = pd.to_numeric(runs["time_to_target_s"])
+    return {"summary": summary, "runs": runs, "curves": res.csv(stage, name, curves)}
+
+
 def train(res: Results) -> dict[str, Any]:
-    """``het_train``'s summary, runs (time to target numeric) and replicates."""
+    """``het_train``'s summary, runs, replicates and their curves."""
     def build() -> dict[str, Any]:
-        name = res.cfg.experiments.het_train.dataset
-        summary = res.json("het_train", name, "summary.json")
-        runs = pd.DataFrame(summary["runs"])
-        runs["time_to_target_s"] = pd.to_numeric(runs["time_to_target_s"])  # null: never
-        return {"summary": summary, "runs": runs,
-                "reps": pd.DataFrame(summary["replicates"]),
-                "curves": res.csv("het_train", name, "replicates.csv")}
+        data = _runs(res, "het_train", "replicates.csv")
+        return data | {"reps": pd.DataFrame(data["summary"]["replicates"])}
     return res.memo("het_train", build)
 
 
@@ -81,15 +86,8 @@ def train_setting(res: Results) -> str:
 
 
 def long_runs(res: Results) -> dict[str, Any]:
-    """``het_long``'s summary, runs (time to target numeric) and every evaluation."""
-    def build() -> dict[str, Any]:
-        name = res.cfg.experiments.het_long.dataset
-        summary = res.json("het_long", name, "summary.json")
-        runs = pd.DataFrame(summary["runs"])
-        runs["time_to_target_s"] = pd.to_numeric(runs["time_to_target_s"])  # null: never
-        return {"summary": summary, "runs": runs,
-                "curves": res.csv("het_long", name, "metrics.csv")}
-    return res.memo("het_long", build)
+    """``het_long``'s summary, runs and every evaluation (``curves``)."""
+    return res.memo("het_long", lambda: _runs(res, "het_long", "metrics.csv"))
 
 
 def long_setting(res: Results) -> str:
