@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import asdict
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -26,6 +27,7 @@ from workbench.report.sections import (
     _generated,
     collect,
     dirty_sources,
+    measured_claim,
     page,
     write_page,
 )
@@ -431,8 +433,33 @@ def test_an_entry_names_the_register_version_that_rewrote_it() -> None:
             reg.parse(TEST_REGISTER.replace("    paper_setting: the paper's\n",
                                             f"    paper_setting: the paper's\n    {bad}\n", 1))
     committed = reg.load()
-    assert committed.version >= 3
+    assert committed.version >= 4
     assert {e.register for e in committed.entries if e.paper == "HET"} == {"v2", "v3"}
+
+
+def test_a_value_from_a_time_model_is_modelled_never_reproduced() -> None:
+    """An entry with ``evidence: modelled`` gets the state ``modelled`` whatever its rule gives
+    (the rule's outcome on the model stays in the text), its verdict-map cells too; the
+    committed claims table has no reproduced row among such entries (issue 50)."""
+    from workbench.report import verdict_map
+
+    text = TEST_REGISTER.replace("    paper_setting: the paper's\n",
+                                 "    paper_setting: the paper's\n    evidence: modelled\n", 1)
+    entry = reg.parse(text)["het.a"]
+    assert entry.modelled and reg.judge(entry, {"values": [8.0]}).state == "reproduced"
+    row = measured_claim(entry, text="8x", setting="s", measurement={"values": [8.0]},
+                                  conditions={"knob": [{"value": 1, "values": [8.0]}]})
+    assert row.verdict.state == "modelled"
+    assert "on the time model, reproduced" in row.verdict.rule
+    assert row.holds.startswith("on the time model: reproduced")
+    cells = verdict_map.rows_of([asdict(row) | {"state": "modelled"}], reg.parse(text), "HET")
+    assert {state for _, c in cells for _, state, _ in c} == {"modelled"}
+    with pytest.raises(reg.RegisterError, match="evidence 'guessed' is not one of"):
+        reg.parse(text.replace("evidence: modelled", "evidence: guessed"))
+    table = pd.read_csv(REPO_ROOT / "reports" / "claims.csv").set_index("key")
+    modelled = [e.key for e in reg.load().entries if e.modelled]
+    assert {"hotline.speedup", "hotline.v1_hybrid", "flexshard.comm_latency"} <= set(modelled)
+    assert set(table.loc[modelled, "state"]) == {"modelled"}
 
 
 def _git(repo: Path, *args: str) -> None:

@@ -17,9 +17,12 @@ import numpy as np
 
 from workbench.claims.measurement import EntryLike, Measurement, Results
 
-NOTE = ("our time model with assumed efficiencies (workbench/conf/hardware); the paper's "
-        "hardware and baselines' internals are unknown; a deterministic model of the trained "
-        "steps (n = 1)")
+NOTE = ("modelled, not measured: our time model with assumed efficiencies "
+        "(workbench/conf/hardware); the paper's hardware and baselines' internals are unknown; "
+        "a deterministic model of the trained steps (n = 1). Measured on an NVIDIA H200 "
+        "(benchmarks/hotline_cuda.py, results/hotline_cuda/, docs/hotline_cuda.md), Hotline "
+        "took longer than the hybrid; on a machine with a GPU, `python benchmarks/hotline_cuda.py` "
+        "measures it again")
 
 
 def summary(res: Results) -> dict[str, Any]:

@@ -52,6 +52,8 @@ from workbench.utils.errors import WorkbenchError
 REGISTER_FILE = Path(__file__).resolve().parents[1] / "conf" / "claims.yaml"
 PAPERS = ("HET", "ESD", "RecD", "Hotline", "FlexShard")
 BASES = {"paper": "the paper's method [P]", "formalisation": "our formalisation [A]"}
+#: What a claim's value rests on: a measurement of the mechanism running, or only a time model.
+EVIDENCE = ("measured", "modelled")
 KINDS = ("factor", "percent", "less", "close", "decline", "not_comparable")
 _REQUIRED = ("key", "paper", "claim", "paper_value", "basis", "paper_setting", "ours",
              "measured_by", "section", "seeds", "rule")
@@ -113,6 +115,7 @@ class Entry:
     measure: str = ""
     paper_table: Mapping[str, Any] = field(default_factory=dict)
     version: int = 1
+    evidence: str = "measured"
 
     @property
     def register(self) -> str:
@@ -126,6 +129,11 @@ class Entry:
     @property
     def formalisation(self) -> bool:
         return self.basis == "formalisation"
+
+    @property
+    def modelled(self) -> bool:
+        """Whether the value comes only from a time model (``evidence: modelled``)."""
+        return self.evidence == "modelled"
 
     @property
     def wall_clock(self) -> bool:
@@ -226,7 +234,10 @@ def _entry(raw: Mapping[str, Any], index: int) -> Entry:
                   dict(raw["measured_by"]), str(raw["section"]), seeds, rule,
                   tuple(_assumption(key, a) for a in raw.get("assumed") or ()),
                   str(raw.get("measure") or ""), dict(raw.get("paper_table") or {}),
-                  raw.get("version", 1))
+                  raw.get("version", 1), str(raw.get("evidence", "measured")))
+    if entry.evidence not in EVIDENCE:
+        raise _fail(f"claim {key!r}", f"evidence {entry.evidence!r} is not one of "
+                    f"{list(EVIDENCE)}")
     if not isinstance(entry.version, int) or entry.version < 1:
         raise _fail(f"claim {key!r}", f"version {entry.version!r} must be an integer >= 1 (the "
                     "register version that last rewrote the entry)")
@@ -490,7 +501,16 @@ def holds(entry: Entry, conditions: Mapping[str, Sequence[Mapping[str, Any]]] | 
     if unknown:
         raise _fail(f"claim {entry.key!r}", f"conditions {unknown} are not among its assumed "
                                             f"parameters {[a.name for a in entry.assumed]}")
-    return " · ".join(holds_one(entry, a, conditions.get(a.name)) for a in entry.assumed)
+    text = " · ".join(holds_one(entry, a, conditions.get(a.name)) for a in entry.assumed)
+    return f"on the time model: {text}" if text and entry.modelled else text
+
+
+def row_verdict(entry: Entry, measurement: Mapping[str, Any]) -> Verdict:
+    """The claims table's verdict of ``entry``'s committed measurement: :func:`judge` with the
+    seeds checked, ``modelled`` when the value comes only from a time model
+    (:func:`workbench.report.verdict.modelled`)."""
+    judged = judge(entry, measurement, check_seeds=True)
+    return verdict.modelled(judged) if entry.modelled else judged
 
 
 def finite_or_none(value: Any) -> float | None:

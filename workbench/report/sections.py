@@ -145,7 +145,7 @@ def measured_claim(entry: reg.Entry, *, text: str, setting: str, note: str = "",
                    ) -> Claim:
     """The claim row of ``entry`` from a measurement, judged by the register (see
     :mod:`workbench.report.register`); the report stage calls it again on the stored row."""
-    verdict = reg.judge(entry, measurement, check_seeds=True)
+    verdict = reg.row_verdict(entry, measurement)
     est = reg.estimate(entry, measurement)
     return Claim(entry.paper, entry.claim, entry.paper_value, text, setting, verdict=verdict,
                  note=note, key=entry.key, basis=reg.BASES[entry.basis],

@@ -47,6 +47,10 @@ Measured values may be one number or an :class:`Estimate` (the mean of several s
 
 A single value is an interval of width 0, so the rule above is the same rule without seeds.
 
+A claim whose value comes only from a time model (the register's ``evidence: modelled``) is
+``modelled`` whatever the rule gives (:func:`modelled`): the rule's outcome on the model stays in
+its text, never the state ``reproduced``.
+
 Paper values are validated (a factor range on one side of 1x, a percent range off its baseline)
 and a bad one raises ``ValueError``: that is a mistake in the notebook, not in the measurement.
 A bad measurement never raises.
@@ -64,8 +68,9 @@ import numpy as np
 from workbench.claims.measurement import Estimate
 from workbench.claims.measurement import series as _series
 
-STATES = ("reproduced", "direction only", "tie", "contradicted", "not comparable", "not built")
-REPRODUCED, DIRECTION_ONLY, TIE, CONTRADICTED, NOT_COMPARABLE, NOT_BUILT = STATES
+STATES = ("reproduced", "direction only", "tie", "modelled", "contradicted", "not comparable",
+          "not built")
+REPRODUCED, DIRECTION_ONLY, TIE, MODELLED, CONTRADICTED, NOT_COMPARABLE, NOT_BUILT = STATES
 
 FACTOR_BAND = (0.5, 2.0)  # measured / paper, for factors and for gaps and drops
 FACTOR_TIE = 0.01  # a factor within 1x +- 1% is no effect
@@ -81,6 +86,9 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
     (TIE, "the difference is within the measured noise or a stated tolerance (the rule says "
           "which), or the 95% interval over seeds holds no effect: the run cannot tell the "
           "two sides apart"),
+    (MODELLED, "the value comes only from a time model of hardware the workbench does not run "
+               "(no measurement of the mechanism running backs it): never reproduced; the rule "
+               "text says what the model gives"),
     (CONTRADICTED, "the direction is wrong (for the whole interval over seeds)"),
     (NOT_COMPARABLE, "the setting lacks what the claim needs, or the value was not measured "
                      "(the rule says what)"),
@@ -92,6 +100,7 @@ SUMMARIES: dict[str, str] = {
     REPRODUCED: "right direction, magnitude within the band",
     DIRECTION_ONLY: "right direction, magnitude outside the band",
     TIE: "no difference beyond the noise or tolerance",
+    MODELLED: "a time model's value, not measured: never reproduced",
     CONTRADICTED: "wrong direction",
     NOT_COMPARABLE: "the setting cannot measure the claim",
     NOT_BUILT: "the mechanism is not built yet",
@@ -124,6 +133,14 @@ Measured = float | Sequence[float] | Estimate | None
 def not_comparable(reason: str) -> Verdict:
     """The setting lacks what the claim needs; ``reason`` says what."""
     return Verdict(NOT_COMPARABLE, f"not comparable: {reason}")
+
+
+def modelled(on_model: Verdict) -> Verdict:
+    """The verdict of a claim measured only on a time model: ``modelled``, with what the rule
+    gives on the model (a ``not comparable`` or ``not built`` verdict stays as it is)."""
+    if on_model.state in (NOT_COMPARABLE, NOT_BUILT):
+        return on_model
+    return Verdict(MODELLED, f"modelled, not measured: on the time model, {on_model.rule}")
 
 
 def not_built(what: str) -> Verdict:

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from workbench.report import register as reg
-from workbench.report.verdict import STATES
+from workbench.report.verdict import MODELLED, STATES
 
 STATE_COLOURS = {"reproduced": "#4c9a5b", "direction only": "#e3b448", "tie": "#9aa5b1",
-                 "contradicted": "#c8553d", "not comparable": "#d9d9d9",
+                 "modelled": "#b39ddb", "contradicted": "#c8553d", "not comparable": "#d9d9d9",
                  "not built": "#ffffff"}
 
 
@@ -75,7 +75,7 @@ def rows_of(claims: list[dict[str, Any]], register: reg.Register, paper: str
                                      True)]))
                 continue
             cells = [(_cell_text(reg.format_value(p["value"]), entry, p),
-                      reg.judge(entry, p).state,
+                      MODELLED if entry.modelled else reg.judge(entry, p).state,
                       bool(p.get("committed")) or _is_committed(a, p["value"]))
                      for p in reg.sorted_points(a, points)]
             out.append((label, cells))
