@@ -201,7 +201,8 @@ def test_hotline_claims_are_modelled_on_their_servers(tmp_path: Path) -> None:
     path.write_text(json.dumps(summary))
     assert claims.measure(REGISTER["hotline.v1_hybrid"], cfg).text == "1.25x modelled"
     v2 = claims.measure(REGISTER["hotline.speedup"], cfg)
-    assert v2.text == "1.75x modelled" and v2.note.startswith("our time model")
+    assert v2.text == "1.75x modelled" and v2.note.startswith("modelled, not measured")
+    assert "benchmarks/hotline_cuda.py" in v2.note
 
 
 def test_flexshard_claims_follow_the_summary(tmp_path: Path) -> None:

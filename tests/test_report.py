@@ -239,7 +239,8 @@ def test_index_opens_with_counts_then_claims_then_sections(tmp_path: Path,
     assert rows[0][:4] == ["verdict", "claims", "HET", "ESD"]
     assert [r[:4] for r in rows[2:]] == [
         ["reproduced", "1", "1", "0"], ["direction only", "1", "1", "0"], ["tie", "0", "0", "0"],
-        ["contradicted", "1", "0", "1"], ["not comparable", "1", "0", "1"],
+        ["modelled", "0", "0", "0"], ["contradicted", "1", "0", "1"],
+        ["not comparable", "1", "0", "1"],
         ["not built", "0", "0", "0"], ["**total**", "**4**", "2", "2"]]
     for state in verdict.STATES:
         assert f"| {state} |" in text[counts:rules]
@@ -326,7 +327,8 @@ def test_report_writes_metrics_curves_and_maps(tmp_path: Path,
     metrics = json.loads((reports / "claims_metrics.json").read_text())
     assert metrics["register_version"] == 7
     assert metrics["counts"] == {"reproduced": 1, "direction_only": 1, "tie": 0,
-                                 "contradicted": 1, "not_comparable": 1, "not_built": 0}
+                                 "modelled": 0, "contradicted": 1, "not_comparable": 1,
+                                 "not_built": 0}
     assert metrics["claims"]["het.b"]["seeds"] == 3 and metrics["claims"]["het.b"]["reproduced"]
     curve = pd.read_csv(reports / "claims_curves" / "het.a--knob.csv")
     assert list(curve.columns) == ["value", "measured", "state"] and len(curve) == 3
@@ -449,8 +451,8 @@ def test_a_value_from_a_time_model_is_modelled_never_reproduced() -> None:
     assert entry.modelled and reg.judge(entry, {"values": [8.0]}).state == "reproduced"
     row = measured_claim(entry, text="8x", setting="s", measurement={"values": [8.0]},
                                   conditions={"knob": [{"value": 1, "values": [8.0]}]})
-    assert row.verdict.state == "modelled"
-    assert "on the time model, reproduced" in row.verdict.rule
+    assert row.state == "modelled"
+    assert "on the time model, reproduced" in row.rule
     assert row.holds.startswith("on the time model: reproduced")
     cells = verdict_map.rows_of([asdict(row) | {"state": "modelled"}], reg.parse(text), "HET")
     assert {state for _, c in cells for _, state, _ in c} == {"modelled"}

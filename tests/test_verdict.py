@@ -20,7 +20,7 @@ from workbench.report.verdict import (
 
 
 def test_states_in_report_order() -> None:
-    assert v.STATES == ("reproduced", "direction only", "tie", "contradicted",
+    assert v.STATES == ("reproduced", "direction only", "tie", "modelled", "contradicted",
                         "not comparable", "not built")
     assert [state for state, _ in v.DEFINITIONS] == list(v.STATES)
     assert list(v.SUMMARIES) == list(v.STATES)  # one short phrase each, for the index
