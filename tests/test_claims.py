@@ -205,6 +205,23 @@ def test_hotline_claims_are_modelled_on_their_servers(tmp_path: Path) -> None:
     assert "benchmarks/hotline_cuda.py" in v2.note
 
 
+def test_a_flexshard_replay_of_profiled_samples_gives_no_value(tmp_path: Path) -> None:
+    """A claims replay that reuses samples the planner profiled is no measurement (issue 50:
+    the 32-device rows replayed 63% profiled samples); the committed one is held out."""
+    cfg = _fixture(tmp_path, "flexshard")
+    name = cfg.experiments.flexshard.claims_dataset
+    path = tmp_path / "flexshard" / name / "summary.json"
+    summary = json.loads(path.read_text())
+    assert summary["replay_in_profile"] == 0.0
+    summary["replay_in_profile"] = 0.63
+    path.write_text(json.dumps(summary))
+    for key in ("flexshard.a2a_traffic", "flexshard.comm_latency"):
+        m = claims.measure(REGISTER[key], cfg)
+        assert m.payload["values"] is None and m.text == "-", key
+        assert "reused samples the planner profiled (63%" in m.payload["missing"], key
+        assert f"datasets.{name}.synthetic.rows" in m.payload["missing"], key
+
+
 def test_flexshard_claims_follow_the_summary(tmp_path: Path) -> None:
     cfg = _fixture(tmp_path, "flexshard")
     path = tmp_path / "flexshard" / cfg.experiments.flexshard.claims_dataset / "summary.json"
