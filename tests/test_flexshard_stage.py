@@ -12,6 +12,7 @@ import pytest
 from workbench.config import load
 from workbench.experiments.flexshard import NoSequenceError
 from workbench.stages import main, run
+from workbench.utils.paths import REPO_ROOT
 
 OUTPUTS = ("plans.csv", "fraction_curve.csv", "device_sweep.csv", "skew_sweep.csv",
            "link_traffic.csv", "summary.json")
@@ -116,3 +117,19 @@ def test_dataset_without_a_sequence_feature(ci_pipeline: Path,
     assert exc.value.code == 2
     message = capsys.readouterr().err.strip()
     assert "\n" not in message and message.startswith("NoSequenceError: synthetic")
+
+
+def test_the_committed_sweep_point_at_the_base_is_the_claims_plan_and_held_out() -> None:
+    """Issue 50: the device sweep plans each count on a profile of its own iterations with the
+    base's candidate cuts, so its point at the base topology is the claims' plan (the same cut
+    points and replayed bytes) and every point's replay is held out from its profile."""
+    cfg = load(params=REPO_ROOT / "params.yaml")
+    exp = cfg.experiments.flexshard
+    out = REPO_ROOT / "results" / "flexshard" / exp.claims_dataset
+    plans = pd.read_csv(out / "plans.csv").set_index("plan")
+    sweep = pd.read_csv(out / "device_sweep.csv")
+    assert (sweep["replay_in_profile"] == 0).all()
+    at_base = sweep[sweep["devices"] == plans["devices"].iloc[0]].set_index("plan")
+    for column in ("t1", "t2", "replay_inter_bytes", "replay_seconds"):
+        pd.testing.assert_series_equal(at_base.loc[plans.index, column], plans[column],
+                                       check_names=False)

@@ -13,7 +13,10 @@ history) feature::
     replay: the next ``replay_batches`` iterations through every plan -> bytes per device pair,
         all-to-all seconds (forward + backward), memory (weights + the largest buffers)
     curve:  every replicated fraction f: t1 = f N, the best t2 (expected, no memory limit)
-    sweeps: devices (8..64) and the slow node's speed, every plan re-planned and replayed
+    sweeps: devices (8..64) and the slow node's speed, every plan re-planned and replayed; a
+            device count profiles its own first iterations and plans with the base's candidate
+            cuts, so every point's replay is held out as the base's is, and the point at the
+            base topology is the claims' plan (``replay_in_profile`` per point)
 
 Outputs (``results/flexshard/<ds>/``): ``plans.csv``, ``fraction_curve.csv``,
 ``device_sweep.csv``, ``skew_sweep.csv``, ``link_traffic.csv`` (the base replay's bytes per
@@ -317,14 +320,23 @@ def run(processed: Path, out: Path, exp: FlexShardConfig, *, topology: TopologyC
         curve["savings_vs_rw_ms"] = (rw_seconds - curve["seconds"]) * 1e3
 
         swept: dict[tuple, list[dict]] = {}  # a topology met twice is planned once
+        profiles = {base.devices: (probability, lookups, order)}
 
         def sweep_point(topo: Topology, extra: dict[str, Any]) -> list[dict]:
+            """Every plan at ``topo``, planned as the base is (the same candidate cuts) on a
+            profile of ``topo``'s own iterations, so its replay is held out as the base's is
+            and the sweep's point at the base topology is the claims' plan."""
             key = (topo.nodes, topo.devices_per_node, topo.inter_bps.tobytes())
             if key not in swept:
-                swept[key] = _plan_rows(build_plans(exp, probability, topo, lookups, row_bytes,
-                                                    order=order),
-                                        data, topo, replay, exp, probability, lookups,
-                                        row_bytes, {})[0]
+                if topo.devices not in profiles:
+                    seen, p, per = profile_probability(data, exp, topo.devices)
+                    profiles[topo.devices] = (p, per, rank_order(seen))
+                p, per, rank = profiles[topo.devices]
+                held = replay_in_profile(data.lengths.size, topo.devices * exp.per_device_batch,
+                                         exp.profile_batches, exp.replay_batches)
+                swept[key] = [{**row, "replay_in_profile": held} for row in _plan_rows(
+                    build_plans(exp, p, topo, per, row_bytes, extra_cuts, rank),
+                    data, topo, replay, exp, p, per, row_bytes, {})[0]]
             return [{**extra, **row} for row in swept[key]]
 
         sweeps: dict[str, list[dict[str, Any]]] = {"device_sweep": [], "skew_sweep": []}
