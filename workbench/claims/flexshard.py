@@ -72,21 +72,25 @@ def held_out(summary: dict[str, Any]) -> bool:
     return float(summary.get("replay_in_profile") or 0.0) == 0.0
 
 
-def _reused(base: dict[str, Any], name: str) -> str:
-    """Why a claims dataset whose replay reused profiled samples gives no value."""
-    return (f"the replay of {name} reused samples the planner profiled "
-            f"({100 * float(base['replay_in_profile']):.0f}% of those replayed): no held-out "
-            f"measurement; give it more rows (datasets.{name}.synthetic.rows)")
+def _committed(res: Results, base: dict[str, Any], column: str,
+               no_value: str) -> tuple[float | None, str]:
+    """The claims dataset's ``column`` and why it may be missing: the stage's own
+    ``<column>_note`` (else ``no_value``), or, when its replay reused samples the planner
+    profiled, no value and that reason."""
+    if held_out(base):
+        return base[column], base.get(f"{column}_note") or no_value
+    name = res.cfg.experiments.flexshard.claims_dataset
+    return None, (f"the replay of {name} reused samples the planner profiled "
+                  f"({100 * float(base['replay_in_profile']):.0f}% of those replayed): no "
+                  f"held-out measurement; give it more rows (datasets.{name}.synthetic.rows)")
 
 
 def a2a_traffic(res: Results, entry: EntryLike) -> Measurement:
     """FlexShard's inter-node traffic reduction against RW."""
     base, setting, note = _setting_note(res)
-    reduction, summaries = base["inter_traffic_reduction"], runs(res)["summaries"]
-    name = res.cfg.experiments.flexshard.claims_dataset
-    missing = base.get("inter_traffic_reduction_note") or "no inter-node traffic"
-    if not held_out(base):
-        reduction, missing = None, _reused(base, name)
+    summaries = runs(res)["summaries"]
+    reduction, missing = _committed(res, base, "inter_traffic_reduction",
+                                    "no inter-node traffic")
     return Measurement(
         entry.key,
         (f"{100 * reduction:.1f}% ({100 * float(base['traffic_reduction']):.1f}% of all bytes)"
@@ -102,11 +106,8 @@ def a2a_traffic(res: Results, entry: EntryLike) -> Measurement:
 def comm_latency(res: Results, entry: EntryLike) -> Measurement:
     """FlexShard's all-to-all speedup against RW."""
     base, setting, note = _setting_note(res)
-    speedup, summaries = base["latency_speedup"], runs(res)["summaries"]
-    name = res.cfg.experiments.flexshard.claims_dataset
-    missing = base.get("latency_speedup_note") or "no communication left"
-    if not held_out(base):
-        speedup, missing = None, _reused(base, name)
+    summaries = runs(res)["summaries"]
+    speedup, missing = _committed(res, base, "latency_speedup", "no communication left")
     return Measurement(
         entry.key, f"{speedup:.2f}x" if speedup is not None else "-",
         setting,
