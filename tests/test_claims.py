@@ -222,6 +222,22 @@ def test_a_flexshard_replay_of_profiled_samples_gives_no_value(tmp_path: Path) -
         assert f"datasets.{name}.synthetic.rows" in m.payload["missing"], key
 
 
+def test_a_flexshard_sweep_point_of_profiled_samples_is_left_out(tmp_path: Path) -> None:
+    """A device count whose replay reused profiled samples is no point of the devices
+    condition; every other count and the link ratios are."""
+    cfg = _fixture(tmp_path, "flexshard")
+    exp = cfg.experiments.flexshard
+    path = tmp_path / "flexshard" / exp.claims_dataset / "device_sweep.csv"
+    sweep = pd.read_csv(path)
+    counts = sorted(set(sweep["devices"]))
+    sweep["replay_in_profile"] = sweep["replay_in_profile"].astype(float)
+    sweep.loc[sweep["devices"] == counts[-1], "replay_in_profile"] = 0.5
+    sweep.to_csv(path, index=False)
+    m = claims.measure(REGISTER["flexshard.comm_latency"], cfg)
+    assert [p["value"] for p in m.conditions["devices"]] == counts[:-1]
+    assert [p["value"] for p in m.conditions["NVLink/NIC ratio"]] == sorted(exp.link_ratio_sweep)
+
+
 def test_flexshard_claims_follow_the_summary(tmp_path: Path) -> None:
     cfg = _fixture(tmp_path, "flexshard")
     path = tmp_path / "flexshard" / cfg.experiments.flexshard.claims_dataset / "summary.json"

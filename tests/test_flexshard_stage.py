@@ -15,7 +15,7 @@ from workbench.stages import main, run
 from workbench.utils.paths import REPO_ROOT
 
 OUTPUTS = ("plans.csv", "fraction_curve.csv", "device_sweep.csv", "skew_sweep.csv",
-           "link_traffic.csv", "summary.json")
+           "link_sweep.csv", "link_traffic.csv", "summary.json")
 
 
 def _out(params: Path, name: str) -> Path:
@@ -85,6 +85,12 @@ def test_stage_outputs(ci_pipeline: Path) -> None:
         assert (skew["slow_nodes"] >= 1).all()
         for _, group in skew.groupby("slow_factor"):
             assert sorted(group["plan"]) == sorted(exp.plans)
+        links = pd.read_csv(out / "link_sweep.csv")
+        assert sorted(set(links["link_ratio"])) == sorted(set(exp.link_ratio_sweep))
+        assert (links["intra_gbps"] == links["link_ratio"] * cfg.topology.inter_gbps).all()
+        for frame in (sweep, skew, links):  # the profile's reach at every point
+            assert frame["replay_unseen_share"].between(0, 1).all()
+        assert 0 <= summary["replay_unseen_share"] <= 1
         curve = pd.read_csv(out / "fraction_curve.csv")
         assert set(curve["plan"]) <= {"hot_dp", "flexshard"}
         assert set(curve["replicated_fraction"]) <= set(exp.replicated_fractions)
@@ -122,7 +128,8 @@ def test_dataset_without_a_sequence_feature(ci_pipeline: Path,
 def test_the_committed_sweep_point_at_the_base_is_the_claims_plan_and_held_out() -> None:
     """Issue 50: the device sweep plans each count on a profile of its own iterations with the
     base's candidate cuts, so its point at the base topology is the claims' plan (the same cut
-    points and replayed bytes) and every point's replay is held out from its profile."""
+    points and replayed bytes), as is the link sweep's at the committed NVLink / NIC ratio, and
+    every point's replay is held out from its profile."""
     cfg = load(params=REPO_ROOT / "params.yaml")
     exp = cfg.experiments.flexshard
     out = REPO_ROOT / "results" / "flexshard" / exp.claims_dataset
@@ -130,6 +137,10 @@ def test_the_committed_sweep_point_at_the_base_is_the_claims_plan_and_held_out()
     sweep = pd.read_csv(out / "device_sweep.csv")
     assert (sweep["replay_in_profile"] == 0).all()
     at_base = sweep[sweep["devices"] == plans["devices"].iloc[0]].set_index("plan")
-    for column in ("t1", "t2", "replay_inter_bytes", "replay_seconds"):
-        pd.testing.assert_series_equal(at_base.loc[plans.index, column], plans[column],
-                                       check_names=False)
+    committed = cfg.topology.intra_gbps / cfg.topology.inter_gbps
+    links = pd.read_csv(out / "link_sweep.csv")
+    at_ratio = links[links["link_ratio"] == committed].set_index("plan")
+    for point in (at_base, at_ratio):  # one plan behind the rows and their sweep points
+        for column in ("t1", "t2", "replay_inter_bytes", "replay_seconds"):
+            pd.testing.assert_series_equal(point.loc[plans.index, column], plans[column],
+                                           check_names=False)

@@ -2,11 +2,14 @@
 
 Reads ``results/flexshard/<ds>/``: ``summary.json`` (the plans replayed on the claims dataset:
 FlexShard's reduction of inter-node bytes and its all-to-all speedup over row-wise sharding,
-RW) and ``skew_sweep.csv`` (every plan re-planned at each slow-node NIC speed).
+RW) and the sweeps that re-plan every plan at each point: ``device_sweep.csv`` (devices),
+``link_sweep.csv`` (the NVLink / NIC bandwidth ratio) and ``skew_sweep.csv`` (the slow-node NIC
+speed).
 
 * ``flexshard.a2a_traffic``: 1 - FlexShard / RW inter-node bytes per iteration;
 * ``flexshard.comm_latency``: RW / FlexShard all-to-all seconds per iteration (forward +
-  backward); the slow-node NIC speed and the dataset are the conditions of both.
+  backward); the devices, the link ratio, the slow-node NIC speed and the dataset are the
+  conditions of both (a device count whose replay reused profiled samples is left out).
 
 A replay that reuses samples the planner profiled (``replay_in_profile`` > 0: a split too short
 for a held-out replay) is no measurement of either claim: the planner has seen the lookups it is
@@ -20,14 +23,20 @@ from typing import Any
 
 from workbench.claims.measurement import EntryLike, Measurement, Results
 
+#: each swept condition: its name in the register, its sweep file and the file's column
+SWEEPS = {"devices": ("device_sweep.csv", "devices"),
+          "NVLink/NIC ratio": ("link_sweep.csv", "link_ratio"),
+          "slow-node NIC speed": ("skew_sweep.csv", "slow_factor")}
+
 
 def runs(res: Results) -> dict[str, Any]:
-    """The available datasets' summaries and the claims dataset's skew sweep."""
+    """The available datasets' summaries and the claims dataset's sweeps (by condition)."""
     def build() -> dict[str, Any]:
         exp = res.cfg.experiments.flexshard
         summaries, _ = res.available("flexshard", exp.datasets)
-        skew = res.csv("flexshard", exp.claims_dataset, "skew_sweep.csv")
-        return {"summaries": summaries, "skew": skew}
+        sweeps = {name: res.csv("flexshard", exp.claims_dataset, file)
+                  for name, (file, _) in SWEEPS.items()}
+        return {"summaries": summaries, "sweeps": sweeps}
     return res.memo("flexshard", build)
 
 
@@ -51,19 +60,30 @@ def _setting_note(res: Results) -> tuple[dict[str, Any], str, str]:
             "(datasets that reuse profiled samples are left out of the dataset condition); "
             "replayed memory "
             f"{float(base['memory_vs_rw']):.2f}x RW's (the planner bounds the expected memory)")
+    if base.get("replay_unseen_share") is not None:
+        unseen = float(base["replay_unseen_share"])
+        note += (f"; {100 * unseen:.0f}% of the replayed lookups fall on rows the profile never "
+                 "saw, which a plan made from the profile leaves row-wise as RW does: the "
+                 f"inter-node reduction's ceiling is about {100 * (1 - unseen):.0f}%")
     return base, setting, note
 
 
-def skew_points(res: Results, column: str, better: str) -> list[dict[str, Any]]:
-    """FlexShard against RW at every slow-node NIC speed: the traffic reduction or speedup."""
-    skew = runs(res)["skew"]
+def sweep_points(res: Results, condition: str, column: str,
+                 better: str) -> list[dict[str, Any]]:
+    """FlexShard against RW at every point of one swept ``condition`` (:data:`SWEEPS`): the
+    reduction of ``column`` (``better = "reduction"``) or RW's over FlexShard's (a speedup).
+    A point whose replay reused samples its planner profiled is left out."""
+    frame = runs(res)["sweeps"][condition]
+    by_col = SWEEPS[condition][1]
     out = []
-    for factor, g in skew.groupby("slow_factor"):
+    for point, g in frame.groupby(by_col):
+        if "replay_in_profile" in g and float(g["replay_in_profile"].max()) > 0:
+            continue
         by = g.set_index("plan")[column]
         if "rw" in by and "flexshard" in by and by["rw"] > 0 and by["flexshard"] > 0:
             value = (1 - by["flexshard"] / by["rw"]) if better == "reduction" \
                 else by["rw"] / by["flexshard"]
-            out.append({"value": float(factor), "values": [float(value)]})
+            out.append({"value": float(point), "values": [float(value)]})
     return out
 
 
@@ -96,7 +116,7 @@ def a2a_traffic(res: Results, entry: EntryLike) -> Measurement:
         (f"{100 * reduction:.1f}% ({100 * float(base['traffic_reduction']):.1f}% of all bytes)"
          if reduction is not None else "-"), setting,
         {"values": [reduction] if reduction is not None else None, "missing": missing},
-        {"slow-node NIC speed": skew_points(res, "replay_inter_bytes", "reduction"),
+        {**{c: sweep_points(res, c, "replay_inter_bytes", "reduction") for c in SWEEPS},
          "dataset": [{"value": n, "values": [s["inter_traffic_reduction"]]}
                      for n, s in summaries.items()
                      if s["inter_traffic_reduction"] is not None and held_out(s)]},
@@ -112,7 +132,7 @@ def comm_latency(res: Results, entry: EntryLike) -> Measurement:
         entry.key, f"{speedup:.2f}x" if speedup is not None else "-",
         setting,
         {"values": [speedup] if speedup is not None else None, "missing": missing},
-        {"slow-node NIC speed": skew_points(res, "replay_seconds", "speedup"),
+        {**{c: sweep_points(res, c, "replay_seconds", "speedup") for c in SWEEPS},
          "dataset": [{"value": n, "values": [s["latency_speedup"]]}
                      for n, s in summaries.items() if s["latency_speedup"] and held_out(s)]},
         note + "; the all-to-all time of one iteration (forward + backward), not the whole step")

@@ -13,14 +13,20 @@ history) feature::
     replay: the next ``replay_batches`` iterations through every plan -> bytes per device pair,
         all-to-all seconds (forward + backward), memory (weights + the largest buffers)
     curve:  every replicated fraction f: t1 = f N, the best t2 (expected, no memory limit)
-    sweeps: devices (8..64) and the slow node's speed, every plan re-planned and replayed; a
-            device count profiles its own first iterations and plans with the base's candidate
-            cuts, so every point's replay is held out as the base's is, and the point at the
-            base topology is the claims' plan (``replay_in_profile`` per point)
+    sweeps: devices (8..256), the slow node's speed and the NVLink / NIC bandwidth ratio, every
+            plan re-planned and replayed; a device count profiles its own first iterations and
+            plans with the base's candidate cuts, so every point's replay is held out as the
+            base's is, and the point at the base topology is the claims' plan
+            (``replay_in_profile`` per point)
 
 Outputs (``results/flexshard/<ds>/``): ``plans.csv``, ``fraction_curve.csv``,
-``device_sweep.csv``, ``skew_sweep.csv``, ``link_traffic.csv`` (the base replay's bytes per
-device pair for RW and FlexShard), ``summary.json``. Everything is deterministic (no wall clock).
+``device_sweep.csv``, ``skew_sweep.csv``, ``link_sweep.csv``, ``link_traffic.csv`` (the base
+replay's bytes per device pair for RW and FlexShard), ``summary.json``.
+Everything is deterministic (no wall clock).
+
+The profile's reach: ``replay_unseen_share`` (summary and every sweep point) is the share of
+the replayed lookups on rows the profile never saw; a plan made from the profile leaves those
+row-wise, as RW does, so about ``1 -`` it caps the inter-node reduction (the report's ceiling).
 
 Ratios against RW that would say nothing are refused (``None`` in ``summary.json``, with a
 ``..._note`` saying why, and the same words in the log): a reduction of traffic RW does not have
@@ -156,6 +162,16 @@ def replay_in_profile(samples: int, per_iteration: int, profiled: int, replayed:
     seen[np.arange(profiled * per_iteration) % samples] = True
     start = profiled * per_iteration
     return float(seen[np.arange(start, start + replayed * per_iteration) % samples].mean())
+
+
+def replay_unseen(data: SequenceLookups, counts: np.ndarray, iterations: range, devices: int,
+                  per_device: int) -> float:
+    """The share of the replayed lookups that fall on rows the profile never saw (``counts``
+    0). A plan made from the profile cannot single those rows out: they stay row-wise over all
+    devices, as in RW, so about ``1 -`` this share bounds the inter-node reduction any
+    profile-driven plan reaches (the ceiling the report draws)."""
+    ids = np.concatenate([data.iteration(t, devices, per_device)[1] for t in iterations])
+    return float((counts[ids] == 0).mean())
 
 
 def row_wise_baseline(probability: np.ndarray, topo: Topology, lookups: float,
@@ -320,26 +336,30 @@ def run(processed: Path, out: Path, exp: FlexShardConfig, *, topology: TopologyC
         curve["savings_vs_rw_ms"] = (rw_seconds - curve["seconds"]) * 1e3
 
         swept: dict[tuple, list[dict]] = {}  # a topology met twice is planned once
-        profiles = {base.devices: (probability, lookups, order)}
+        profiles = {base.devices: (probability, lookups, order, counts)}
 
         def sweep_point(topo: Topology, extra: dict[str, Any]) -> list[dict]:
             """Every plan at ``topo``, planned as the base is (the same candidate cuts) on a
             profile of ``topo``'s own iterations, so its replay is held out as the base's is
             and the sweep's point at the base topology is the claims' plan."""
-            key = (topo.nodes, topo.devices_per_node, topo.inter_bps.tobytes())
+            key = (topo.nodes, topo.devices_per_node, topo.inter_bps.tobytes(),
+                   float(topo.intra_bps))
             if key not in swept:
                 if topo.devices not in profiles:
                     seen, p, per = profile_probability(data, exp, topo.devices)
-                    profiles[topo.devices] = (p, per, rank_order(seen))
-                p, per, rank = profiles[topo.devices]
+                    profiles[topo.devices] = (p, per, rank_order(seen), seen)
+                p, per, rank, seen = profiles[topo.devices]
                 held = replay_in_profile(data.lengths.size, topo.devices * exp.per_device_batch,
                                          exp.profile_batches, exp.replay_batches)
-                swept[key] = [{**row, "replay_in_profile": held} for row in _plan_rows(
+                unseen = replay_unseen(data, seen, replay, topo.devices, exp.per_device_batch)
+                swept[key] = [{**row, "replay_in_profile": held, "replay_unseen_share": unseen}
+                              for row in _plan_rows(
                     build_plans(exp, p, topo, per, row_bytes, extra_cuts, rank),
                     data, topo, replay, exp, p, per, row_bytes, {})[0]]
             return [{**extra, **row} for row in swept[key]]
 
-        sweeps: dict[str, list[dict[str, Any]]] = {"device_sweep": [], "skew_sweep": []}
+        sweeps: dict[str, list[dict[str, Any]]] = {"device_sweep": [], "skew_sweep": [],
+                                                   "link_sweep": []}
         slow_cfg = replace(topology, slow_nodes=max(1, topology.slow_nodes))
         for devices in exp.device_sweep:
             topo = Topology.from_config(topology, nodes=devices // topology.devices_per_node)
@@ -349,6 +369,12 @@ def run(processed: Path, out: Path, exp: FlexShardConfig, *, topology: TopologyC
             sweeps["skew_sweep"] += sweep_point(topo, {
                 "devices": topo.devices, "slow_factor": speed,
                 "slow_nodes": slow_cfg.slow_nodes})
+        for ratio in exp.link_ratio_sweep:  # NVLink = ratio x the NIC, the NICs as committed
+            topo = Topology.from_config(replace(topology,
+                                                intra_gbps=ratio * topology.inter_gbps))
+            sweeps["link_sweep"] += sweep_point(topo, {
+                "devices": topo.devices, "link_ratio": ratio,
+                "intra_gbps": ratio * topology.inter_gbps, "inter_gbps": topology.inter_gbps})
 
         links = pd.concat([pd.DataFrame({"plan": name,
                                          "src": np.repeat(np.arange(base.devices), base.devices),
@@ -378,6 +404,8 @@ def run(processed: Path, out: Path, exp: FlexShardConfig, *, topology: TopologyC
             "expected_memory_vs_rw": by.loc["flexshard", "expected_memory"]
             / by.loc["rw", "expected_memory"],
             "unseen_mass_estimate": float(probability[counts == 0].sum()),
+            "replay_unseen_share": replay_unseen(data, counts, replay, base.devices,
+                                                 exp.per_device_batch),
             "replay_in_profile": overlap}
         warn_over_memory(processed.name, by, exp.memory_limit)
         plans.to_csv(tmp / "plans.csv", index=False, float_format="%.6g")

@@ -36,6 +36,9 @@ class FlexShardConfig:
         device_sweep: device counts of the scaling sweep (multiples of the topology's
             ``devices_per_node``).
         skew_sweep: slow-node NIC speeds of the skew sweep (1 = no skew).
+        link_ratio_sweep: intra-node / inter-node bandwidth per device of the link sweep
+            (NVLink over NIC; the NICs keep the topology's ``inter_gbps``, NVLink is this
+            times it).
     """
 
     datasets: list[str] = field(default_factory=lambda: ["synthetic_sessions"],
@@ -59,6 +62,9 @@ class FlexShardConfig:
                                     metadata=nonempty(in_range(1, 65_536)))
     skew_sweep: list[float] = field(default_factory=lambda: [1.0, 0.5, 0.25, 0.1],
                                     metadata=nonempty())
+    link_ratio_sweep: list[float] = field(default_factory=lambda: [2.0, 4.0, 9.0, 12.0, 24.0,
+                                                                   48.0],
+                                          metadata=nonempty())
 
     def __post_init__(self) -> None:
         if self.claims_dataset not in self.datasets:
@@ -76,3 +82,5 @@ class FlexShardConfig:
         check_each("replicated_fractions", self.replicated_fractions, lambda f: 0 <= f <= 1,
                    "in [0, 1]")
         check_each("skew_sweep", self.skew_sweep, lambda f: 0 < f <= 1, "in (0, 1]")
+        check_each("link_ratio_sweep", self.link_ratio_sweep, lambda r: 0 < r <= 1000,
+                   "in (0, 1000]")
