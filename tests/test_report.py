@@ -15,7 +15,7 @@ import pytest
 
 from workbench.report import register as reg
 from workbench.report import verdict
-from workbench.report.index import ROW_WIDTH, build, clip, write
+from workbench.report.index import ROW_WIDTH, build, clip, curve_name, write
 from workbench.report.plotting import save_figure, set_theme
 from workbench.report.sections import (
     CLAIM_COLUMNS,
@@ -560,3 +560,10 @@ def test_verdict_map_cells_carry_value_side_and_a_measured_committed_point() -> 
     assert [(text, committed) for text, _, committed in knob] == [
         ("0.3\n3.00x v", True), ("1\n2.00x v", True), ("4\n9.00x ^", False)]
     assert alone == [("committed\n8.20x =", "reproduced", True)]
+
+
+def test_a_curve_file_name_is_one_file() -> None:
+    """An assumed parameter's name becomes one file name (a ``/`` made a folder)."""
+    assert curve_name("NVLink/NIC ratio") == "NVLink_NIC_ratio"
+    assert curve_name("slow-node NIC speed") == "slow-node_NIC_speed"
+    assert curve_name("per-row cost (us)") == "per-row_cost_us_"

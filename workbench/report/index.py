@@ -26,6 +26,7 @@ git state give the same bytes, and it holds no absolute path or host name.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,15 @@ METRICS_FILE = "claims_metrics.json"
 CURVES_DIR = "claims_curves"
 MAPS_DIR = "verdict_maps"
 REPORT_COMMAND = "python -m workbench.stages report --params"
+
+
+def curve_name(parameter: str) -> str:
+    """An assumed parameter's name as one file name: every run of characters other than
+    letters, digits, ``.``, ``_`` and ``-`` becomes ``_`` (``NVLink/NIC ratio`` ->
+    ``NVLink_NIC_ratio``: a ``/`` would make a folder)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", parameter)
+
+
 ELLIPSIS = "\u2026"
 
 
@@ -263,7 +273,7 @@ def metrics(claims: list[dict[str, Any]], register: reg.Register) -> dict[str, A
 
 def curves(claims: list[dict[str, Any]], register: reg.Register) -> dict[str, pd.DataFrame]:
     """Every numeric sweep of an assumed parameter as ``value, measured, state`` (the point
-    estimate in the rule's unit), named ``<key>--<parameter>``."""
+    estimate in the rule's unit), named ``<key>--<parameter>`` (:func:`curve_name`)."""
     out = {}
     for c in claims:
         entry = register[c["key"]]
@@ -278,7 +288,7 @@ def curves(claims: list[dict[str, Any]], register: reg.Register) -> dict[str, pd
                 rows.append({"value": float(p["value"]),
                              "measured": None if est is None else est.mean,
                              "state": judged[float(p["value"])]})
-            out[f"{c['key']}--{a.name.replace(' ', '_')}"] = pd.DataFrame(rows)
+            out[f"{c['key']}--{curve_name(a.name)}"] = pd.DataFrame(rows)
     return out
 
 
