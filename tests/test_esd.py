@@ -105,6 +105,33 @@ def test_hybriddis_switches_to_the_heuristic_over_budget() -> None:
         make_dispatcher("esd_exact", cl, caps, SolverOptions(mode="dedup", objective="makespan"))
 
 
+@given(ratio=st.integers(1, 5), lookahead=st.integers(1, 6))
+@settings(max_examples=20, deadline=None)
+def test_hybriddis_saves_its_budget_for_the_exact_solver(ratio: int, lookahead: int) -> None:
+    """With the exact solver ``ratio`` budgets long (fixed predictor), HybridDis deciding up to
+    ``lookahead`` batches ahead runs it on every ``ratio``-th batch when the look-ahead holds
+    one solve, and never otherwise; a look-ahead of 1 is the per-batch rule (issue 50)."""
+    cl = _cluster(workers=2, rows=50, cap=8)
+    caps = np.array([8, 8])
+    keys = np.random.default_rng(1).integers(0, 50, size=(16 * 12, 3))
+    per_variable = 1e-3
+    budget = 16 * 2 * per_variable / ratio  # N x W = 32 variables: the solve is ratio budgets
+    hybrid = make_dispatcher("hybriddis", cl, caps, SolverOptions(
+        small_instance=0, seconds_per_variable=per_variable, lookahead=lookahead))
+    hybrid.set_budget(budget)
+    records = run_dispatch(cl, keys, hybrid, 12)
+    exact = [r["method"].startswith("exact") for r in records]
+    expected = [lookahead >= ratio and (t + 1) % ratio == 0 for t in range(12)]
+    assert exact == expected
+    assert all(r["charged_s"] == pytest.approx(0.0, abs=1e-12) for r in records)
+    assert hybrid.decided == ({"heuristic": exact.count(False)} if not any(exact) else
+                              {"heuristic": exact.count(False), records[ratio - 1]["method"]:
+                               exact.count(True)} if ratio > 1 else
+                              {records[0]["method"]: 12})
+    with pytest.raises(ValueError, match="lookahead 0: must be at least 1"):
+        SolverOptions(lookahead=0)
+
+
 def test_makespan_objective_balances_the_slowest_worker() -> None:
     cl = _cluster(workers=2, rows=40, cap=6, bandwidths=(1.0, 0.1))
     caps = np.array([4, 4])

@@ -8,8 +8,11 @@ caches), ``summary.json`` (the end-to-end runs and their replicates) and ``train
   committed setting); the link spread, cache size and worker count are the conditions (their
   sweeps).
 * ``esd.speedup``: LAIA / HybridDis time to the target AUC per replicate (seed + r) at the base
-  spread; the spread, the dense mode and the dense bytes are the conditions (the replicate-0
-  runs reclocked).
+  spread; the spread, the dense mode, the dense bytes and the link latency are the conditions
+  (the replicate-0 runs reclocked, each varied with the others as committed). The setting gives
+  LAIA's step split into embedding transmission, dense synchronisation and compute (the
+  regime the register states: embedding transmission at least half of the baseline's step),
+  and how many batches each of HybridDis' solvers decided.
 """
 
 from __future__ import annotations
@@ -55,12 +58,49 @@ def base_setting(res: Results) -> str:
                       for knob, points in summary["skipped"].items()))
 
 
+def committed_runs(res: Results) -> pd.DataFrame:
+    """The reclocked runs at every committed clock setting but the spread: the headline dense
+    mode, the model's dense bytes, the base link latency (every spread kept)."""
+    exp, data = res.cfg.experiments.esd, runs(res)
+    modes = data["modes"]
+    keep = (modes["dense_mode"] == data["summary"]["train"]["dense_mode"]) & (
+        modes["dense_scale"] == 1.0)
+    if "latency_ms" in modes:
+        keep &= modes["latency_ms"] == exp.latency_ms
+    return modes[keep]
+
+
+def step_split(res: Results, name: str = SPEEDUP_BASELINE) -> str:
+    """``name``'s step at the committed setting, split into embedding transmission, dense
+    synchronisation and compute ("" when the runs do not record it)."""
+    exp = res.cfg.experiments.esd
+    runs_ = committed_runs(res)
+    row = runs_[(runs_["dispatcher"] == name) & (runs_["spread"] == exp.bandwidth_spread)]
+    if not len(row) or "embedding_share" not in row:
+        return ""
+    r = row.iloc[0]
+    return (f"{name}'s step {1e3 * r['step_s']:.1f} ms: {r['embedding_share']:.0%} embedding "
+            f"transmission, {r['dense_share']:.0%} dense sync, "
+            f"{max(0.0, 1 - r['embedding_share'] - r['dense_share']):.0%} compute")
+
+
+def decided(res: Results) -> str:
+    """How many batches each of HybridDis' solvers decided in its end-to-end run."""
+    esd = dispatcher(res)
+    for run in runs(res)["summary"]["train"]["runs"]:
+        if run["dispatcher"] == esd and run.get("methods"):
+            return f"{esd} decided " + ", ".join(
+                f"{n:,} batches by {m}" for m, n in run["methods"].items())
+    return ""
+
+
 def train_setting(res: Results) -> str:
     """The end-to-end runs' setting."""
     exp, summary = res.cfg.experiments.esd, runs(res)["summary"]
+    extra = "".join(f"; {part}" for part in (step_split(res), decided(res)) if part)
     return (f"{exp.train_model.upper()} trained through the base edge cluster, "
             f"global batch {exp.workers * exp.per_worker}, dense sync "
-            f"{summary['train']['dense_mode']}; " + base_setting(res))
+            f"{summary['train']['dense_mode']}{extra}; " + base_setting(res))
 
 
 def _reduction_at(frame: pd.DataFrame, esd: str) -> float | None:
@@ -128,24 +168,30 @@ def speedup(res: Results, entry: EntryLike) -> Measurement:
     dense_mode = data["summary"]["train"]["dense_mode"]
     _, rep_speed = replicate_speedups(res)
     modes = data["modes"]
+    if "latency_ms" not in modes:  # results from before the latency sweep: one latency
+        modes = modes.assign(latency_ms=exp.latency_ms)
     column = f"speedup_vs_{SPEEDUP_BASELINE}"
     mine = modes[modes["dispatcher"] == esd] if column in modes else modes.iloc[:0]
+    at_latency = mine[mine["latency_ms"] == exp.latency_ms]
 
     def points(frame: pd.DataFrame, by: str) -> list[dict[str, Any]]:
         return [{"value": v, "values": [float(g[column].iloc[0])]} for v, g in frame.groupby(by)
                 if np.isfinite(g[column].iloc[0])]
 
-    at_base = mine[mine["spread"] == exp.bandwidth_spread]
+    at_base = at_latency[at_latency["spread"] == exp.bandwidth_spread]
+    committed = (mine["spread"] == exp.bandwidth_spread) & (mine["dense_mode"] == dense_mode) & (
+        mine["dense_scale"] == 1.0)
     est = Estimate.of(rep_speed) if rep_speed else None
     return Measurement(
         entry.key, (est.text(lambda x: f"{x:.2f}x") + f" vs {SPEEDUP_BASELINE}") if est else "-",
         train_setting(res) + f"; target AUC {target}",
         {"values": rep_speed or None,
          "missing": f"{esd} or {SPEEDUP_BASELINE} never reached the target AUC {target}"},
-        {"link spread": points(mine[(mine["dense_mode"] == dense_mode)
-                                    & (mine["dense_scale"] == 1.0)], "spread"),
+        {"link spread": points(at_latency[(at_latency["dense_mode"] == dense_mode)
+                                          & (at_latency["dense_scale"] == 1.0)], "spread"),
          "dense-sync mode": points(at_base[at_base["dense_scale"] == 1.0], "dense_mode"),
-         "dense bytes": points(at_base[at_base["dense_mode"] == dense_mode], "dense_scale")},
+         "dense bytes": points(at_base[at_base["dense_mode"] == dense_mode], "dense_scale"),
+         "link latency": points(mine[committed], "latency_ms")},
         "our formalisation of ESD; emulated time on the calibrated clock; the interval is over "
         "the replicates' data order and initialisation; the sweeps reclock the replicate-0 runs"
         + decision_overrun(res))

@@ -26,18 +26,28 @@ method section is not available. Per global batch the cost model
   *Budget*: the time the decision can hide behind, i.e. the previous iteration's compute on
   the emulated clock (the trainer calls :meth:`HybridDis.set_budget` every iteration; the
   ESD sweeps set the calibrated compute of one iteration) times ``budget_fraction``.
+  *Look-ahead* ``K`` (``SolverOptions.lookahead``): the dispatcher may decide up to ``K``
+  batches ahead of the training, so the budget it does not spend on a batch (the heuristic's
+  batches) is saved, up to ``K`` budgets; the exact solver runs when the saved budget covers
+  its predicted time, and its time is drawn from the saving. So at a budget ``b`` below the
+  exact solver's time ``t`` (and ``t <= K b``), the exact solver decides about ``b / t`` of the
+  batches and the heuristic the rest; ``K = 1`` (the default) saves nothing: the exact solver
+  runs on every batch or on none::
+
+      saved <- min(saved + b, K b)
+      exact if N x W <= small_instance or t <= saved;  then saved <- max(0, saved - t)
   *Predictor* of the exact solver's seconds for V = N x W variables: ``t(V) = a + b V``;
   ``fixed`` keeps ``a = 0, b = seconds_per_variable`` (deterministic runs); ``online`` refits
   ``(a, b)`` by least squares on the last 32 observed (V, wall seconds) solves, starting from the
   fixed prior (adaptive; runs then depend on machine speed).
-  *Charge*: when the exact solver runs, ``max(0, t - budget)`` seconds go on the emulated clock
+  *Charge*: when the exact solver runs, ``max(0, t - saved)`` seconds go on the emulated clock
   (``Decision.charged_s``), with ``t`` the predicted time under ``fixed`` and the measured wall
   time under ``online``::
 
       keys --cost model--> A[W, U], CSR --+--> regret_swap ----------------------+--> cheaper plan
                                           |                                      |
                                           +--> exact (if N x W small or the -----+
-                                               predicted time <= budget)
+                                               predicted time <= saved budget)
 
 Each dispatcher is one strategy class on the shared machinery of :class:`EsdDispatcher` (the
 cost model, the model of ``mode``, the exact solver and its time predictor):
@@ -85,6 +95,8 @@ class SolverOptions:
         heuristic_rounds: swap rounds of the regret heuristic.
         predictor: ``fixed`` or ``online`` (see the module docstring); None: ``online`` when
             ``seconds_per_variable`` is None, else ``fixed``.
+        lookahead: hybriddis' look-ahead K: the batches it may decide ahead of the training,
+            so the most budgets it can save for the exact solver (1: none saved).
 
     Raises:
         ValueError: an unknown mode, objective or predictor, ``makespan`` with the dedup
@@ -99,8 +111,11 @@ class SolverOptions:
     objective: str = "total"
     heuristic_rounds: int = 1
     predictor: str | None = None
+    lookahead: int = 1
 
     def __post_init__(self) -> None:
+        if self.lookahead < 1:
+            raise ValueError(f"hybriddis lookahead {self.lookahead}: must be at least 1")
         if self.predictor not in (None, "fixed", "online"):
             raise ValueError(f"hybriddis predictor {self.predictor!r}: must be 'fixed' or "
                              "'online'")
@@ -151,6 +166,7 @@ class EsdDispatcher(Dispatcher):
         self.time_limit_s = options.time_limit_s
         self.budget_s = options.budget_s
         self.small_instance = options.small_instance
+        self.decided: dict[str, int] = {}  # batches per method ("heuristic", "exact:...")
 
     def predict_seconds(self, variables: int) -> float:
         """The exact solver's predicted seconds for ``variables`` = N x W."""
@@ -208,6 +224,7 @@ class EsdDispatcher(Dispatcher):
         cost, indptr, indices = self._model(keys)
         variables = keys.shape[0] * self.workers
         solution, method, charged = self._plan(cost, indptr, indices, variables)
+        self.decided[method] = self.decided.get(method, 0) + 1
         x = np.asarray(solution.assignment, dtype=np.int64)
         return Decision(x, method, time.perf_counter() - start,
                         predicted_cost=float(dedup_cost(cost, indptr, indices, x)),
@@ -244,23 +261,32 @@ class EsdExact(EsdDispatcher):
 
 class HybridDis(EsdDispatcher):
     """``hybriddis``: the heuristic always, plus the exact solver when the instance is small or
-    its predicted time fits the budget; the cheaper plan wins, the overrun is charged."""
+    its predicted time fits the budget saved over the look-ahead; the cheaper plan wins, the
+    overrun is charged."""
 
     name = "hybriddis"
+
+    def __init__(self, workers: int, capacities: np.ndarray, cost_model: CostModel,
+                 options: SolverOptions | None = None) -> None:
+        super().__init__(workers, capacities, cost_model, options)
+        self.lookahead = self.options.lookahead
+        self.saved_s = 0.0  # the budget saved for the exact solver (at most lookahead budgets)
 
     def set_budget(self, seconds: float) -> None:
         """The time the next decision can hide behind (the previous iteration's compute)."""
         self.budget_s = float(seconds)
 
     def _plan(self, cost, indptr, indices, variables: int) -> tuple[Solution, str, float]:
+        self.saved_s = min(self.saved_s + self.budget_s, self.lookahead * self.budget_s)
         predicted = self.predict_seconds(variables)
-        exact = variables <= self.small_instance or predicted <= self.budget_s
+        exact = variables <= self.small_instance or predicted <= self.saved_s
         heuristic = self._heuristic(cost, indptr, indices)
         if not exact:
             return heuristic, "heuristic", 0.0
         solution, wall = self._timed_exact(cost, indptr, indices, variables)
         spent = wall if self.predictor == "online" else predicted
-        charged = max(0.0, spent - self.budget_s)
+        charged = max(0.0, spent - self.saved_s)
+        self.saved_s = max(0.0, self.saved_s - spent)
         method = f"exact:{solution.method}"  # which plan: the optimum or a fallback
         if (dedup_cost(cost, indptr, indices, heuristic.assignment)
                 < dedup_cost(cost, indptr, indices, solution.assignment)):

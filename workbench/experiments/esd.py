@@ -119,6 +119,12 @@ def warm_up(cluster: EdgeCluster, keys: np.ndarray, disp, exp: EsdConfig,
     return done, False, hit
 
 
+def solver_options(exp: EsdConfig) -> SolverOptions:
+    """The ESD solvers' settings of this stage: the shared ones (``dispatcher_options``) and
+    HybridDis' look-ahead (``hybrid_lookahead``, this stage's own)."""
+    return SolverOptions(**exp.dispatcher_options(), lookahead=exp.hybrid_lookahead)
+
+
 @dataclass(frozen=True)
 class EsdPoint:
     """One setting of the ESD sweeps (:func:`one_run`).
@@ -157,8 +163,8 @@ def one_run(keys: np.ndarray, rows: int, exp: EsdConfig, dispatcher: str, point:
     links = edge_cluster_config(exp, point.workers, point.spread)
     cluster = edge_cluster(exp, links, rows, point.cache_ratio)
     caps = worker_capacities(links, point.per_worker, point.capacity)
-    disp = make_dispatcher(dispatcher, cluster, caps, SolverOptions(**exp.dispatcher_options()),
-                           wire_dim=wire_dim, seed=seed)
+    disp = make_dispatcher(dispatcher, cluster, caps, solver_options(exp), wire_dim=wire_dim,
+                           seed=seed)
     budget = point.budget_fraction * float(compute.seconds(caps).max())
     disp.set_budget(budget)
     warm, steady, hit = warm_up(cluster, keys, disp, exp, wire_dim)
@@ -251,6 +257,8 @@ def run(ctx: RunContext, exp: EsdConfig, *, train: HetTrainConfig, dataset: Data
 
     from workbench.utils.io import atomic_dir, write_json
 
+    if exp.embedding_dim is not None:  # the stage's D (Herald's recipe), not the model's
+        model = dataclasses.replace(model, embedding_dim=exp.embedding_dim)
     meta = DatasetMeta.read(processed)
     keys = read_keys(processed, meta)
     rows = table_rows(meta)
@@ -372,7 +380,7 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
     train = load_split(ctx.processed, meta, "train", train_exp.max_train_samples)
     test = load_split(ctx.processed, meta, "test", train_exp.max_test_samples)
     shape = ModelSpec(model_cfg, len(meta.dense), len(meta.categorical), table_rows(meta))
-    options = SolverOptions(**exp.dispatcher_options())
+    options = solver_options(exp)
 
     def cache_trainer(setup: ClusterSetup, name: str, seed: int) -> Trainer:
         """The Cache s=bound trainer of ``shape`` on ``setup``, dispatched by ``name``."""
@@ -382,6 +390,7 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
 
     spreads = list(dict.fromkeys([exp.bandwidth_spread, *exp.train_spreads]))
     modes = list(dict.fromkeys([base.cluster.dense_mode, *exp.train_dense_modes]))
+    latencies = list(dict.fromkeys([exp.latency_ms, *exp.train_latencies_ms]))
     frames: list[pd.DataFrame] = []
     by_mode: list[dict[str, Any]] = []
     summary: dict[str, Any] = {"target_auc": target, "runs": [], "spreads": spreads,
@@ -397,30 +406,38 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
             assert trainer.cluster is not None  # a cache system always has its cluster
             history = trainer.cluster.history()
             at = metrics["iteration"].to_numpy() - 1  # the evaluation after iteration k
-            for mode, scale in itertools.product(modes, exp.train_dense_scales):
+            for mode, scale, latency in itertools.product(modes, exp.train_dense_scales,
+                                                          latencies):
                 dense_bytes = scale * trainer.dense_bytes
                 clocked = reclock(history, Links.from_config(
-                    dataclasses.replace(setup.cluster, dense_mode=mode),  # type: ignore[arg-type]
+                    dataclasses.replace(setup.cluster, dense_mode=mode,  # type: ignore[arg-type]
+                                        latency_ms=[latency]),
                     setup.software), model_cfg.embedding_dim, dense_bytes)
                 elapsed = clocked["step_s"].cumsum().to_numpy()[at] + metrics["decision_s"]
                 if mode == "ps":  # inside the exchanges: the slowest link's push + pull
                     slowest = min(setup.cluster.per_worker("bandwidth_gbps")) * 1e9 / 8
                     clocked["dense_s"] = np.minimum(2 * dense_bytes / slowest,
                                                     clocked["step_s"])
+                # the embedding exchange the step saw: what is neither compute nor dense sync
+                embedding = (clocked["step_s"] - clocked["dense_s"]
+                             - clocked["compute_s"]).clip(lower=0.0)
                 by_mode.append({
                     "dispatcher": name, "spread": spread, "dense_mode": mode,
-                    "dense_scale": scale,
+                    "dense_scale": scale, "latency_ms": latency,
                     "time_to_target_s": time_to_target(metrics.assign(time_s=elapsed), target),
                     "time_s": float(elapsed.iloc[-1]),
                     "step_s": float(clocked["step_s"].mean()),
                     "dense_exposed_s": float(clocked["dense_s"].mean()),
                     "dense_total_s": float(clocked["dense_total_s"].mean()),
-                    "dense_share": float(clocked["dense_s"].sum() / clocked["step_s"].sum())})
+                    "dense_share": float(clocked["dense_s"].sum() / clocked["step_s"].sum()),
+                    "embedding_share": float(embedding.sum() / clocked["step_s"].sum())})
             if spread != exp.bandwidth_spread:
                 continue
             metrics.insert(0, "dispatcher", name)
             frames.append(metrics)
+            decided = getattr(trainer.dispatcher, "decided", {})  # the ESD dispatchers'
             summary["runs"].append({"dispatcher": name,
+                                    "methods": dict(sorted(decided.items())),
                                     "time_to_target_s": time_to_target(metrics, target),
                                     "final_auc": float(metrics["test_auc"].iloc[-1]),
                                     "time_s": float(metrics["time_s"].iloc[-1]),
@@ -446,7 +463,7 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
     modes_frame = pd.DataFrame(by_mode)
     for reference in ("random", "laia"):
         if reference in exp.train_dispatchers:
-            cols = ["spread", "dense_mode", "dense_scale"]
+            cols = ["spread", "dense_mode", "dense_scale", "latency_ms"]
             ref = modes_frame[modes_frame["dispatcher"] == reference].set_index(cols)[
                 "time_to_target_s"]
             keys = pd.MultiIndex.from_frame(modes_frame[cols])

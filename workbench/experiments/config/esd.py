@@ -18,6 +18,8 @@ class EsdConfig:
         dispatchers: the dispatchers compared.
         workers: edge workers of the base setting.
         per_worker: samples per worker per batch of the base setting.
+        embedding_dim: D of the rows on the wire and of the model trained end to end; null:
+            the model's own (``models.<train_model>.embedding_dim``).
         batches: global batches per run.
         warmup_max: at most this many warm-up batches before measuring (a point that never
             reaches steady state is flagged).
@@ -39,6 +41,10 @@ class EsdConfig:
             compute on the clock (the time the decision hides behind).
         hybrid_predictor: ``fixed`` (the exact solver takes ``exact_seconds_per_variable`` x
             N x W seconds: deterministic) or ``online`` (fitted a + b V to observed solves).
+        hybrid_lookahead: the batches this stage's hybriddis may decide ahead of the training,
+            so the most decision budgets it saves for the exact solver (1: none; see
+            :mod:`workbench.dispatch.hybriddis`). The combined and real-process stages decide
+            one batch at a time.
         heuristic_rounds: swap rounds of ``esd_heuristic`` (regret greedy + swaps).
         capacity: samples per worker: ``equal`` shares, or ``proportional`` to each worker's
             rate (speed and link; the global batch unchanged).
@@ -62,7 +68,10 @@ class EsdConfig:
             ``dense_mode`` is the headline.
         train_dense_scales: the dense bytes scaled by each of these when clocking the
             end-to-end runs (1 = the model's; a what-if that moves the dense share of the step:
-            a smaller dense part, or one synchronised off the edge links).
+            a smaller or larger dense part, or one synchronised off the edge links).
+        train_latencies_ms: every link's latency when clocking the end-to-end runs (a what-if:
+            the ring AllReduce pays it ``2 (W - 1)`` times a step, each message once); the base
+            ``latency_ms`` is added when missing.
         train_replicates: end-to-end runs of every train dispatcher at the base spread, with
             seeds ``seed + r`` (a new initialisation and data order each; replicate 0 is the
             main run): the speedup claim's mean and interval.
@@ -74,6 +83,7 @@ class EsdConfig:
         "hybriddis"], metadata=nonempty())
     workers: int = field(default=8, metadata=in_range(1, 1024))
     per_worker: int = field(default=64, metadata=in_range(1, None))
+    embedding_dim: int | None = field(default=None, metadata=in_range(1, 65_536))
     batches: int = field(default=40, metadata=in_range(1, None))
     warmup_max: int = field(default=400, metadata=in_range(0, None))
     warmup_window: int = field(default=5, metadata=in_range(1, None))
@@ -88,6 +98,7 @@ class EsdConfig:
     time_limit_s: float = field(default=0.5, metadata=in_range(0.0, None, lo_open=True))
     hybrid_budget_fraction: float = field(default=1.0, metadata=in_range(0.0, None))
     hybrid_predictor: Literal["fixed", "online"] = "fixed"
+    hybrid_lookahead: int = field(default=1, metadata=in_range(1, 10_000))
     heuristic_rounds: int = field(default=1, metadata=in_range(0, 1000))
     capacity: Literal["equal", "proportional"] = "equal"
     small_instance: int = field(default=2048, metadata=in_range(0, None))
@@ -115,6 +126,8 @@ class EsdConfig:
     train_dense_scales: list[float] = field(
         default_factory=lambda: [0.0, 0.05, 0.1, 0.25, 0.5, 1.0],
         metadata=nonempty(in_range(0.0, 100.0)))
+    train_latencies_ms: list[float] = field(default_factory=lambda: [1.0],
+                                            metadata=nonempty(in_range(0.0, 1000.0)))
     train_replicates: int = field(default=3, metadata=in_range(1, 20))
 
     def dispatcher_options(self) -> dict[str, Any]:
