@@ -113,12 +113,17 @@ def test_factor_interval_decides() -> None:
     # the mean is inside the band (gain 0.9 vs 1.2) but the interval reaches below 1.6x
     wide = v.factor([1.5, 1.7, 1.9, 2.1, 2.3], 2.2)
     assert wide.state == DIRECTION_ONLY and "95% CI" in wide.rule
+    assert wide.rule.startswith("direction only (on the band's edge")  # the rounds can't tell
     assert v.factor([1.85, 1.9, 1.95], 2.2).state == REPRODUCED
+    far = v.factor([1.05, 1.06, 1.07], 2.2)  # wholly outside the band: no edge
+    assert far.state == DIRECTION_ONLY and "edge" not in far.rule
     # an interval that holds 1x is a tie, even with a mean well above it
     assert v.factor([0.9, 1.5, 2.1], 2.2).state == TIE
     assert v.factor([0.6, 0.7, 0.8], 2.2).state == CONTRADICTED
     # percent: the whole interval within 10 points
-    assert v.percent([0.30, 0.36, 0.42], 0.3676).state == DIRECTION_ONLY
+    straddles = v.percent([0.30, 0.36, 0.42], 0.3676)
+    assert straddles.state == DIRECTION_ONLY and "on the band's edge" in straddles.rule
+    assert "edge" not in v.percent([0.05, 0.06, 0.07], 0.3676).rule
     assert v.percent([0.34, 0.36, 0.38], 0.3676).state == REPRODUCED
     assert v.percent([-0.02, 0.01, 0.04], 0.3676).state == TIE
 

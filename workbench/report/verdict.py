@@ -44,6 +44,7 @@ Measured values may be one number or an :class:`Estimate` (the mean of several s
     the interval lies wholly on the wrong side                          -> contradicted
     the interval lies wholly inside the band                            -> reproduced
     otherwise                                                           -> direction only
+                       (its text says "on the band's edge" when the interval straddles it)
 
 A single value is an interval of width 0, so the rule above is the same rule without seeds.
 
@@ -108,6 +109,9 @@ SUMMARIES: dict[str, str] = {
 
 Paper = float | tuple[float, float]
 _EPS = 1e-9  # relative slack at band edges, so that 4.1 / 8.2 counts as exactly 0.5
+#: said after ``direction only`` when the 95% interval straddles the band's edge: the seeds or
+#: rounds cannot tell ``reproduced`` from ``direction only``
+_ON_EDGE = " (on the band's edge: the interval straddles it)"
 
 
 @dataclass(frozen=True)
@@ -274,12 +278,14 @@ def factor(measured: Measured, paper: Paper, *, band: tuple[float, float] = FACT
     inverse = "" if up else " (factors below 1x compared as inverses)"
     g_lo, g_hi = lo_o - 1, hi_o - 1
     pos = [_position(m - 1, g_lo, g_hi) for m in (m_lo, m_hi)]
-    state = REPRODUCED if all(_in_band(q, band) for q in pos) else DIRECTION_ONLY
+    inside = [_in_band(q, band) for q in pos]
+    state = REPRODUCED if all(inside) else DIRECTION_ONLY
     edges = (1 + band[0] * g_lo, 1 + band[1] * g_hi)
     edges_text = "-".join(_mx(e if up else 1 / e) for e in (edges if up else edges[::-1]))
     at = (_ratio(pos[0], band) if pos[0] == pos[1]
           else f"{_ratio(pos[0], band)}-{_ratio(pos[1], band)}")
-    return Verdict(state, f"{state}: {shown}; its gain is {at} the paper's "
+    return Verdict(state, f"{state}{_ON_EDGE if any(inside) and not all(inside) else ''}: "
+                          f"{shown}; its gain is {at} the paper's "
                           f"(+{_span(g_lo, g_hi, _num)} for {ptext}){inverse}; band "
                           f"{_x(band[0])}-{_x(band[1])} on the gain: {edges_text}")
 
@@ -328,7 +334,9 @@ def percent(measured: Measured, paper: Paper, *, points: float = PERCENT_POINTS,
 
     far = max(distance(est.lo), distance(est.hi))
     state = REPRODUCED if far <= points * (1 + _EPS) else DIRECTION_ONLY
-    return Verdict(state, f"{state}: {shown} is {far:.3g} points from the paper's "
+    near = 0.0 if est.lo <= hi and est.hi >= lo else min(distance(est.lo), distance(est.hi))
+    edge = _ON_EDGE if state == DIRECTION_ONLY and near <= points * (1 + _EPS) else ""
+    return Verdict(state, f"{state}{edge}: {shown} is {far:.3g} points from the paper's "
                           f"{ptext} at most; band +-{points:g} points")
 
 
