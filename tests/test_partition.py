@@ -130,6 +130,36 @@ def test_table_to_kjt_and_reader_ikjt() -> None:
     assert by_kjt.expand() == kjt and by_kjt["hist"] == ikjt["hist"]
 
 
+def test_the_session_layout_stores_a_session_once_and_reads_back_as_the_ikjt(tmp_path) -> None:
+    """Issue 50: RecD's data generation writes the features constant within a session once per
+    session; read back, the sessions file is the IKJT's unique rows and session_row its
+    inverse lookup, the same IKJT the request-keyed reader builds from the clustered rows."""
+    table, sessions = part.prepare_table(TOY, _meta(), 1800, "snapshot")
+    order = part.layout_order(part.log_order(table, _meta()), sessions, 4, "clustered", 0)
+    constant = part.constant_columns(table, sessions, ["u", "hist", "i"])
+    assert constant == ["u", "hist"]  # the item changes within a session: stays per sample
+    keys, groups, plain = ["u", "i", "hist"], [["u", "hist"]], ["i"]
+    written = part.write_session_partitions(table, order, 4, sessions, constant, tmp_path / "s")
+    total, per_column = part.session_storage_bytes(table, order, 4, sessions, constant)
+    assert written == total and per_column[part.SESSION_ROW] > 0
+    for p, start in enumerate(range(0, order.size, 4)):
+        rows = order[start:start + 4]
+        once, each = part.read_session_partition(tmp_path / "s", p)
+        assert once.num_rows == len(set(sessions[rows].tolist())) and each.num_rows == rows.size
+        assert "hist" not in each.column_names and "i" in each.column_names
+        got = reader.session_ikjt(once, each, keys, groups, plain)
+        want = reader.table_to_ikjt(table.take(pa.array(rows)), keys, groups, plain)
+        assert got.expand() == want.expand() == reader.table_to_kjt(
+            table.take(pa.array(rows)), keys)
+        assert got.inverse_lookup("u").tolist() == want.inverse_lookup("u").tolist()
+    with pytest.raises(ValueError, match="'i' is not in the sessions file"):
+        reader.session_ikjt(once, each, keys, [["u", "i"]], ["hist"])
+    with pytest.raises(FileNotFoundError, match="run the dedup stage"):
+        part.read_session_partition(tmp_path / "s", 99)
+    per_sample, s2 = part.prepare_table(TOY, _meta(), 1800, "per_sample")
+    assert part.constant_columns(per_sample, s2, ["u", "hist"]) == ["u"]  # histories grow
+
+
 def test_dedup_groups_auto_and_configured() -> None:
     meta = _meta()
     assert reader.dedup_groups(meta, None) == ([["u", "hist"]], ["i"])

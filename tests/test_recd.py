@@ -45,6 +45,12 @@ def test_dedup_stage_outputs(ci_pipeline: Path) -> None:
     totals = storage[storage.column_class == "total"].set_index(["layout", "window"])["bytes"]
     assert totals[("clustered", exp.window)] < totals[("shuffled", exp.window)]
     assert summary["partition_bytes"]["clustered"] == totals[("clustered", exp.window)]
+    # the session layout: the group's features once per session, fewer bytes than the rows
+    assert summary["session_columns"] == summary["groups"][0]
+    assert totals[("sessions", exp.window)] < totals[("clustered", exp.window)]
+    assert summary["partition_bytes"]["sessions"] == totals[("sessions", exp.window)]
+    assert summary["session_storage_ratio"] == pytest.approx(
+        totals[("shuffled", exp.window)] / totals[("sessions", exp.window)])
     dedup = pd.read_csv(out / "dedup.csv")
     user = dedup[(dedup.group != "all") & (dedup.window == exp.window)]
     factor = user.set_index(["layout", "batch_size"])["dedup_factor"]
@@ -70,8 +76,10 @@ def test_recd_stage_outputs(ci_pipeline: Path) -> None:
     _, _, out = _dirs(ci_pipeline, "synthetic_sessions")
     timing = pd.read_csv(out / "timing.csv")
     assert set(timing.phase) == {"preprocess", "train"}
-    assert set(timing[timing.phase == "preprocess"].path) == {"kjt", "ikjt",
-                                                              "ikjt (content hash)"}
+    pre = timing[timing.phase == "preprocess"]
+    assert set(pre[pre.layout == "shuffled"].path) == {"kjt", "ikjt", "ikjt (content hash)"}
+    assert set(pre[pre.layout == "clustered"].path) == {"kjt", "ikjt", "ikjt (content hash)",
+                                                        recd.SESSION_PATH}
     assert (timing.seconds > 0).all()
     losses = pd.read_csv(out / "training.csv")
     wide = losses.pivot_table(index=["layout", "step"], columns="path", values="loss")
@@ -92,10 +100,14 @@ def test_preprocessing_paths_give_the_same_batch(ci_pipeline: Path) -> None:
     exp = load(params=ci_pipeline).experiments.recd
     transforms = recd.auto_transforms(meta, exp)
     paths = recd.preprocessors(meta, transforms)
-    for batch in recd.read_batches(part.read_partitions(parts / "clustered"), meta, 256, 4):
-        kjt = paths["kjt"](batch.rows)
-        assert paths["ikjt"](batch.rows).expand() == kjt
-        assert paths["ikjt (content hash)"](batch.rows).expand() == kjt
+    batches = recd.read_batches(part.read_partitions(parts / "clustered"), meta, 256, 4,
+                                parts / part.SESSION_LAYOUT)
+    assert all(batch.session is not None for batch in batches)  # the window holds 256s
+    for batch in batches:
+        kjt = paths["kjt"](batch)
+        assert paths["ikjt"](batch).expand() == kjt
+        assert paths["ikjt (content hash)"](batch).expand() == kjt
+        assert paths[recd.SESSION_PATH](batch).expand() == kjt  # read from the session layout
         hist = kjt["hist_item_id"].lengths()
         assert hist.max() <= exp.max_history
 

@@ -26,7 +26,19 @@ method section is unavailable; this module is our formalisation of that data-gen
   the stored order when there is no timestamp), like hourly partitions; clustering can only
   bring together the samples of a session that fall into the same window.
 * **Storage**: each partition is a zstd Parquet file (deterministic, no wall-clock metadata);
-  the bytes of the two layouts are the storage result. Every column is written in both layouts.
+  the bytes of the layouts are the storage result. Every column is written in every layout.
+* **Session layout** (``sessions``: RecD's data generation stores a session's request-level
+  features once): the clustered partition split in two files, ``part-p.sessions.parquet``
+  (one row per session of the partition, in order of appearance: the columns constant within
+  every session, :func:`constant_columns`) and ``part-p.rows.parquet`` (one row per sample: the
+  other columns and ``session_row``, the sample's row in the sessions file). Read back, the
+  sessions file *is* the unique rows of an IKJT and ``session_row`` its inverse lookup
+  (:func:`workbench.sparse.reader.session_ikjt`)::
+
+      clustered partition        sessions file (U rows)     rows file (R rows)
+      s0 | u0 h0 | a           ->  0: u0 h0                 a  0
+      s0 | u0 h0 | b               1: u1 h1                 b  0
+      s1 | u1 h1 | c                                        c  1
 * **Reading**: the partitions become KJT / IKJT batches, and their dedup factors are counted, in
   :mod:`workbench.sparse.reader`.
 """
@@ -49,8 +61,12 @@ from workbench.utils.errors import MissingInputError, UserError
 log = logging.getLogger(__name__)
 
 LAYOUTS = ("shuffled", "clustered")
+SESSION_LAYOUT = "sessions"  # the clustered order, written once per session (not a row order)
 REQUEST = "request"
 PART_NAME = "part-{:05d}.parquet"
+SESSIONS_NAME = "part-{:05d}.sessions.parquet"
+ROWS_NAME = "part-{:05d}.rows.parquet"
+SESSION_ROW = "session_row"  # a sample's row in its partition's sessions file
 
 
 class NoSessionsError(UserError, ValueError):
@@ -229,6 +245,94 @@ def storage_bytes(table: pa.Table, order: np.ndarray, window: int) -> tuple[int,
         for name, size in column_bytes(part).items():
             per_column[name] += size
     return total, per_column
+
+
+def first_rows(sessions: np.ndarray) -> np.ndarray:
+    """Row index of the first row of every session id (``len`` = the ids' maximum + 1)."""
+    first = np.full(int(sessions.max(initial=-1)) + 1, sessions.size, dtype=np.int64)
+    np.minimum.at(first, sessions, np.arange(sessions.size, dtype=np.int64))
+    return first
+
+
+def _same_values(column: pa.ChunkedArray, other: pa.Array) -> bool:
+    """Whether two columns hold the same values row by row (lists compared element-wise)."""
+    col = column.combine_chunks()
+    if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+        kind = pa.large_list(col.type.value_type)
+        a, b = col.cast(kind), other.cast(kind)
+        return (np.array_equal(np.diff(a.offsets.to_numpy()), np.diff(b.offsets.to_numpy()))
+                and pc.list_flatten(a).equals(pc.list_flatten(b)))
+    return col.equals(other)
+
+
+def constant_columns(table: pa.Table, sessions: np.ndarray,
+                     candidates: Sequence[str]) -> list[str]:
+    """The ``candidates`` whose value is the same in every row of a session, in their order
+    (the session layout writes them once per session; the others stay per sample)."""
+    ref = pa.array(first_rows(sessions)[sessions])
+    return [name for name in candidates
+            if _same_values(table.column(name), table.column(name).combine_chunks().take(ref))]
+
+
+def session_partition(table: pa.Table, rows: np.ndarray, sessions: np.ndarray,
+                      constant: Sequence[str]) -> tuple[pa.Table, pa.Table]:
+    """One partition in the session layout: ``(sessions file, rows file)`` of its ``rows``.
+
+    The sessions file holds ``constant`` (plus the request id) once per session, in order of
+    first appearance; the rows file the other columns per row and :data:`SESSION_ROW`."""
+    _, first, inverse = np.unique(sessions[rows], return_index=True, return_inverse=True)
+    by_appearance = np.argsort(first, kind="stable")
+    rank = np.empty_like(by_appearance)
+    rank[by_appearance] = np.arange(by_appearance.size)
+    shared = [*constant, *([REQUEST] if REQUEST in table.column_names else [])]
+    once = table.select(shared).take(pa.array(rows[first[by_appearance]]))
+    each = table.drop_columns(shared).take(pa.array(rows)).append_column(
+        SESSION_ROW, pa.array(rank[inverse.ravel()], pa.int32()))
+    return once, each
+
+
+def session_files(table: pa.Table, order: np.ndarray, window: int, sessions: np.ndarray,
+                  constant: Sequence[str]) -> Iterator[tuple[bytes, bytes]]:
+    """The Parquet bytes of each partition's sessions and rows files, in order (``order``:
+    the clustered order, so a session's rows of a window are adjacent)."""
+    for start in range(0, order.size, window):
+        once, each = session_partition(table, order[start:start + window], sessions, constant)
+        yield _parquet_bytes(once), _parquet_bytes(each)
+
+
+def session_storage_bytes(table: pa.Table, order: np.ndarray, window: int,
+                          sessions: np.ndarray, constant: Sequence[str]
+                          ) -> tuple[int, dict[str, int]]:
+    """Total bytes of the session layout's files and the compressed bytes per column."""
+    total, per_column = 0, dict.fromkeys([*table.column_names, SESSION_ROW], 0)
+    for pair in session_files(table, order, window, sessions, constant):
+        for data in pair:
+            total += len(data)
+            for name, size in column_bytes(data).items():
+                per_column[name] += size
+    return total, per_column
+
+
+def write_session_partitions(table: pa.Table, order: np.ndarray, window: int,
+                             sessions: np.ndarray, constant: Sequence[str],
+                             directory: Path) -> int:
+    """Write each partition's sessions and rows files into ``directory`` (fresh); total bytes."""
+    directory.mkdir(parents=True, exist_ok=False)
+    total = 0
+    for p, (once, each) in enumerate(session_files(table, order, window, sessions, constant)):
+        (directory / SESSIONS_NAME.format(p)).write_bytes(once)
+        (directory / ROWS_NAME.format(p)).write_bytes(each)
+        total += len(once) + len(each)
+    return total
+
+
+def read_session_partition(directory: Path | str, p: int) -> tuple[pa.Table, pa.Table]:
+    """Partition ``p`` of the session layout: ``(sessions file, rows file)``."""
+    directory = Path(directory)
+    path = directory / SESSIONS_NAME.format(p)
+    if not path.is_file():
+        raise MissingInputError(f"{path} not found: run the dedup stage")
+    return pq.read_table(path), pq.read_table(directory / ROWS_NAME.format(p))
 
 
 def write_partitions(table: pa.Table, order: np.ndarray, window: int, directory: Path) -> int:

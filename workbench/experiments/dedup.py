@@ -7,7 +7,7 @@
     data/processed/<ds>/train.parquet
         |  dedup stage: sessions, history snapshot, windows of W rows in log order
         v
-    data/partitions/<ds>/{shuffled,clustered}/part-*.parquet      results/dedup/<ds>/
+    data/partitions/<ds>/{shuffled,clustered,sessions}/part-*      results/dedup/<ds>/
         |                                                          storage.csv  dedup.csv
         |  recd stage: batches of b rows in partition order          summary.json
         v
@@ -17,7 +17,10 @@
                                                                timing.csv training.csv summary.json
 
 * ``storage.csv``: partition bytes (zstd Parquet) per layout and window, split by column class
-  (user-side features, history, other sparse features, dense features, other columns).
+  (user-side features, history, other sparse features, dense features, other columns); the
+  layouts are ``shuffled``, ``clustered`` and ``sessions`` (the clustered partitions with the
+  columns constant within every session written once per session,
+  :func:`workbench.data.partition.session_partition`).
 * ``dedup.csv``: rows / unique rows per dedup group and values / unique values of all sparse
   features per layout, window and batch size. The dedup factor counts the non-empty rows of a
   group only; rows whose group is empty (no history, nothing else in the group) are
@@ -86,14 +89,23 @@ def column_classes(meta: DatasetMeta) -> dict[str, str]:
 
 
 def storage_frame(table, meta: DatasetMeta, orders: dict[tuple[str, int], np.ndarray],
+                  sessions: np.ndarray, constant: list[str],
                   progress: bool = False) -> pd.DataFrame:
-    """Bytes per (layout, window, column class); class ``total`` is the whole files."""
+    """Bytes per (layout, window, column class); class ``total`` is the whole files. Every
+    window of the clustered order is also written in the session layout (``sessions``:
+    ``constant`` once per session)."""
     from tqdm.auto import tqdm
 
     classes = column_classes(meta)
+    classes[part.SESSION_ROW] = "label, ids, time"
+    layouts = [(key, order) for key, order in orders.items()]
+    layouts += [((part.SESSION_LAYOUT, w), order) for (layout, w), order in orders.items()
+                if layout == "clustered"]
     records = []
-    for (layout, window), order in tqdm(orders.items(), desc="storage", disable=not progress):
-        total, per_column = part.storage_bytes(table, order, window)
+    for (layout, window), order in tqdm(layouts, desc="storage", disable=not progress):
+        total, per_column = (
+            part.session_storage_bytes(table, order, window, sessions, constant)
+            if layout == part.SESSION_LAYOUT else part.storage_bytes(table, order, window))
         by_class: dict[str, int] = {}
         for name, size in per_column.items():
             by_class[classes.get(name, "label, ids, time")] = \
@@ -108,13 +120,13 @@ def storage_frame(table, meta: DatasetMeta, orders: dict[tuple[str, int], np.nda
     return frame
 
 
-def _ratio(frame: pd.DataFrame, value: str, **where: Any) -> float:
-    """``shuffled / clustered`` of ``value`` in the rows matching ``where``."""
+def _ratio(frame: pd.DataFrame, value: str, against: str = "clustered", **where: Any) -> float:
+    """``shuffled / against`` of ``value`` in the rows matching ``where``."""
     sel = frame
     for key, wanted in where.items():
         sel = sel[sel[key] == wanted]
     by_layout = sel.set_index("layout")[value]
-    return float(by_layout["shuffled"] / by_layout["clustered"])
+    return float(by_layout["shuffled"] / by_layout[against])
 
 
 def run(processed: Path, partitions: Path, out: Path, exp: RecdConfig, seed: int,
@@ -147,7 +159,11 @@ def run(processed: Path, partitions: Path, out: Path, exp: RecdConfig, seed: int
         written = {layout: part.write_partitions(table, orders[(layout, exp.window)], exp.window,
                                                  tmp_parts / layout)
                    for layout in part.LAYOUTS}
-        storage = storage_frame(table, meta, orders, progress)
+        constant = part.constant_columns(table, sessions, [k for g in groups for k in g])
+        written[part.SESSION_LAYOUT] = part.write_session_partitions(
+            table, orders[("clustered", exp.window)], exp.window, sessions, constant,
+            tmp_parts / part.SESSION_LAYOUT)
+        storage = storage_frame(table, meta, orders, sessions, constant, progress)
         kjt = reader.table_to_kjt(table, reader.sparse_keys(meta))
         dedup = reader.dedup_table(kjt, groups, orders, exp.batch_sizes)
         empty = reader.empty_rows(kjt, groups)
@@ -163,12 +179,19 @@ def run(processed: Path, partitions: Path, out: Path, exp: RecdConfig, seed: int
             "session_gap_s": exp.session_gap_s if meta.has_timestamp else None,
             "partition_bytes": written,
             "storage_ratio": _ratio(storage, "bytes", window=exp.window, column_class="total"),
+            "session_columns": constant,
+            "session_storage_ratio": _ratio(storage, "bytes", part.SESSION_LAYOUT,
+                                            window=exp.window, column_class="total"),
         }
         write_json(tmp_parts / part.PARTITIONS_META, {
             **info, "keys": reader.sparse_keys(meta), "dense": meta.dense,
             "cardinalities": meta.cardinalities, "sequences": meta.sequences,
             "partitions": {layout: len(list((tmp_parts / layout).glob("part-*.parquet")))
-                           for layout in part.LAYOUTS}})
+                           for layout in part.LAYOUTS}
+            | {part.SESSION_LAYOUT: len(list((tmp_parts / part.SESSION_LAYOUT).glob(
+                "part-*.sessions.parquet")))}})
         write_json(tmp_out / "summary.json", info)
-        log.info("%s: %d rows, %d sessions; storage shuffled/clustered %.2fx at window %d",
-                 meta.name, table.num_rows, n_sessions, info["storage_ratio"], exp.window)
+        log.info("%s: %d rows, %d sessions; storage shuffled/clustered %.2fx, shuffled/session "
+                 "layout %.2fx (%s once per session) at window %d", meta.name, table.num_rows,
+                 n_sessions, info["storage_ratio"], info["session_storage_ratio"],
+                 ", ".join(constant) or "no column", exp.window)

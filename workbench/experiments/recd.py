@@ -7,6 +7,8 @@ rows and runs two paths on them::
 
     KJT --transforms--> KJT --model--> loss                      (every row)
     KJT --to_ikjt--> IKJT --transforms--> IKJT --model--> loss   (unique rows of the groups)
+    session layout --session_ikjt--> IKJT  (the clustered layout's batches, read from the
+                                            files that store a session once: the same IKJT)
 
 * ``timing.csv`` (wall clock, machine-dependent): preprocessing seconds for the KJT path (the
   transforms on every row) and the IKJT path (``to_ikjt`` plus the transforms on the unique rows),
@@ -53,11 +55,14 @@ SPARSE_GRADIENTS = True
 
 @dataclass(frozen=True)
 class Batch:
-    """One batch of a layout: the decoded columnar rows, dense features and labels."""
+    """One batch of a layout: the decoded columnar rows, dense features and labels, and (the
+    clustered layout) the same samples in the session layout: the rows file's slice and the
+    whole sessions file of their partition."""
 
     rows: pa.Table
     dense: np.ndarray | None
     labels: np.ndarray
+    session: tuple[pa.Table, pa.Table] | None = None  # (sessions file, rows-file slice)
 
 
 def auto_transforms(meta: dict[str, Any], exp: RecdConfig) -> FeatureTransforms:
@@ -81,39 +86,73 @@ def auto_transforms(meta: dict[str, Any], exp: RecdConfig) -> FeatureTransforms:
 
 
 def read_batches(table: pa.Table, meta: dict[str, Any], batch_size: int,
-                 count: int) -> list[Batch]:
-    """The first ``count`` full batches of a layout, in partition order."""
+                 count: int, sessions: Path | None = None) -> list[Batch]:
+    """The first ``count`` full batches of a layout, in partition order; with ``sessions``
+    (the session layout's directory, for the clustered layout) each batch also carries its
+    samples in the session layout, when no batch crosses a partition (``meta["window"]`` a
+    multiple of ``batch_size``)."""
     rows = table.num_rows
     n = min(count, rows // batch_size)
     if n < 1:
         raise ValueError(f"experiments.recd.train_batch_size = {batch_size}: larger than the "
                          f"{rows} rows of {meta['dataset']}'s partitions")
     dense_names = meta["dense"]
+    window = int(meta.get("window") or 0)
+    aligned = sessions is not None and window > 0 and window % batch_size == 0
+    files: dict[int, tuple[pa.Table, pa.Table]] = {}
     out = []
     for b in range(n):
         chunk = table.slice(b * batch_size, batch_size).combine_chunks()
         dense = (np.stack([chunk.column(c).to_numpy() for c in dense_names], axis=1)
                  .astype(np.float32) if dense_names else None)
-        out.append(Batch(chunk, dense, chunk.column(LABEL).to_numpy().astype(np.float32)))
+        session = None
+        if aligned:
+            assert sessions is not None
+            p, start = divmod(b * batch_size, window)
+            if p not in files:
+                files[p] = part.read_session_partition(sessions, p)
+            once, each = files[p]
+            session = (once, each.slice(start, batch_size).combine_chunks())
+        out.append(Batch(chunk, dense, chunk.column(LABEL).to_numpy().astype(np.float32),
+                         session))
     return out
 
 
+SESSION_PATH = reader.SESSION_PATH
+
+
 def preprocessors(meta: dict[str, Any], transforms: FeatureTransforms):
-    """The three preprocessing paths, each ``columnar batch -> transformed sparse batch``.
+    """The preprocessing paths, each ``batch -> transformed sparse batch``.
 
     * ``kjt``: build the KJT of every row, transform every row.
     * ``ikjt``: RecD's reader (:func:`~workbench.data.partition.table_to_ikjt`: the grouped,
       request-level features read once per request), transform the unique rows.
     * ``ikjt (content hash)``: build the KJT, find duplicates by hashing every value
       (:func:`~workbench.sparse.jagged_tensor.to_ikjt`), transform the unique rows.
+    * ``ikjt (session layout)`` (batches that carry the session layout): the batch's sessions
+      are a contiguous slice of its partition's sessions file, read as the unique rows, and
+      ``session_row`` less the slice's start is the inverse lookup
+      (:func:`~workbench.sparse.reader.session_ikjt`): nothing is deduplicated at read time.
     """
     keys, groups, plain = meta["keys"], meta["groups"], meta["plain"]
+
+    def from_sessions(batch: Batch):
+        assert batch.session is not None  # only batches that carry the session layout
+        once, rows = batch.session
+        at = rows.column(part.SESSION_ROW).to_numpy()
+        first = int(at.min())
+        rows = rows.set_column(rows.schema.get_field_index(part.SESSION_ROW), part.SESSION_ROW,
+                               pa.array(at - first))
+        return transforms.apply_ikjt(reader.session_ikjt(
+            once.slice(first, int(at.max()) + 1 - first), rows, keys, groups, plain))
+
     return {
-        "kjt": lambda rows: transforms.apply_kjt(reader.table_to_kjt(rows, keys)),
-        "ikjt": lambda rows: transforms.apply_ikjt(reader.table_to_ikjt(rows, keys, groups,
-                                                                      plain)),
-        "ikjt (content hash)": lambda rows: transforms.apply_ikjt(
-            to_ikjt(reader.table_to_kjt(rows, keys), groups, plain=plain)),
+        "kjt": lambda b: transforms.apply_kjt(reader.table_to_kjt(b.rows, keys)),
+        "ikjt": lambda b: transforms.apply_ikjt(reader.table_to_ikjt(b.rows, keys, groups,
+                                                                   plain)),
+        "ikjt (content hash)": lambda b: transforms.apply_ikjt(
+            to_ikjt(reader.table_to_kjt(b.rows, keys), groups, plain=plain)),
+        SESSION_PATH: from_sessions,
     }
 
 
@@ -122,7 +161,9 @@ def preprocess_timing(batches: list[Batch], meta: dict[str, Any], transforms: Fe
     """Preprocessing seconds of each path of :func:`preprocessors` over the same batches (from
     the decoded columnar rows to the transformed sparse batch), and the values transformed."""
     paths = preprocessors(meta, transforms)
-    runs = {name: (lambda fn=fn: [fn(b.rows) for b in batches]) for name, fn in paths.items()}
+    if any(b.session is None for b in batches):
+        paths.pop(SESSION_PATH)
+    runs = {name: (lambda fn=fn: [fn(b) for b in batches]) for name, fn in paths.items()}
     rounds = repeat_seconds(runs, repeats)
     keys, groups, plain = meta["keys"], meta["groups"], meta["plain"]
     return {"seconds": {name: min(t) for name, t in rounds.items()}, "rounds": rounds,
@@ -164,7 +205,10 @@ def training_timing(batches: list[Batch], meta: dict[str, Any], transforms: Feat
     for b in batches:
         dense = None if b.dense is None else torch.from_numpy(b.dense)
         labels = torch.from_numpy(b.labels)
-        kjt, ikjt = paths["kjt"](b.rows), paths["ikjt"](b.rows)
+        kjt, ikjt = paths["kjt"](b), paths["ikjt"](b)
+        if b.session is not None and paths[SESSION_PATH](b).expand() != ikjt.expand():
+            raise AssertionError("the session layout's IKJT of a batch differs from the "
+                                 "reader's: the dedup stage wrote another batch")
         if ikjt.expand() != kjt:
             raise AssertionError("the IKJT of a batch does not expand to its KJT: the dedup "
                                  f"groups {groups} are not constant within a request")
@@ -316,13 +360,16 @@ def run(partitions: Path, out: Path, exp: RecdConfig, seed: int,
             table = part.read_partitions(partitions / layout)
             check_request_level(table, meta, exp)
             values: dict[str, dict[str, int]] = {}
+            sessions = (partitions / part.SESSION_LAYOUT
+                        if layout == "clustered" and (partitions / part.SESSION_LAYOUT).is_dir()
+                        else None)
             for size in exp.preprocess_batch_sizes:
                 count = min(exp.preprocess_rows, table.num_rows) // size
                 if count < 1:
                     log.info("preprocess batch size %d skipped: %s has %d rows", size,
                              meta["dataset"], table.num_rows)
                     continue
-                pre = preprocess_timing(read_batches(table, meta, size, count), meta,
+                pre = preprocess_timing(read_batches(table, meta, size, count, sessions), meta,
                                         transforms, exp.repeats)
                 values[str(size)] = {"kjt": pre["values_kjt"], "ikjt": pre["values_ikjt"]}
                 for path, secs in pre["rounds"].items():
@@ -332,7 +379,8 @@ def run(partitions: Path, out: Path, exp: RecdConfig, seed: int,
                     rounds += [{"layout": layout, "phase": "preprocess", "path": path,
                                 "batch_size": size, "samples": count * size, "round": i,
                                 "seconds": t} for i, t in enumerate(secs)]
-            ready = read_batches(table, meta, exp.train_batch_size, exp.train_batches)
+            ready = read_batches(table, meta, exp.train_batch_size, exp.train_batches,
+                                 sessions)
             seconds, loss_frame, work = training_timing(ready, meta, transforms, exp, seed)
             for path, secs in seconds.items():
                 timing.append({"layout": layout, "phase": "train", "path": path,

@@ -6,6 +6,8 @@ Our formalisation (RecD's method section is unavailable). The partitions of
     columnar batch --table_to_kjt-----------------------> KJT  (every row of every key)
                    --table_to_ikjt (request column)-----> IKJT (a dedup group's keys read once
                                                                per request; plain keys whole)
+    session layout --session_ikjt (sessions file = the unique rows, session_row = the inverse
+                                   lookup: nothing to find, the writer stored each once)
 
 * **Dedup groups** (RecD's ``dedup_sparse_features``): by default one group of the user-side and
   sequence features; the other sparse features stay plain.
@@ -32,7 +34,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from workbench.data.partition import REQUEST
+from workbench.data.partition import REQUEST, SESSION_ROW
 from workbench.data.schema import DatasetMeta
 from workbench.sparse.jagged_tensor import (
     InverseKeyedJaggedTensor,
@@ -133,6 +135,42 @@ def table_to_ikjt(table: pa.Table, keys: Sequence[str], groups: Sequence[Sequenc
     for key in plain:
         values[key], lengths[key] = _column_lists(table.column(key))
     identity = np.arange(table.num_rows, dtype=np.int64)
+    return InverseKeyedJaggedTensor(list(keys), [*groups, *([k] for k in plain)], values,
+                                    lengths, [inverse] * len(groups) + [identity] * len(plain))
+
+
+#: The session-layout reader's name in the ``recd`` stage's timings (its preprocessing path).
+SESSION_PATH = "ikjt (session layout)"
+
+
+def session_ikjt(sessions: pa.Table, rows: pa.Table, keys: Sequence[str],
+                 groups: Sequence[Sequence[str]], plain: Sequence[str]
+                 ) -> InverseKeyedJaggedTensor:
+    """RecD's reader on the session layout (:func:`workbench.data.partition.session_partition`):
+    the sessions file's rows are a group's unique rows and ``session_row`` is its inverse
+    lookup, so nothing is deduplicated at read time. Equal to :func:`table_to_ikjt` of the
+    clustered partition the two files were written from.
+
+    Raises:
+        ValueError: a grouped key is not in the sessions file (it was not constant within
+            every session, e.g. a per-sample history: ``experiments.recd.history =
+            per_sample``).
+    """
+    for group in groups:
+        for key in group:
+            if key not in sessions.column_names:
+                raise ValueError(f"dedup key {key!r} is not in the sessions file: it is not "
+                                 "constant within every session (history = per_sample?), so "
+                                 "the session layout stores it per sample")
+    inverse = rows.column(SESSION_ROW).to_numpy().astype(np.int64)
+    values: dict[str, np.ndarray] = {}
+    lengths: dict[str, np.ndarray] = {}
+    for group in groups:
+        for key in group:
+            values[key], lengths[key] = _column_lists(sessions.column(key))
+    for key in plain:
+        values[key], lengths[key] = _column_lists(rows.column(key))
+    identity = np.arange(rows.num_rows, dtype=np.int64)
     return InverseKeyedJaggedTensor(list(keys), [*groups, *([k] for k in plain)], values,
                                     lengths, [inverse] * len(groups) + [identity] * len(plain))
 
