@@ -164,17 +164,25 @@ def test_esd_cost_is_the_reduction_against_laia(tmp_path: Path) -> None:
     assert claims.measure(REGISTER["esd.cost"], cfg).payload["values"] == [None]
 
 
-def test_recd_storage_is_shuffled_over_clustered_bytes(tmp_path: Path) -> None:
+def test_recd_storage_is_shuffled_over_the_session_layouts_bytes(tmp_path: Path) -> None:
+    """Register v6: the storage row is measured on the session layout RecD's data generation
+    writes; the clustered rows alone are context in its setting; results without the session
+    layout give no value and say how to get one."""
     cfg = _fixture(tmp_path, "dedup")
     exp = cfg.experiments.recd
     path = tmp_path / "dedup" / "taobao_sample" / "storage.csv"
     storage = pd.read_csv(path)
     total = (storage["column_class"] == "total") & (storage["window"] == exp.window)
     storage.loc[total & (storage["layout"] == "shuffled"), "bytes"] = 900
-    storage.loc[total & (storage["layout"] == "clustered"), "bytes"] = 300
+    storage.loc[total & (storage["layout"] == "clustered"), "bytes"] = 450
+    storage.loc[total & (storage["layout"] == "sessions"), "bytes"] = 300
     storage.to_csv(path, index=False)
     m = claims.measure(REGISTER["recd.storage"], cfg)
     assert m.payload["values"] == [3.0] and m.text == "3.00x"
+    assert "clustered rows alone 2.00x" in m.setting
+    storage[storage["layout"] != "sessions"].to_csv(path, index=False)
+    m = claims.measure(REGISTER["recd.storage"], cfg)
+    assert m.payload["values"] is None and "rerun the dedup stage" in m.payload["missing"]
 
 
 def test_recd_train_pairs_the_rounds(tmp_path: Path) -> None:

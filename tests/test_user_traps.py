@@ -166,7 +166,7 @@ def own_taobao(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[st
     ("het-cache", "experiments.het_cache.batch_size = 128", "experiments.het_cache.batch_size=33"),
     ("het-train", "models.wdl.batch_size = 1024", "models.wdl.batch_size=264"),
     ("het-time", "experiments.het_cache.batch_size = 128", "experiments.het_cache.batch_size=33"),
-    ("esd", "experiments.esd.per_worker = 64", "experiments.esd.per_worker=33"),
+    ("esd", "experiments.esd.per_worker = 256", "experiments.esd.per_worker=33"),
 ])
 def test_every_stage_takes_dataset_and_a_small_one_names_the_knob(
         own_taobao: tuple[Path, tuple[str, ...]], command: str, knob: str, fix: str) -> None:
@@ -207,7 +207,7 @@ def test_calibrating_own_data_writes_its_own_file_and_leaves_the_pipelines(
     # and what reads it is tested here, not the timings
     quick = ("experiments.calibrate.batch_sizes=[4,8]", "experiments.calibrate.repeats=1",
              "experiments.calibrate.warmup=0", "experiments.calibrate.software_sizes=[1,8]",
-             "experiments.het_time.dim_sweep=[32]")
+             "experiments.het_time.dim_sweep=[32]", "experiments.esd.embedding_dim=32")
     proc = stage(tmp, "calibrate", *args, *quick, results="calibrated")
     assert proc.returncode == 0, proc.stderr
     assert (results / "calibration" / "calibration.json").read_bytes() == before
@@ -220,6 +220,7 @@ def test_calibrating_own_data_writes_its_own_file_and_leaves_the_pipelines(
     # and its summary names the data it ran on
     shutil.rmtree(results / "calibration")
     proc = stage(tmp, "esd", *args, "experiments.esd.per_worker=33", "experiments.esd.batches=2",
+                 "experiments.esd.embedding_dim=32",  # the width calibrated above
                  "experiments.esd.train_replicates=1", "experiments.esd.worker_sweep=[2]",
                  "experiments.esd.cache_sweep=[0.05]", "experiments.esd.spread_sweep=[10.0]",
                  "experiments.esd.batch_sweep=[32]", "experiments.esd.budget_sweep=[1.0]",

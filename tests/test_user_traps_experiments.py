@@ -34,7 +34,8 @@ RECD_TRAIN = ("experiments.recd.repeats=1", "experiments.recd.train_batches=2",
               "experiments.recd.preprocess_batch_sizes=[512]",
               "experiments.recd.preprocess_rows=1024")
 FLEX = ("experiments.flexshard.per_device_batch=16", "experiments.flexshard.device_sweep=[8]",
-        "experiments.flexshard.skew_sweep=[1.0]")
+        "experiments.flexshard.skew_sweep=[1.0]", "experiments.flexshard.link_ratio_sweep=[12]",
+        "topology.nodes=4")  # 32 devices: a session log this short holds out no more
 
 
 def session_clicks(seed: int = 0) -> tuple[str, str]:

@@ -158,7 +158,8 @@ def required(models: dict[str, ModelConfig], exps: ExperimentsConfig,
              ) -> tuple[list[ModelShape], list[int]]:
     """What the timed stages need calibrated: model shapes and wire widths.
 
-    ``het_train``'s model (Fig. 6, Tables 1-2), ``esd``'s and ``combined``'s end-to-end models,
+    ``het_train``'s model (Fig. 6, Tables 1-2), ``esd``'s (at the stage's own width, when it
+    sets one) and ``combined``'s end-to-end models,
     every ``het_time`` model at its own width and at Fig. 2's, and ``het_train``'s model at every
     width of Fig. 9c, each on the dataset its stage runs on.
 
@@ -177,7 +178,7 @@ def required(models: dict[str, ModelConfig], exps: ExperimentsConfig,
         return ModelShape(name, model, *shapes_of[dataset])
 
     shapes = [shape(train_model, datasets["het_train"]),
-              shape(exps.esd.train_model, datasets["esd"])]
+              shape(exps.esd.train_model, datasets["esd"], exps.esd.embedding_dim)]
     if "combined" in datasets:
         shapes.append(shape(exps.combined.model, datasets["combined"]))
     for name in exps.het_time.models:
