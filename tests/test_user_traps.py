@@ -221,6 +221,7 @@ def test_calibrating_own_data_writes_its_own_file_and_leaves_the_pipelines(
     shutil.rmtree(results / "calibration")
     proc = stage(tmp, "esd", *args, "experiments.esd.per_worker=33", "experiments.esd.batches=2",
                  "experiments.esd.embedding_dim=32",  # the width calibrated above
+                 "experiments.esd.train_spreads=[10.0]", "experiments.esd.train_latencies_ms=[1.0]",
                  "experiments.esd.train_replicates=1", "experiments.esd.worker_sweep=[2]",
                  "experiments.esd.cache_sweep=[0.05]", "experiments.esd.spread_sweep=[10.0]",
                  "experiments.esd.batch_sweep=[32]", "experiments.esd.budget_sweep=[1.0]",
