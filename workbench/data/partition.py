@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -152,9 +152,7 @@ def snapshot_histories(table: pa.Table, meta: DatasetMeta, sessions: np.ndarray,
     if not meta.sequences:
         return table
     if first_of is None:
-        n = int(sessions.max(initial=-1)) + 1
-        first_of = np.full(n, table.num_rows, dtype=np.int64)
-        np.minimum.at(first_of, sessions, np.arange(table.num_rows, dtype=np.int64))
+        first_of = first_rows(sessions)
     take = pa.array(first_of[sessions])
     for name in meta.sequences:
         i = table.schema.get_field_index(name)
@@ -236,15 +234,20 @@ def column_bytes(data: bytes) -> dict[str, int]:
     return out
 
 
+def _tally(files: Iterable[bytes], columns: Sequence[str]) -> tuple[int, dict[str, int]]:
+    """Total bytes of ``files`` and the compressed bytes of each of ``columns`` in them."""
+    total, per_column = 0, dict.fromkeys(columns, 0)
+    for data in files:
+        total += len(data)
+        for name, size in column_bytes(data).items():
+            per_column[name] += size
+    return total, per_column
+
+
 def storage_bytes(table: pa.Table, order: np.ndarray, window: int) -> tuple[int, dict[str, int]]:
     """Total file bytes of the partitions of a layout, and the compressed bytes per column
     (the rest of the total is Parquet metadata)."""
-    total, per_column = 0, dict.fromkeys(table.column_names, 0)
-    for part in partition_files(table, order, window):
-        total += len(part)
-        for name, size in column_bytes(part).items():
-            per_column[name] += size
-    return total, per_column
+    return _tally(partition_files(table, order, window), table.column_names)
 
 
 def first_rows(sessions: np.ndarray) -> np.ndarray:
@@ -304,13 +307,8 @@ def session_storage_bytes(table: pa.Table, order: np.ndarray, window: int,
                           sessions: np.ndarray, constant: Sequence[str]
                           ) -> tuple[int, dict[str, int]]:
     """Total bytes of the session layout's files and the compressed bytes per column."""
-    total, per_column = 0, dict.fromkeys([*table.column_names, SESSION_ROW], 0)
-    for pair in session_files(table, order, window, sessions, constant):
-        for data in pair:
-            total += len(data)
-            for name, size in column_bytes(data).items():
-                per_column[name] += size
-    return total, per_column
+    return _tally((data for pair in session_files(table, order, window, sessions, constant)
+                   for data in pair), [*table.column_names, SESSION_ROW])
 
 
 def write_session_partitions(table: pa.Table, order: np.ndarray, window: int,

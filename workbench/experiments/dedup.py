@@ -98,7 +98,7 @@ def storage_frame(table, meta: DatasetMeta, orders: dict[tuple[str, int], np.nda
 
     classes = column_classes(meta)
     classes[part.SESSION_ROW] = "label, ids, time"
-    layouts = [(key, order) for key, order in orders.items()]
+    layouts = list(orders.items())
     layouts += [((part.SESSION_LAYOUT, w), order) for (layout, w), order in orders.items()
                 if layout == "clustered"]
     records = []

@@ -336,7 +336,8 @@ def run(processed: Path, out: Path, exp: FlexShardConfig, *, topology: TopologyC
         curve["savings_vs_rw_ms"] = (rw_seconds - curve["seconds"]) * 1e3
 
         swept: dict[tuple, list[dict]] = {}  # a topology met twice is planned once
-        profiles = {base.devices: (probability, lookups, order, counts)}
+        unseen = replay_unseen(data, counts, replay, base.devices, exp.per_device_batch)
+        profiles = {base.devices: (probability, lookups, order, unseen)}
 
         def sweep_point(topo: Topology, extra: dict[str, Any]) -> list[dict]:
             """Every plan at ``topo``, planned as the base is (the same candidate cuts) on a
@@ -345,14 +346,14 @@ def run(processed: Path, out: Path, exp: FlexShardConfig, *, topology: TopologyC
             key = (topo.nodes, topo.devices_per_node, topo.inter_bps.tobytes(),
                    float(topo.intra_bps))
             if key not in swept:
-                if topo.devices not in profiles:
+                if topo.devices not in profiles:  # one profile (and its reach) per count
                     seen, p, per = profile_probability(data, exp, topo.devices)
-                    profiles[topo.devices] = (p, per, rank_order(seen), seen)
-                p, per, rank, seen = profiles[topo.devices]
+                    profiles[topo.devices] = (p, per, rank_order(seen), replay_unseen(
+                        data, seen, replay, topo.devices, exp.per_device_batch))
+                p, per, rank, missed = profiles[topo.devices]
                 held = replay_in_profile(data.lengths.size, topo.devices * exp.per_device_batch,
                                          exp.profile_batches, exp.replay_batches)
-                unseen = replay_unseen(data, seen, replay, topo.devices, exp.per_device_batch)
-                swept[key] = [{**row, "replay_in_profile": held, "replay_unseen_share": unseen}
+                swept[key] = [{**row, "replay_in_profile": held, "replay_unseen_share": missed}
                               for row in _plan_rows(
                     build_plans(exp, p, topo, per, row_bytes, extra_cuts, rank),
                     data, topo, replay, exp, p, per, row_bytes, {})[0]]
@@ -404,8 +405,7 @@ def run(processed: Path, out: Path, exp: FlexShardConfig, *, topology: TopologyC
             "expected_memory_vs_rw": by.loc["flexshard", "expected_memory"]
             / by.loc["rw", "expected_memory"],
             "unseen_mass_estimate": float(probability[counts == 0].sum()),
-            "replay_unseen_share": replay_unseen(data, counts, replay, base.devices,
-                                                 exp.per_device_batch),
+            "replay_unseen_share": unseen,
             "replay_in_profile": overlap}
         warn_over_memory(processed.name, by, exp.memory_limit)
         plans.to_csv(tmp / "plans.csv", index=False, float_format="%.6g")
