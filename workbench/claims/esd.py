@@ -58,24 +58,34 @@ def base_setting(res: Results) -> str:
                       for knob, points in summary["skipped"].items()))
 
 
-def committed_runs(res: Results) -> pd.DataFrame:
-    """The reclocked runs at every committed clock setting but the spread: the headline dense
-    mode, the model's dense bytes, the base link latency (every spread kept)."""
-    exp, data = res.cfg.experiments.esd, runs(res)
-    modes = data["modes"]
-    keep = (modes["dense_mode"] == data["summary"]["train"]["dense_mode"]) & (
-        modes["dense_scale"] == 1.0)
-    if "latency_ms" in modes:
-        keep &= modes["latency_ms"] == exp.latency_ms
-    return modes[keep]
+def reclocked(res: Results) -> pd.DataFrame:
+    """Every reclocked end-to-end run (``train_modes.csv``), with ``latency_ms`` (results from
+    before the latency sweep ran at the base latency only)."""
+    modes = runs(res)["modes"]
+    if "latency_ms" not in modes:
+        modes = modes.assign(latency_ms=res.cfg.experiments.esd.latency_ms)
+    return modes
+
+
+def varying(res: Results, frame: pd.DataFrame, knob: str) -> pd.DataFrame:
+    """The rows of ``frame`` (reclocked runs) at every committed clock setting but ``knob``:
+    the base spread, the headline dense mode, the model's dense bytes, the base latency."""
+    exp = res.cfg.experiments.esd
+    committed = {"spread": exp.bandwidth_spread, "dense_scale": 1.0,
+                 "dense_mode": runs(res)["summary"]["train"]["dense_mode"],
+                 "latency_ms": exp.latency_ms}
+    keep = np.ones(len(frame), dtype=bool)
+    for column, value in committed.items():
+        if column != knob:
+            keep &= (frame[column] == value).to_numpy()
+    return frame[keep]
 
 
 def step_split(res: Results, name: str = SPEEDUP_BASELINE) -> str:
     """``name``'s step at the committed setting, split into embedding transmission, dense
     synchronisation and compute ("" when the runs do not record it)."""
-    exp = res.cfg.experiments.esd
-    runs_ = committed_runs(res)
-    row = runs_[(runs_["dispatcher"] == name) & (runs_["spread"] == exp.bandwidth_spread)]
+    committed = varying(res, reclocked(res), "")
+    row = committed[committed["dispatcher"] == name]
     if not len(row) or "embedding_share" not in row:
         return ""
     r = row.iloc[0]
@@ -163,35 +173,26 @@ def decision_overrun(res: Results) -> str:
 
 def speedup(res: Results, entry: EntryLike) -> Measurement:
     """ESD's end-to-end time-to-target speedup against LAIA over the replicates."""
-    exp, esd, data = res.cfg.experiments.esd, dispatcher(res), runs(res)
+    esd, data = dispatcher(res), runs(res)
     target = data["summary"]["train"]["target_auc"]
-    dense_mode = data["summary"]["train"]["dense_mode"]
     _, rep_speed = replicate_speedups(res)
-    modes = data["modes"]
-    if "latency_ms" not in modes:  # results from before the latency sweep: one latency
-        modes = modes.assign(latency_ms=exp.latency_ms)
+    modes = reclocked(res)
     column = f"speedup_vs_{SPEEDUP_BASELINE}"
     mine = modes[modes["dispatcher"] == esd] if column in modes else modes.iloc[:0]
-    at_latency = mine[mine["latency_ms"] == exp.latency_ms]
 
-    def points(frame: pd.DataFrame, by: str) -> list[dict[str, Any]]:
-        return [{"value": v, "values": [float(g[column].iloc[0])]} for v, g in frame.groupby(by)
-                if np.isfinite(g[column].iloc[0])]
+    def points(by: str) -> list[dict[str, Any]]:
+        """The speedup at every value of ``by``, the other clock settings as committed."""
+        return [{"value": v, "values": [float(g[column].iloc[0])]}
+                for v, g in varying(res, mine, by).groupby(by) if np.isfinite(g[column].iloc[0])]
 
-    at_base = at_latency[at_latency["spread"] == exp.bandwidth_spread]
-    committed = (mine["spread"] == exp.bandwidth_spread) & (mine["dense_mode"] == dense_mode) & (
-        mine["dense_scale"] == 1.0)
     est = Estimate.of(rep_speed) if rep_speed else None
     return Measurement(
         entry.key, (est.text(lambda x: f"{x:.2f}x") + f" vs {SPEEDUP_BASELINE}") if est else "-",
         train_setting(res) + f"; target AUC {target}",
         {"values": rep_speed or None,
          "missing": f"{esd} or {SPEEDUP_BASELINE} never reached the target AUC {target}"},
-        {"link spread": points(at_latency[(at_latency["dense_mode"] == dense_mode)
-                                          & (at_latency["dense_scale"] == 1.0)], "spread"),
-         "dense-sync mode": points(at_base[at_base["dense_scale"] == 1.0], "dense_mode"),
-         "dense bytes": points(at_base[at_base["dense_mode"] == dense_mode], "dense_scale"),
-         "link latency": points(mine[committed], "latency_ms")},
+        {"link spread": points("spread"), "dense-sync mode": points("dense_mode"),
+         "dense bytes": points("dense_scale"), "link latency": points("latency_ms")},
         "our formalisation of ESD; emulated time on the calibrated clock; the interval is over "
         "the replicates' data order and initialisation; the sweeps reclock the replicate-0 runs"
         + decision_overrun(res))
