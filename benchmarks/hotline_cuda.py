@@ -13,16 +13,20 @@ part still runs; the JSON is rewritten after every part, so a run cut short keep
   set from a 5% profile holding 12% of the table bytes) at R = 13,000 / batch 1,024 and
   R = 100,000 / batch 4,096: hybrid (every row in pinned host memory), Hotline, Hotline without
   the overlap and accelerator-only (every row in device memory), the same mini-batches,
-  interleaved step by step; per-step wall time (mean / median / p95 / min / max), the speedups
-  per round of steps, and the time model's seconds for the same mini-batches (this machine's
-  rates fitted from the measured spans, and the stage's V100 / A100 servers).
+  interleaved step by step, each eager and with every ``--captures`` (``cuda_graphs``: the
+  micro-batch step captured by ``torch.compile(mode="reduce-overhead")``; on CUDA by default);
+  per-step wall time (mean / median / p95 / min / max), the speedups per round of steps,
+  Hotline's host split (made on the planner thread: its seconds and the step's wait for it), and
+  the time model's seconds for the same mini-batches (this machine's rates fitted from the
+  measured spans, eager and per capture: the launch cost ``step_overhead_us`` and the split
+  ``host_split_ns_per_lookup`` refitted; and the stage's V100 / A100 servers).
 * ``stage``: the ``hotline`` stage's own functions (``workbench.experiments.hotline``: every
   scheme trained one epoch with test AUC, ``fit_machine``, the modelled seconds per scheme, the
   budget x batch sweep) on a synthetic zipf split of the same shape, on ``--device``.
 
 Usage (the GPU check of docs/hotline_cuda.md)::
 
-    python benchmarks/hotline_cuda.py --device cuda --out results/hotline_cuda/run.json
+    python benchmarks/hotline_cuda.py --device cuda --out results/hotline_cuda/run3/run.json
     python benchmarks/hotline_cuda.py   # default: cuda, benchmarks/results/hotline_cuda.json; on a
                                         # machine without CUDA it says so and exits 0 (make bench)
     python benchmarks/hotline_cuda.py --device cpu --size tiny     # a smoke test of the script
@@ -57,6 +61,7 @@ from workbench.data.popularity import (
 )
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, flops_per_sample
+from workbench.training.capture import CAPTURES, EAGER, Capture
 from workbench.training.hotline import (
     Schedule,
     StepRecord,
@@ -186,8 +191,10 @@ def _unit_case() -> tuple[ModelSpec, Split, Split, np.ndarray, np.ndarray]:
 
 def _train(spec: ModelSpec, train: Split, test: Split, table: np.ndarray, scheme: str,
            hot: np.ndarray, device: str, batch: int, overlap: bool = True,
-           is_hot: np.ndarray | None = None, **schedule: Any) -> dict[str, Any]:
-    trainer = TieredTrainer(spec, table, hot, device=device, seed=0, overlap=overlap)
+           is_hot: np.ndarray | None = None, capture: Capture = EAGER,
+           **schedule: Any) -> dict[str, Any]:
+    trainer = TieredTrainer(spec, table, hot, device=device, seed=0, overlap=overlap,
+                            capture=capture)
     try:
         metrics, steps = train_scheme(scheme, trainer, train, test,
                                       Schedule(batch, 3, **schedule), is_hot=is_hot)
@@ -207,7 +214,7 @@ def _compare(a: dict, b: dict) -> dict[str, float]:
             "losses": max_diff(a["losses"], b["losses"]), "auc": max_diff(a["auc"], b["auc"])}
 
 
-def part_equivalence(device: str, size: dict) -> dict[str, Any]:
+def part_equivalence(device: str, size: dict, captures: list[str]) -> dict[str, Any]:
     spec, train, test, table, hot = _unit_case()
     rows, batch = spec.table_rows, 64
     none, every = np.zeros(0, np.int64), np.arange(rows)
@@ -223,6 +230,8 @@ def part_equivalence(device: str, size: dict) -> dict[str, Any]:
         "hotline_online": ("hotline", none, True, {"online_every": 2,
                                                    "budget_bytes": 24 * 4 * 8}),
         "fae": ("fae", hot, True, {"fae_phase_batches": 2}),
+        **{f"{s}:{c}": (s, h, True, {"capture": CAPTURES[c]}) for c in captures
+           for s, h in (("hybrid", none), ("hotline", hot), ("accel_only", every))},
     }
     out: dict[str, Any] = {"tolerance": 1e-4, "case": "tests/test_hotline.py (6 x 40 rows, "
                            "D 8, 6 mini-batches of 64)", "schemes": {}}
@@ -321,8 +330,8 @@ def _load_module(path: Path) -> Any:
     return module
 
 
-def run_workload(w: dict, model: ModelConfig, device: str,
-                 compare: Any = None) -> dict[str, Any]:
+def run_workload(w: dict, model: ModelConfig, device: str, compare: Any = None,
+                 captures: tuple[str, ...] = ()) -> dict[str, Any]:
     batch, dim = w["batch"], model.embedding_dim
     steps, warmup = w["steps"], w["warmup"]
     rows = w["tables"] * w["rows_per_table"]
@@ -336,6 +345,10 @@ def run_workload(w: dict, model: ModelConfig, device: str,
                 "accel_only": np.arange(rows)}
     trainers = {v: TieredTrainer(spec, table, hot_sets[v], device=device, seed=0,
                                  overlap=v != "hotline_sequential") for v in VARIANTS}
+    for c in captures:  # the same schemes with the micro-batch step captured
+        for v in ("hybrid", "hotline", "accel_only"):
+            trainers[f"{v}:{c}"] = TieredTrainer(spec, table, hot_sets[v], device=device,
+                                                 seed=0, capture=CAPTURES[c])
     if compare is not None:  # the other version's hybrid, Hotline and accelerator-only
         for v in ("hybrid", "hotline", "accel_only"):
             trainers[f"{v}@compared"] = compare.TieredTrainer(spec, table, hot_sets[v],
@@ -344,21 +357,31 @@ def run_workload(w: dict, model: ModelConfig, device: str,
                "hotline_sequential": "step_hotline", "accel_only": "step_hot"}
     records: dict[str, list[StepRecord]] = {v: [] for v in trainers}
     errors: dict[str, str] = {}
+    capturing: dict[str, int] = {}  # steps that captured a new graph (left out of the timing)
     try:
         for t in range(steps + warmup):
             sl = slice(t * batch, (t + 1) * batch)
             args = (data.dense[sl], data.keys[sl], data.labels[sl])
+            following = data.keys[(t + 1) * batch:(t + 2) * batch] if t + 1 < steps + warmup \
+                else None  # Hotline plans the next mini-batch while this one trains
             counts = microbatch_counts(data.keys[sl], is_hot)
             for v, tr in trainers.items():
                 if v in errors:
                     continue
+                graphs = len(getattr(getattr(tr, "micro", None), "shapes", ()))
                 try:
-                    rec = getattr(tr, step_fn[v.split("@")[0]])(*args)
+                    base = v.split("@")[0].split(":")[0]
+                    if base.startswith("hotline") and "@" not in v:
+                        rec = tr.step_hotline(*args, following)
+                    else:
+                        rec = getattr(tr, step_fn[base])(*args)
                 except Exception:
                     errors[v] = traceback.format_exc()
                     continue
                 rec.counts = counts
-                if t >= warmup:
+                if len(getattr(getattr(tr, "micro", None), "shapes", ())) > graphs:
+                    capturing[v] = capturing.get(v, 0) + 1  # compiled a shape: not timed
+                elif t >= warmup:
                     records[v].append(rec)
     finally:
         for tr in trainers.values():
@@ -385,6 +408,14 @@ def run_workload(w: dict, model: ModelConfig, device: str,
                                      "mean_ratio": float(a.mean() / b.mean()),
                                      "per_step": stats(list(a / b)),
                                      "per_round": stats([x / y for x, y in chunks])}
+    for c in captures:  # eager over captured (what the capture saves), and the captured ratios
+        pairs = [(v, f"{v}:{c}") for v in ("hybrid", "hotline", "accel_only")]
+        for num, den in [*pairs, (f"hybrid:{c}", f"hotline:{c}"),
+                         (f"accel_only:{c}", f"hotline:{c}")]:
+            if num in walls and den in walls:  # steps that captured a graph are left out:
+                a, b = np.asarray(walls[num]), np.asarray(walls[den])  # medians, not pairs
+                speed[f"{num}/{den}"] = {"median_ratio": float(np.median(a) / np.median(b)),
+                                         "mean_ratio": float(a.mean() / b.mean())}
     for v in ("hybrid", "hotline", "accel_only"):  # the compared version over this one
         num, den = f"{v}@compared", v
         if num in walls and den in walls:
@@ -409,32 +440,41 @@ def run_workload(w: dict, model: ModelConfig, device: str,
                     overlap.append(max(0.0, hi - lo) / max(up[0].end - up[0].start, 1e-12))
     out["span_median_s"] = {v: {k: float(np.median(x)) for k, x in p.items()}
                             for v, p in phases.items()}
+    out["hotline_split_s"] = {v: stats([r.plan_s for r in recs]) for v, recs in ok.items()
+                              if any(r.plan_s > 0 for r in recs)}
+    out["graphs_captured"] = {v: len(tr.micro.shapes) for v, tr in trainers.items()
+                              if hasattr(tr, "micro") and ":" in v}
+    out["capturing_steps_left_out"] = capturing
     out["hotline_upload_overlapped_fraction"] = stats(overlap)
     flops = 3.0 * flops_per_sample(build_model(model, N_DENSE, w["tables"]), N_DENSE,
                                    w["tables"], dim)
     out["train_flops_per_sample"] = flops
-    try:
-        mine = {v: r for v, r in ok.items() if "@" not in v}
-        out["modelled_step_s"] = _modelled_steps(mine, "hybrid" in mine, FLOAT_BYTES * dim,
-                                                 flops)
-    except Exception:
-        out["modelled_step_s"] = {"error": traceback.format_exc()}
+    for group in ("", *captures):  # the model fitted to the eager runs and to each capture
+        key = "modelled_step_s" + (f":{group}" if group else "")
+        try:
+            mine = ({v: r for v, r in ok.items() if "@" not in v and ":" not in v} if not group
+                    else {v.split(":")[0]: r for v, r in ok.items() if v.endswith(f":{group}")})
+            out[key] = _modelled_steps(mine, "hybrid" in mine, FLOAT_BYTES * dim, flops)
+        except Exception:
+            out[key] = {"error": traceback.format_exc()}
     return out
 
 
-def part_pipeline(device: str, size: dict, compare: Path | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"compared_with": str(compare) if compare else None}
+def part_pipeline(device: str, size: dict, captures: list[str],
+                  compare: Path | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"compared_with": str(compare) if compare else None,
+                           "captures": captures}
     module = _load_module(compare) if compare else None
     for name, w in size["workloads"].items():
         try:
-            out[name] = run_workload(w, size["model"], device, module)
+            out[name] = run_workload(w, size["model"], device, module, tuple(captures))
         except Exception:
             out[name] = {"error": traceback.format_exc()}
     return out
 
 
 # -- part 3: the stage's functions -----------------------------------------------------------------
-def part_stage(device: str, size: dict) -> dict[str, Any]:
+def part_stage(device: str, size: dict, captures: list[str]) -> dict[str, Any]:
     from workbench.experiments.config import HotlineConfig
     from workbench.experiments.hotline import (
         LABELS,
@@ -519,6 +559,9 @@ def main() -> None:
     default_out = (Path(os.environ["OUT"]) / "hotline_cuda.json" if os.environ.get("OUT")
                    else REPO / "benchmarks" / "results" / "hotline_cuda.json")
     parser.add_argument("--out", type=Path, default=default_out)
+    parser.add_argument("--captures", nargs="*", default=None, choices=list(CAPTURES)[1:],
+                        help="capture variants of the equivalence and pipeline parts (default: "
+                             "cuda_graphs on CUDA, none on the CPU)")
     parser.add_argument("--compare-with", type=Path, default=None,
                         help="another version of workbench/training/hotline.py: the pipeline "
                              "part times its hybrid, Hotline and accelerator-only beside these")
@@ -527,8 +570,10 @@ def main() -> None:
         print("hotline_cuda: torch sees no CUDA device; skipped (docs/hotline_cuda.md has the "
               "H200 runs, results/hotline_cuda/)")
         return
+    captures = (args.captures if args.captures is not None
+                else ["cuda_graphs"] if args.device == "cuda" else [])
     result: dict[str, Any] = {"benchmark": "hotline_cuda", "argv": sys.argv[1:],
-                              "size": args.size, "parts": {}}
+                              "size": args.size, "captures": captures, "parts": {}}
     try:
         result["env"] = env_info(args.device)
     except Exception:
@@ -539,7 +584,8 @@ def main() -> None:
         print(f"== {name}", flush=True)
         try:
             extra = {"compare": args.compare_with} if name == "pipeline" else {}
-            result["parts"][name] = PARTS[name](args.device, SIZES[args.size], **extra)
+            result["parts"][name] = PARTS[name](args.device, SIZES[args.size], captures,
+                                                **extra)
         except Exception:
             result["parts"][name] = {"error": traceback.format_exc()}
             print(result["parts"][name]["error"], flush=True)
@@ -569,10 +615,23 @@ def summarize(result: dict[str, Any]) -> None:
             + f"; errors {list(r['errors'])}")
         print("  ratios (median): " + ", ".join(f"{k} {v['median_ratio']:.2f}"
                                                 for k, v in r["ratios"].items()))
-        m = r.get("modelled_step_s", {})
-        for v, per in m.get("per_variant", {}).items():
-            print(f"  modelled {v}: " + ", ".join(f"{k} {s['median'] * 1e3:.2f} ms"
-                                                  for k, s in per.items()))
+        for v, sp in r.get("hotline_split_s", {}).items():
+            print(f"  {v}: host split {sp['median'] * 1e3:.2f} ms (median), wait "
+                  f"{r['span_median_s'][v].get('host:wait for classify', 0.0) * 1e3:.2f} ms")
+        if r.get("graphs_captured"):
+            print(f"  graphs captured: {r['graphs_captured']}")
+        for key in (k for k in r if k.startswith("modelled_step_s")):
+            m = r[key]
+            if "error" in m:
+                print(f"  {key}: ERROR {m['error'][-300:]}")
+                continue
+            fit = m.get("fitted_this_machine") or {}
+            if fit:
+                print(f"  {key} refit: launch {fit['step_overhead_us']:.0f} us, split "
+                      f"{fit['host_split_ns_per_lookup']:.1f} ns/lookup")
+            for v, per in m.get("per_variant", {}).items():
+                print(f"  {key} {v}: " + ", ".join(f"{k} {s['median'] * 1e3:.2f} ms"
+                                                   for k, s in per.items()))
     st = result["parts"].get("stage", {})
     if "runs" in st:
         for name, r in st["runs"].items():

@@ -74,10 +74,11 @@ def run_workload(name: str, w: dict, steps: int, warmup: int, device: str) -> di
         for t in range(steps + warmup):
             sl = slice(t * batch, (t + 1) * batch)
             args = (dense[sl], keys[sl], labels[sl])
+            following = keys[sl.stop:sl.stop + batch]  # Hotline plans it during this step
             records = {"hybrid": trainers["hybrid"].step_hybrid(*args),
-                       "hotline": trainers["hotline"].step_hotline(*args),
+                       "hotline": trainers["hotline"].step_hotline(*args, following),
                        "hotline_sequential":
-                           trainers["hotline_sequential"].step_hotline(*args),
+                           trainers["hotline_sequential"].step_hotline(*args, following),
                        "accel_only": trainers["accel_only"].step_hot(*args)}
             if t < warmup:
                 continue

@@ -39,10 +39,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from workbench.cluster.accelerator_time import step_seconds
-from workbench.cluster.config import HardwareConfig
 from workbench import claims
 from workbench.claims import hotline as hotline_claims
+from workbench.cluster.accelerator_time import step_seconds
+from workbench.cluster.config import HardwareConfig
 from workbench.explorers import notebook_config
 from workbench.report import register
 from workbench.report.plotting import set_theme
@@ -137,7 +137,7 @@ section.note(
 # ## One mini-batch of each scheme: measured and modelled timelines
 
 # %%
-LANE_ORDER = ["accelerator", "link", "host"]
+LANE_ORDER = ["accelerator", "link", "host", "planner"]  # planner: Hotline's next split
 PHASES = ["compute", "gather", "upload", "download", "write-back", "dense update", "update hot",
           "wait", "classify", "plan", "phase sync"]
 PHASE_COLOR = dict(zip(PHASES, sns.color_palette("colorblind", 10) + [(0.1, 0.1, 0.1)],
@@ -158,7 +158,8 @@ for ax, source in zip(axes, sources, strict=True):
     labels = list(dict.fromkeys(part["label"]))
     yticks, ylabels, y = [], [], 0
     for label in labels:
-        for lane in LANE_ORDER:
+        drawn = set(part.loc[part["label"] == label, "lane"])
+        for lane in (ln for ln in LANE_ORDER if ln != "planner" or ln in drawn):
             bars = part[(part["label"] == label) & (part["lane"] == lane)]
             for _, b in bars.iterrows():
                 ax.broken_barh([(1e3 * b["start"], 1e3 * (b["end"] - b["start"]))], (y, 0.8),

@@ -274,7 +274,8 @@ def test_microbatch_counts_match_brute_force(case) -> None:
                           "unique_all": getattr(got, f"{prefix}_all"),
                           "unique_popular": getattr(got, f"{prefix}_popular"),
                           "unique_np_hot": getattr(got, f"{prefix}_np_hot"),
-                          "unique_np_cold": getattr(got, f"{prefix}_np_cold")}
+                          "unique_np_cold": getattr(got, f"{prefix}_np_cold"),
+                          "lookups": b * f}
 
 
 def test_microbatch_counts_example_and_bad_unit() -> None:

@@ -20,9 +20,11 @@ from workbench.claims.measurement import EntryLike, Measurement, Results
 NOTE = ("modelled, not measured: our time model with assumed efficiencies "
         "(workbench/conf/hardware); the paper's hardware and baselines' internals are unknown; "
         "a deterministic model of the trained steps (n = 1). Measured on an NVIDIA H200 "
-        "(benchmarks/hotline_cuda.py, results/hotline_cuda/, docs/hotline_cuda.md), Hotline "
-        "took longer than the hybrid; on a machine with a GPU, `python benchmarks/hotline_cuda.py` "
-        "measures it again")
+        "(results/hotline_cuda/, docs/hotline_cuda.md), Hotline took longer than the hybrid; "
+        "the accelerator path has since been rebuilt (the split made on a planner thread during "
+        "the previous step, one fused gather, the micro-batch step capturable as CUDA graphs) "
+        "and not yet measured on a GPU: on a machine with one, `python "
+        "benchmarks/hotline_cuda.py` measures it and refits the launch and split costs")
 
 
 def summary(res: Results) -> dict[str, Any]:

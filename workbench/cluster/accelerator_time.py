@@ -12,10 +12,14 @@ rates fitted from the measured runs). With ``r = 4 D`` bytes per row and ``F`` t
     host(u)     = u r / host_gbps                 gather or write-back of u rows in DRAM
     link(u)     = [u > 0] (latency + u r / link_gbps)
 
+    split(n)    = n x host_split_ns_per_lookup    Hotline's host split of n lookups
+
     hybrid:   host(U) -> link(U) -> compute(B) -> dense -> link(U) -> host(U)        (in series)
     hotline:  accel(Up) -> compute(Bp)                 } in parallel, the next phase starts
               host(Unc) -> link(Unc)                    } at the later of the two ends
               -> accel(Unh) -> compute(Bn) -> dense -> accel(Up + Unh) -> link(Unc) -> host(Unc)
+              split(B F) of the NEXT mini-batch, from 0 on the planner thread: the step ends
+              at the later of the two (a step never ends before its successor's plan)
     hot:      accel(U) -> compute(B) -> dense -> accel(U)  (accelerator-only; FAE's hot batches)
 
     U: distinct keys of the mini-batch; Up: of its popular micro-batch (Bp samples);
@@ -54,6 +58,9 @@ class _Rates:
     def host(self, u: int) -> float:
         return u * self.row / (self.hw.host_gbps * 1e9)
 
+    def split(self, lookups: int) -> float:
+        return lookups * self.hw.host_split_ns_per_lookup * 1e-9
+
     def link(self, u: int) -> float:
         return 0.0 if u <= 0 else (self.hw.link_latency_us * 1e-6
                                    + u * self.row / (self.hw.link_gbps * 1e9))
@@ -71,7 +78,7 @@ def _series(out: list[Phase], start: float, steps: list[tuple[str, str, float]])
 
 def step_timeline(kind: str, hw: HardwareConfig, row_bytes: int, train_flops: float, *,
                   samples: int, popular: int, unique_all: int, unique_popular: int,
-                  unique_np_hot: int, unique_np_cold: int) -> list[Phase]:
+                  unique_np_hot: int, unique_np_cold: int, lookups: int = 0) -> list[Phase]:
     """The modelled phases of one mini-batch.
 
     Args:
@@ -86,6 +93,7 @@ def step_timeline(kind: str, hw: HardwareConfig, row_bytes: int, train_flops: fl
         unique_popular: distinct keys of the popular micro-batch (all hot).
         unique_np_hot: distinct hot keys of the non-popular micro-batch.
         unique_np_cold: distinct cold keys of the non-popular micro-batch (gathered from host).
+        lookups: the mini-batch's lookups (B F; Hotline's host split is per lookup).
 
     Returns:
         ``[(lane, phase, start, end), ...]``; the step ends at the largest ``end``.
@@ -117,6 +125,7 @@ def step_timeline(kind: str, hw: HardwareConfig, row_bytes: int, train_flops: fl
             ("accelerator", "update hot", r.accel(unique_popular + unique_np_hot)),
             ("link", "download", r.link(unique_np_cold)),
             ("host", "write-back", r.host(unique_np_cold))])
+        _series(out, 0.0, [("planner", "classify next", r.split(lookups))])
     else:
         raise ValueError(f"kind {kind!r}: must be 'hybrid', 'hotline' or 'hot'")
     return out

@@ -177,6 +177,9 @@ class HardwareConfig:
         link_gbps: host <-> accelerator link (PCIe), one direction.
         link_latency_us: latency of one transfer over the link.
         memory_gb: accelerator memory for embedding rows (accelerator-only needs the table to fit).
+        host_split_ns_per_lookup: Hotline's split of a mini-batch into its micro-batches on the
+            host, per lookup (made for the next mini-batch while this one trains); 0: the split
+            costs nothing on the step (the paper's own hardware classifies beside the GPU).
         source: where the numbers come from.
     """
 
@@ -190,4 +193,5 @@ class HardwareConfig:
     link_gbps: float = field(default=12.0, metadata=in_range(0.0, None, lo_open=True))
     link_latency_us: float = field(default=10.0, metadata=in_range(0.0, None))
     memory_gb: float = field(default=16.0, metadata=in_range(0.0, None, lo_open=True))
+    host_split_ns_per_lookup: float = field(default=0.0, metadata=in_range(0.0, None))
     source: str = ""

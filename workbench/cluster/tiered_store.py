@@ -18,6 +18,18 @@ A hot key is read and updated in the accelerator tier only; its host copy is ref
 hot set changes (:meth:`set_hot`, which writes the evicted rows back) or by an explicit
 :meth:`sync_to_host` (FAE's phase switch). :meth:`table` merges both into the current table.
 
+The accelerator tier is the head of one buffer whose tail is a staging area for cold rows::
+
+    buffer = [ hot[0] ... hot[H-1] | staged cold row 0 ... staged cold row C-1 | spare ]
+    source index of a micro-batch's distinct key k:  slot[k]  if hot,  H + (rank of k among
+                                                      the micro-batch's cold keys) if cold
+
+so a micro-batch whose rows are partly hot and partly cold (Hotline's non-popular one) reads
+them with ONE gather (:meth:`gather_fused`) and updates them with ONE ``index_add_``
+(:meth:`update_fused`): the hot rows in place, the staged cold rows to be written back whole
+(:meth:`staged`). ``host[k] += delta`` and ``staged + delta`` copied back are the same float32
+addition, so the result is bitwise the separate gathers' and updates'.
+
 Gathers are ``index_select`` calls, which release the GIL, so a background thread gathering
 host rows really runs beside the main thread's compute (:mod:`workbench.training.hotline`). On
 CUDA the host tier is pinned so that :meth:`upload` copies without blocking on a side stream.
@@ -54,10 +66,11 @@ class TieredEmbeddingStore:
 
     Attributes:
         host: ``[rows, D]`` host tier.
-        hot: ``[H, D]`` accelerator tier.
+        hot: ``[H, D]`` accelerator tier (the head of the staging buffer).
         slot: ``int64[rows]`` slot of each key in the accelerator tier, -1 when cold (host
             memory).
         hot_keys: ``int64[H]`` the key of each slot, ascending.
+        version: counts the changes of the hot set (a plan made under another version is stale).
     """
 
     def __init__(self, table: np.ndarray, hot: np.ndarray, device: str | torch.device = "cpu",
@@ -76,8 +89,10 @@ class TieredEmbeddingStore:
         self.rows, self.dim = table.shape
         self.slot = torch.full((self.rows,), -1, dtype=torch.int64)
         self.hot_keys = torch.zeros(0, dtype=torch.int64)
-        self.hot = torch.zeros((0, self.dim), dtype=torch.float32, device=self.device)
+        self._buffer = torch.zeros((0, self.dim), dtype=torch.float32, device=self.device)
+        self.hot = self._buffer
         self._slot_device = self.slot.to(self.device)
+        self.version = 0
         self.set_hot(hot)
 
     # -- placement ------------------------------------------------------------------------------
@@ -93,7 +108,9 @@ class TieredEmbeddingStore:
         self.hot_keys = torch.from_numpy(keys)
         self.slot[self.hot_keys] = torch.arange(keys.size, dtype=torch.int64)
         self._slot_device = self.slot.to(self.device)
-        self.hot = self.host.index_select(0, self.hot_keys).to(self.device)
+        self._buffer = self.host.index_select(0, self.hot_keys).to(self.device)
+        self.hot = self._buffer
+        self.version += 1
         return moved + int(keys.size)
 
     def sync_to_host(self) -> int:
@@ -107,6 +124,19 @@ class TieredEmbeddingStore:
         if self.hot_keys.numel():
             self.hot.copy_(self.host.index_select(0, self.hot_keys).to(self.device))
         return int(self.hot_keys.numel())
+
+    def reserve_staging(self, rows: int) -> None:
+        """Make room for ``rows`` staged cold rows behind the hot tier (grows the buffer by at
+        least half when it must: amortised O(1) copies of the hot tier). Call it before a
+        background thread stages into the area, never while one does."""
+        hot_rows = int(self.hot_keys.numel())
+        if self._buffer.shape[0] - hot_rows >= rows:
+            return
+        spare = max(rows, (self._buffer.shape[0] - hot_rows) * 3 // 2, 64)
+        grown = torch.empty((hot_rows + spare, self.dim), dtype=torch.float32,
+                            device=self.device)
+        grown[:hot_rows] = self.hot
+        self._buffer, self.hot = grown, grown[:hot_rows]
 
     def is_hot(self, keys: Tensor) -> Tensor:
         """``bool`` mask of the keys (host ``int64`` tensor) that live in the accelerator tier."""
@@ -131,10 +161,11 @@ class TieredEmbeddingStore:
         out = self.host.index_select(0, keys)
         return out.pin_memory() if self.device.type == "cuda" else out
 
-    def _shaped_copy(self, rows: Tensor) -> Tensor:
-        """A CPU copy that takes at least ``latency + bytes / bandwidth`` when shaped."""
+    def _shaped_copy(self, rows: Tensor, into: Tensor | None = None) -> Tensor:
+        """A CPU copy (into ``into`` if given) that takes at least ``latency + bytes /
+        bandwidth`` when shaped."""
         begin = time.perf_counter()
-        out = rows.clone()
+        out = rows.clone() if into is None else into.copy_(rows)
         if self.link_bytes_per_s is not None and rows.numel():
             due = self.link_latency_s + rows.numel() * rows.element_size() / self.link_bytes_per_s
             left = due - (time.perf_counter() - begin)
@@ -152,6 +183,36 @@ class TieredEmbeddingStore:
     def download(self, rows: Tensor) -> Tensor:
         """Accelerator rows -> host (the link back)."""
         return rows.to("cpu") if self.device.type != "cpu" else self._shaped_copy(rows)
+
+    def stage(self, rows: Tensor) -> None:
+        """Host rows -> the staging area's first ``len(rows)`` rows (the link; reserve first):
+        a non-blocking copy on CUDA (on the current stream), a (shaped) copy on CPU."""
+        area = self._buffer[self.hot.shape[0]:self.hot.shape[0] + rows.shape[0]]
+        if area.shape[0] != rows.shape[0]:
+            raise ValueError(f"{rows.shape[0]} rows to stage: the staging area holds "
+                             f"{area.shape[0]} (reserve_staging first)")
+        if self.device.type == "cpu":
+            self._shaped_copy(rows, into=area)
+        else:
+            area.copy_(rows, non_blocking=True)
+
+    def gather_fused(self, sources: Tensor) -> Tensor:
+        """Rows of buffer ``sources`` (slots of hot rows, ``H + i`` for staged row i), on the
+        accelerator: one gather for hot and cold rows."""
+        return self._buffer.index_select(0, sources)
+
+    def update_fused(self, sources: Tensor, delta: Tensor) -> None:
+        """``buffer[sources] += delta``: hot rows updated in place, staged rows made current
+        (write them back with :meth:`staged`)."""
+        self._buffer.index_add_(0, sources, delta)
+
+    def staged(self, rows: int) -> Tensor:
+        """The staging area's first ``rows`` rows (a view, on the accelerator)."""
+        return self._buffer[self.hot.shape[0]:self.hot.shape[0] + rows]
+
+    def write_host(self, keys: Tensor, rows: Tensor) -> None:
+        """``host[keys] = rows`` (host tensors): the write-back of updated staged rows."""
+        self.host.index_copy_(0, keys, rows)
 
     def update_hot(self, slots: Tensor, delta: Tensor) -> None:
         """``hot[slots] += delta`` (one row per slot, on the accelerator)."""

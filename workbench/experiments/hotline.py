@@ -58,6 +58,7 @@ from workbench.experiments.config import HotlineConfig
 from workbench.experiments.sizing import require_samples
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, flops_per_sample
+from workbench.training.capture import CAPTURES
 from workbench.training.hotline import (
     MicroBatchCounts,
     Schedule,
@@ -178,6 +179,7 @@ def step_frame(scheme: str, steps: list[StepRecord]) -> pd.DataFrame:
     frame["wall_s"] = [s.wall_s for s in steps]
     frame["loss"] = [s.loss for s in steps]
     frame["synced_rows"] = [s.synced_rows for s in steps]
+    frame["plan_s"] = [s.plan_s for s in steps]
     return frame
 
 
@@ -193,7 +195,8 @@ def fit_machine(steps: pd.DataFrame, spans: pd.DataFrame, row_bytes: int,
     Compute: ``seconds = a + b n`` by least squares over every compute span (``n`` its
     micro-batch's samples); the dense update: the median of its spans; gather, link and accelerator
     bandwidths: bytes moved / seconds over the hybrid's host gathers and uploads and the
-    accelerator-tier gathers (accelerator-only's, else Hotline's popular ones).
+    accelerator-tier gathers (accelerator-only's, else Hotline's popular ones); Hotline's host
+    split: its plans' seconds / lookups (0 without a Hotline step).
     """
     merged = spans.merge(steps, on=["scheme", "step"], suffixes=("", "_step"))
     merged["non_popular"] = merged["samples"] - merged["popular"]
@@ -215,26 +218,35 @@ def fit_machine(steps: pd.DataFrame, spans: pd.DataFrame, row_bytes: int,
     accel = (rate("gather hot", "unique_all", "accel_only")
              if (merged["scheme"] == "accel_only").any()
              else rate("gather hot (popular)", "unique_popular"))
+    split = steps[(steps["kind"] == "hotline") & (steps["plan_s"] > 0)]
+    split_ns = (float(split["plan_s"].sum() / split["lookups_all"].sum()) * 1e9
+                if len(split) else 0.0)
     return HardwareConfig(
         label="this machine (fitted from the measured spans)", peak_tflops=flops / b / 1e12,
         compute_efficiency=1.0, step_overhead_us=a * 1e6, dense_update_us=dense_s * 1e6,
         accelerator_gbps=accel,
         host_gbps=rate("gather all", "unique_all", "hybrid"),
         link_gbps=rate("upload", "unique_all", "hybrid"), link_latency_us=0.0,
-        memory_gb=1e6, source="fitted: compute a + b n over the measured compute spans; "
-                              "bandwidths = bytes / seconds of the measured gathers and uploads")
+        memory_gb=1e6, host_split_ns_per_lookup=split_ns,
+        source="fitted: compute a + b n over the measured compute spans; bandwidths = bytes / "
+               "seconds of the measured gathers and uploads; the split = plan seconds / lookups")
 
 
 # -- the stage ----------------------------------------------------------------------------------
 def _device(exp: HotlineConfig) -> str:
-    if exp.device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if exp.device == "cuda" and not torch.cuda.is_available():
-        from workbench.utils.validation import ConfigError
+    """The device the stage runs on (``auto``: CUDA when torch sees it), checked against the
+    capture."""
+    from workbench.utils.validation import ConfigError
 
+    if exp.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("experiments.hotline.device = 'cuda', but torch sees no CUDA device "
                           "(use cpu or auto)")
-    return exp.device
+    device = exp.device if exp.device != "auto" else (
+        "cuda" if torch.cuda.is_available() else "cpu")
+    if exp.capture == "cuda_graphs" and device != "cuda":
+        raise ConfigError(f"experiments.hotline.capture = 'cuda_graphs' needs a CUDA device "
+                          f"(the device is {device!r}): use capture eager or compile")
+    return device
 
 
 @dataclass(frozen=True, eq=False)
@@ -261,7 +273,8 @@ class Rig:
     def trainer(self, hot: np.ndarray, overlap: bool = True) -> TieredTrainer:
         """A trainer of the model from the initial table, ``hot`` in the accelerator tier."""
         return TieredTrainer(self.model, self.table, hot, device=self.device, seed=self.seed,
-                             threads=self.exp.threads, overlap=overlap, link_gbps=self.link_gbps)
+                             threads=self.exp.threads, overlap=overlap, link_gbps=self.link_gbps,
+                             capture=CAPTURES[self.exp.capture])
 
 
 def train_all(rig: Rig, hot: np.ndarray, budget: int, train, test,
@@ -317,9 +330,10 @@ def sweep_budgets(rig: Rig, counts_full: np.ndarray, train, models: Models, row_
                 for t in range(exp.sweep_warmup + exp.sweep_steps):
                     idx = np.arange(t * batch, (t + 1) * batch) % n
                     args = (train.dense[idx], train.keys[idx], train.labels[idx])
+                    following = train.keys[(idx + batch) % n]  # planned during the step
                     for v, tr in trainers.items():
-                        step = tr.step_hybrid if v == "hybrid" else tr.step_hotline
-                        wall = step(*args).wall_s
+                        wall = (tr.step_hybrid(*args) if v == "hybrid"
+                                else tr.step_hotline(*args, following)).wall_s
                         if t >= exp.sweep_warmup:
                             walls[v].append(wall)
                     if t < exp.sweep_warmup:
@@ -545,6 +559,7 @@ def run(processed: Path, out: Path, exp: HotlineConfig, *, dataset: DatasetConfi
 
     summary: dict[str, Any] = {
         "dataset": dataset.name, "model": exp.model, "device": device, "threads": exp.threads,
+        "capture": exp.capture,
         "torch": torch.__version__, "measured_link": link_info, "train_samples": len(train),
         "test_samples": len(test),
         "batch_size": exp.batch_size, "embedding_dim": dim, "table_rows": rows,

@@ -12,10 +12,12 @@ and what overlaps::
      accel                     |======= compute B =======|dense|
 
   hotline     (hot rows in the accelerator tier; one mini-batch = popular + non-popular micro-batch)
-     host  |classify|--gather non-popular cold rows--|                               |-write-back-|
-     link                                             |-up-|                  |-down-|
-     accel          |hot|=== compute popular ===|  wait  |hot|== compute non-pop ==|dense|
-                    (the gather runs on a background thread / CUDA side stream)
+     plan  |classify t+1 ...|                    (a thread of its own, while step t runs)
+     host  |--gather non-popular cold rows--|                               |-write-back-|
+     link                                    |-up-|                  |-down-|
+     accel |hot|=== compute popular ===| wait |hot+cold|== compute non-pop ==|dense|update|
+           (the gather runs on a background thread / CUDA side stream; the cold rows are
+            staged behind the hot tier, so "hot+cold" is ONE gather and "update" ONE index_add)
 
   fae         (FAE: popular and non-popular inputs in separate mini-batches and phases)
      hot phase:    |hot|=== compute B ===|dense|   ...   then sync hot rows accel -> host
@@ -32,6 +34,15 @@ parameters therefore equal the hybrid baseline's after any number of steps, up t
 summation order (tested). FAE changes the order in which samples are seen (phases), so its
 accuracy is compared, not asserted equal.
 
+The split into micro-batches is :func:`~workbench.training.microbatch_plan.plan_minibatch` (one
+sort of the mini-batch's keys); with ``overlap`` the next mini-batch's plan is made on a planner
+thread while this one trains (``next_keys`` of :meth:`TieredTrainer.step_hotline`), so the split
+is off the critical path (the step waits for it only if it is late; a plan made before an online
+re-profile, or for other keys, is redone).
+Each micro-batch's forward and backward is a :class:`~workbench.training.capture.MicroBatchStep`:
+eager by default (the reference: the CPU results are bitwise those of the unfused, unplanned
+version), or captured (``torch.compile``; CUDA graphs on a GPU), equal to float32 rounding.
+
 Each step records :class:`Span` s (lane, phase, start, end in seconds from the step's start)
 measured with ``time.perf_counter`` (CUDA: events, resolved after the step's synchronisation),
 so the timeline figure shows what really overlapped. The CPU "accelerator" is the main thread
@@ -43,7 +54,7 @@ from __future__ import annotations
 
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -56,7 +67,9 @@ from torch import Tensor
 from workbench.cluster.tiered_store import TieredEmbeddingStore
 from workbench.data.popularity import OnlineProfile
 from workbench.models.ctr import build_model
+from workbench.training.capture import EAGER, Capture, MicroBatchStep
 from workbench.training.metrics import auc_score
+from workbench.training.microbatch_plan import MicroBatchPlan, plan_minibatch
 from workbench.training.trainer import ModelSpec, Split, dense_optimizer, log_loss
 
 __all__ = [
@@ -73,7 +86,7 @@ __all__ = [
 ]
 
 SCHEMES = ("hybrid", "hotline", "fae", "accel_only")
-LANES = ("host", "link", "accelerator")
+LANES = ("host", "link", "accelerator", "planner")
 
 
 @dataclass(frozen=True)
@@ -101,6 +114,8 @@ class StepRecord:
             (:func:`microbatch_counts`; filled by :func:`train_scheme`, outside the timing).
         synced_rows: rows moved between the tiers before or after the step (FAE's phase
             switch, an online re-profile).
+        plan_s: Hotline: how long making the mini-batch's micro-batch plan took, wherever it
+            ran (on the planner thread during the previous step when prefetched).
     """
 
     kind: str
@@ -111,6 +126,7 @@ class StepRecord:
     spans: list[Span] = field(default_factory=list)
     counts: MicroBatchCounts | None = None
     synced_rows: int = 0
+    plan_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -149,7 +165,7 @@ class MicroBatchCounts:
                 "unique_all": getattr(self, f"{pre}_all"),
                 "unique_popular": getattr(self, f"{pre}_popular"),
                 "unique_np_hot": getattr(self, f"{pre}_np_hot"),
-                "unique_np_cold": getattr(self, f"{pre}_np_cold")}
+                "unique_np_cold": getattr(self, f"{pre}_np_cold"), "lookups": self.lookups_all}
 
 
 def microbatch_counts(keys: np.ndarray, is_hot: np.ndarray) -> MicroBatchCounts:
@@ -276,15 +292,17 @@ class TieredTrainer:
         seed: seeds the model initialisation.
         threads: torch intra-op threads of the compute (the gather thread is one more).
         overlap: Hotline gathers the non-popular rows on the background thread while the popular
-            micro-batch computes; ``False`` gathers them first on the main thread (the same work
-            in sequence: the benchmark's reference for the overlap).
+            micro-batch computes, and :meth:`plan` makes the next mini-batch's plan on the
+            planner thread; ``False`` does both on the main thread, in sequence (the same work:
+            the benchmark's reference for the overlap).
         link_gbps: CPU only: shape the host-accelerator copies to this bandwidth (GB/s;
             :class:`~workbench.cluster.tiered_store.TieredEmbeddingStore`); None: memory speed.
+        capture: how each micro-batch's forward and backward runs (eager: the reference).
     """
 
     def __init__(self, model: ModelSpec, table: np.ndarray, hot: np.ndarray, *,
                  device: str = "cpu", seed: int = 0, threads: int = 1, overlap: bool = True,
-                 link_gbps: float | None = None):
+                 link_gbps: float | None = None, capture: Capture = EAGER):
         if len(table) != model.table_rows:
             raise ValueError(f"table of {len(table)} rows: the model's has {model.table_rows}")
         torch.set_num_threads(threads)
@@ -297,12 +315,29 @@ class TieredTrainer:
         self.lr_sparse = model_cfg.lr_sparse
         self.n_dense = n_dense
         self.overlap = overlap
+        self.micro = MicroBatchStep(self.model, capture, self.device, self.lr_sparse)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hotline-gather")
+        self._planner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hotline-plan")
+        self._upcoming: tuple[np.ndarray, Future[MicroBatchPlan] | _Done[MicroBatchPlan]] | None
+        self._upcoming = None
         self._side = torch.cuda.Stream() if self.device.type == "cuda" else None
 
     def close(self) -> None:
-        """Stop the gather thread."""
+        """Stop the gather and planner threads."""
         self._pool.shutdown(wait=True)
+        self._planner.shutdown(wait=True)
+
+    def _make_plan(self, keys: np.ndarray) -> MicroBatchPlan:
+        store = self.store
+        return plan_minibatch(keys, store.slot.numpy(), int(store.hot.shape[0]), store.version)
+
+    def _prefetch(self, keys: np.ndarray) -> None:
+        """Start the plan of the mini-batch of ``keys`` (the next one): on the planner thread
+        with ``overlap``, else now."""
+        keys = np.array(keys, dtype=np.int64, copy=True)  # the caller may reuse its buffer
+        plan = (self._planner.submit(self._make_plan, keys) if self.overlap
+                else _Done(self._make_plan(keys)))
+        self._upcoming = (keys, plan)
 
     # -- pieces ---------------------------------------------------------------------------------
     def _to_device(self, t: Tensor) -> Tensor:
@@ -320,21 +355,6 @@ class TieredTrainer:
         d = self._to_device(tensor(dense)) if self.n_dense else None
         return d, self._to_device(tensor(labels))
 
-    def _backward(self, rows: Tensor, inverse: Tensor, dense: Tensor | None, labels: Tensor,
-                  total: int) -> tuple[Tensor, Tensor]:
-        """Forward + backward of one micro-batch on its unique ``rows`` (``[U, D]``) expanded by
-        ``inverse`` (``[b, F]``); dense gradients accumulate. Returns the rows' SGD deltas
-        (``-lr x`` per-sample-loss gradient summed over occurrences) and the loss sum (a
-        0-d tensor on the accelerator: read after the step, so that reading it does not stall
-        the device's queue between the micro-batches)."""
-        rows = rows.detach().requires_grad_(True)
-        logits = self.model(dense, rows[inverse])
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels,
-                                                                    reduction="sum")
-        (loss / total).backward()
-        assert rows.grad is not None  # rows require grad: backward() set it
-        return rows.grad.mul_(-self.lr_sparse * total), loss.detach()
-
     def _dense_step(self) -> None:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -343,7 +363,7 @@ class TieredTrainer:
                      y: Tensor) -> tuple[Tensor, Tensor]:
         """Forward + backward of the whole mini-batch, then its dense update."""
         with tl.span("accelerator", "compute mini-batch", device_work=True):
-            delta, loss = self._backward(rows, self._to_device(inverse), d, y, len(y))
+            delta, loss = self.micro(rows, self._to_device(inverse), d, y, len(y))
         with tl.span("accelerator", "dense update", device_work=True):
             self._dense_step()
         return delta, loss
@@ -385,9 +405,9 @@ class TieredTrainer:
         return StepRecord("hot", len(labels), len(labels), wall, float(loss) / len(labels),
                           spans)
 
-    def _gather_cold(self, keys: Tensor,
-                     tl: _Timeline) -> tuple[Tensor, torch.cuda.Event | None]:
-        """Background: gather cold rows from host memory and upload them (a CUDA side stream).
+    def _stage_cold(self, keys: Tensor, tl: _Timeline) -> torch.cuda.Event | None:
+        """Background: gather cold rows from host memory and upload them into the store's
+        staging area (a CUDA side stream; reserve the area first, on the main thread).
 
         On CUDA the upload is asynchronous: its span is timed with events on the side stream
         (the host only enqueues it), and the returned event marks its end for the consumer."""
@@ -396,93 +416,104 @@ class TieredTrainer:
         mid = time.perf_counter()
         tl.spans.append(Span("host", "gather non-popular", begin - tl.t0, mid - tl.t0))
         if self._side is None:
-            rows = self.store.upload(staged)
+            self.store.stage(staged)
             tl.spans.append(Span("link", "upload non-popular", mid - tl.t0,
                                  time.perf_counter() - tl.t0))
-            return rows, None
+            return None
         with torch.cuda.stream(self._side):
             start = torch.cuda.Event(enable_timing=True)
             done = torch.cuda.Event(enable_timing=True)
             start.record(self._side)
-            rows = self.store.upload(staged)
+            self.store.stage(staged)  # the pinned allocator keeps `staged` until the copy ends
             done.record(self._side)
         tl.device_span("link", "upload non-popular", start, done)
-        return rows, done
+        return done
 
-    def step_hotline(self, dense: np.ndarray, keys: np.ndarray,
-                     labels: np.ndarray) -> StepRecord:
+    def _current_plan(self, keys: np.ndarray, tl: _Timeline) -> MicroBatchPlan:
+        """The step's plan: the prefetched one if it was made for ``keys`` under the current hot
+        set (the step waits for it), else made now (on the critical path)."""
+        begin = time.perf_counter()
+        upcoming, self._upcoming = self._upcoming, None
+        made = (upcoming[1].result() if upcoming is not None
+                and np.array_equal(upcoming[0], keys) else None)
+        phase = "wait for classify"
+        if made is None or made.version != self.store.version:
+            made, phase = self._make_plan(keys), "classify"
+        tl.spans.append(Span("host", phase, begin - tl.t0, time.perf_counter() - tl.t0))
+        return made
+
+    def step_hotline(self, dense: np.ndarray, keys: np.ndarray, labels: np.ndarray,
+                     next_keys: np.ndarray | None = None) -> StepRecord:
         """Hotline: the popular micro-batch computes while the non-popular micro-batch's cold
-        rows are gathered on the background thread; then the non-popular micro-batch; one dense
-        update; hot rows updated in place, cold rows written back."""
+        rows are gathered and staged on the background thread; then the non-popular
+        micro-batch reads its hot and staged cold rows in one gather; one dense update; every
+        row updated with one ``index_add_`` per micro-batch; the cold rows written back.
+
+        Args:
+            dense, keys, labels: the mini-batch.
+            next_keys: the next mini-batch's keys: its plan is made on the planner thread while
+                this step runs (and used if the next step's keys are these); None: none.
+        """
         tl = _Timeline(self.device)
         total = len(labels)
-        with tl.span("host", "classify"):
-            keys_t = torch.from_numpy(keys)
-            popular = self.store.is_hot(keys_t).all(dim=1)
-            pop_idx = torch.nonzero(popular).flatten()
-            np_idx = torch.nonzero(~popular).flatten()
-            uniq_n, inv_n = _unique(keys[np_idx.numpy()])
-            hot_n = self.store.is_hot(uniq_n)
-            # positions of the non-popular micro-batch's hot and cold rows (index tensors, not
-            # masks: a boolean mask on the accelerator synchronises with the host)
-            hot_pos = torch.nonzero(hot_n).flatten()
-            cold_pos = torch.nonzero(~hot_n).flatten()
-            cold_keys = uniq_n[cold_pos]
+        p = self._current_plan(keys, tl)
+        if next_keys is not None:
+            self._prefetch(next_keys)
+        with tl.span("host", "plan"):
             d, y = self._tensors(dense, labels)
+        n_cold = int(p.cold_keys.numel())
         future = None
-        if np_idx.numel():
-            future = (self._pool.submit(self._gather_cold, cold_keys, tl) if self.overlap
-                      else _Done(self._gather_cold(cold_keys, tl)))
-        deltas_hot, slots_hot, losses = [], [], []
-        if pop_idx.numel():
+        if p.np_idx.numel():
+            self.store.reserve_staging(n_cold)
+            future = (self._pool.submit(self._stage_cold, p.cold_keys, tl) if self.overlap
+                      else _Done(self._stage_cold(p.cold_keys, tl)))
+        updates, losses = [], []
+        if p.pop_idx.numel():
             with tl.span("accelerator", "gather hot (popular)", device_work=True):
-                uniq_p, inv_p = _unique(keys[pop_idx.numpy()])
-                slots_p = self.store.slots(self._to_device(uniq_p))
-                rows_p = self.store.gather_hot(slots_p)
-                pi = self._to_device(pop_idx)
+                slots_p = self._to_device(p.slots_p)
+                rows_p = self.store.gather_fused(slots_p)
+                pi = self._to_device(p.pop_idx)
             with tl.span("accelerator", "compute popular", device_work=True):
-                delta_p, loss_p = self._backward(rows_p, self._to_device(inv_p),
-                                                 d[pi] if d is not None else None, y[pi], total)
-            deltas_hot.append(delta_p)
-            slots_hot.append(slots_p)
+                delta_p, loss_p = self.micro(rows_p, self._to_device(p.inv_p),
+                                             d[pi] if d is not None else None, y[pi], total)
+            updates.append((slots_p, delta_p))
             losses.append(loss_p)
-        delta_cold = None
         if future is not None:
             with tl.span("accelerator", "wait for gather"):
-                cold_rows, event = future.result()
-                if event is not None:
-                    # the rows were made on the side stream and are read on this one
+                event = future.result()
+                if event is not None:  # the rows were staged on the side stream
                     torch.cuda.current_stream().wait_event(event)
-                    cold_rows.record_stream(torch.cuda.current_stream())
             with tl.span("accelerator", "gather hot (non-popular)", device_work=True):
-                slots_n = self.store.slots(self._to_device(uniq_n[hot_pos]))
-                hot_i, cold_i = self._to_device(hot_pos), self._to_device(cold_pos)
-                rows_n = torch.empty((uniq_n.numel(), self.store.dim), device=self.device)
-                rows_n[hot_i] = self.store.gather_hot(slots_n)
-                rows_n[cold_i] = cold_rows
-                ni = self._to_device(np_idx)
+                sources = self._to_device(p.sources_n)
+                rows_n = self.store.gather_fused(sources)  # hot and staged cold rows at once
+                ni = self._to_device(p.np_idx)
             with tl.span("accelerator", "compute non-popular", device_work=True):
-                delta_n, loss_n = self._backward(rows_n, self._to_device(inv_n),
-                                                 d[ni] if d is not None else None, y[ni], total)
-            deltas_hot.append(delta_n[hot_i])
-            slots_hot.append(slots_n)
-            delta_cold = delta_n[cold_i]
+                delta_n, loss_n = self.micro(rows_n, self._to_device(p.inv_n),
+                                             d[ni] if d is not None else None, y[ni], total)
+            updates.append((sources, delta_n))
             losses.append(loss_n)
         with tl.span("accelerator", "dense update", device_work=True):
             self._dense_step()
         with tl.span("accelerator", "update hot", device_work=True):
-            for slots, delta in zip(slots_hot, deltas_hot, strict=True):
-                self.store.update_hot(slots, delta)
-        if delta_cold is not None and delta_cold.numel():
+            for sources, delta in updates:  # popular first: the order of the sums is fixed
+                self.store.update_fused(sources, delta)
+        if n_cold:
             with tl.span("link", "download", device_work=True):
-                delta_host = self.store.download(delta_cold)
+                rows_host = self.store.download(self.store.staged(n_cold))
             with tl.span("host", "write-back"):
-                self.store.update_host(cold_keys, delta_host)
+                self.store.write_host(p.cold_keys, rows_host)
         wall, spans = tl.finish()
+        if self._upcoming is not None and isinstance(self._upcoming[1], Future):
+            nxt = self._upcoming[1]  # the next plan, if made within this step: its span
+            made = nxt.result() if nxt.done() and nxt.exception() is None else None
+            if made is not None and made.ended - tl.t0 <= wall:
+                spans = [*spans, Span("planner", "classify next", made.started - tl.t0,
+                                      made.ended - tl.t0)]
         loss = 0.0
         for part in losses:
             loss += float(part)
-        return StepRecord("hotline", total, int(pop_idx.numel()), wall, loss / total, spans)
+        return StepRecord("hotline", total, int(p.pop_idx.numel()), wall, loss / total, spans,
+                          plan_s=p.seconds)
 
     # -- evaluation -----------------------------------------------------------------------------
     @torch.no_grad()
@@ -573,7 +604,11 @@ def train_scheme(scheme: str, trainer: TieredTrainer, train: Split, test: Split,
                 sync = [Span("link", "phase sync", 0.0, time.perf_counter() - begin)]
             previous = kind
         keys = train.keys[idx]
-        record = step_fn[kind](train.dense[idx], keys, train.labels[idx])
+        if kind == "hotline":  # the next mini-batch is planned while this one trains
+            record = trainer.step_hotline(train.dense[idx], keys, train.labels[idx],
+                                          train.keys[plan[t][1]] if t < len(plan) else None)
+        else:
+            record = step_fn[kind](train.dense[idx], keys, train.labels[idx])
         record.counts = microbatch_counts(keys, (trainer.store.slot >= 0).numpy())
         if sync:
             shift = sync[0].end

@@ -51,6 +51,10 @@ class HotlineConfig:
         device: ``cpu`` (the accelerator tier is a separate tensor store), ``cuda`` (device
             memory; fails without a GPU) or ``auto`` (cuda when available).
         threads: torch intra-op threads of the compute (Hotline's gather thread is one more).
+        capture: how each micro-batch's forward and backward runs
+            (:mod:`workbench.training.capture`): ``eager`` (the reference), ``compile``
+            (``torch.compile``), ``cuda_graphs`` (``torch.compile`` replaying CUDA graphs: a
+            CUDA device only).
         timeline_step: the mini-batch (1-based, after the first evaluation) whose phases the
             timeline figure shows.
         host_rate_sweep: host gather + update rates (GB/s) at which every server's time model
@@ -90,6 +94,7 @@ class HotlineConfig:
     link_gbps: float = field(default=0.25, metadata=in_range(0.0, None, lo_open=True))
     device: Literal["cpu", "cuda", "auto"] = "cpu"
     threads: int = field(default=1, metadata=in_range(1, 1024))
+    capture: Literal["eager", "compile", "cuda_graphs"] = "eager"
     timeline_step: int = field(default=60, metadata=in_range(1, None))
     host_rate_sweep: list[float] = field(
         default_factory=lambda: [0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0],
