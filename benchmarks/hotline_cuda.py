@@ -441,7 +441,7 @@ def run_workload(w: dict, model: ModelConfig, device: str, compare: Any = None,
     out["span_median_s"] = {v: {k: float(np.median(x)) for k, x in p.items()}
                             for v, p in phases.items()}
     out["hotline_split_s"] = {v: stats([r.plan_s for r in recs]) for v, recs in ok.items()
-                              if any(r.plan_s > 0 for r in recs)}
+                              if any(getattr(r, "plan_s", 0.0) > 0 for r in recs)}
     out["graphs_captured"] = {v: len(tr.micro.shapes) for v, tr in trainers.items()
                               if hasattr(tr, "micro") and ":" in v}
     out["capturing_steps_left_out"] = capturing
