@@ -15,6 +15,10 @@
   error naming the process at fault);
 * ``hotline``: Hotline's micro-batch pipeline, the CPU-GPU hybrid, FAE and accelerator-only on a
   two-tier embedding store (:class:`~.hotline.TieredTrainer`, :func:`~.hotline.train_scheme`);
+* ``microbatch_plan``: Hotline's split of a mini-batch into its popular and non-popular
+  micro-batches with one sort (:func:`~.microbatch_plan.plan_minibatch`), made ahead on a thread;
+* ``capture``: one micro-batch's forward and backward, eager or captured by ``torch.compile``
+  (CUDA graphs on a GPU) on padded shapes (:class:`~.capture.MicroBatchStep`);
 * ``recd_trainer``: the RecD trainer on KJT / IKJT batches;
 * ``metrics``: ROC AUC and the time to a target AUC (numpy only: the claims read them);
 * ``clock``: a run's emulated clock: its compute and software costs (calibrated or from FLOPs,

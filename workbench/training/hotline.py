@@ -450,7 +450,9 @@ class TieredTrainer:
         row updated with one ``index_add_`` per micro-batch; the cold rows written back.
 
         Args:
-            dense, keys, labels: the mini-batch.
+            dense: the mini-batch's dense features.
+            keys: its keys, ``int64[B, F]``.
+            labels: its labels.
             next_keys: the next mini-batch's keys: its plan is made on the planner thread while
                 this step runs (and used if the next step's keys are these); None: none.
         """
