@@ -36,7 +36,9 @@ def test_inside_outside_and_state_changes(tmp_path: Path, capsys: pytest.Capture
     out = capsys.readouterr().out
     assert "reproduced -> direction only" in out and "NO" in out
     assert "4 claims: 2 inside their committed interval, 1 outside, 1 with nothing to " \
-           "compare; 1 state(s) changed." in out
+           "compare; 2 value(s) differ from the committed, 0 could not be measured; 1 state(s) " \
+           "changed." in out
+    assert table.loc["b", "same_value"] and not table.loc["a", "same_value"]
 
 
 def test_unchanged_states_exit_zero(tmp_path: Path) -> None:
@@ -55,3 +57,33 @@ def test_missing_or_old_tables_are_one_line_errors(tmp_path: Path,
     assert check.main(["--committed", str(old), "--current", str(new)]) == 2
     err = capsys.readouterr().err
     assert "predates the register" in err and err.count("\n") == 1
+
+
+def test_a_results_folder_from_elsewhere_is_judged_claim_by_claim(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``workbench check --results DIR``: a folder holding one stage's results judges that
+    stage's claims and names, per claim, the file the others miss; bad folders get one line."""
+    import shutil
+
+    from workbench.cli import main as cli
+    from workbench.utils.paths import REPO_ROOT
+
+    folder = tmp_path / "theirs"
+    shutil.copytree(REPO_ROOT / "results" / "hotline", folder / "hotline")
+    with pytest.raises(SystemExit) as stop:
+        cli(["check", "--results", str(folder)])
+    assert stop.value.code == 0  # nothing changed state: the missing are reported, not judged
+    out = capsys.readouterr().out
+    hotline = next(line for line in out.splitlines() if line.startswith("hotline.speedup "))
+    assert "  =  " in hotline and "modelled" in hotline
+    recd = out.splitlines()[out.splitlines().index(
+        next(line for line in out.splitlines() if line.startswith("recd.storage "))) + 1]
+    assert "dedup" in recd and "not found" in recd
+    assert "could not be measured" in out.splitlines()[-1]
+    for bad, says in ((tmp_path / "nope", "no such folder"),
+                      (tmp_path, "none of the claims' stage folders")):
+        if bad == tmp_path:
+            (tmp_path / "stray").mkdir()
+            shutil.rmtree(folder)
+        assert check.main(["--results", str(bad)]) == 2
+        assert says in capsys.readouterr().err

@@ -15,8 +15,9 @@ import pytest
 from helpers.claim_directions import direction_losses
 from workbench import claims
 from workbench.config import load
+from workbench.report import check
 from workbench.report import register as reg
-from workbench.report.check import claim_stages, measured_table
+from workbench.report.check import claim_stages
 from workbench.utils.paths import REPO_ROOT
 
 REGISTER = reg.load()
@@ -74,11 +75,32 @@ def yaml_stages() -> list[str]:
     return list(yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"])
 
 
-def test_committed_claims_table_is_what_the_measures_give(committed_cfg) -> None:
+def test_committed_claims_table_is_what_the_measures_give(tmp_path: Path, committed_cfg) -> None:
     """reports/claims.csv (written through the notebooks' sections) equals the claims measured
-    straight from the committed results, no notebook run: the one arithmetic behind both."""
+    straight from the committed results, no notebook run: the one arithmetic behind both. The
+    results are read from a copy, as ``workbench check --results`` reads anyone's: it
+    reproduces every committed value and state, and flags the one value edited in the copy."""
+    copy = tmp_path / "results"
+    shutil.copytree(REPO_ROOT / "results", copy)
+    summary = copy / "hotline" / "synthetic" / "summary.json"
+    edited = json.loads(summary.read_text())
+    server = load(params=REPO_ROOT / "params.yaml").experiments.hotline.hardware[-1]
+    edited["speedup_modelled"][server]["hotline"] *= 1.5  # hotline.speedup, and nothing else
+    summary.write_text(json.dumps(edited))
     committed = pd.read_csv(REPO_ROOT / "reports" / "claims.csv").set_index("key")
-    measured = measured_table(committed_cfg)
+    measured = check.measure_folder(copy, REPO_ROOT / "params.yaml")
+    judged = check.compare(committed, measured).set_index("key")
+    assert judged["problem"].isna().all() and not judged["changed"].any()
+    assert set(judged.index[judged["same_value"] == False]) == {"hotline.speedup"}  # noqa: E712
+    assert judged["same_value"].sum() == committed["mean"].notna().sum() - 1
+    assert "DIFFERS" in check.render(judged.reset_index())
+    # the edited claim from the committed results: every row must equal the committed table
+    from workbench.report.sections import measured_row
+
+    entry = REGISTER["hotline.speedup"]
+    row = measured_row(entry, claims.measure(entry, committed_cfg))
+    measured = measured.drop(columns="problem")
+    measured.loc[entry.key] = pd.Series(row).reindex(measured.columns)
     assert list(measured.index) == list(committed.index)
     for column in ("state", "measured", "setting", "note", "holds", "rule", "seeds"):
         a, b = committed[column].fillna(""), measured[column].fillna("").astype(

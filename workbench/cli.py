@@ -7,6 +7,7 @@
     workbench config {dump,check} [overrides] ...   = python -m workbench.config ...
     workbench sweep [--multirun] [overrides]        = python -m workbench.sweep ...
     workbench network [overrides] [--seconds S]     the cluster's edge network, held
+    workbench check --results DIR                   = python -m workbench.report.check ...
 
 Everything after the subcommand is handed, unchanged, to that module's own parser
 (``workbench stage --help`` is the stages' help). Relative paths in the configuration are
@@ -81,6 +82,12 @@ def _network(rest: list[str]) -> None:
         sys.exit(2)
 
 
+def _check(rest: list[str]) -> None:
+    from workbench.report.check import main
+
+    sys.exit(main(rest))
+
+
 def _sweep(rest: list[str]) -> None:
     from workbench.sweep import main
 
@@ -95,6 +102,8 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str]], None]]] = {
     "sweep": ("Hydra multirun of a stage: --multirun +stage=<name> key=a,b", _sweep),
     "network": ("build the cluster's edge network (namespaces, kernel-shaped links) and hold "
                 "it", _network),
+    "check": ("judge a results folder against the register and the committed report: "
+              "--results DIR", _check),
 }
 
 

@@ -15,6 +15,15 @@ A committed value of one deterministic run is an interval of width 0: the recomp
 equal it (to a relative 1e-6). Exit status: 0 when no state changed, 1 when one did (the values
 outside their interval are reported either way: for a wall-clock claim they say how far this
 machine is from the committed one), 2 on unreadable input.
+
+``workbench check --results DIR`` (``python -m workbench.report.check --results DIR``) judges
+any results folder of the same layout, e.g. one copied from another machine or cluster, against
+the register and the committed report: every claim measured from ``DIR`` by the same code, its
+state, whether its value equals the committed one (``value``: ``=``, or ``DIFFERS``: a rerun on
+other hardware, or an edited file) and whether it lies in the committed interval. A claim whose
+files are missing or malformed in ``DIR`` gets one line saying which file and why; the others
+are still judged. A copy of this repository's ``results/`` reproduces every committed value and
+state.
 """
 
 from __future__ import annotations
@@ -65,19 +74,52 @@ def claim_stages(register: reg.Register | None = None) -> list[str]:
                                             *e.measured_by.get("also", ()))))
 
 
-def measured_table(cfg: Any, register: reg.Register | None = None) -> pd.DataFrame:
+def measured_table(cfg: Any, register: reg.Register | None = None,
+                   tolerant: bool = False) -> pd.DataFrame:
     """The claims table measured from the results ``cfg`` locates, no notebook run: one row per
-    register entry (register order), judged by the register; indexed by key."""
+    register entry (register order), judged by the register; indexed by key.
+
+    Args:
+        cfg: the configuration (``cfg.paths.results`` is the folder read).
+        register: the claims register (default: the package's).
+        tolerant: a claim whose inputs are missing or malformed gets the state ``-`` and its
+            error line in ``problem`` instead of stopping the whole table.
+    """
     from dataclasses import asdict
 
-    from workbench.claims import measure_all
+    from workbench.claims import measure
+    from workbench.claims.measurement import Results
     from workbench.report.sections import CLAIM_COLUMNS, measured_row, register_claim
 
     register = register or reg.load()
-    measured = measure_all(register.entries, cfg)
-    rows = [measured_row(e, measured[e.key]) if e.key in measured else asdict(register_claim(e))
-            for e in register.entries]
-    return pd.DataFrame(rows).reindex(columns=CLAIM_COLUMNS).set_index("key")
+    res, rows = Results(cfg), []
+    for e in register.entries:
+        if not getattr(e, "measure", ""):
+            rows.append(asdict(register_claim(e)))
+            continue
+        absent = [st for st in (e.measured_by["stage"], *e.measured_by.get("also", ()))
+                  if not res.path(st).is_dir()]
+        if tolerant and absent:  # a measure may degrade gracefully on a missing stage: don't
+            rows.append({"key": e.key, "state": "-", "problem": (
+                f"{res.path(absent[0])}/ not found: the {absent[0]} stage's results are not "
+                "in this folder")})
+            continue
+        try:
+            rows.append(measured_row(e, measure(e, res)))
+        except (MissingInputError, WorkbenchError, KeyError, ValueError, TypeError,
+                IndexError) as err:
+            if not tolerant:
+                raise
+            rows.append({"key": e.key, "state": "-", "problem": _problem(err)})
+    columns = [*CLAIM_COLUMNS, *(["problem"] if tolerant else [])]
+    return pd.DataFrame(rows).reindex(columns=columns).set_index("key")
+
+
+def _problem(err: Exception) -> str:
+    """One line for a claim that could not be measured."""
+    if isinstance(err, MissingInputError | WorkbenchError):
+        return str(err).splitlines()[0]
+    return f"malformed input ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
 
 
 def compare(committed: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
@@ -98,11 +140,20 @@ def compare(committed: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
             inside = lo - slack <= mean <= hi + slack
         old_state = "-" if old is None else str(old["state"])
         new_state = "-" if new is None else str(new["state"])
-        rows.append({"key": key, "committed_mean": None if old is None else _num(old.get("mean")),
+        old_mean = None if old is None else _num(old.get("mean"))
+        problem = None if new is None else new.get("problem")
+        problem = problem if isinstance(problem, str) else None
+        same = None
+        if problem is None and (old_mean is not None or mean is not None):
+            same = (old_mean is not None and mean is not None
+                    and abs(mean - old_mean) <= REL_TOL * max(abs(old_mean), 1e-12))
+        rows.append({"key": key, "committed_mean": old_mean,
                      "committed_low": lo, "committed_high": hi,
                      "committed_seeds": None if old is None else _num(old.get("seeds")),
-                     "recomputed_mean": mean, "inside": inside, "committed_state": old_state,
-                     "recomputed_state": new_state, "changed": old_state != new_state})
+                     "recomputed_mean": mean, "inside": inside, "same_value": same,
+                     "committed_state": old_state, "recomputed_state": new_state,
+                     "changed": problem is None and old_state != new_state,
+                     "problem": problem})
     return pd.DataFrame(rows)
 
 
@@ -114,21 +165,48 @@ def _g(v: object) -> str:
 def render(table: pd.DataFrame) -> str:
     """The comparison as text: one line per claim, then the counts."""
     lines = [f"{'claim':34} {'committed [95% interval] (n)':36} {'recomputed':>10}  "
-             f"{'inside':6}  state"]
+             f"{'value':7} {'inside':6}  state"]
     for r in table.itertuples():
         interval = (f"{_g(r.committed_mean)} [{_g(r.committed_low)}, {_g(r.committed_high)}] "
                     f"(n = {_g(r.committed_seeds)})" if r.committed_low is not None else "-")
         inside = "-" if r.inside is None else ("yes" if r.inside else "NO")
+        value = ("missing" if isinstance(r.problem, str) else "-" if r.same_value is None
+                 else "=" if r.same_value else "DIFFERS")
         state = (r.committed_state if not r.changed
                  else f"{r.committed_state} -> {r.recomputed_state}")
-        lines.append(f"{r.key:34} {interval:36} {_g(r.recomputed_mean):>10}  {inside:6}  "
-                     f"{state}")
+        lines.append(f"{r.key:34} {interval:36} {_g(r.recomputed_mean):>10}  {value:7} "
+                     f"{inside:6}  {state}")
+        if isinstance(r.problem, str):
+            lines.append(f"{'':34} ^ {r.problem}")
     judged = table["inside"].dropna()
+    differ = table["same_value"].dropna()
     lines += ["", f"{len(table)} claims: {int(judged.sum())} inside their committed interval, "
                   f"{int((~judged.astype(bool)).sum())} outside, "
                   f"{len(table) - len(judged)} with nothing to compare; "
+                  f"{int((~differ.astype(bool)).sum())} value(s) differ from the committed, "
+                  f"{int(table['problem'].notna().sum())} could not be measured; "
                   f"{int(table['changed'].sum())} state(s) changed."]
     return "\n".join(lines)
+
+
+def measure_folder(folder: Path, params: Path | None) -> pd.DataFrame:
+    """The claims measured from ``folder`` (tolerant: per-claim problems)."""
+    from workbench.config import load
+    from workbench.utils.paths import REPO_ROOT
+
+    folder = folder.expanduser().resolve()
+    if not folder.is_dir():
+        raise MissingInputError(f"{folder}: no such folder (give a results folder: the layout "
+                                "of results/, <stage>/<dataset>/...)")
+    stages = {p.name for p in folder.iterdir() if p.is_dir()}
+    known = set(claim_stages())
+    if not stages & known:
+        raise MissingInputError(f"{folder}: none of the claims' stage folders is in it "
+                                f"(expected some of {', '.join(sorted(known))}); is it a "
+                                "results folder?")
+    if params is None and (REPO_ROOT / "params.yaml").is_file():
+        params = REPO_ROOT / "params.yaml"
+    return measured_table(load([f"paths.results={folder}"], params), tolerant=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,17 +220,27 @@ def main(argv: list[str] | None = None) -> int:
                              "(no notebook runs; the default)")
     parser.add_argument("--current", type=Path,
                         help="compare with this claims table instead of measuring")
+    parser.add_argument("--results", type=Path,
+                        help="judge this results folder (the layout of results/, e.g. a copy "
+                             "from another machine) against the register and the committed "
+                             "report (default --committed: reports/claims.csv)")
     parser.add_argument("--stages", action="store_true",
                         help="print the stages the claims are measured from, and exit")
     args = parser.parse_args(argv)
     if args.stages:
         print(" ".join(claim_stages()))
         return 0
+    if args.results is not None and args.committed is None:
+        from workbench.utils.paths import REPO_ROOT
+
+        args.committed = REPO_ROOT / "reports" / "claims.csv"
     if args.committed is None:
         parser.error("--committed is required (the claims table before the recompute)")
     try:
         if args.current is not None:
             current = read(args.current)
+        elif args.results is not None:
+            current = measure_folder(args.results, args.params)
         else:
             from workbench.config import load
             current = measured_table(load(params=args.params or Path("params.yaml")))
