@@ -12,7 +12,7 @@ PY     := $(BIN)/python
 # pytest workers: 2 cores here and in CI.
 JOBS   ?= 2
 
-.PHONY: repro check test lab notebooks params calibrate het-long install install-dev bench lint clean
+.PHONY: repro check claim test lab notebooks params calibrate het-long install install-dev bench lint clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,16 @@ check: params
 	$(PY) -m workbench.utils.dvc_lock
 	PATH="$(abspath $(BIN)):$$PATH" $(PY) -m workbench.repro -f $$($(PY) -m workbench.report.check --stages)
 	$(PY) -m workbench.report.check --committed scratch/claims.committed.csv --params params.yaml
+
+# Reproduce one claim (reports/costs.md lists each claim's command and cost): every stage behind
+# it, forced, then that claim measured and judged against the committed report.
+claim: params
+	@test -n "$(KEY)" || { echo "usage: make claim KEY=<claim key> (reports/costs.md lists them)"; exit 2; }
+	@test -d .dvc || $(BIN)/dvc init -q
+	$(PY) -m workbench.utils.dvc_lock
+	stages=$$($(PY) -m workbench.report.check --stages --claim $(KEY)) && \
+	  PATH="$(abspath $(BIN)):$$PATH" $(PY) -m workbench.repro -f $$stages
+	$(PY) -m workbench.report.check --results results --claim $(KEY)
 
 # Re-measure this machine's compute and software costs (results/calibration, a frozen DVC stage
 # that `dvc repro` never reruns by itself; it reads the preprocessed datasets' shapes, so their

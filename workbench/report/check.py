@@ -66,10 +66,26 @@ def read(path: Path) -> pd.DataFrame:
     return frame.set_index("key")
 
 
-def claim_stages(register: reg.Register | None = None) -> list[str]:
-    """The stages the claims are measured from (the register's ``measured_by``), in order."""
+def claim_stages(register: reg.Register | None = None, key: str | None = None) -> list[str]:
+    """The stages the claims (or the claim ``key``) are measured from (the register's
+    ``measured_by``), in order.
+
+    Raises:
+        MissingInputError: ``key`` is no claim of the register (the message names the closest).
+    """
     register = register or reg.load()
-    return list(dict.fromkeys(str(stage) for e in register.entries if e.kind != "not_comparable"
+    entries = register.entries
+    if key is not None:
+        keys = [e.key for e in entries]
+        if key not in keys:
+            import difflib
+
+            near = difflib.get_close_matches(key, keys, n=1)
+            raise MissingInputError(f"{key!r} is no claim of the register"
+                                    + (f" (did you mean {near[0]!r}?)" if near else "")
+                                    + "; reports/costs.md and reports/claims.csv list them")
+        entries = [e for e in entries if e.key == key]
+    return list(dict.fromkeys(str(stage) for e in entries if e.kind != "not_comparable"
                               for stage in (e.measured_by["stage"],
                                             *e.measured_by.get("also", ()))))
 
@@ -226,9 +242,16 @@ def main(argv: list[str] | None = None) -> int:
                              "report (default --committed: reports/claims.csv)")
     parser.add_argument("--stages", action="store_true",
                         help="print the stages the claims are measured from, and exit")
+    parser.add_argument("--claim", metavar="KEY",
+                        help="only this claim: --stages prints its stages, the table shows its "
+                             "line (make claim KEY=...)")
     args = parser.parse_args(argv)
     if args.stages:
-        print(" ".join(claim_stages()))
+        try:
+            print(" ".join(claim_stages(key=args.claim)))
+        except MissingInputError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
         return 0
     if args.results is not None and args.committed is None:
         from workbench.utils.paths import REPO_ROOT
@@ -248,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     except (MissingInputError, FileNotFoundError, WorkbenchError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.claim is not None:
+        if args.claim not in set(table["key"]):
+            print(f"error: {args.claim!r} is no claim of either table", file=sys.stderr)
+            return 2
+        table = table[table["key"] == args.claim]
     print(render(table))
     return 1 if table["changed"].any() else 0
 

@@ -51,6 +51,7 @@ CELL_WIDTHS = {"paper": 12, "claim": 80, "paper_value": 32, "measured": 40, "hol
 METRICS_FILE = "claims_metrics.json"
 CURVES_DIR = "claims_curves"
 MAPS_DIR = "verdict_maps"
+COSTS_PAGE = "costs.md"  # the claim -> command -> cost table (workbench.report.costs)
 REPORT_COMMAND = "python -m workbench.stages report --params"
 
 
@@ -254,9 +255,18 @@ def build(reports: Path, sections: list[str], params: Path, repo: Path,
         f"Built from commit `{prov['commit']}` by `{REPORT_COMMAND} {shown}` (the `report` "
         f"stage of `dvc repro`) with the configuration {linked}{digest}; do not edit. Each "
         "section has its own page with its figures, tables and claims in full.", "",
-        *verdict_lines(claims, register), *claim_lines(claims),
+        *verdict_lines(claims, register), *claim_lines(claims), *cost_lines(reports),
         *condition_lines(maps or [], reports), *section_lines(loaded),
         *provenance_lines(prov)])
+
+
+def cost_lines(reports: Path) -> list[str]:
+    """A link to the claim -> command -> cost page, when it was written."""
+    if not (reports / COSTS_PAGE).is_file():
+        return []
+    return [f"**Claim -> command -> cost:** [{COSTS_PAGE}]({COSTS_PAGE}), for each claim the "
+            "command that regenerates exactly it (`make claim KEY=<key>`) and its recorded "
+            "minutes, cores, memory and disk on this machine.", ""]
 
 
 def metrics(claims: list[dict[str, Any]], register: reg.Register) -> dict[str, Any]:
@@ -324,6 +334,10 @@ def write(reports: Path, sections: list[str], params: Path, repo: Path,
             write_text(tmp / f"{name}.csv", frame.to_csv(index=False, float_format="%.6g"))
     with atomic_dir(reports / MAPS_DIR) as tmp:
         maps = [reports / MAPS_DIR / m.name for m in verdict_map.draw_all(claims, register, tmp)]
+    from workbench.report import costs
+
+    costs.write(register, repo, cfg.paths.resolve("results") if cfg is not None
+                else repo / "results", reports / COSTS_PAGE)
     write_text(reports / "README.md", build(reports, sections, params, repo,
                                             (loaded, claims), maps))
     return pages

@@ -19,7 +19,8 @@ import textwrap
 from pathlib import Path
 
 from workbench.config import load
-from workbench.stages.registry import STAGES, StageRun
+from workbench.stages.costs import Meter
+from workbench.stages.registry import STAGES, Stage, StageRun
 from workbench.utils.errors import UserError, one_line
 from workbench.utils.io import DiskFullError, is_disk_full
 from workbench.utils.paths import REPO_ROOT, cli_path
@@ -95,9 +96,21 @@ def run(argv: list[str] | None = None, prog: str = "python -m workbench.stages")
     bars = cfg.profile.progress and sys.stderr.isatty()  # a log file or a pipe gets log lines
     if not bars:
         os.environ["TQDM_DISABLE"] = "1"
-    return stage.run(StageRun(cfg, ds, picked=picked, params=args.params, name=args.name,
-                              offline=args.offline, overrides=tuple(args.overrides),
-                              progress_bars=bars))
+    meter = Meter(stage_id(stage, ds.name, args.name))
+    out = stage.run(StageRun(cfg, ds, picked=picked, params=args.params, name=args.name,
+                             offline=args.offline, overrides=tuple(args.overrides),
+                             progress_bars=bars))
+    if stage.in_dvc and stage.costed:
+        meter.record(cfg.paths.resolve("results"), out)
+    return out
+
+
+def stage_id(stage: Stage, dataset: str, name: str | None) -> str:
+    """The stage's name in ``dvc.yaml``: ``<stage>@<item>`` for a matrix stage (per dataset, or
+    per notebook), else ``<stage>``."""
+    if stage.name == "notebook" and name:
+        return f"notebook@{name}"
+    return f"{stage.dvc_name}@{dataset}" if stage.datasets else stage.dvc_name
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m workbench.stages") -> None:

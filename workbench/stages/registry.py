@@ -18,6 +18,8 @@ A :class:`Stage` says what the command line, the tests and ``dvc.yaml`` need to 
 ``dataset``     the config key naming the one dataset it runs on when none is picked
 ``module``      the module that implements it (``dvc.yaml`` lists it among the stage's deps)
 ``output``      where it writes (``<dataset>`` stands for the dataset's name)
+``costed``      whether a run records its cost (:mod:`workbench.stages.costs`); not the report,
+                which reads the records (its own would make it stale after every run)
 ==============  ===============================================================================
 
 Adding a stage touches three places: its module (``workbench/experiments/<stage>.py``), its
@@ -121,6 +123,7 @@ class Stage:
     module: str | None = None
     per_dataset: bool = True
     in_dvc: bool = True
+    costed: bool = True
 
     @property
     def dvc_name(self) -> str:
@@ -463,5 +466,5 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("notebook", _notebook, "execute notebooks/NAME.py with papermill", "reports/NAME/",
           module="workbench/report/notebook.py", per_dataset=False),
     Stage("report", _report, "gather every notebook section", "reports/README.md",
-          module="workbench/report/index.py", per_dataset=False),
+          module="workbench/report/index.py", per_dataset=False, costed=False),
 )}
