@@ -74,7 +74,7 @@ def claim_stages(register: reg.Register | None = None, key: str | None = None) -
         MissingInputError: ``key`` is no claim of the register (the message names the closest).
     """
     register = register or reg.load()
-    entries = register.entries
+    entries = list(register.entries)
     if key is not None:
         keys = [e.key for e in entries]
         if key not in keys:
