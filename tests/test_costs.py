@@ -1,0 +1,68 @@
+"""The claim -> command -> cost table: the stages' cost records and the table built from them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from workbench.report import costs
+from workbench.report import register as reg
+from workbench.stages.cli import stage_id
+from workbench.stages.costs import Meter, output_bytes
+from workbench.stages.registry import STAGES
+from workbench.utils.paths import REPO_ROOT
+
+LOCK = yaml.safe_load((REPO_ROOT / "dvc.lock").read_text())
+
+
+def test_a_run_records_its_cost_under_its_dvc_name(tmp_path: Path) -> None:
+    assert stage_id(STAGES["dedup"], "taobao_sample", None) == "dedup@taobao_sample"
+    assert stage_id(STAGES["notebook"], "synthetic", "esd") == "notebook@esd"
+    assert stage_id(STAGES["het-train"], "synthetic", None) == "het_train"
+    assert not STAGES["report"].costed  # it reads the records: its own would make it stale
+    out = tmp_path / "out"
+    (out / "sub").mkdir(parents=True)
+    (out / "sub" / "a.bin").write_bytes(b"x" * 3000)
+    meter = Meter("dedup@taobao_sample")
+    sum(i * i for i in range(200_000))  # some CPU
+    path = meter.record(tmp_path / "results", out)
+    assert path == tmp_path / "results" / "costs" / "dedup@taobao_sample.json"
+    rec = json.loads(path.read_text())
+    assert rec["stage"] == "dedup@taobao_sample" and rec["seconds"] > 0
+    assert rec["cpu_seconds"] > 0 and rec["peak_rss_mb"] > 10
+    assert rec["output_mb"] == pytest.approx(3000 / 2**20, abs=1e-3)
+    assert rec["machine"]["logical_cores"] >= 1
+    assert output_bytes(out) == 3000 and output_bytes(tmp_path / "nope") == 0
+
+
+def test_every_claim_has_a_row_with_its_command_and_the_stages_behind_it() -> None:
+    register = reg.load()
+    graph = costs.stage_graph(LOCK)
+    # a claim's stages pull in what they read: dedup reads the preprocessed data
+    assert "preprocess@taobao_sample" in costs.behind(["dedup@taobao_sample"], graph)
+    assert "download@taobao_sample" in costs.behind(["dedup@taobao_sample"], graph)
+    recorded = {s: {"seconds": 60.0, "cpu_seconds": 30.0, "cores": 0.5, "peak_rss_mb": 100.0,
+                    "output_mb": 1.0, "machine": {"cpu": "x", "logical_cores": 2}}
+                for s in graph if not s.startswith("download")}
+    table = costs.cost_table(register, LOCK, recorded)
+    assert list(table["key"]) == [e.key for e in register.entries]  # a row per register entry
+    row = table.set_index("key").loc["recd.storage"]
+    assert row["command"] == "make claim KEY=recd.storage" and row["stages"] == "dedup"
+    every = costs.behind([s for s in graph if s.startswith("dedup@")], graph)
+    assert row["minutes"] == pytest.approx(sum(1 for s in every if s in recorded))
+    assert "download@taobao_sample" in row["not_recorded"]  # named: the sum is partial
+    assert table.set_index("key").loc["hotline.speedup", "accelerator"].startswith("helps")
+    assert table.set_index("key").loc["hotline.v1_gpu_only", "command"] == "-"
+    page = costs.markdown(table, recorded)
+    assert all(f"`{e.key}`" in page for e in register.entries)
+    assert "| `recd.storage` | `make claim KEY=recd.storage` |" in page
+
+
+def test_the_committed_cost_page_has_every_claim() -> None:
+    page = (REPO_ROOT / "reports" / "costs.md").read_text()
+    assert all(f"`{e.key}`" in page for e in reg.load().entries)
+    assert "(reports/costs.md)" not in page and "costs.md" in (
+        REPO_ROOT / "reports" / "README.md").read_text()
