@@ -116,8 +116,8 @@ def cost_table(register: reg.Register, lock: dict[str, Any],
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _num(value: Any, fmt: str) -> str:
-    return "-" if value is None or pd.isna(value) else format(value, fmt)
+def _num(value: Any, fmt: str, unit: str = "") -> str:
+    return "-" if value is None or pd.isna(value) else format(value, fmt) + unit
 
 
 def markdown(table: pd.DataFrame, costs: dict[str, dict[str, Any]]) -> str:
@@ -139,13 +139,13 @@ def markdown(table: pd.DataFrame, costs: dict[str, dict[str, Any]]) -> str:
         "not recorded |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in table.itertuples():
-        partial = "+" if r.not_recorded and r.minutes is not None else ""
+        partial = "+" if r.not_recorded and not pd.isna(r.minutes) else ""
         minutes = (f"{_num(r.minutes, '.1f')}{partial} ({_num(r.own_minutes, '.1f')})"
                    if r.command != "-" else "-")
         lines.append(
             f"| `{r.key}` | {'`' + r.command + '`' if r.command != '-' else '-'} | {r.stages} | "
-            f"{minutes} | {_num(r.cores, '.1f')} | {_num(r.peak_memory_mb, ',.0f')} MB | "
-            f"{_num(r.disk_mb, ',.1f')} MB | {r.accelerator} | {r.not_recorded or '-'} |")
+            f"{minutes} | {_num(r.cores, '.1f')} | {_num(r.peak_memory_mb, ',.0f', ' MB')} | "
+            f"{_num(r.disk_mb, ',.1f', ' MB')} | {r.accelerator} | {r.not_recorded or '-'} |")
     return "\n".join(lines) + "\n"
 
 
