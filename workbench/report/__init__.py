@@ -16,7 +16,10 @@
 ``register``           the claims register (conf/claims.yaml): one entry per claim, its
                        measure, its rule, the paper's numbers
 ``verdict_map``        per paper, the state against every assumed parameter
-``check``              every claim measured again against the committed table (make check)
+``check``              every claim measured again against the committed table (make check),
+                       or from anyone's results folder (``workbench check --results DIR``)
+``costs``              the claim -> command -> cost page ``reports/costs.md`` from the stages'
+                       cost records and ``dvc.lock``
 ``fragments``          the claim counts and values of the README and docs, generated from
                        ``reports/claims.csv`` (``--check``: a test holds them)
 ``plotting``           the one seaborn theme, byte-deterministic figures
