@@ -36,6 +36,13 @@ def test_a_run_records_its_cost_under_its_dvc_name(tmp_path: Path) -> None:
     assert rec["output_mb"] == pytest.approx(3000 / 2**20, abs=1e-3)
     assert rec["machine"]["logical_cores"] >= 1
     assert output_bytes(out) == 3000 and output_bytes(tmp_path / "nope") == 0
+    # a data stage's record stays beside its uncommitted output: a fresh clone reruns it
+    from workbench.config import load
+    from workbench.stages.cli import costs_root
+
+    cfg = load([f"paths.data={tmp_path / 'd'}", f"paths.results={tmp_path / 'r'}"])
+    assert costs_root(cfg, tmp_path / "d" / "raw" / "synthetic") == tmp_path / "d"
+    assert costs_root(cfg, tmp_path / "r" / "dedup" / "synthetic") == tmp_path / "r"
 
 
 def test_every_claim_has_a_row_with_its_command_and_the_stages_behind_it() -> None:

@@ -16,7 +16,9 @@ claim)::
     accelerator  whether a GPU helps (a stage of ACCELERATED)
 
 A stage without a record (:mod:`workbench.stages.costs`: it has not run since costs were
-recorded) is named under "not recorded", and the sums say they are partial.
+recorded) is named under "not recorded", and the sums say they are partial. The data stages
+(``download``, ``preprocess``) keep their records in ``data/costs/`` beside their outputs,
+which are not committed either.
 """
 
 from __future__ import annotations
@@ -149,11 +151,13 @@ def markdown(table: pd.DataFrame, costs: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(register: reg.Register, root: Path, results: Path, out: Path) -> pd.DataFrame:
-    """Build the table from ``root/dvc.lock`` and ``results/costs`` and write ``out``."""
+def write(register: reg.Register, root: Path, results: Path, out: Path,
+          data: Path | None = None) -> pd.DataFrame:
+    """Build the table from ``root/dvc.lock``, ``results/costs`` and ``data/costs`` (the data
+    stages' records: not committed, as their outputs) and write ``out``."""
     lock_path = root / "dvc.lock"
     lock = yaml.safe_load(lock_path.read_text()) if lock_path.is_file() else {}
-    costs = read_costs(results)
+    costs = {**(read_costs(data) if data is not None else {}), **read_costs(results)}
     table = cost_table(register, lock or {}, costs)
     out.write_text(markdown(table, costs))
     return table

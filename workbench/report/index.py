@@ -337,7 +337,8 @@ def write(reports: Path, sections: list[str], params: Path, repo: Path,
     from workbench.report import costs
 
     costs.write(register, repo, cfg.paths.resolve("results") if cfg is not None
-                else repo / "results", reports / COSTS_PAGE)
+                else repo / "results", reports / COSTS_PAGE,
+                cfg.paths.resolve("data") if cfg is not None else repo / "data")
     write_text(reports / "README.md", build(reports, sections, params, repo,
                                             (loaded, claims), maps))
     return pages

@@ -18,7 +18,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from workbench.config import load
+from workbench.config import WorkbenchConfig, load
 from workbench.stages.costs import Meter
 from workbench.stages.registry import STAGES, Stage, StageRun
 from workbench.utils.errors import UserError, one_line
@@ -101,8 +101,20 @@ def run(argv: list[str] | None = None, prog: str = "python -m workbench.stages")
                              offline=args.offline, overrides=tuple(args.overrides),
                              progress_bars=bars))
     if stage.in_dvc and stage.costed:
-        meter.record(cfg.paths.resolve("results"), out)
+        meter.record(costs_root(cfg, out), out)
     return out
+
+
+def costs_root(cfg: WorkbenchConfig, out: Path) -> Path:
+    """Where a run's cost record goes: the data root for a stage writing data (``download``,
+    ``preprocess``: their outputs are not committed, and a fresh clone reruns them, so their
+    records must not be either), else the results root (committed with the results)."""
+    data = cfg.paths.resolve("data")
+    try:
+        Path(out).resolve().relative_to(data.resolve())
+        return data
+    except ValueError:
+        return cfg.paths.resolve("results")
 
 
 def stage_id(stage: Stage, dataset: str, name: str | None) -> str:

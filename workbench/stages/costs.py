@@ -1,7 +1,8 @@
 r"""What a stage run cost, recorded when it ran: the inputs of the claim -> command -> cost table.
 
 Every successful ``python -m workbench.stages <stage>`` (which is what ``dvc repro`` runs)
-writes ``<results>/costs/<stage id>.json``, the stage id being its name in ``dvc.yaml``
+writes ``<results>/costs/<stage id>.json`` (``<data>/costs/`` for the data stages, whose outputs
+are not committed and which a fresh clone reruns), the stage id being its name in ``dvc.yaml``
 (``dedup@taobao_sample``, ``notebook@esd``, ``het_train``)::
 
     seconds       wall time of the stage, from its start to its output written
