@@ -44,6 +44,7 @@ from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, flops_per_sample
 from workbench.training.clock import ModelShape, fingerprint
 from workbench.training.trainer import dense_optimizer
+from workbench.utils.timing import cpu_model
 
 log = logging.getLogger(__name__)
 def time_model_step(shape: ModelShape, batch_sizes: list[int], repeats: int, warmup: int,
@@ -86,15 +87,7 @@ def time_model_step(shape: ModelShape, batch_sizes: list[int], repeats: int, war
 
 def machine() -> dict[str, Any]:
     """What the calibration was measured on."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
             "torch": torch.__version__, "numpy": np.__version__}
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import platform
 import resource
 import time
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.utils.io import write_json
+from workbench.utils.timing import cpu_model
 
 __all__ = ["COSTS_DIR", "Meter", "machine", "output_bytes"]
 
@@ -59,20 +59,12 @@ def output_bytes(path: Path) -> int:
 
 def machine() -> dict[str, Any]:
     """The machine the costs were measured on."""
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     memory = None
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     except (ValueError, OSError, AttributeError):
         pass
-    return {"cpu": model, "logical_cores": len(os.sched_getaffinity(0)),
+    return {"cpu": cpu_model(), "logical_cores": len(os.sched_getaffinity(0)),
             "memory_gib": round(memory, 1) if memory else None}
 
 

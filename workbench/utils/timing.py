@@ -88,10 +88,8 @@ def paired_ratio(times: Mapping[str, Sequence[float]], num: str,
     return spread([a / b for a, b in zip(times[num], times[den], strict=True)])
 
 
-def machine() -> dict[str, str | int]:
-    """Where and when a benchmark ran, for its JSON: the UTC date, the CPU model, the CPUs,
-    Python's and numpy's versions (no host name: results are shared)."""
-    import datetime
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; else what ``platform`` knows)."""
     import platform
 
     cpu = platform.processor() or platform.machine()
@@ -100,6 +98,16 @@ def machine() -> dict[str, str | int]:
             names = [line.split(":", 1)[1].strip() for line in f
                      if line.startswith("model name")]
         cpu = names[0] if names else cpu
+    return cpu
+
+
+def machine() -> dict[str, str | int]:
+    """Where and when a benchmark ran, for its JSON: the UTC date, the CPU model, the CPUs,
+    Python's and numpy's versions (no host name: results are shared)."""
+    import datetime
+    import platform
+
+    cpu = cpu_model()
     return {"date": datetime.datetime.now(datetime.UTC).date().isoformat(), "cpu": cpu,
             "cpus": os.cpu_count() or 0, "python": platform.python_version(),
             "numpy": np.__version__}
