@@ -87,3 +87,11 @@ def test_a_results_folder_from_elsewhere_is_judged_claim_by_claim(
             shutil.rmtree(folder)
         assert check.main(["--results", str(bad)]) == 2
         assert says in capsys.readouterr().err
+
+
+def test_one_claims_stages_and_a_misspelt_key(capsys: pytest.CaptureFixture) -> None:
+    """``make claim KEY=...`` reruns the stages ``--stages --claim KEY`` prints."""
+    assert check.main(["--stages", "--claim", "recd.storage"]) == 0
+    assert capsys.readouterr().out.split() == ["dedup"]
+    assert check.main(["--stages", "--claim", "recd.strage"]) == 2
+    assert "did you mean 'recd.storage'" in capsys.readouterr().err

@@ -41,8 +41,14 @@ def test_a_run_records_its_cost_under_its_dvc_name(tmp_path: Path) -> None:
     from workbench.stages.cli import costs_root
 
     cfg = load([f"paths.data={tmp_path / 'd'}", f"paths.results={tmp_path / 'r'}"])
-    assert costs_root(cfg, tmp_path / "d" / "raw" / "synthetic") == tmp_path / "d"
-    assert costs_root(cfg, tmp_path / "r" / "dedup" / "synthetic") == tmp_path / "r"
+    assert costs_root(cfg, STAGES["dedup"]) == tmp_path / "d"  # data/partitions too
+    assert costs_root(cfg, STAGES["preprocess"]) == tmp_path / "d"
+    assert costs_root(cfg, STAGES["flexshard"]) == tmp_path / "r"
+    # the registry's outputs are dvc.yaml's: the stages writing under data/ are the same
+    in_dvc = {name for name, st in yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())[
+        "stages"].items() if any(str(next(iter(o)) if isinstance(o, dict) else o)
+                                 .startswith("data/") for o in st.get("outs", []))}
+    assert in_dvc == {s.dvc_name for s in STAGES.values() if s.in_dvc and s.writes_data}
 
 
 def test_every_claim_has_a_row_with_its_command_and_the_stages_behind_it() -> None:

@@ -16,9 +16,9 @@ claim)::
     accelerator  whether a GPU helps (a stage of ACCELERATED)
 
 A stage without a record (:mod:`workbench.stages.costs`: it has not run since costs were
-recorded) is named under "not recorded", and the sums say they are partial. The data stages
-(``download``, ``preprocess``) keep their records in ``data/costs/`` beside their outputs,
-which are not committed either.
+recorded) is named under "not recorded", and the sums say they are partial. The stages with an
+output under ``data/`` (``download``, ``preprocess``, ``dedup``) keep their records in
+``data/costs/``: those outputs are not committed either.
 """
 
 from __future__ import annotations

@@ -101,20 +101,16 @@ def run(argv: list[str] | None = None, prog: str = "python -m workbench.stages")
                              offline=args.offline, overrides=tuple(args.overrides),
                              progress_bars=bars))
     if stage.in_dvc and stage.costed:
-        meter.record(costs_root(cfg, out), out)
+        meter.record(costs_root(cfg, stage), out)
     return out
 
 
-def costs_root(cfg: WorkbenchConfig, out: Path) -> Path:
-    """Where a run's cost record goes: the data root for a stage writing data (``download``,
-    ``preprocess``: their outputs are not committed, and a fresh clone reruns them, so their
-    records must not be either), else the results root (committed with the results)."""
-    data = cfg.paths.resolve("data")
-    try:
-        Path(out).resolve().relative_to(data.resolve())
-        return data
-    except ValueError:
-        return cfg.paths.resolve("results")
+def costs_root(cfg: WorkbenchConfig, stage: Stage) -> Path:
+    """Where a run's cost record goes: the data root for a stage with an output under ``data/``
+    (``download``, ``preprocess``, ``dedup``: those outputs are not committed, so a fresh clone
+    reruns the stage, and its record must not be committed either), else the results root
+    (committed with the results)."""
+    return cfg.paths.resolve("data" if stage.writes_data else "results")
 
 
 def stage_id(stage: Stage, dataset: str, name: str | None) -> str:

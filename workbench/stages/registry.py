@@ -126,6 +126,12 @@ class Stage:
     costed: bool = True
 
     @property
+    def writes_data(self) -> bool:
+        """Whether one of its outputs lies under ``data/`` (not committed: a fresh clone reruns
+        the stage to make it)."""
+        return any(part.strip().startswith("data/") for part in self.output.split(","))
+
+    @property
     def dvc_name(self) -> str:
         """The stage's name in ``dvc.yaml`` (``het-cache`` -> ``het_cache``)."""
         return self.name.replace("-", "_")
