@@ -187,7 +187,7 @@ class TieredEmbeddingStore:
     def stage(self, rows: Tensor) -> None:
         """Host rows -> the staging area's first ``len(rows)`` rows (the link; reserve first):
         a non-blocking copy on CUDA (on the current stream), a (shaped) copy on CPU."""
-        area = self._buffer[self.hot.shape[0]:self.hot.shape[0] + rows.shape[0]]
+        area = self.staged(rows.shape[0])
         if area.shape[0] != rows.shape[0]:
             raise ValueError(f"{rows.shape[0]} rows to stage: the staging area holds "
                              f"{area.shape[0]} (reserve_staging first)")

@@ -85,9 +85,8 @@ def claim_stages(register: reg.Register | None = None, key: str | None = None) -
                                     + (f" (did you mean {near[0]!r}?)" if near else "")
                                     + "; reports/costs.md and reports/claims.csv list them")
         entries = [e for e in entries if e.key == key]
-    return list(dict.fromkeys(str(stage) for e in entries if e.kind != "not_comparable"
-                              for stage in (e.measured_by["stage"],
-                                            *e.measured_by.get("also", ()))))
+    return list(dict.fromkeys(stage for e in entries if e.kind != "not_comparable"
+                              for stage in e.stages))
 
 
 def measured_table(cfg: Any, register: reg.Register | None = None,
@@ -113,8 +112,7 @@ def measured_table(cfg: Any, register: reg.Register | None = None,
         if not getattr(e, "measure", ""):
             rows.append(asdict(register_claim(e)))
             continue
-        absent = [st for st in (e.measured_by["stage"], *e.measured_by.get("also", ()))
-                  if not res.path(st).is_dir()]
+        absent = [st for st in e.stages if not res.path(st).is_dir()]
         if tolerant and absent:  # a measure may degrade gracefully on a missing stage: don't
             rows.append({"key": e.key, "state": "-", "problem": (
                 f"{res.path(absent[0])}/ not found: the {absent[0]} stage's results are not "

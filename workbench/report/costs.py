@@ -83,8 +83,7 @@ def read_costs(results: Path) -> dict[str, dict[str, Any]]:
 
 
 def _claim_stage_ids(entry: reg.Entry, graph: dict[str, set[str]]) -> list[str]:
-    named = {entry.measured_by["stage"], *entry.measured_by.get("also", ())}
-    return sorted(s for s in graph if _base(s) in named)
+    return sorted(s for s in graph if _base(s) in entry.stages)
 
 
 def cost_table(register: reg.Register, lock: dict[str, Any],

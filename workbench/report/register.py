@@ -160,6 +160,12 @@ class Entry:
         """Our committed setting in one line."""
         return "; ".join(f"{k} {v}" for k, v in self.ours.items() if str(v) != "-")
 
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """The stages it is measured from: ``measured_by``'s stage, then its ``also``."""
+        return (str(self.measured_by["stage"]),
+                *(str(s) for s in self.measured_by.get("also", ())))
+
     def measured_by_text(self) -> str:
         m = self.measured_by
         return f"{m['stage']}: {m['file']} [{m['column']}]"

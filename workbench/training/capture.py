@@ -51,10 +51,6 @@ class Capture:
     min_bucket: int = 16
     cuda_only: bool = False
 
-    @property
-    def eager(self) -> bool:
-        return self.backend is None
-
 
 EAGER = Capture("eager")
 CAPTURES = {c.name: c for c in (
@@ -84,11 +80,11 @@ class MicroBatchStep:
             raise ValueError(f"capture {capture.name!r} needs a CUDA device (this one is "
                              f"{device.type}): use 'eager' or 'compile'")
         self.model, self.capture, self.lr_sparse = model, capture, lr_sparse
-        self.graphs = cuda_graphs = capture.mode == "reduce-overhead"
         self.shapes: set[tuple[int, int]] = set()
         self._compiled = None if capture.backend is None else torch.compile(
             self._padded_loss, backend=capture.backend, mode=capture.mode, dynamic=False)
-        self._mark_step = torch.compiler.cudagraph_mark_step_begin if cuda_graphs else None
+        self._mark_step = (torch.compiler.cudagraph_mark_step_begin
+                           if capture.mode == "reduce-overhead" else None)
 
     def _padded_loss(self, rows: Tensor, inverse: Tensor, dense: Tensor | None,
                      labels: Tensor, weight: Tensor) -> Tensor:

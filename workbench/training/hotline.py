@@ -591,7 +591,7 @@ def train_scheme(scheme: str, trainer: TieredTrainer, train: Split, test: Split,
         kind = {"hybrid": "hybrid", "hotline": "hotline", "accel_only": "hot"}[scheme]
         plan = [(kind, np.arange(i, min(i + batch_size, n))) for i in range(0, n, batch_size)]
     step_fn = {"hybrid": trainer.step_hybrid, "normal": trainer.step_hybrid,
-               "hotline": trainer.step_hotline, "hot": trainer.step_hot}
+               "hot": trainer.step_hot}  # Hotline's steps also take the next mini-batch
     online = OnlineProfile(trainer.store.rows) if online_every else None
     rows, steps, wall, samples, previous = [], [], 0.0, 0, None
     auc, loss = _evaluate(trainer, test)
