@@ -66,7 +66,7 @@ setting = (f"{summary['dataset']} ({summary['table_rows']:,}-row table, "
                                                   "het on, none with het off"))
 section = Section(
     name="combined", title="The mechanisms combined: ablation on the edge cluster",
-    out_dir=out_dir,
+    out_dir=out_dir, config=cfg,
     intro=("**Our composition** of the five mechanisms in one trainer on ESD's heterogeneous "
            "edge cluster (each mechanism as its own stage formalises it: ESD's, Hotline's and "
            "FlexShard's formalisations are ours). *esd*: HybridDis on the real caches' cost "
@@ -110,7 +110,8 @@ table["time vs none"] = ablation["time_s"] / base["time_s"]
 table["PS bytes vs none"] = ablation["ps_bytes"] / base["ps_bytes"]
 section.table(table, "ablation", "Each mechanism on and off, the configured pairs, all "
               "together, all but each: bytes moved, emulated time and test AUC",
-              setting=setting, floatfmt=".4g")
+              setting=setting, floatfmt=".4g",
+              reads=[res / "ablation.csv", res / "summary.json"])
 table
 
 # %%
@@ -134,7 +135,8 @@ for part, colour in zip(("compute_s", "comm_s", "decision_s"), sns.color_palette
 axes[1].set(xlabel="emulated seconds (compute, communication, decision overrun)")
 axes[1].legend(fontsize=7)
 section.figure(fig, "ablation", "Bytes moved and emulated time per run of the ablation",
-               setting=setting)
+               setting=setting,
+               reads=[res / "ablation.csv", res / "summary.json"])
 
 # %%
 shown = ["none", *[f"{m} only" for m in MECH], "all"]
@@ -145,7 +147,8 @@ ax.axhline(summary["target_auc"], color="grey", ls="--", lw=0.8)
 ax.set(xlabel="emulated time (s)", ylabel="test AUC")
 ax.legend(fontsize=7)
 section.figure(fig, "auc_vs_time", "Test AUC against emulated time: none, each mechanism "
-               "alone, all together", setting=setting)
+               "alone, all together", setting=setting,
+               reads=[res / "train.csv"])
 
 # %% [markdown]
 # ## Interactions
@@ -174,7 +177,8 @@ for m in MECH:
                  if f"all - {m}" in t.index else np.nan})
 gains = pd.DataFrame(rows)
 section.table(gains, "gains", "Each mechanism's saving alone and among all the others "
-              "(time and PS bytes)", setting=setting, floatfmt=".3f")
+              "(time and PS bytes)", setting=setting, floatfmt=".3f",
+              reads=[res / "ablation.csv"])
 pair_rows = []
 for a, b in exp.pairs:
     name = f"{a} + {b}"
@@ -188,7 +192,8 @@ pairs = pd.DataFrame(pair_rows)
 if len(pairs):
     section.table(pairs, "interactions", "Pairs (first + second): time saved alone, together, "
                   "their interaction (together minus the sum), and the first's saving with the "
-                  "second already on", setting=setting, floatfmt=".3f")
+                  "second already on", setting=setting, floatfmt=".3f",
+                  reads=[res / "ablation.csv"])
 every = gain("all", "none")
 total_alone = float(gains["time saved alone"].sum())
 laia = gain("all", "all (laia)") if "all (laia)" in t.index else np.nan

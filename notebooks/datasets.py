@@ -47,6 +47,7 @@ stats_cfg = cfg.experiments.dataset_stats
 results = cfg.paths.resolve("results") / "dataset_stats"
 section = Section(
     name="datasets", title="Datasets and embedding access skew (HET Fig. 3)", out_dir=out_dir,
+    config=cfg,
     intro=("Statistics of every dataset the pipeline ran on, computed on the train split. "
            "*Lookups* count every categorical value read (one embedding-row read and, in "
            "training, one update); sequence features count as lookups of their item table. "
@@ -58,7 +59,8 @@ section = Section(
 
 # %%
 summaries, curves, features, missing = [], [], [], []
-for name in [dataset] if dataset else cfg.pipeline.datasets:
+names = [dataset] if dataset else cfg.pipeline.datasets
+for name in names:
     stats = json.loads((results / name / "stats.json").read_text())
     if not stats["available"]:
         missing.append({"dataset": name, "reason": stats["reason"]})
@@ -72,6 +74,7 @@ for name in [dataset] if dataset else cfg.pipeline.datasets:
     features.append(feat)
 curves = pd.concat(curves, ignore_index=True)
 features = pd.concat(features, ignore_index=True)
+shown = [s["dataset"] for s in summaries]  # the datasets read (figures name their files)
 
 # %%
 fractions = stats_cfg.top_fractions
@@ -86,7 +89,8 @@ table = pd.DataFrame([{
 } for s in summaries])
 section.table(table, "dataset_statistics", "Dataset statistics (train split)",
               setting=f"profile {cfg.profile.name}; encoding fitted on the train split; "
-                      "shares pooled over all embedding tables", floatfmt=".3g")
+                      "shares pooled over all embedding tables", floatfmt=".3g",
+              reads=[results / n / "stats.json" for n in shown])
 table
 
 # %%
@@ -98,7 +102,8 @@ section.table(per_feature_table[["dataset", "feature", "cardinality (rows)", "ro
                                  *[f"top {f:.0%} share" for f in fractions]]],
               "feature_statistics", "Per-feature cardinality and skew (train split)",
               setting="cardinality = embedding-table rows excluding id 0 (missing/rare); shares "
-                      "within each feature's table", floatfmt=".3g")
+                      "within each feature's table", floatfmt=".3g",
+              reads=[results / n / "features.csv" for n in shown])
 
 # %%
 fig, (ax_rank, ax_cum) = plt.subplots(1, 2, figsize=(9, 3.6))
@@ -117,7 +122,8 @@ ax_cum.set(xscale="log", xlabel="fraction of embedding rows (most accessed first
 section.figure(fig, "het_fig3_access_skew",
                "HET Fig. 3 - embedding popularity skew: lookups per row against its rank",
                setting=f"train split of each dataset; all tables pooled; profile "
-                       f"{cfg.profile.name}")
+                       f"{cfg.profile.name}",
+               reads=[results / n / "rank_curve.csv" for n in shown])
 
 # %%
 fig, ax = plt.subplots(figsize=(9, 3.2))
@@ -129,7 +135,8 @@ ax.tick_params(axis="x", rotation=90, labelsize=6)
 section.figure(fig, "table_sizes", "Embedding-table rows per categorical feature",
                setting=f"{dataset}: distinct values in its train split" if dataset else
                        "synthetic: Criteo Kaggle cardinalities x the scale factor (declared "
-                       "sizes); criteo_sample: distinct values in the sample's train split")
+                       "sizes); criteo_sample: distinct values in the sample's train split",
+               reads=[results / n / "features.csv" for n in per_feature["dataset"].unique()])
 
 # %% [markdown]
 # ## HET's claim: the top 10% of embeddings get 90% of the updates on Criteo

@@ -81,7 +81,7 @@ if "kernel" in networks:
                        "evaluated at that latency, so both sides see the same links."))
 section = Section(
     name="distributed", title="The emulator against real processes (torch.distributed)",
-    out_dir=out_dir,
+    out_dir=out_dir, config=cfg,
     intro=("The same runs, emulated and on real processes: a parameter-server process and "
            f"{summary['workers']} worker processes exchanging HET's pulls and pushes over gloo, "
            "dense gradients averaged with a real all_reduce, on each network that ran: "
@@ -111,7 +111,8 @@ section.table(
     "received; metadata bytes: the clock's 16 B per key read and per pushed row, plus what the "
     "real protocol must also carry (a reply mask of one bit per key and the 8-byte version of "
     f"every pulled row); {summary['runs'][0]['startup_s']:.1f} s of process start-up not "
-    "counted. Parameter differences are relative to the largest parameter.", setting)
+    "counted. Parameter differences are relative to the largest parameter.", setting,
+              reads=[results / "check.json"])
 ok = summary["counters_identical"] and bool(table["embedding_bytes_identical"].all()) \
     and bool(table["meta_bytes_explained"].all()) and bool(table["versions_identical"].all())
 s0 = checks[checks["bound"] == 0]
@@ -161,7 +162,8 @@ section.figure(grid.figure, "phases",
                f"{summary['warmup']} iterations dropped). Pull: the request until the reply; "
                "push: from the worker's send until the server has all of it (one machine-wide "
                "clock); the wait for the other workers' pushes (BSP) is in the iteration, not "
-               "in a phase.", setting)
+               "in a phase.", setting,
+               reads=[results / "phases.csv", results / "summary.json"])
 plt.close("all")
 # why a phase stays outside the band: what each phase's measurement holds that the clock lacks
 LOW = {  # below the band
@@ -206,7 +208,8 @@ section.table(all_ratios[["network", "dense_mode", "run", "clock", *PHASE_COLUMN
               + " Gb/s, a dispatcher process). `allreduce` is the dense collective itself (every "
               "bucket's; per iteration the last worker to enter it); `allreduce_with_wait` the "
               "dense sync each worker waited for past its backward (with the optimizer step and "
-              f"the wait for the slowest worker). Target band {lo:g}-{hi:g}.", setting)
+              f"the wait for the slowest worker). Target band {lo:g}-{hi:g}.", setting,
+              reads=[results / "phases.csv"])
 ratios = all_ratios[(all_ratios["clock"] == "calibrated")
                     & (all_ratios["dense_mode"] == first_mode)]
 out_of_sample = all_ratios[all_ratios["clock"] == "refit (out of sample)"]
@@ -306,7 +309,8 @@ else:
         "share each way) and the clock's (embedding, metadata and ring bytes). kernel = "
         "headers (66 B per packet: Ethernet, IPv4, TCP with timestamps) + backend + gloo's "
         "framing of each point-to-point transfer (144 B) + the all-reduce's own framing (what "
-        "remains, per iteration).", setting)
+        "remains, per iteration).", setting,
+                  reads=[results / "bytes.csv"])
     worst = wire.loc[wire["kernel_over_clock"].idxmax()]
     section.note(
         "The backend's accounting explains the kernel's counts once packet headers and gloo's "
@@ -334,7 +338,8 @@ section.table(view, "esd", "Mean BSP iteration (slowest worker) measured end to 
               "the emulated clock's step, and the speedup over "
               f"`{summary['esd_baseline']}` in each, per network and dense mode; decision "
               "seconds per batch in "
-              "the dispatcher process and the workers' wait for their samples.", esd_setting)
+              "the dispatcher process and the workers' wait for their samples.", esd_setting,
+              reads=[results / "esd.csv"])
 melted = esd.melt(id_vars=["network", "dense_mode", "dispatcher"],
                   value_vars=["speedup_measured", "speedup_emulated"],
                   var_name="source", value_name="speedup")
@@ -350,7 +355,8 @@ grid.set_titles("{col_name}, {row_name}")
 section.figure(grid.figure, "esd_speedup", "Per-iteration speedup of each dispatcher over the "
                "baseline, measured on processes and on the emulated clock, per network and "
                "dense mode.",
-               esd_setting)
+               esd_setting,
+               reads=[results / "esd.csv", results / "summary.json"])
 plt.close("all")
 lines = []
 for (network, mode), rows in esd.groupby(["network", "dense_mode"], sort=False):

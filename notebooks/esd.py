@@ -57,6 +57,7 @@ decision = pd.read_csv(res / "decision.csv")
 train = pd.read_csv(res / "train.csv")
 section = Section(
     name="esd", title="ESD: expected-transmission-cost sample dispatching", out_dir=out_dir,
+    config=cfg,
     intro=("**Our formalisation** (the paper's method section is unavailable): the cost of "
            "sending a sample to a worker counts its keys that the worker's HET cache lacks "
            "(miss pull), holds staler than the bound (update pull), the expected dirty "
@@ -132,7 +133,8 @@ section.figure(fig, "cost_sweeps",
                "Weighted embedding transmission cost per batch against workers, cache ratio, "
                "bandwidth heterogeneity and batch size (one knob per panel; one line style per "
                "dispatcher, the same in every panel)",
-               setting="each panel varies one knob of the base setting: " + base_setting())
+               setting="each panel varies one knob of the base setting: " + base_setting(),
+               reads=[res / "cost.csv", res / "summary.json"])
 # a sweep point: every knob; the budget sweep runs hybriddis alone (the budget changes no other
 # dispatcher), so the comparisons across dispatchers leave it out
 POINT = ["sweep", "workers", "cache_ratio", "spread", "per_worker", "capacity", "budget_fraction"]
@@ -140,7 +142,8 @@ compared = cost[cost["sweep"] != "budget"]
 pivot = compared[compared["sweep"] != "base"].pivot_table(
     index=POINT, columns="dispatcher", values="transfer_s_per_batch").reset_index()
 section.table(pivot, "cost_sweeps", "Transmission cost (s per batch) per setting and dispatcher",
-              floatfmt=".4g")
+              floatfmt=".4g",
+              reads=[res / "cost.csv", res / "summary.json"])
 
 # %% [markdown]
 # ## Steady state and the base setting
@@ -152,7 +155,8 @@ section.table(pivot, "cost_sweeps", "Transmission cost (s per batch) per setting
 warm = cost.pivot_table(index=POINT, columns="dispatcher",
                         values="warmup_batches").reset_index()
 section.table(warm, "warmup", "Warm-up batches until steady state per setting and dispatcher",
-              floatfmt=".4g")
+              floatfmt=".4g",
+              reads=[res / "cost.csv"])
 unsteady = cost[~cost["steady"].astype(bool)]
 if len(unsteady):
     section.note("**Not at steady state** within the warm-up cap (" + str(exp.warmup_max)
@@ -167,7 +171,8 @@ base_cost = cost[cost["sweep"] == "base"].set_index("dispatcher")
 base_table = base_cost[["transfer_s_per_batch", "makespan_s_per_batch", "rows_per_batch",
                    "warmup_batches", "warm_hit_rate", "methods"]].reset_index()
 section.table(base_table, "base_setting", "Base setting at steady state: cost, makespan and "
-              "rows per batch per dispatcher", setting=base_setting(), floatfmt=".5g")
+              "rows per batch per dispatcher", setting=base_setting(), floatfmt=".5g",
+              reads=[res / "cost.csv", res / "summary.json"])
 # the heuristic against the baselines wherever exact beats them, and its gap to exact
 points = compared.pivot_table(index=POINT, columns="dispatcher",
                               values="transfer_s_per_batch")
@@ -183,7 +188,8 @@ quality = pd.DataFrame(quality)
 if len(quality):
     section.table(quality, "heuristic_quality",
                   "esd_heuristic at every point where esd_exact beats a baseline: does the "
-                  "heuristic beat it too, and its cost gap to exact", floatfmt=".3g")
+                  "heuristic beat it too, and its cost gap to exact", floatfmt=".3g",
+                  reads=[res / "cost.csv"])
 base_table
 
 # %%
@@ -200,7 +206,8 @@ reductions = pd.DataFrame(reductions)
 section.table(reductions.groupby("baseline")["reduction"].agg(["min", "mean", "max"])
               .reset_index(), "cost_reduction",
               f"Cost reduction of {esd} against each baseline over all sweep settings",
-              floatfmt=".3f")
+              floatfmt=".3f",
+              reads=[res / "cost.csv"])
 # The claim, in the committed setting (the base point) against LAIA, the strongest baseline;
 # the link spread, cache size and worker count are its assumed parameters (their sweeps):
 # workbench/claims/esd.py measures it
@@ -230,8 +237,10 @@ ax.set(xscale="symlog", xlabel="decision time per batch (ms, wall clock)",
        ylabel="transmission cost (s / batch)")
 section.figure(fig, "decision_vs_cost", "Decision time against cost quality",
                setting=base_setting() + "; decision time is wall clock on this machine (not "
-                       "part of the emulated clock: HybridDis overlaps it with compute)")
-section.table(dec, "decision_vs_cost", "Decision time and cost per dispatcher", floatfmt=".4g")
+                       "part of the emulated clock: HybridDis overlaps it with compute)",
+               reads=[res / "decision.csv", res / "cost.csv"])
+section.table(dec, "decision_vs_cost", "Decision time and cost per dispatcher", floatfmt=".4g",
+              reads=[res / "decision.csv", res / "cost.csv"])
 dec
 
 # %% [markdown]
@@ -262,7 +271,8 @@ if len(hyb):
     grid.set_axis_labels("measured batch", "decision time (ms, wall)")
     section.figure(grid.figure, "hybriddis_per_batch", "HybridDis per batch at each budget: "
                    "the solver that ran and its wall time against the budget (dashed)",
-                   setting=base_setting())
+                   setting=base_setting(),
+                   reads=[res / "decision.csv"])
     per_budget = hyb.groupby(["budget_fraction", "budget_s"]).agg(
         exact_batches=("solver", lambda m: int((m == "exact").sum())),
         batches=("solver", "size"), decision_ms=("decision_s", lambda t: 1e3 * t.mean()),
@@ -274,21 +284,24 @@ if len(hyb):
         transfer_s=("transfer_s", "mean")).reset_index()
     section.table(per_solver, "hybriddis_solvers", "HybridDis per budget and solver: the "
                   "batches each decided, its mean decision time (wall) and the mean "
-                  "transmission cost of its batches", setting=base_setting(), floatfmt=".4g")
+                  "transmission cost of its batches", setting=base_setting(), floatfmt=".4g",
+                  reads=[res / "decision.csv"])
     per_budget["transfer + charged (s)"] = per_budget["transfer_s"] + \
         per_budget["charged_ms"] / 1e3
     if len(heur):
         per_budget["cost gained vs esd_heuristic"] = 1 - per_budget["transfer_s"] / heur.mean()
     section.table(per_budget, "hybriddis_budget", "HybridDis per budget: how often the exact "
                   "solver ran, the time charged to the clock, and the cost it gained",
-                  setting=base_setting(), floatfmt=".4g")
+                  setting=base_setting(), floatfmt=".4g",
+                  reads=[res / "decision.csv"])
     per_batch = hyb[["budget_fraction", "batch", "method", "decision_s", "charged_s",
                      "transfer_s"]].copy()
     if len(heur):
         per_batch["cost gained vs esd_heuristic"] = 1 - per_batch["transfer_s"] / \
             per_batch["batch"].map(heur)
     section.table(per_batch, "hybriddis_per_batch", "HybridDis per batch and budget",
-                  floatfmt=".4g")
+                  floatfmt=".4g",
+                  reads=[res / "decision.csv"])
 
 # %% [markdown]
 # ## Capacity proportional to speed and link
@@ -309,11 +322,13 @@ if len(cap_rows):
     for ax in grid.axes.flat:
         ax.tick_params(axis="x", rotation=45, labelsize=7)
     section.figure(grid.figure, "capacity", "Total cost and makespan per dispatcher with equal "
-                   "and speed-proportional capacities", setting=base_setting())
+                   "and speed-proportional capacities", setting=base_setting(),
+                   reads=[res / "cost.csv", res / "summary.json"])
     section.table(cap_rows[["dispatcher", "capacity", "capacities", "transfer_s_per_batch",
                             "makespan_s_per_batch"]], "capacity",
                   "Equal against proportional capacities (samples per worker, slowest link "
-                  "first)", setting=base_setting(), floatfmt=".5g")
+                  "first)", setting=base_setting(), floatfmt=".5g",
+                  reads=[res / "cost.csv", res / "summary.json"])
 
 # %% [markdown]
 # ## The deduplicated ILP: up to which size it is exact
@@ -334,7 +349,8 @@ if probe_path.exists():
     section.table(probe, "dedup_ilp", "The deduplicated ILP within its time limit: proven "
                   "optimal or not, its gap, the plan returned, and the heuristic against it",
                   setting=base_setting() + f"; time limit {exp.time_limit_s:g} s",
-                  floatfmt=".4g")
+                  floatfmt=".4g",
+                  reads=[probe_path])
     section.note(
         ("**The deduplicated ILP is exact** here up to "
          f"{int(largest['samples'])} samples x {int(largest['workers'])} workers"
@@ -366,7 +382,8 @@ ax.set(xlabel="worker (slowest link first)", ylabel="communication s / batch")
 ax.legend(fontsize=6, ncol=2)
 section.figure(fig, "worker_comm", "Per-worker communication time per batch: the BSP makespan "
                "is the tallest bar of each dispatcher", setting=base_setting()
-               + f"; capacities: {exp.capacity}")
+               + f"; capacities: {exp.capacity}",
+               reads=[res / "cost.csv", res / "summary.json"])
 
 # %% [markdown]
 # ## End to end: test AUC against emulated time
@@ -380,14 +397,16 @@ ax.axhline(target, color="grey", ls="--", lw=0.8)
 ax.set(xlabel="emulated time (s)", ylabel="test AUC")
 train_setting = esd_claims.train_setting(measured)
 section.figure(fig, "auc_vs_time", "Test AUC against emulated time per dispatcher",
-               setting=train_setting)
+               setting=train_setting,
+               reads=[res / "train.csv", res / "summary.json"])
 runs = pd.DataFrame(summary["train"]["runs"])
 runs["time_to_target_s"] = pd.to_numeric(runs["time_to_target_s"])
 reference = float(runs.loc[runs["dispatcher"] == esd, "time_to_target_s"].iloc[0]) \
     if esd in set(runs["dispatcher"]) else np.nan
 runs[f"speedup of {esd}"] = runs["time_to_target_s"] / reference
 section.table(runs, "time_to_target", f"Time to test AUC {target} per dispatcher",
-              setting=train_setting, floatfmt=".4g")
+              setting=train_setting, floatfmt=".4g",
+              reads=[res / "summary.json"])
 others = runs[runs["dispatcher"] != esd]
 # the regime: ESD's premise is that embedding transmission dominates the training cycle; the
 # baseline's step split at the committed setting says whether these runs are in it
@@ -406,7 +425,8 @@ if "embedding_share" in split and baseline in split.index:
     section.table(split[["step_ms", "embedding_share", "dense_share", "compute_share"]]
                   .reset_index(), "step_split", "The step at the committed setting: the share "
                   "of embedding transmission, dense synchronisation and compute",
-                  setting=train_setting, floatfmt=".3g")
+                  setting=train_setting, floatfmt=".3g",
+                  reads=[res / "train_modes.csv"])
     emb = float(split.loc[baseline, "embedding_share"])
     section.note(
         f"**The regime.** ESD's premise (its abstract) is that embedding transmission dominates "
@@ -445,9 +465,11 @@ if "speedup_vs_random" in modes_all and esd in set(modes_all["dispatcher"]):
                      "smaller dense part or one synchronised off the edge links)",
                    setting=train_setting + "; every run trained at its spread and clocked in "
                                            "each mode and dense scale (exact: its traffic "
-                                           "does not depend on time)")
+                                           "does not depend on time)",
+                   reads=[res / "train_modes.csv"])
     section.table(modes, "train_modes", "End to end per dispatcher, spread and dense mode "
-                  "(the model's own dense bytes, the base latency)", floatfmt=".4g")
+                  "(the model's own dense bytes, the base latency)", floatfmt=".4g",
+                  reads=[res / "train_modes.csv"])
 # the regime map: the speedup and the baseline's embedding share over dense bytes x latency
 grid_runs = every_latency[(every_latency["spread"] == exp.bandwidth_spread)
                           & (every_latency["dense_mode"] == dense_mode)]
@@ -472,7 +494,8 @@ if column in grid_runs and grid_runs["latency_ms"].nunique() > 1 and "embedding_
                    "dense bytes and the links' latency, at the base spread in the "
                    f"`{dense_mode}` mode (every run reclocked; outlined: the committed setting); "
                    "the paper's premise is the region where the right map is at least 50%",
-                   setting=train_setting)
+                   setting=train_setting,
+                   reads=[res / "train_modes.csv"])
 # a decision that overruns its budget (one iteration's compute) is charged to the clock: say how
 # much of the end-to-end time that is, since it can reverse the speedup at small batches
 overrun = esd_claims.decision_overrun(measured)
@@ -486,7 +509,8 @@ if len(rep_pair):
     against = esd_claims.SPEEDUP_BASELINE
     section.table(rep_pair.assign(**{f"{against} / {esd}": rep_speed}).reset_index(),
                   "train_replicates", "Time to target per replicate (seed + r, a new data "
-                  "order each) at the base spread", floatfmt=".4g")
+                  "order each) at the base spread", floatfmt=".4g",
+                  reads=[res / "summary.json"])
 section.record(claims.measure(claims_register["esd.speedup"], measured))
 runs
 

@@ -40,7 +40,7 @@ from workbench.claims import flexshard as flexshard_claims
 from workbench.explorers import notebook_config
 from workbench.report import register
 from workbench.report.plotting import set_theme
-from workbench.report.sections import Section, per_dataset
+from workbench.report.sections import Section, files, per_dataset
 
 set_theme()
 cfg = notebook_config("flexshard", params_file, dataset, replicated_fraction=replicated_fraction,
@@ -50,7 +50,7 @@ topo_cfg = cfg.topology
 results = cfg.paths.resolve("results") / "flexshard"
 section = Section(
     name="flexshard", title="FlexShard: tiered sharding of sequence embedding tables",
-    out_dir=out_dir,
+    out_dir=out_dir, config=cfg,
     intro=("**Our formalisation** (FlexShard's method section is unavailable): rows of a "
            "sequence table are ranked by their access probability, estimated from the lookups "
            f"of {exp.profile_batches} iterations (per occurrence; rows the profile missed share "
@@ -134,11 +134,13 @@ section.figure(fig, "memory_vs_savings",
                "values from the profile); dashed: the savings at which the all-to-all would be "
                f"{paper_latency_x:g}x faster than RW's, the paper's headline (its abstract); the "
                "authors' figure has a memory minimum near 0.1-0.2% and zero extra memory near "
-               "0.7%", setting="; ".join(ds_setting(n) for n in datasets))
+               "0.7%", setting="; ".join(ds_setting(n) for n in datasets),
+               reads=files(results, datasets, "fraction_curve.csv", "plans.csv", "summary.json"))
 base_curve = curve[(curve["dataset"] == claims_ds) & (curve["plan"] == "hot_dp")]
 section.table(base_curve[["replicated_fraction", "t1", "memory_vs_rw_mib", "savings_vs_rw_ms"]],
               "curve_replicated_tier", f"The replicated tier alone on {claims_ds} (the "
-              "authors' axes)", floatfmt=".4g")
+              "authors' axes)", floatfmt=".4g",
+              reads=[results / claims_ds / "fraction_curve.csv"])
 below = base_curve[base_curve["memory_vs_rw_mib"] <= 0]
 minimum = base_curve.loc[base_curve["memory_vs_rw_mib"].idxmin()]
 saving = (f"saves memory up to {100 * below['replicated_fraction'].max():.1f}% of the rows"
@@ -167,7 +169,8 @@ table = table.rename(columns={"replay_bytes": "MiB moved", "replay_inter_bytes":
                               "expected_seconds": "expected a2a s"})
 section.table(table, "plans", "Every plan at the base topology, replayed on held-out "
               "iterations: bytes moved per iteration, inter-node (global) bytes, all-to-all "
-              "seconds and the largest device's memory (weights + buffers)", floatfmt=".4g")
+              "seconds and the largest device's memory (weights + buffers)", floatfmt=".4g",
+              reads=files(results, datasets, "plans.csv", "summary.json"))
 rw_row = plans[(plans["dataset"] == claims_ds) & (plans["plan"] == "rw")].iloc[0]
 fs_row = plans[(plans["dataset"] == claims_ds) & (plans["plan"] == "flexshard")].iloc[0]
 
@@ -245,7 +248,9 @@ section.figure(fig, "sweeps", "Inter-node bytes and all-to-all time per plan aga
                "lines ours); grey: the inter-node bytes RW moves for rows the profile never "
                "saw, which no plan made from the profile can keep on the node (FlexShard's "
                "floor); plans whose lines coincide show as nested filled and hollow markers",
-               setting=ds_setting(claims_ds))
+               setting=ds_setting(claims_ds),
+               reads=[results / claims_ds / f"{k}.csv" for k in ("device_sweep", "link_sweep",
+                                                       "skew_sweep")])
 
 
 
@@ -274,7 +279,8 @@ section.table(shown.assign(**{"a2a speedup": shown["a2a speedup"].round(2)}).ren
                            "ceiling": "ceiling %"}), "device_curve", "FlexShard against RW at every device count (each "
               "planned on its own held-out profile): the inter-node reduction, its ceiling (the "
               "replayed lookups on rows the profile saw) and the all-to-all speedup (modelled)",
-              floatfmt="g")
+              floatfmt="g",
+              reads=[results / claims_ds / "device_sweep.csv"])
 inter = by_devices.dropna(subset=["inter-node reduction"])
 one_plan = (by_ratio[["t1", "t2"]].drop_duplicates().shape[0] == 1
             and by_ratio["a2a speedup"].max() - by_ratio["a2a speedup"].min() < 1e-9)
@@ -314,7 +320,10 @@ for ax, plan in zip(axes, ("rw", "flexshard"), strict=True):
     ax.set(title=LABEL[plan], xlabel="to device", ylabel="from device")
 section.figure(fig, "link_traffic", "Bytes each device sends to each other device per "
                "iteration (forward), RW against FlexShard: FlexShard's traffic stays inside the "
-               f"{topo_cfg.devices_per_node}-device blocks of a node", setting=ds_setting(claims_ds))
+               f"{topo_cfg.devices_per_node}-device blocks of a node",
+               setting=ds_setting(claims_ds),
+               reads=[results / claims_ds / "link_traffic.csv",
+                      results / claims_ds / "summary.json"])
 
 # %% [markdown]
 # ## Claims

@@ -42,7 +42,7 @@ from workbench import claims
 from workbench.explorers import notebook_config
 from workbench.report import register
 from workbench.report.plotting import set_theme
-from workbench.report.sections import Section, per_dataset
+from workbench.report.sections import Section, files, per_dataset
 
 set_theme()
 cfg = notebook_config("het", params_file, dataset, policy=policy, cache_ratio=cache_ratio,
@@ -50,7 +50,7 @@ cfg = notebook_config("het", params_file, dataset, policy=policy, cache_ratio=ca
 exp = cfg.experiments.het_cache
 results = cfg.paths.resolve("results") / "het_cache"
 section = Section(
-    name="het", title="HET: embedding caches with bounded staleness", out_dir=out_dir,
+    name="het", title="HET: embedding caches with bounded staleness", out_dir=out_dir, config=cfg,
     intro=("Trace replay through the emulated cluster: every worker reads its samples' "
            "embedding keys through its cache and writes one update per key occurrence, "
            f"{exp.order.upper()} order. Cache protocol: Hetu v1.0's (per-row versions; pull "
@@ -141,14 +141,16 @@ section.figure(fig, "fig8_miss_rate",
                          "longer than the cache: LRU evicts it before it returns (thrashes) "
                          "while LFU keeps the frequent keys" for name, e in replayed.items()),
                setting="; ".join(setting(n) for n in datasets)
-               + f"; bound s = {exp.miss_rate_bound}")
+               + f"; bound s = {exp.miss_rate_bound}",
+               reads=files(results, datasets, "miss_rate.csv", "summary.json"))
 section.table(paper_fig8, "fig8_paper_values",
               "HET Fig. 8 as published [P] (GNN traces, which are not available offline): "
-              "the shape to compare with, not the numbers", floatfmt=".2f")
+              "the shape to compare with, not the numbers", floatfmt=".2f", reads=())
 measured_fig8 = miss.pivot_table(index=["dataset", "policy"], columns="cache size",
                                  values="miss_rate", sort=False).reset_index()
 section.table(measured_fig8, "fig8_measured", "Measured miss rates (cache full)",
-              setting=f"bound s = {exp.miss_rate_bound}", floatfmt=".3f")
+              setting=f"bound s = {exp.miss_rate_bound}", floatfmt=".3f",
+              reads=files(results, datasets, "miss_rate.csv"))
 measured_fig8
 
 # %%
@@ -180,11 +182,13 @@ section.figure(fig, "rows_moved_per_system",
                setting="; ".join(setting(n) for n in datasets)
                + f"; cache {exp.cache_ratio:.0%} of the table, {exp.policy}. PS and Hybrid "
                  "move the same embedding rows (they differ in how dense parameters are "
-                 "synchronised)")
+                 "synchronised)",
+               reads=files(results, datasets, "systems.csv", "summary.json"))
 section.table(systems[["dataset", "system", "policy", "bound", "rows_pulled_per_epoch",
                        "rows_pushed_per_epoch", "rows_moved_per_epoch",
                        "embedding_bytes_per_epoch", "miss_rate"]],
-              "rows_moved_per_system", "Rows moved per epoch by system", floatfmt=".4g")
+              "rows_moved_per_system", "Rows moved per epoch by system", floatfmt=".4g",
+              reads=files(results, datasets, "systems.csv"))
 moved = systems.pivot_table(index="dataset", columns="system", values="rows_moved_per_epoch")
 cache_col = f"Cache s={exp.claim_bound}"
 if "Hybrid, no cache" in moved and cache_col in moved:
@@ -226,13 +230,15 @@ section.figure(fig, "sweeps_bound_workers",
                "final partial batch); a missing miss-rate point means the caches never filled",
                setting="; ".join(setting(n) for n in datasets)
                + f"; cache {exp.cache_ratio:.0%} {exp.policy}; per-worker batch fixed, so more "
-                 "workers means a larger global batch and fewer iterations per epoch")
+                 "workers means a larger global batch and fewer iterations per epoch",
+               reads=files(results, datasets, "bounds.csv", "workers.csv", "summary.json"))
 section.table(bounds[["dataset", "bound s", "rows_pulled_per_epoch", "rows_pushed_per_epoch",
                       "rows_moved_per_epoch", "miss_rate"]], "bound_sweep",
-              "Staleness-bound sweep", floatfmt=".4g")
+              "Staleness-bound sweep", floatfmt=".4g", reads=files(results, datasets, "bounds.csv"))
 section.table(workers[["dataset", "workers", "steps", "epochs", "rows_moved_per_sample",
                        "miss_rate"]],
-              "worker_sweep", "Worker sweep", floatfmt=".4g")
+              "worker_sweep", "Worker sweep", floatfmt=".4g",
+              reads=files(results, datasets, "workers.csv"))
 
 # %%
 section.save()

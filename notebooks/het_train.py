@@ -76,7 +76,7 @@ res = claims.Results(cfg)  # the claims' measures and this notebook read the sam
 runs = het.train(res)["runs"].copy()
 claims_register = register.load()  # the paper's numbers: workbench/conf/claims.yaml
 section = Section(
-    name="het_train", title="HET: convergence, time and scaling", out_dir=out_dir,
+    name="het_train", title="HET: convergence, time and scaling", out_dir=out_dir, config=cfg,
     intro=("Real training of "
            f"{summary['model'].upper()} (D = {summary['embedding_dim']}, "
            f"{summary['dense_parameters']:,} dense parameters) on `{summary['dataset']}` through "
@@ -126,7 +126,8 @@ cal_table = pd.DataFrame([
 section.table(cal_table, "calibration_compute",
               "Calibrated compute per model, embedding width and dataset shape (this machine: "
               f"{calibration['machine']['cpu']}, {calibration['settings']['threads']} torch "
-              "thread)", floatfmt=".4g")
+              "thread)", floatfmt=".4g",
+              reads=[results / "calibration" / "calibration.json"])
 sw_table = pd.DataFrame([
     {"width": key, **{k: 1e6 * v[k] for k in ("client_message_s", "client_row_s",
                                               "server_message_s", "server_row_s")}}
@@ -135,7 +136,8 @@ sw_table.columns = ["width", "client us/message", "client us/row", "server us/me
                     "server us/row"]
 section.table(sw_table, "calibration_software",
               "Measured software cost of a parameter-server exchange per embedding width",
-              floatfmt=".3g")
+              floatfmt=".3g",
+              reads=[results / "calibration" / "calibration.json"])
 cal_table
 
 
@@ -157,7 +159,8 @@ ax.annotate(f"target AUC {summary['target_auc']}", (ax.get_xlim()[1], summary["t
             ha="right", va="bottom", fontsize=7)
 ax.set(xlabel="emulated time (s)", ylabel="test AUC", title="HET Fig. 6 (WDL)")
 section.figure(fig, "fig6_auc_vs_time", "HET Fig. 6 - test AUC against emulated training time",
-               setting=setting())
+               setting=setting(),
+               reads=[train_dir / "metrics.csv", train_dir / "summary.json"])
 table1 = runs[runs["group"] == "systems"][["system", "iterations_to_target",
                                            "time_to_target_s", "final_auc", "time_s",
                                            "comm_s"]].copy()
@@ -168,7 +171,8 @@ section.table(table1, "table1_time_to_target",
               f"seconds to reach test AUC {summary['target_auc']} (NaN: never reached; "
               "interpolated between evaluations) and the ratio to Cache s=100; the claim is "
               "measured from the long runs below", setting=setting(),
-              floatfmt=".4g")
+              floatfmt=".4g",
+              reads=[train_dir / "replicates.csv", train_dir / "summary.json"])
 t1_entry = claims_register["het.table1_time_to_target"]
 published = t1_entry.paper_table
 paper_table1 = pd.DataFrame(
@@ -177,7 +181,8 @@ paper_table1 = pd.DataFrame(
                                    if system in published["factor"] else "")
                 for m, hours in by_model.items()]
        for system, by_model in published["hours"].items()})
-section.table(paper_table1, "table1_paper", "HET Table 1 as published [P] (cluster A, 1 Gb/s)")
+section.table(paper_table1, "table1_paper", "HET Table 1 as published [P] (cluster A, 1 Gb/s)",
+              reads=())
 train_model = summary["model"]
 table1
 
@@ -198,7 +203,8 @@ section.table(stale.drop(columns="het_bound"), "table2_staleness",
               "worker updates the row), the bound as published; `scaled` = Hetu's code unit "
               "(a tick per gradient row) with the bound scaled to this run (s x "
               f"{summary['iterations']} / {summary['het_iterations']:,} iterations of a HET "
-              "epoch)", setting=setting(), floatfmt=".4f")
+              "epoch)", setting=setting(), floatfmt=".4f",
+              reads=[train_dir / "replicates.csv", train_dir / "summary.json"])
 stale
 
 # %% [markdown]
@@ -254,20 +260,23 @@ ax_t.set(xlabel="staleness bound (HET's clock)", ylabel="final test AUC",
 section.figure(fig, "het_long",
                "HET Tables 1 and 2 from long runs: test AUC against emulated time per system, "
                "Table 1's ratio against the target AUC, and the final AUC per staleness bound "
-               "in the long and short runs beside the paper's", setting=het.long_setting(res))
+               "in the long and short runs beside the paper's", setting=het.long_setting(res),
+               reads=[long_dir, train_dir / "replicates.csv"])
 long_pair = het.table1_pair(res)
 long_t1 = long_pair.assign(**{"Hybrid / Cache s=100": long_pair["Hybrid, no cache"]
                               / long_pair["Cache s=100"]}).reset_index()
 section.table(long_t1, "table1_long",
               f"Table 1 per seed of the long runs: emulated seconds to test AUC "
               f"{long_summary['target_auc']} and their ratio (seed r trains with seed + r and "
-              "a new data order)", floatfmt=".4g")
+              "a new data order)", floatfmt=".4g",
+              reads=[long_dir])
 section.record(claims.measure(t1_entry, res))
 long_t2 = long_runs[long_runs["het_bound"].notna()].pivot(
     index="replicate", columns="system", values="final_auc")
 section.table(long_t2.reset_index(), "table2_long",
               "Table 2 per seed of the long runs: final test AUC per bound (HET's clock)",
-              floatfmt=".4f")
+              floatfmt=".4f",
+              reads=[long_dir])
 section.record(claims.measure(claims_register["het.table2_staleness"], res))
 long_t1
 
@@ -288,8 +297,10 @@ ax.set(ylim=(0, 1), ylabel="communication / epoch time", xlabel="",
 section.figure(fig, "fig2_comm_share", "HET Fig. 2 - share of epoch time spent communicating",
                setting=het.fig2_setting(res) + "; " + "; ".join(
                    f"{m.upper()}: {het.epoch_clock_text(res, m, int(fig2['dim'].iloc[0]))}"
-                   for m in fig2["model"]))
-section.table(fig2, "fig2_comm_share", "Fig. 2 numbers", floatfmt=".3g")
+                   for m in fig2["model"]),
+               reads=[epoch_dir / "fig2.csv", epoch_dir / "summary.json"])
+section.table(fig2, "fig2_comm_share", "Fig. 2 numbers", floatfmt=".3g",
+              reads=[epoch_dir / "fig2.csv", epoch_dir / "summary.json"])
 for entry in claims_register.entries:  # one claim per model (workbench/claims/het.py)
     if entry.key.startswith("het.fig2_share."):
         section.record(claims.measure(entry, res))
@@ -344,16 +355,20 @@ section.figure(fig, "het_epoch",
                "HET at the paper's setting (one whole Criteo Kaggle epoch): Fig. 7's embedding "
                "communication ratio per model and bandwidth beside the paper's, and Fig. 9a's "
                "speedup per dense placement beside the paper's points",
-               setting=het.epoch_setting(res, committed_placement))
+               setting=het.epoch_setting(res, committed_placement),
+               reads=[epoch_dir / "fig7.csv", epoch_dir / "fig9_workers.csv",
+                      epoch_dir / "summary.json"])
 section.table(counts_e, "het_epoch_counts",
               "Rows each replay moved over the epoch (Cache's pushed rows per pulled row, the "
-              "dirty rows its flush at the end pushed, its miss rate)", floatfmt=".4g")
+              "dirty rows its flush at the end pushed, its miss rate)", floatfmt=".4g",
+              reads=[epoch_dir / "counts.csv"])
 section.table(pd.DataFrame(epoch_res["replays"]), "het_epoch_resources",
               f"Each replay's seconds and peak resident memory (the memory-mapped key file's "
               "pages count in it: up to 4.8 GB, shared by the replays and reclaimable; "
               f"{epoch_res['jobs']} side by side; keys "
               f"drawn in {epoch_res['draw_s']:.0f} s; the stage took "
-              f"{epoch_res['stage_s'] / 60:.1f} min)", floatfmt=".3g")
+              f"{epoch_res['stage_s'] / 60:.1f} min)", floatfmt=".3g",
+              reads=[epoch_dir / "resources.json"])
 
 # %% [markdown]
 # ## Fig. 7 on the pipeline's 1% table (the quick setting): communication time per epoch, 1 and 10 Gb/s
@@ -429,15 +444,18 @@ section.figure(fig, "fig7_comm_time",
                        f"dense sync {time_summary['dense_sync']}; "
                        + "; ".join(f"{m.upper()}: "
                                    f"{clock_text(m, cfg.models[m].embedding_dim)}"
-                                   for m in models))
+                                   for m in models),
+               reads=[time_dir / "fig7.csv", time_dir / "summary.json"])
 shares7 = fig7.assign(comm_share=fig7["comm_s"] / fig7["epoch_s"]).pivot_table(
     index=["model", "system"], columns="bandwidth_gbps", values="comm_share")
 shares7.columns = [f"exposed comm share at {bw:g} Gb/s" for bw in shares7.columns]
 section.table(shares7.reset_index(), "fig7_comm_share",
               "Fig. 7: share of the epoch spent on communication not hidden behind compute, "
               "per bandwidth (differs between 1 and 10 Gb/s beyond a rescaling: see the text)",
-              floatfmt=".3g")
-section.table(fig7, "fig7_epoch_time", "Fig. 7 numbers (seconds per epoch)", floatfmt=".4g")
+              floatfmt=".3g",
+              reads=[time_dir / "fig7.csv"])
+section.table(fig7, "fig7_epoch_time", "Fig. 7 numbers (seconds per epoch)", floatfmt=".4g",
+              reads=[time_dir / "fig7.csv"])
 by_mode7 = fig7_modes.pivot_table(index=["dense_mode", "model", "bandwidth_gbps"],
                                   columns="system", values="comm_total_s")
 by_mode7 = pd.DataFrame({
@@ -451,7 +469,8 @@ section.table(by_mode7, "fig7_dense_modes",
               "Fig. 7 in each dense synchronisation mode (after_backward: one flat AllReduce "
               "after backward; overlapped: DDP's buckets during backward; ps: dense push and "
               f"pull over each worker's link). The claims use `{dense_mode}`, the cluster's "
-              "setting fixed before the run", floatfmt=".3g")
+              "setting fixed before the run", floatfmt=".3g",
+              reads=[time_dir / "fig7.csv"])
 fig7_setting = het.fig7_setting(res)
 
 # %% [markdown]
@@ -483,11 +502,13 @@ if len(row_cost):
                    "key that does not shrink with bandwidth): the paper's gain collapses from "
                    f"1 to 10 Gb/s (WDL {paper_fig7[1.0]['wdl']:g}x to "
                    f"{paper_fig7[10.0]['wdl']:g}x); how far ours moves with the cost per key, "
-                   "each point the same replayed traffic", setting=fig7_setting)
+                   "each point the same replayed traffic", setting=fig7_setting,
+                   reads=[time_dir / "fig7_row_cost.csv"])
     section.table(sens.pivot_table(index=["model", "row_us"], columns="bandwidth_gbps",
                                    values="ratio").reset_index(), "fig7_row_cost",
                   "Hybrid / Cache s=100 communication per per-row cost (columns: Gb/s)",
-                  floatfmt=".3g")
+                  floatfmt=".3g",
+                  reads=[time_dir / "fig7_row_cost.csv"])
 
 # %% [markdown]
 # ## The cache's gain against the table size (1% .. 100% of Criteo Kaggle's rows)
@@ -541,9 +562,11 @@ if (scale_dir / "summary.json").exists():
                 f"{scale_summary['dense_mode']}; {scale_summary['clock']['describe']}; the "
                 f"largest replay took {max(r['replay_s'] for r in full):.0f} s "
                 f"({min(r['key_reads_per_s'] for r in full) / 1e6:.1f}M key reads/s), peak "
-                f"memory {peak:.1f} GB")
+                f"memory {peak:.1f} GB",
+                   reads=[scale_dir / "summary.json", scale_dir / "resources.json"])
     section.table(by_scale, "het_table_size", "Hybrid / Cache s=100 against the table size",
-                  floatfmt=".3g")
+                  floatfmt=".3g",
+                  reads=[scale_dir / "summary.json", scale_dir / "resources.json"])
 else:
     section.note("The table-size study (`het_scale` stage) has not run: no "
                  f"{scale_dir.relative_to(results.parent)}.")
@@ -631,20 +654,24 @@ section.figure(fig, "fig9_scaling",
                        "scalability study); Fig. 9c is the "
                        "time model only: a table of all rows at D = 4096 does not fit in a "
                        "laptop's memory (HET's own text says D = 4096 gives 'one trillion' "
-                       "parameters; 33.76M x 4096 is 1.38e11)")
+                       "parameters; 33.76M x 4096 is 1.38e11)",
+               reads=[time_dir / "fig9_workers.csv", time_dir / "fig9_dim.csv"])
 section.table(fig9w[["system", "workers", "epoch_s", "samples_per_s", "speedup"]],
-              "fig9_workers", "Fig. 9a numbers", floatfmt=".4g")
+              "fig9_workers", "Fig. 9a numbers", floatfmt=".4g",
+              reads=[time_dir / "fig9_workers.csv"])
 section.table(fig9w_modes.pivot_table(index=["system", "workers"], columns="dense_mode",
                                       values="speedup").reset_index(),
               "fig9_dense_modes", "Fig. 9a speedup in each dense synchronisation mode (the "
-              f"claim uses `{dense_mode}`)", floatfmt=".3g")
+              f"claim uses `{dense_mode}`)", floatfmt=".3g",
+              reads=[time_dir / "fig9_workers.csv"])
 dim_ratio = fig9d.pivot_table(index="dim", columns="system", values="epoch_s")
 dim_ratio = dim_ratio.div(dim_ratio["Cache s=100"], axis=0).reset_index()
 section.table(dim_ratio, "fig9_dim_slowdown",
               "Fig. 9c: per-epoch time relative to Cache s=100 (paper [P]: "
               + ", ".join(f"{name} {table[128]:g}x..{table[4096]:g}x"
                           for name, table in paper_fig9c.items())
-              + " from D = 128 to 4096)", floatfmt=".3g")
+              + " from D = 128 to 4096)", floatfmt=".3g",
+              reads=[time_dir / "fig9_dim.csv"])
 section.record(claims.measure(claims_register["het.fig9a_workers"], res))
 section.note("Fig. 9c's claims compare TensorFlow's PS and Parallax with Cache s=100; like "
              "Table 1's TF Parallax they are not comparable here (TensorFlow's own runtime "

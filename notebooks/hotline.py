@@ -46,7 +46,7 @@ from workbench.cluster.config import HardwareConfig
 from workbench.explorers import notebook_config
 from workbench.report import register
 from workbench.report.plotting import set_theme
-from workbench.report.sections import Section, per_dataset
+from workbench.report.sections import Section, files, per_dataset
 from workbench.training.hotline import MicroBatchCounts
 
 set_theme()
@@ -76,6 +76,7 @@ def setting() -> str:
 
 section = Section(
     name="hotline", title="Hotline: popular / non-popular micro-batch pipeline", out_dir=out_dir,
+    config=cfg,
     intro=("**Our formalisation** (Hotline's method section is unavailable): a "
            f"{100 * exp.profile_rate:g}% profile of the train inputs, drawn with replacement "
            "(FAE), counts accesses per row; the hot set is the most-accessed rows that fit the "
@@ -122,11 +123,14 @@ section.figure(fig, "popular_fraction",
                "Share of popular inputs (every lookup hot) and of lookups that hit, against the "
                f"hot-memory budget; solid: the {100 * exp.profile_rate:g}% profile, dashed: a full "
                "pass (the ceiling of profiling); dotted: FAE's budgets scaled to these tables",
-               setting="; ".join(pop_notes))
+               setting="; ".join(pop_notes),
+               reads=files(results / "hotline_popularity", list(pop_summaries), "popularity.csv",
+                           "summary.json"))
 fae_rows = pop.dropna(subset=["fae_budget_mb"])
 section.table(fae_rows.pivot_table(index=["dataset", "fae_budget_mb"], columns="profile",
                                    values="popular_fraction").reset_index(),
-              "popular_at_fae_budgets", "Popular-input share at FAE's budgets (scaled)")
+              "popular_at_fae_budgets", "Popular-input share at FAE's budgets (scaled)",
+              reads=files(results / "hotline_popularity", list(pop_summaries), "popularity.csv"))
 section.note(
     "A profile can only make hot what it saw: past the budget that holds every profiled row, "
     "the curve is flat, and an input is popular only if *all* of its lookups (26 on Criteo) "
@@ -180,7 +184,8 @@ section.figure(fig, "timeline",
                "One mini-batch per scheme, lane by lane: what overlapped in the measured run "
                "(left; the popular micro-batch's compute beside the background gather) and what "
                f"the time model predicts on the {SERVER_LABEL[main_server]} for the same "
-               "mini-batch", setting=setting() + f"; mini-batch {exp.timeline_step}")
+               "mini-batch", setting=setting() + f"; mini-batch {exp.timeline_step}",
+               reads=[res / "timeline.csv", res / "summary.json"])
 
 # %% [markdown]
 # ## Speedup over the hybrid against budget and batch size
@@ -208,19 +213,22 @@ section.figure(fig, "speedup_sweep",
                "Hotline's speedup over the CPU-GPU hybrid on the same mini-batches: measured "
                f"(median of {exp.sweep_steps} steps each, alternating) and modelled "
                f"(servers count rows per {exp.rows_unit}; this machine per unique row)",
-               setting=setting())
+               setting=setting(),
+               reads=[res / "sweep.csv", res / "summary.json"])
 measured_sweep = sw[sw["source"] == "measured"]
 section.table(measured_sweep[["budget_mb_full", "batch_size", "popular_fraction", "hybrid_s",
                               "hotline_s", "hotline_sequential_s", "speedup", "overlap_gain",
                               "spread"]],
               "sweep_measured", "Measured seconds per mini-batch (medians); overlap_gain = "
               "Hotline without overlap / with it (the background gather's effect alone); "
-              "spread = (max - min) / median of the noisiest variant", floatfmt=".4g")
+              "spread = (max - min) / median of the noisiest variant", floatfmt=".4g",
+              reads=[res / "sweep.csv"])
 section.table(sw[sw["source"] != "measured"][["source", "budget_mb_full", "batch_size",
                                                "popular_fraction", "hybrid_s", "hotline_s",
                                                "accel_only_s", "speedup"]],
               "sweep_modelled", "Modelled seconds per mini-batch on each server",
-              floatfmt=".4g")
+              floatfmt=".4g",
+              reads=[res / "sweep.csv"])
 
 # %% [markdown]
 # ## Accuracy parity: test AUC against time for every scheme
@@ -238,7 +246,8 @@ for ax, col, title in ((axes[0], "step", "mini-batches"),
 axes[0].legend(fontsize=6)
 section.figure(fig, "auc_vs_time", "Test AUC of every scheme against mini-batches, measured "
                "time and modelled time: Hotline and accelerator-only follow the hybrid's curve "
-               "(same parameters), FAE's phases change the sample order", setting=setting())
+               "(same parameters), FAE's phases change the sample order", setting=setting(),
+               reads=[res / "metrics.csv", res / "summary.json"])
 runs = pd.DataFrame(summary["runs"])
 runs_table = runs[["label", "steps", "final_auc", "final_logloss", "measured_s",
                    *[f"model_{n}_s" for n in servers]]].copy()
@@ -246,7 +255,8 @@ runs_table["speedup_measured"] = runs["scheme"].map(summary["speedup_measured"])
 for n in servers:
     runs_table[f"speedup_{n}"] = runs["scheme"].map(summary["speedup_modelled"][n])
 section.table(runs_table, "schemes", "One epoch per scheme: final AUC, measured and modelled "
-              "training time, speedup over the hybrid", setting=setting(), floatfmt=".4g")
+              "training time, speedup over the hybrid", setting=setting(), floatfmt=".4g",
+              reads=[res / "summary.json"])
 fits = ", ".join(f"{SERVER_LABEL[n]} {'fits' if servers[n]['fits_full_table'] else 'does not fit'}"
                  for n in exp.hardware)
 section.note(
@@ -265,7 +275,8 @@ per_scheme["model / measured"] = per_scheme["model_this_machine_s"] / per_scheme
 section.table(per_scheme.reset_index(), "model_validation",
               "Measured seconds of each run against the time model with this machine's rates "
               "fitted from the runs' own spans (compute a + b n, gather and link bandwidths)",
-              floatfmt=".4g")
+              floatfmt=".4g",
+              reads=[res / "steps.csv"])
 hotline_steps = steps[steps["scheme"] == "hotline"]
 count_cols = list(MicroBatchCounts.__dataclass_fields__)
 base_hw = {k: v for k, v in servers[main_server].items()
@@ -294,7 +305,8 @@ section.figure(fig, "sensitivity_host_rate",
                f"Modelled speedup on the recorded mini-batches against the host gather rate "
                f"({SERVER_LABEL[main_server]}; dotted: the assumed rate); rows counted per "
                "lookup (the Intel hybrid's EmbeddingBag path) or per distinct row",
-               setting=setting())
+               setting=setting(),
+               reads=[res / "steps.csv", res / "summary.json"])
 at_rate = {u: float(np.interp(np.log(servers[main_server]["host_gbps"]), np.log(host_rates),
                               curves[curves["rows unit"] == u]["speedup"])) for u in ("lookups",
                                                                                     "unique")}
@@ -352,7 +364,8 @@ section.note(f"Context, not a claim: on this machine (CPU; the accelerator tier 
 section.table(conditions.pivot_table(index=["server", "rows_unit", "host_gbps"],
                                      columns="scheme", values="speedup").reset_index(),
               "host_rate_conditions", "Modelled speedup over the hybrid per server, rows unit "
-              "and host rate (the claims' assumed parameters)", floatfmt=".3g")
+              "and host rate (the claims' assumed parameters)", floatfmt=".3g",
+              reads=[res / "conditions.csv"])
 
 # %%
 section.save()

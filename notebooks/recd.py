@@ -44,7 +44,7 @@ from workbench.claims import recd as recd_claims
 from workbench.explorers import notebook_config
 from workbench.report import register
 from workbench.report.plotting import set_theme
-from workbench.report.sections import Section
+from workbench.report.sections import Section, files
 
 set_theme()
 LAYOUT_STYLE = {"style_order": ["clustered", "shuffled"],
@@ -55,6 +55,7 @@ exp = cfg.experiments.recd
 results = cfg.paths.resolve("results")
 section = Section(
     name="recd", title="RecD: deduplication from data generation to training", out_dir=out_dir,
+    config=cfg,
     intro=("**Our formalisation** (RecD's method section is unavailable): training partitions "
            f"are windows of {exp.window:,} rows of the log (timestamp order), written as zstd "
            "Parquet either *shuffled* inside the window (a conventional training table) or "
@@ -110,13 +111,15 @@ axes[0].legend(fontsize=7)
 section.figure(fig, "dedup_factor",
                "Dedup factor of the user group (rows / unique rows per batch) against batch "
                "size and clustering window, shuffled vs session-clustered partitions",
-               setting="; ".join(dataset_setting(n) for n in datasets))
+               setting="; ".join(dataset_setting(n) for n in datasets),
+               reads=files(results / "dedup", datasets, "dedup.csv", "summary.json"))
 values = dedup[(dedup["group"] == "all") & (dedup["window"] == exp.window)]
 section.table(values.pivot_table(index=["dataset", "batch_size"], columns="layout",
                                  values="values_factor").reset_index(),
               "values_factor", "All sparse ids of a batch / ids an IKJT stores (user group "
               "deduplicated, other features stored whole)",
-              setting=f"window {exp.window:,}")
+              setting=f"window {exp.window:,}",
+              reads=files(results / "dedup", datasets, "dedup.csv"))
 
 # %% [markdown]
 # ## Storage: Parquet + zstd bytes shuffled, clustered and in the session layout
@@ -154,8 +157,10 @@ section.figure(fig, "storage",
                "saving of the clustered rows and of the session layout against the window "
                f"(ours; dashed: the paper's {paper_storage_x:g}x, its abstract)",
                setting=f"zstd Parquet, one file per window; window {exp.window:,}; "
-               + "; ".join(dataset_setting(n) for n in datasets))
-section.table(ratio, "storage", "Partition bytes per layout and window", floatfmt=".4g")
+               + "; ".join(dataset_setting(n) for n in datasets),
+               reads=files(results / "dedup", datasets, "storage.csv"))
+section.table(ratio, "storage", "Partition bytes per layout and window", floatfmt=".4g",
+              reads=files(results / "dedup", datasets, "storage.csv"))
 
 # %% [markdown]
 # ## Preprocessing throughput: transforms on every row (KJT) vs on unique rows (IKJT)
@@ -178,7 +183,8 @@ transforms_text = recd_claims.transforms_text(measured)
 section.figure(fig, "preprocess_throughput",
                "Preprocessing throughput (columnar batch -> transformed sparse batch) of the "
                "KJT path, RecD's request-keyed IKJT reader, and content-hash dedup",
-               setting=f"{transforms_text}; {exp.preprocess_rows:,} rows per run; one thread")
+               setting=f"{transforms_text}; {exp.preprocess_rows:,} rows per run; one thread",
+               reads=files(results / "recd", datasets, "timing.csv"))
 
 
 def speedup(frame: pd.DataFrame) -> pd.DataFrame:
@@ -206,9 +212,11 @@ section.figure(fig, "preprocess_speedup",
                "Preprocessing speedup of RecD's IKJT reader over the KJT path against the "
                f"reader batch size (ours), against the paper's {paper_preprocess_x:g}x (dashed, its "
                "abstract)",
-               setting=f"{transforms_text}; {exp.preprocess_rows:,} rows per run; one thread")
+               setting=f"{transforms_text}; {exp.preprocess_rows:,} rows per run; one thread",
+               reads=files(results / "recd", datasets, "timing.csv"))
 section.table(pre_speed, "preprocess_speedup", "Preprocessing samples/s per path",
-              floatfmt=".4g")
+              floatfmt=".4g",
+              reads=files(results / "recd", datasets, "timing.csv"))
 
 # %% [markdown]
 # ## Training throughput on KJT vs IKJT batches, and the same losses
@@ -251,8 +259,11 @@ section.figure(fig, "training",
                f"batch's dedup factor (ours; dashed: the paper's up to {paper_train_x:g}x)",
                setting=f"batch {exp.train_batch_size}, {exp.train_batches} batches, "
                f"D = {exp.embedding_dim}, history {exp.max_history}, {exp.seq_heads} heads, "
-               f"lr {exp.lr}; one torch thread")
-section.table(train_speed, "train_speedup", "Training samples/s per path", floatfmt=".4g")
+               f"lr {exp.lr}; one torch thread",
+               reads=files(results / "recd", datasets, "timing.csv", "training.csv")
+                      + files(results / "dedup", datasets, "dedup.csv"))
+section.table(train_speed, "train_speedup", "Training samples/s per path", floatfmt=".4g",
+              reads=files(results / "recd", datasets, "timing.csv"))
 gap = (losses.pivot_table(index=["dataset", "layout", "step"], columns="path", values="loss")
        .assign(diff=lambda f: (f["kjt"] - f["ikjt"]).abs()).groupby("dataset")["diff"].max())
 section.note("Largest |loss(KJT) - loss(IKJT)| over every step: "

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workbench.report import costs
+from workbench.report import costs, lineage
 from workbench.report import register as reg
 from workbench.stages.cli import stage_id
 from workbench.stages.costs import Meter, output_bytes
@@ -53,10 +53,10 @@ def test_a_run_records_its_cost_under_its_dvc_name(tmp_path: Path) -> None:
 
 def test_every_claim_has_a_row_with_its_command_and_the_stages_behind_it() -> None:
     register = reg.load()
-    graph = costs.stage_graph(LOCK)
+    graph = lineage.stage_graph(LOCK)
     # a claim's stages pull in what they read: dedup reads the preprocessed data
-    assert "preprocess@taobao_sample" in costs.behind(["dedup@taobao_sample"], graph)
-    assert "download@taobao_sample" in costs.behind(["dedup@taobao_sample"], graph)
+    assert "preprocess@taobao_sample" in lineage.behind(["dedup@taobao_sample"], graph)
+    assert "download@taobao_sample" in lineage.behind(["dedup@taobao_sample"], graph)
     recorded = {s: {"seconds": 60.0, "cpu_seconds": 30.0, "cores": 0.5, "peak_rss_mb": 100.0,
                     "output_mb": 1.0, "machine": {"cpu": "x", "logical_cores": 2}}
                 for s in graph if not s.startswith("download")}
@@ -64,7 +64,7 @@ def test_every_claim_has_a_row_with_its_command_and_the_stages_behind_it() -> No
     assert list(table["key"]) == [e.key for e in register.entries]  # a row per register entry
     row = table.set_index("key").loc["recd.storage"]
     assert row["command"] == "make claim KEY=recd.storage" and row["stages"] == "dedup"
-    every = costs.behind([s for s in graph if s.startswith("dedup@")], graph)
+    every = lineage.behind([s for s in graph if s.startswith("dedup@")], graph)
     assert row["minutes"] == pytest.approx(sum(1 for s in every if s in recorded))
     assert "download@taobao_sample" in row["not_recorded"]  # named: the sum is partial
     assert table.set_index("key").loc["hotline.speedup", "accelerator"].startswith("helps")

@@ -122,8 +122,8 @@ def test_figures_are_byte_deterministic(tmp_path: Path) -> None:
 def test_section_roundtrip_index_and_page(tmp_path: Path, test_register: reg.Register) -> None:
     reports = tmp_path / "reports"
     sec = Section("demo", "Demo section", reports / "demo", intro="Our formalisation.")
-    sec.figure(_figure(), "curve", "A curve", setting="toy")
-    sec.table(pd.DataFrame({"x": [1, 2], "y": [0.5, 0.25]}), "tab", "A table")
+    sec.figure(_figure(), "curve", "A curve", setting="toy", reads=())
+    sec.table(pd.DataFrame({"x": [1, 2], "y": [0.5, 0.25]}), "tab", "A table", reads=())
     _measure_all(sec)
     sec.save()
     params = tmp_path / "params.yaml"
@@ -199,7 +199,7 @@ def test_pipes_inside_cells_are_escaped(tmp_path: Path, test_register: reg.Regis
     _measure_all(sec)
     sec.measure("het.a", text="max |a - b| = 0", setting="toy", values=[2.0])
     sec.claims = sec.claims[1:]  # the row with a pipe replaces het.a's first row
-    sec.table(pd.DataFrame({"x": ["p|q"]}), "t", "T")
+    sec.table(pd.DataFrame({"x": ["p|q"]}), "t", "T", reads=())
     sec.save()
     (tmp_path / "p.yaml").write_text("seed: 0\n")
     text = build(tmp_path, ["demo"], tmp_path / "p.yaml", tmp_path)

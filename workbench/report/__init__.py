@@ -18,6 +18,8 @@
 ``verdict_map``        per paper, the state against every assumed parameter
 ``check``              every claim measured again against the committed table (make check),
                        or from anyone's results folder (``workbench check --results DIR``)
+``lineage``            the pipeline's graph from ``dvc.lock``, the stage output (and its
+                       ``dvc.lock`` hash) a file came from, the log of what a notebook opened
 ``costs``              the claim -> command -> cost page ``reports/costs.md`` from the stages'
                        cost records and ``dvc.lock``
 ``fragments``          the claim counts and values of the README and docs, generated from

@@ -24,54 +24,21 @@ output under ``data/`` (``download``, ``preprocess``, ``dedup``) keep their reco
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from workbench.report import register as reg
+from workbench.report.lineage import base as _base
+from workbench.report.lineage import behind, load_lock, stage_graph
 
-__all__ = ["ACCELERATED", "stage_graph", "behind", "read_costs", "cost_table", "markdown"]
+__all__ = ["ACCELERATED", "read_costs", "cost_table", "markdown"]
 
 #: Stages whose work a GPU takes over when one is configured (``device: cuda``).
 ACCELERATED = {"hotline": "Hotline's tiers and micro-batches (experiments.hotline.device)"}
 COLUMNS = ["key", "paper", "command", "stages", "minutes", "own_minutes", "cores",
            "peak_memory_mb", "disk_mb", "accelerator", "not_recorded"]
-
-
-def _base(stage_id: str) -> str:
-    return stage_id.split("@", 1)[0]
-
-
-def stage_graph(lock: dict[str, Any]) -> dict[str, set[str]]:
-    """Each stage id of ``dvc.lock`` -> the stage ids directly upstream of it."""
-    stages = lock.get("stages", {})
-    outs = {stage: [str(o["path"]).rstrip("/") for o in entry.get("outs", [])]
-            for stage, entry in stages.items()}
-    graph: dict[str, set[str]] = {}
-    for stage, entry in stages.items():
-        ups: set[str] = set()
-        for dep in entry.get("deps", []):
-            path = str(dep["path"]).rstrip("/")
-            for other, paths in outs.items():
-                if other != stage and any(path == o or path.startswith(o + "/")
-                                          or o.startswith(path + "/") for o in paths):
-                    ups.add(other)
-        graph[stage] = ups
-    return graph
-
-
-def behind(stages: Iterable[str], graph: dict[str, set[str]]) -> list[str]:
-    """``stages`` and everything upstream of them (sorted)."""
-    todo, seen = list(stages), set()
-    while todo:
-        s = todo.pop()
-        if s not in seen:
-            seen.add(s)
-            todo.extend(graph.get(s, ()))
-    return sorted(seen)
 
 
 def read_costs(results: Path) -> dict[str, dict[str, Any]]:
@@ -154,8 +121,7 @@ def write(register: reg.Register, root: Path, results: Path, out: Path,
           data: Path | None = None) -> pd.DataFrame:
     """Build the table from ``root/dvc.lock``, ``results/costs`` and ``data/costs`` (the data
     stages' records: not committed, as their outputs) and write ``out``."""
-    lock_path = root / "dvc.lock"
-    lock = yaml.safe_load(lock_path.read_text()) if lock_path.is_file() else {}
+    lock = load_lock(root)
     costs = {**(read_costs(data) if data is not None else {}), **read_costs(results)}
     table = cost_table(register, lock or {}, costs)
     out.write_text(markdown(table, costs))

@@ -34,6 +34,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from workbench.report import lineage
 from workbench.report.notebook_registry import NOTEBOOKS
 from workbench.utils.errors import MissingInputError, UserError
 from workbench.utils.paths import NOTEBOOK_DIR, REPO_ROOT, known_notebooks, repo_relative, resolve
@@ -90,6 +91,8 @@ def notebook_config(name: str, params_file: str | Path = "params.yaml",
         cfg = load(params=params_file)
     except ConfigError as err:
         raise NotebookError(str(err)) from None
+    # what the notebook reads from here on is logged: its figures name it (Section.figure)
+    lineage.ReadLog.shared((cfg.paths.resolve("results"), cfg.paths.resolve("data")))
     if dataset is None:
         _check_results(name, cfg, params_file)
         return cfg

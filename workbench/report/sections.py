@@ -26,15 +26,27 @@ section's tables and notes, never into claim rows.
 
 Provenance (:func:`provenance`): the commit the report was built from and, when tracked sources
 differ from it (anything outside the generated :data:`GENERATED` paths), the list of them.
+
+Each figure and table names the files it is drawn from (``reads=``, required: ``()`` for one
+drawn from the register or the notebook's own numbers). A :class:`~workbench.report.lineage.
+ReadLog` holds every name to what the notebook really opened (a path it never opened is an
+error), and :meth:`Section.save` maps each file to the stage output holding it with that
+output's ``dvc.lock`` hash (:mod:`workbench.report.lineage`); the page shows them under each
+item and, under ``## Provenance``, the commit, the digest of the notebook's configuration
+(:func:`config_digest`) and every stage output read::
+
+    item  --reads--> results/<stage>/<ds>/<file>  --locate--> (stage, output, dvc.lock md5,
+                                                               whether the output still has it)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import platform
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import InitVar, asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -44,13 +56,14 @@ import numpy as np
 import pandas as pd
 
 from workbench.claims import Measurement
-from workbench.report import display
+from workbench.report import display, lineage
 from workbench.report import register as reg
+from workbench.report.notebook_registry import NOTEBOOKS
 from workbench.report.plotting import save_figure
 from workbench.report.verdict import STATES, Verdict
 from workbench.utils.errors import MissingInputError, UserError, WorkbenchError
 from workbench.utils.io import write_json, write_text
-from workbench.utils.paths import notebook_output, repo_relative
+from workbench.utils.paths import REPO_ROOT, notebook_output, repo_relative
 
 SECTION_FILE = "section.json"
 PAGE_FILE = "README.md"  # the section's page, beside its section.json
@@ -185,6 +198,39 @@ def verdict_text(row: dict[str, Any]) -> str:
     return row["state"] + (" (our formalisation)" if formal else "")
 
 
+def _plain(value: Any) -> Any:
+    """A configuration value as JSON-able data (dataclasses, mappings, paths)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
+
+
+def config_digest(config: Any, name: str) -> tuple[str, list[str]]:
+    """The sha256 (first 12 hex digits) of the configuration notebook ``name`` reads: the
+    sections its registry entry names (its DVC params, :mod:`workbench.report.notebook_registry`),
+    or the whole configuration for a notebook not in the registry.
+
+    Returns:
+        ``(digest, sections)``: the digest and the dotted sections it covers (empty: all).
+    """
+    keys = list(NOTEBOOKS[name].params) if name in NOTEBOOKS else []
+    chosen: Any = _plain(config)
+    if keys:
+        picked = {}
+        for dotted in keys:
+            node: Any = config
+            for part in dotted.split("."):
+                node = node[part] if isinstance(node, Mapping) else getattr(node, part)
+            picked[dotted] = _plain(node)
+        chosen = picked
+    text = json.dumps(chosen, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12], keys
+
+
 @dataclass
 class Section:
     """What one notebook contributes to the report. Build it, add items, then :meth:`save`.
@@ -196,6 +242,8 @@ class Section:
             hand) is ``scratch/<name>``, a relative path is relative to the repository root
             (:func:`workbench.utils.paths.notebook_output`).
         intro: Markdown paragraph under the heading (say here when a model is ours).
+        config: the notebook's configuration (its digest goes on the page; its results and
+            data roots are where reads are logged); None: no digest, the project's roots.
 
     Every item is also shown in the notebook cell that adds it (:mod:`workbench.report.display`).
     """
@@ -204,12 +252,16 @@ class Section:
     title: str
     out_dir: Path | str | None = None
     intro: str = ""
+    config: Any = None
     items: list[dict[str, Any]] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.out_dir = notebook_output(self.name, self.out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        roots = ((self.config.paths.resolve("results"), self.config.paths.resolve("data"))
+                 if self.config is not None else (REPO_ROOT / "results", REPO_ROOT / "data"))
+        self._log = lineage.ReadLog.shared(roots)
         if self.intro:
             display.markdown(self.intro)
 
@@ -218,23 +270,48 @@ class Section:
         """``out_dir``: a ``Path`` once ``__post_init__`` has run."""
         return cast(Path, self.out_dir)
 
-    def figure(self, fig: Any, name: str, caption: str, setting: str) -> None:
-        """Save ``fig`` as ``<name>.png``, record it with its caption and setting, show it.
+    def _reads(self, what: str, reads: Sequence[Path | str]) -> list[str]:
+        """The files the notebook opened under each path of ``reads`` (a file or a folder;
+        relative: from the repository root), as recorded paths.
+
+        Raises:
+            UserError: ``reads`` is a single path, or names a path the notebook never opened.
+        """
+        if isinstance(reads, (str, Path)):
+            raise UserError(f"{what}: reads= takes a list of paths, got one path {reads!r}: "
+                            f"write reads=[{str(reads)!r}]")
+        files: list[Path] = []
+        for path in reads:
+            path = Path(path) if Path(path).is_absolute() else REPO_ROOT / path
+            opened = self._log.under(path)
+            if not opened:
+                raise UserError(f"{what}: reads= names {repo_relative(path)}, which this "
+                                "notebook has not opened: read it before drawing, or drop it "
+                                "from reads=")
+            files += opened
+        return [repo_relative(f) for f in dict.fromkeys(sorted(files))]
+
+    def figure(self, fig: Any, name: str, caption: str, setting: str, *,
+               reads: Sequence[Path | str]) -> None:
+        """Save ``fig`` as ``<name>.png``, record it with its caption, setting and the files it
+        is drawn from (``reads``: files or folders the notebook opened; ``()``: none), show it.
 
         Returns nothing, so a cell ending in this call shows the figure, not a path."""
+        files = self._reads(f"figure {name!r}", reads)
         path = save_figure(fig, self._out / f"{name}.png")
         self.items.append({"kind": "figure", "file": path.name, "caption": caption,
-                           "setting": setting})
+                           "setting": setting, "reads": files})
         display.image(path)
 
     def table(self, frame: pd.DataFrame, name: str, caption: str, setting: str = "",
-              floatfmt: str = ".4g") -> None:
-        """Save ``frame`` as ``<name>.csv``, record it (a Markdown table in the report), show it
-        as a table."""
+              floatfmt: str = ".4g", *, reads: Sequence[Path | str]) -> None:
+        """Save ``frame`` as ``<name>.csv``, record it (a Markdown table in the report) with the
+        files it is drawn from (``reads``, as for :meth:`figure`), show it as a table."""
+        files = self._reads(f"table {name!r}", reads)
         path = self._out / f"{name}.csv"
         write_text(path, frame.to_csv(index=False, float_format="%.6g"))
         self.items.append({"kind": "table", "file": path.name, "caption": caption,
-                           "setting": setting,
+                           "setting": setting, "reads": files,
                            "markdown": _markdown(frame, floatfmt)})
         display.table(frame, caption, floatfmt)
 
@@ -281,12 +358,35 @@ class Section:
         self.claims.append(claim)
         return claim
 
+    def lineage(self) -> dict[str, Any]:
+        """The section's provenance: the commit (and whether sources differed from it), the
+        configuration digest, every stage output the items read with its ``dvc.lock`` hash and
+        whether it still has it, and the files read that no item names (claims, text)."""
+        lock = lineage.load_lock(REPO_ROOT)
+        named = {f for item in self.items for f in item.get("reads", [])}
+        outputs: dict[str, dict[str, Any]] = {}
+        for path in sorted(named):
+            out = lineage.locate(path, lock)
+            if out is not None and out.path not in outputs:
+                outputs[out.path] = {"path": out.path, "stage": out.stage, "md5": out.md5,
+                                     "current": lineage.dvc_md5(REPO_ROOT / out.path) == out.md5}
+        dirty = dirty_sources(REPO_ROOT)
+        digest, keys = (config_digest(self.config, self.name) if self.config is not None
+                        else (None, []))
+        return {"commit": _git("rev-parse", "HEAD", cwd=REPO_ROOT) or "unknown",
+                "dirty": len(dirty) if dirty is not None else None,
+                "config_sha256": digest, "config_sections": keys,
+                "outputs": list(outputs.values()),
+                "also_read": [p for p in (repo_relative(f) for f in sorted(self._log.files))
+                              if p not in named]}
+
     def save(self) -> None:
         """Write ``section.json`` and the section's page ``README.md`` (both atomically); show
         this section's claim rows and where the section went."""
         path = self._out / SECTION_FILE
         write_json(path, {"name": self.name, "title": self.title, "intro": self.intro,
-                          "items": self.items, "claims": [asdict(c) for c in self.claims]})
+                          "items": self.items, "claims": [asdict(c) for c in self.claims],
+                          "lineage": self.lineage()})
         write_page(self._out, json.loads(path.read_text()))  # the page is what the file says
         if self.claims:
             shown = ["paper", "claim", "paper_value", "measured", "state"]
@@ -354,6 +454,7 @@ def page(section: dict[str, Any]) -> str:
             lines.append("")
     if section["items"]:
         lines += ["## Results", ""]
+    found = section.get("lineage", {})
     for item in section["items"]:
         if item["kind"] == "figure":
             lines += [f"**{item['caption']}**", "", f"![{item['caption']}]({item['file']})", "",
@@ -364,7 +465,55 @@ def page(section: dict[str, Any]) -> str:
                 lines += [f"*Setting:* {item['setting']}", ""]
         else:
             lines += [item["text"], ""]
+        if "reads" in item:
+            lines += [f"*Drawn from:* {drawn_from(item['reads'], found.get('outputs', []))}", ""]
+    if found:
+        lines += lineage_lines(found)
     return "\n".join(lines)
+
+
+def _short(md5: str) -> str:
+    return md5[:10] if md5 else "-"
+
+
+def drawn_from(files: list[str], outputs: list[dict[str, Any]]) -> str:
+    """One line naming an item's files, grouped by the stage output holding them, with the
+    stage and the output's ``dvc.lock`` hash (a file no stage writes is named alone)."""
+    if not files:
+        return "no results file (the register's numbers or the notebook's own)"
+    parts, left = [], list(files)
+    for out in outputs:
+        inside = [f for f in left if f.startswith(out["path"] + "/")]
+        if inside:
+            names = ", ".join(f"`{f[len(out['path']) + 1:]}`" for f in inside)
+            parts.append(f"{names} of `{out['path']}` (stage `{out['stage']}`, dvc.lock "
+                         f"`{_short(out['md5'])}`)")
+            left = [f for f in left if f not in inside]
+    parts += [f"`{f}` (no stage output)" for f in left]
+    return "; ".join(parts)
+
+
+def lineage_lines(found: dict[str, Any]) -> list[str]:
+    """The page's ``## Provenance``: commit, configuration digest, the stage outputs read."""
+    dirty = found.get("dirty")
+    state = ("" if dirty == 0 else " (git state unknown)" if dirty is None
+             else f" with {dirty} modified source(s)")
+    sections = ", ".join(f"`{k}`" for k in found.get("config_sections", [])) or "all of it"
+    lines = ["## Provenance", "",
+             f"Drawn at commit `{found['commit']}`{state}"
+             + (f"; configuration sha256 `{found['config_sha256']}` (over {sections})."
+                if found.get("config_sha256") else "."), ""]
+    if found.get("outputs"):
+        lines += ["| stage output | stage | dvc.lock md5 | when drawn |",
+                  "| --- | --- | --- | --- |"]
+        lines += [f"| `{o['path']}` | `{o['stage']}` | `{_short(o['md5'])}` | "
+                  f"{'as recorded' if o['current'] else 'differs from dvc.lock'} |"
+                  for o in found["outputs"]]
+        lines.append("")
+    if found.get("also_read"):
+        lines += ["Also read (for the claims and the text): "
+                  + ", ".join(f"`{f}`" for f in found["also_read"]) + ".", ""]
+    return lines
 
 
 def write_page(out_dir: Path, section: dict[str, Any]) -> bool:
@@ -398,6 +547,12 @@ def write_page(out_dir: Path, section: dict[str, Any]) -> bool:
 def _one_line(text: str) -> str:
     """``text`` with its line breaks folded into spaces (one Markdown list item)."""
     return " ".join(str(text).split())
+
+
+def files(results: Path, datasets: Sequence[str], *names: str) -> list[Path]:
+    """``results/<dataset>/<name>`` for every dataset and name: what a per-dataset figure reads
+    (its ``reads=``)."""
+    return [Path(results) / d / n for d in datasets for n in names]
 
 
 def per_dataset(results: Path, datasets: list[str], csvs: list[str], section: Section,

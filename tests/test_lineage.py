@@ -1,0 +1,122 @@
+"""Lineage: the pipeline's graph against DVC's own, DVC's hashes, the read log, and a figure's
+provenance on its section page."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
+from workbench.report import lineage
+from workbench.report.sections import PAGE_FILE, SECTION_FILE, Section, config_digest, page
+from workbench.utils.errors import UserError
+from workbench.utils.paths import REPO_ROOT
+
+LOCK = lineage.load_lock(REPO_ROOT)
+
+
+def test_the_graph_is_dvcs_own_and_the_docs_show_it() -> None:
+    from dvc.repo import Repo
+
+    with Repo(str(REPO_ROOT)) as repo:
+        theirs = {(a.addressing, b.addressing) for a, b in repo.index.graph.edges()}
+    ours = {(stage, up) for stage, ups in lineage.stage_graph(LOCK).items() for up in ups}
+    assert ours == theirs
+    chart = lineage.mermaid(lineage.stage_graph(LOCK))
+    assert f"```mermaid\n{chart}\n```" in (REPO_ROOT / "docs" / "pipeline.md").read_text()
+    assert '["preprocess x7"]' in chart and '["notebook@esd"]' in chart
+
+
+def test_dvc_md5_is_the_hash_dvc_lock_records() -> None:
+    checked = 0
+    for stage in ("hotline", "combined", "dataset_stats@criteo_sample"):
+        for out in LOCK["stages"][stage]["outs"]:
+            assert lineage.dvc_md5(REPO_ROOT / out["path"]) == out["md5"], out["path"]
+            checked += 1
+    assert checked == 3
+    found = lineage.locate("results/hotline/synthetic/metrics.csv", LOCK)
+    assert found is not None and (found.stage, found.path) == ("hotline",
+                                                               "results/hotline/synthetic")
+    assert lineage.locate("results/hotline", LOCK) is None  # a folder holding outputs: none
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        lineage.dvc_md5(REPO_ROOT / "results" / "no such output")
+
+
+def test_the_read_log_sees_reads_under_its_roots_only(tmp_path: Path) -> None:
+    inside, outside = tmp_path / "results", tmp_path / "elsewhere"
+    inside.mkdir()
+    outside.mkdir()
+    for folder in (inside, outside):
+        (folder / "a.csv").write_text("x\n1\n")
+    log = lineage.ReadLog((inside,)).start()
+    try:
+        assert lineage.ReadLog.shared([inside]) is log
+        pd.read_csv(inside / "a.csv")
+        pd.read_csv(outside / "a.csv")
+        (inside / "written.txt").write_text("w")  # a write is not a read
+        assert log.files == {(inside / "a.csv").resolve()}
+        assert log.under(inside) == [(inside / "a.csv").resolve()] and not log.under(outside)
+    finally:
+        log.stop()
+    (inside / "a.csv").read_text()
+    assert len(log.files) == 1  # a stopped log records nothing more
+
+
+def _plot() -> plt.Figure:
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    return fig
+
+
+def test_a_figure_names_what_it_read_with_its_dvc_lock_hash(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from workbench.config import load
+
+    cfg = load()
+    section = Section("hotline", "Demo", tmp_path / "hotline", config=cfg)
+    metrics = REPO_ROOT / "results" / "hotline" / "synthetic" / "metrics.csv"
+    pd.read_csv(metrics)
+    section.figure(_plot(), "curve", "A curve", "toy", reads=[metrics])
+    section.table(pd.DataFrame({"x": [1]}), "tab", "A table", reads=())
+    with pytest.raises(UserError, match="reads= names results/hotline/synthetic/steps.csv, "
+                                        "which this notebook has not opened"):
+        section.figure(_plot(), "other", "Other", "toy",
+                       reads=[metrics.with_name("steps.csv")])
+    with pytest.raises(UserError, match="takes a list of paths"):
+        section.table(pd.DataFrame({"x": [1]}), "t", "T", reads=str(metrics))  # type: ignore
+    section.save()
+    saved = json.loads((tmp_path / "hotline" / SECTION_FILE).read_text())
+    assert saved["items"][0]["reads"] == ["results/hotline/synthetic/metrics.csv"]
+    found = saved["lineage"]
+    md5 = LOCK["stages"]["hotline"]["outs"][0]["md5"]
+    assert found["outputs"] == [{"path": "results/hotline/synthetic", "stage": "hotline",
+                                 "md5": md5, "current": True}]
+    assert found["config_sha256"] == config_digest(cfg, "hotline")[0]
+    assert found["config_sections"] == ["experiments.hotline"]
+    text = (tmp_path / "hotline" / PAGE_FILE).read_text()
+    assert text == page(saved)
+    assert (f"*Drawn from:* `metrics.csv` of `results/hotline/synthetic` (stage `hotline`, "
+            f"dvc.lock `{md5[:10]}`)") in text
+    assert "*Drawn from:* no results file" in text
+    assert f"| `results/hotline/synthetic` | `hotline` | `{md5[:10]}` | as recorded |" in text
+    assert f"Drawn at commit `{found['commit']}`" in text
+    # outputs that no longer match dvc.lock (a results folder the pipeline did not record) say so
+    stale = {"stages": {"hotline": {"outs": [{"path": "results/hotline/synthetic",
+                                              "md5": "0" * 32 + ".dir"}]}}}
+    monkeypatch.setattr(lineage, "load_lock", lambda root: stale)
+    assert section.lineage()["outputs"][0]["current"] is False
+    assert "differs from dvc.lock" in page({**saved, "lineage": section.lineage()})
+
+
+def test_the_config_digest_follows_the_notebooks_own_sections() -> None:
+    from workbench.config import load
+
+    base = load()
+    same = load(["experiments.esd.batches=3"])  # a section the hotline notebook does not read
+    moved = load(["experiments.hotline.profile_rate=0.5"])
+    assert config_digest(base, "hotline") == config_digest(same, "hotline")
+    assert config_digest(base, "hotline")[0] != config_digest(moved, "hotline")[0]
+    assert config_digest(base, "not a notebook")[1] == []  # the whole configuration
