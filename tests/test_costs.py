@@ -79,3 +79,44 @@ def test_the_committed_cost_page_has_every_claim() -> None:
     assert all(f"`{e.key}`" in page for e in reg.load().entries)
     assert "(reports/costs.md)" not in page and "costs.md" in (
         REPO_ROOT / "reports" / "README.md").read_text()
+
+
+def test_measure_reruns_into_a_copy_and_keeps_only_the_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from workbench.stages import costs as stage_costs
+    from workbench.utils.errors import UserError
+
+    (tmp_path / "results" / "hotline" / "synthetic").mkdir(parents=True)
+    (tmp_path / "results" / "hotline" / "synthetic" / "summary.json").write_text("{}")
+    lock = {"stages": {
+        "hotline": {"cmd": "python -m workbench.stages hotline --params params.yaml",
+                    "outs": [{"path": "results/hotline/synthetic"}]},
+        "notebook@esd": {"cmd": "python -m workbench.stages notebook esd --params params.yaml",
+                         "outs": [{"path": "reports/esd"}]}}}
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock))
+    calls = []
+
+    def run(argv: list[str], cwd: Path, check: bool) -> object:
+        calls.append(argv)
+        copy = Path(argv[-1].split("=", 1)[1])
+        assert (copy / "hotline" / "synthetic" / "summary.json").is_file()  # the inputs
+        (copy / "hotline" / "synthetic" / "summary.json").write_text('{"new": 1}')
+        Meter("hotline").record(copy, copy / "hotline" / "synthetic")
+        return type("Done", (), {"returncode": 0})()
+
+    monkeypatch.setattr(stage_costs.subprocess, "run", run)
+    [path] = stage_costs.measure(["hotline"], root=tmp_path)
+    assert calls[0][-3:] == ["--params", "params.yaml",
+                             f"paths.results={tmp_path / stage_costs.COPY}"]
+    assert path == tmp_path / "results" / "costs" / "hotline.json"
+    assert json.loads(path.read_text())["rerun_into_copy"] is True
+    # the committed outputs are untouched, the copy is gone
+    assert (tmp_path / "results" / "hotline" / "synthetic" / "summary.json").read_text() == "{}"
+    assert not (tmp_path / stage_costs.COPY).exists()
+    page = costs.markdown(costs.cost_table(reg.load(), LOCK, {}),
+                          {"hotline": json.loads(path.read_text())})
+    assert "rerunning the stage into a copy of `results/`" in page and "`hotline`." in page
+    with pytest.raises(UserError, match="not only under results/"):
+        stage_costs.measure(["notebook@esd"], root=tmp_path)
+    with pytest.raises(UserError, match="'nope' is not a stage of dvc.lock"):
+        stage_costs.measure(["nope"], root=tmp_path)

@@ -114,6 +114,11 @@ def markdown(table: pd.DataFrame, costs: dict[str, dict[str, Any]]) -> str:
             f"| `{r.key}` | {'`' + r.command + '`' if r.command != '-' else '-'} | {r.stages} | "
             f"{minutes} | {_num(r.cores, '.1f')} | {_num(r.peak_memory_mb, ',.0f', ' MB')} | "
             f"{_num(r.disk_mb, ',.1f', ' MB')} | {r.accelerator} | {r.not_recorded or '-'} |")
+    rerun = sorted(s for s, c in costs.items() if c.get("rerun_into_copy"))
+    if rerun:
+        lines += ["", "Measured by rerunning the stage into a copy of `results/` (`python -m "
+                  "workbench.stages.costs measure`; the committed outputs are an earlier run's "
+                  "of the same command): " + ", ".join(f"`{s}`" for s in rerun) + "."]
     return "\n".join(lines) + "\n"
 
 

@@ -6,13 +6,15 @@ A page marks each generated part with an HTML comment pair (invisible where it r
     <!-- claims:papers -->            per paper: its page, venue, mechanism and states
     <!-- claims:summary HET -->       one paper's states, one line
     <!-- claims:table HET -->         one paper's claims: paper value, ours, verdict, holds
+    <!-- claims:costs -->             the claim -> command -> cost table of reports/costs.md
     ...generated text...
     <!-- /claims -->
 
 ``python -m workbench.report.fragments`` rewrites every marked part of :data:`PAGES` from
-``reports/claims.csv``; ``--check`` exits 1 naming each part that disagrees with it (the tests
-run it, so a claim count or value quoted by hand cannot drift from the report). Text outside the
-markers is the author's; it quotes no count or claim value.
+``reports/claims.csv`` (and ``reports/costs.md``, which the report stage writes); ``--check``
+exits 1 naming each part that disagrees with them (the tests run it, so a claim count or value
+quoted by hand cannot drift from the report). Text outside the markers is the author's; it
+quotes no count or claim value.
 """
 
 from __future__ import annotations
@@ -97,6 +99,19 @@ def _cell(value: object) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def costs(root: Path = REPO_ROOT) -> str:
+    """The cost table of ``reports/costs.md`` (the machine line and the table, as the report
+    wrote them), or a line saying the report has not written it."""
+    path = root / "reports" / "costs.md"
+    if not path.is_file():
+        return "The report stage has not written `reports/costs.md` yet.\n"
+    lines = path.read_text().splitlines()
+    blocks = [[ln for ln in lines if ln.startswith("Measured on:")],
+              [ln for ln in lines if ln.startswith("|")],
+              [ln for ln in lines if ln.startswith("Measured by")]]
+    return "\n\n".join("\n".join(b) for b in blocks if b) + "\n"
+
+
 def render(name: str, arg: str | None, claims: pd.DataFrame, page: str) -> str:
     """The text of one marked part of ``page`` (a path relative to the repository root).
 
@@ -113,8 +128,10 @@ def render(name: str, arg: str | None, claims: pd.DataFrame, page: str) -> str:
         return summary(claims, arg)
     if name == "table" and arg:
         return table(claims, arg)
+    if name == "costs":
+        return costs()
     raise ValueError(f"{page}: unknown generated part claims:{name} (counts, papers, "
-                     "summary <paper>, table <paper>)")
+                     "summary <paper>, table <paper>, costs)")
 
 
 def update(text: str, claims: pd.DataFrame, page: str) -> str:
