@@ -83,7 +83,7 @@ def test_the_committed_cost_page_has_every_claim() -> None:
 
 def test_measure_reruns_into_a_copy_and_keeps_only_the_record(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from workbench.stages import costs as stage_costs
+    from workbench.stages import cost_rerun as stage_costs
     from workbench.utils.errors import UserError
 
     (tmp_path / "results" / "hotline" / "synthetic").mkdir(parents=True)

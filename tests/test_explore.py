@@ -133,9 +133,28 @@ def test_widget_builds(toy) -> None:
     assert isinstance(box, w.VBox)
     title, controls, status = box.children
     assert "toy" in title.value
-    assert list(controls.children) == list(explorer.controls.values())
+    slider_box, kind = controls.children
+    assert list(slider_box.children) == [explorer.controls["scale"], explorer.entries["scale"]]
+    assert kind is explorer.controls["kind"] and "kind" not in explorer.entries
     assert status is explorer.status
     assert explorer.png.startswith(b"\x89PNG")  # the plot, shown below the controls
+    assert explorer.ran_with() == "toy: scale = 1, kind = line"
+
+
+def test_a_value_typed_outside_a_sliders_range_is_refused_not_clamped(toy) -> None:
+    explorer, calls = toy
+    scale, entry = explorer.controls["scale"], explorer.entries["scale"]
+    assert not scale.readout  # its own readout would clamp what is typed there
+    entry.value = -5.0  # typed, as a person does
+    assert len(calls) == 1 and scale.value == 1.0 and entry.value == 1.0
+    assert "scale = -5.0: outside this knob&#x27;s range [0.5, 4]" in explorer.status.value
+    assert explorer.error.startswith("KnobRangeError: explorer 'toy': scale = -5.0")
+    assert "not run: scale stays 1" in explorer.status.value
+    entry.value = 2.5  # inside: the slider takes it and the explorer reruns
+    assert scale.value == 2.5 and calls[-1] == {"scale": 2.5, "kind": "line"}
+    assert explorer.ran_with() == "toy: scale = 2.5, kind = line"
+    scale.value = 3.0  # the slider moved: its box follows, and that is not a typed value
+    assert entry.value == 3.0 and calls[-1]["scale"] == 3.0 and len(calls) == 3
 
 
 def test_widget_error_shows_one_line_and_explorer_stays_usable(toy) -> None:

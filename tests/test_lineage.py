@@ -54,6 +54,8 @@ def test_the_read_log_sees_reads_under_its_roots_only(tmp_path: Path) -> None:
     log = lineage.ReadLog((inside,)).start()
     try:
         assert lineage.ReadLog.shared([inside]) is log
+        assert lineage.ReadLog.fresh([inside]) is not log and log not in lineage._LOGS
+        log.start()
         pd.read_csv(inside / "a.csv")
         pd.read_csv(outside / "a.csv")
         (inside / "written.txt").write_text("w")  # a write is not a read
@@ -76,7 +78,10 @@ def test_a_figure_names_what_it_read_with_its_dvc_lock_hash(
     from workbench.config import load
 
     cfg = load()
+    # as notebook_config does before a notebook reads anything (the Section joins this log)
+    log = lineage.ReadLog.fresh((cfg.paths.resolve("results"), cfg.paths.resolve("data")))
     section = Section("hotline", "Demo", tmp_path / "hotline", config=cfg)
+    assert section._log is log
     metrics = REPO_ROOT / "results" / "hotline" / "synthetic" / "metrics.csv"
     pd.read_csv(metrics)
     section.figure(_plot(), "curve", "A curve", "toy", reads=[metrics])
@@ -120,3 +125,38 @@ def test_the_config_digest_follows_the_notebooks_own_sections() -> None:
     assert config_digest(base, "hotline") == config_digest(same, "hotline")
     assert config_digest(base, "hotline")[0] != config_digest(moved, "hotline")[0]
     assert config_digest(base, "not a notebook")[1] == []  # the whole configuration
+
+
+def test_a_claim_links_the_figure_and_table_that_show_it(tmp_path: Path) -> None:
+    from workbench.config import load
+    from workbench.report import register as reg
+    from workbench.report.index import claim_lines
+    from workbench.report.sections import collect, register_claim
+
+    cfg = load()
+    lineage.ReadLog.fresh((cfg.paths.resolve("results"), cfg.paths.resolve("data")))
+    section = Section("hotline", "Demo", tmp_path / "hotline", config=cfg)
+    res = REPO_ROOT / "results" / "hotline" / "synthetic"
+    pd.read_csv(res / "metrics.csv")
+    pd.read_csv(res / "conditions.csv")  # hotline.speedup is measured from it
+    section.figure(_plot(), "curve", "AUC", "toy", reads=[res / "metrics.csv"])
+    section.figure(_plot(), "speedups", "Modelled speedups", "toy",
+                   reads=[res / "conditions.csv"])
+    section.table(pd.DataFrame({"x": [1]}), "conditions", "Conditions",
+                  reads=[res / "conditions.csv"])
+    for key in ("hotline.speedup", "hotline.v1_hybrid"):  # every claim of the section
+        section.claim(register_claim(reg.load()[key]))
+    section.save()
+    saved = json.loads((tmp_path / "hotline" / SECTION_FILE).read_text())
+    assert [i.get("claims") for i in saved["items"]] == [[], [1, 2], [1, 2]]
+    text = page(saved)
+    assert ("- **Shown in:** [figure *Modelled speedups*](#fig-speedups), "
+            "[table *Conditions*](#tab-conditions)") in text
+    assert ('<a id="fig-speedups"></a>\n\n*Shows [claim 1](#claim-1), [claim 2](#claim-2).*'
+            in text)
+    assert '<a id="fig-curve"></a>\n\n**AUC**' in text  # anchored, shows no claim
+    _, claims = collect(tmp_path, ["hotline"])
+    row = next(c for c in claims if c["key"] == "hotline.speedup")
+    assert row["shown"] == "fig-speedups"
+    assert ("[hotline #1](hotline/README.md#claim-1) · "
+            "[figure](hotline/README.md#fig-speedups)") in "\n".join(claim_lines(claims))

@@ -567,3 +567,17 @@ def test_a_curve_file_name_is_one_file() -> None:
     assert curve_name("NVLink/NIC ratio") == "NVLink_NIC_ratio"
     assert curve_name("slow-node NIC speed") == "slow-node_NIC_speed"
     assert curve_name("per-row cost (us)") == "per-row_cost_us_"
+
+
+def test_the_index_rows_of_similar_claims_stay_distinguishable() -> None:
+    from workbench.report.index import CELL_WIDTHS, clip_claim
+
+    long = ("Cache s=100 cuts embedding communication time against Hybrid without cache at "
+            "1 Gb/s (WDL; Fig. 7a; the 'up to 88% less embedding communication' headline)")
+    assert clip_claim(long, 80).endswith("… (WDL; Fig. 7a)") and len(clip_claim(long, 80)) <= 80
+    assert clip_claim("short (x)", 80) == "short (x)"
+    claims = pd.read_csv(REPO_ROOT / "reports" / "claims.csv")
+    cells = [clip_claim(c, CELL_WIDTHS["claim"]) for c in claims["claim"]]
+    assert len(set(cells)) == len(cells)  # every row of the index tells its claim apart
+    index = (REPO_ROOT / "reports" / "README.md").read_text()
+    assert all(f"| {c} |" in index for c in cells if "|" not in c)

@@ -40,7 +40,7 @@ def _argv(command: str, rest: list[str]) -> Iterator[None]:
 def _stage(rest: list[str]) -> None:
     from workbench.stages import main
 
-    main(rest)
+    main(rest, prog="workbench stage")
 
 
 def _replay(rest: list[str]) -> None:

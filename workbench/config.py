@@ -27,7 +27,10 @@ Config flows one way::
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
 import sys
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -49,7 +52,13 @@ from workbench.utils.paths import (
     known_notebooks,
     resolve,
 )
-from workbench.utils.validation import ConfigError, from_dict, in_range, nonempty
+from workbench.utils.validation import (
+    ConfigError,
+    from_dict,
+    in_range,
+    nonempty,
+    unknown_key,
+)
 
 
 @dataclass(frozen=True)
@@ -252,9 +261,36 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             return hydra_compose(config_name="config", overrides=list(overrides or []))
     except HydraException as err:
+        missing = re.search(r"Could not override '([^']+)'", str(err))
+        if missing:
+            raise override_error(missing[1]) from None
         raise ConfigError(f"bad override or config group: {err}") from err
     finally:
         GlobalHydra.instance().clear()
+
+
+def override_error(key: str) -> ConfigError:
+    """Why ``key=value`` overrides nothing: the first part of ``key`` the schema does not have,
+    with the closest key and the allowed ones (never Hydra's "+key", which would add the typo);
+    under a mapping of named entries (``datasets``, ``models``, ``hardware``) a new entry is
+    added with ``+key=value``."""
+    node: Any = WorkbenchConfig
+    parts = key.lstrip("+~").split(".")
+    for i, part in enumerate(parts):
+        prefix = ".".join(parts[:i])
+        if dataclasses.is_dataclass(node):
+            fields = {f.name: f for f in dataclasses.fields(node)}
+            if part not in fields:
+                return unknown_key(prefix, part, fields)
+            node = typing.get_type_hints(node)[part]
+        elif typing.get_origin(node) is dict:
+            return ConfigError(f"{key}: {prefix} has no entry {part!r} (its entries are named "
+                               f"by you); to add one, write +{key}=...")
+        else:
+            break
+    return ConfigError(f"{key} cannot be set this way: {'.'.join(parts[:-1]) or key} is a "
+                       "value, not a section (python -m workbench.stages <stage> --help lists "
+                       "a stage's keys)")
 
 
 def load(overrides: list[str] | None = None, params: Path | str | None = None) -> WorkbenchConfig:

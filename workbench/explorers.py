@@ -25,7 +25,6 @@ same way in its first cell (:func:`workbench.report.notebook.notebook_config`).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
@@ -625,8 +624,9 @@ BUILDERS: dict[str, Callable[..., Explorer]] = {
 
 
 def show(name: str, cfg: WorkbenchConfig, **initial: Any) -> Explorer | None:
-    """Build notebook ``name``'s explorer at ``initial`` (None: the config's value), print the
-    values it ran with and display it; print a note instead when its data is missing.
+    """Build notebook ``name``'s explorer at ``initial`` (None: the config's value) and display
+    it (its plot, and under it the values it ran with, updated on every rerun); print a note
+    instead when its data is missing.
 
     Returns:
         The explorer (``explorer.update(knob=value)`` reruns it), or None when skipped.
@@ -645,6 +645,5 @@ def show(name: str, cfg: WorkbenchConfig, **initial: Any) -> Explorer | None:
     except (FileNotFoundError, TooLittleData) as err:
         print(f"Explore section skipped: {err}")
         return None
-    print(f"{explorer.title}: {re.sub('<[^>]+>', '', explorer.status.value)}")
-    display(explorer)
+    display(explorer)  # the line under its plot says what it ran with, updated on every run
     return explorer

@@ -153,9 +153,53 @@ class Explorer:
         self._lock = threading.Lock()
         self._pending: dict[str, Any] | None = None
         self._worker: threading.Thread | None = None
+        self._line = None  # the "ran with" line under the plot, updated on every draw
+        self._syncing = False
+        #: a text box beside every slider: a value typed there is checked against the slider's
+        #: range and refused with a one-line error (a slider's own readout would clamp it)
+        self.entries: dict[str, Any] = {}
         for name, control in self.controls.items():
             control.observe(lambda change, n=name: self._on_change(n, change), names="value")
+            if isinstance(control, (w.FloatSlider, w.FloatLogSlider, w.IntSlider)):
+                control.readout = False
+                box = w.IntText if isinstance(control, w.IntSlider) else w.FloatText
+                entry = box(value=control.value, layout=w.Layout(width="8em"))
+                entry.observe(lambda change, n=name: self._on_entry(n, change), names="value")
+                control.observe(lambda change, e=entry: self._sync(e, change["new"]),
+                                names="value")
+                self.entries[name] = entry
         self.update()
+
+    def _sync(self, entry: Any, value: Any) -> None:
+        """Show the slider's value in its text box (without treating it as typed)."""
+        self._syncing = True
+        try:
+            entry.value = value
+        finally:
+            self._syncing = False
+
+    def _on_entry(self, name: str, change: dict) -> None:
+        """A value typed beside slider ``name``: outside its range it is refused (the status
+        says why, the box shows the slider's value again, nothing runs); else the slider takes
+        it, which reruns."""
+        if self._syncing:
+            return
+        control = self.controls[name]
+        try:
+            _check_in_widget(self.title, name, control, change["new"])
+        except KnobRangeError as err:
+            self.error = f"{type(err).__name__}: {err}"
+            self.status.value = (f'<span style="color:#b00020">&#9888; {html.escape(str(err))}'
+                                 f"</span> <i>(not run: {name} stays {control.value:g})</i>")
+            self._sync(self.entries[name], control.value)
+            return
+        control.value = change["new"]
+
+    def ran_with(self) -> str:
+        """``"<title>: knob = value, ..."``: the values of the run the plot shows."""
+        values = ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
+                           for k, v in self.values.items())
+        return f"{self.title}: {values}" if self.title else values
 
     def _on_change(self, name: str, change: dict) -> None:
         if self._updating:
@@ -263,9 +307,8 @@ class Explorer:
         self._plot(frame, self.ax)
         self.figure.tight_layout()
         self.data, self.values = frame, values
-        self.status.value = "<i>" + ", ".join(f"{k} = {v:g}" if isinstance(v, float)
-                                              else f"{k} = {v}"
-                                              for k, v in self.values.items()) + "</i>"
+        self.status.value = "<i>" + html.escape(self.ran_with().partition(": ")[2]
+                                                if self.title else self.ran_with()) + "</i>"
         import io
 
         from IPython.display import Image
@@ -275,6 +318,8 @@ class Explorer:
         self.png = png.getvalue()
         if self._handle is not None:  # shown already: redraw in place
             self._handle.update(Image(self.png))
+        if self._line is not None:
+            self._line.update({"text/plain": self.ran_with()}, raw=True)
 
     def widget(self):
         """The explorer's controls as one widget: title, controls, status line (the plot is
@@ -282,8 +327,9 @@ class Explorer:
         import ipywidgets as w
 
         header = [w.HTML(f"<b>{self.title}</b>")] if self.title else []
-        return w.VBox([*header, w.HBox(list(self.controls.values()),
-                                       layout=w.Layout(flex_flow="row wrap")),
+        knobs = [w.HBox([control, self.entries[name]]) if name in self.entries else control
+                 for name, control in self.controls.items()]
+        return w.VBox([*header, w.HBox(knobs, layout=w.Layout(flex_flow="row wrap")),
                        self.status])
 
     def _ipython_display_(self) -> None:
@@ -291,3 +337,6 @@ class Explorer:
 
         display(self.widget())
         self._handle = display(Image(self.png), display_id=True)
+        # what the plot shows, as text (a saved notebook shows no widget), never stale: it is
+        # updated with the plot
+        self._line = display({"text/plain": self.ran_with()}, raw=True, display_id=True)

@@ -7,6 +7,7 @@ A page marks each generated part with an HTML comment pair (invisible where it r
     <!-- claims:summary HET -->       one paper's states, one line
     <!-- claims:table HET -->         one paper's claims: paper value, ours, verdict, holds
     <!-- claims:costs -->             the claim -> command -> cost table of reports/costs.md
+    <!-- claims:figures HET -->       the report's figures showing a paper's claims (images)
     ...generated text...
     <!-- /claims -->
 
@@ -112,6 +113,31 @@ def costs(root: Path = REPO_ROOT) -> str:
     return "\n\n".join("\n".join(b) for b in blocks if b) + "\n"
 
 
+def figures(paper: str, root: Path = REPO_ROOT) -> str:
+    """The report's figures that show one of ``paper``'s claims, as images (the site holds
+    them under ``figures/<section>/``: ``docs/gen_figures.py``), each with its caption and the
+    claims it shows; in report order."""
+    import json
+
+    from workbench.report.notebook_registry import names
+
+    lines = []
+    for name in names():
+        path = root / "reports" / name / "section.json"
+        if not path.is_file():
+            continue
+        section = json.loads(path.read_text())
+        for item in section["items"]:
+            shown = [section["claims"][n - 1] for n in item.get("claims", [])
+                     if n <= len(section["claims"])]
+            if item["kind"] != "figure" or not any(c["paper"] == paper for c in shown):
+                continue
+            keys = ", ".join(f"`{c['key']}`" for c in shown if c["paper"] == paper)
+            lines += [f"![{_cell(item['caption'])}](../figures/{name}/{item['file']})", "",
+                      f"*{_cell(item['caption'])}* (`reports/{name}/`; shows {keys})", ""]
+    return "\n".join(lines) if lines else "No figure of the report shows these claims yet.\n"
+
+
 def render(name: str, arg: str | None, claims: pd.DataFrame, page: str) -> str:
     """The text of one marked part of ``page`` (a path relative to the repository root).
 
@@ -130,8 +156,10 @@ def render(name: str, arg: str | None, claims: pd.DataFrame, page: str) -> str:
         return table(claims, arg)
     if name == "costs":
         return costs()
+    if name == "figures" and arg:
+        return figures(arg)
     raise ValueError(f"{page}: unknown generated part claims:{name} (counts, papers, "
-                     "summary <paper>, table <paper>, costs)")
+                     "summary <paper>, table <paper>, costs, figures <paper>)")
 
 
 def update(text: str, claims: pd.DataFrame, page: str) -> str:

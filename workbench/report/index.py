@@ -88,6 +88,21 @@ def clip(text: str, width: int) -> str:
     return cut.rstrip(" ,;:-(/") + ELLIPSIS
 
 
+def clip_claim(text: str, width: int) -> str:
+    """A claim clipped to ``width`` keeping what tells similar rows apart: its trailing
+    parenthetical (model, figure: ``(DFM; Fig. 7a)``), cut to its first two parts, stays
+    whole and the words before it are clipped (:func:`clip`)."""
+    text = " ".join(str(text).split())
+    if len(text) <= width or not text.endswith(")") or "(" not in text:
+        return clip(text, width)
+    start = text.rfind("(")
+    parts = [p.strip() for p in text[start + 1:-1].split(";")]
+    tail = "(" + "; ".join(parts[:2]) + ")"
+    if len(tail) > width // 3 or start == 0:
+        return clip(text, width)
+    return clip(text[:start].rstrip(), width - len(tail) - 1) + " " + tail
+
+
 def _escape(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -146,16 +161,21 @@ def claim_lines(claims: list[dict[str, Any]]) -> list[str]:
         name, number = c.get("section"), c.get("number")
         link = (f"[{name} #{number}]({name}/{PAGE_FILE}#{claim_anchor(number)})"
                 if name and number else "-")
-        lines.append(_row([cell(c[k], CELL_WIDTHS[k])
-                           for k in ("paper", "claim", "paper_value", "measured")]
+        if name and c.get("shown"):
+            kind = "figure" if c["shown"].startswith("fig-") else "table"
+            link += f" · [{kind}]({name}/{PAGE_FILE}#{c['shown']})"
+        lines.append(_row([cell(c["paper"], CELL_WIDTHS["paper"]),
+                           _escape(clip_claim(c["claim"], CELL_WIDTHS["claim"]))]
+                          + [cell(c[k], CELL_WIDTHS[k]) for k in ("paper_value", "measured")]
                           + [c["verdict"], cell(c.get("holds") or "-", CELL_WIDTHS["holds"]),
                              link]))
     return ["## Claims", "",
             "Paper values: [P] from the paper's full text, [A] from its abstract. *Ours* is the "
             "mean over the seeds with its 95% interval where the claim ran several; *holds* is "
             "the state across each assumed parameter's plausible range. Cells are clipped; "
-            "*details* opens the claim on its section's page. [`claims.csv`](claims.csv) has "
-            "every field; the verdict maps per paper are under [Conditions](#conditions).", "",
+            "*details* opens the claim on its section's page, and the figure (or table) "
+            "showing it. [`claims.csv`](claims.csv) has every field; the verdict maps per "
+            "paper are under [Conditions](#conditions).", "",
             *(lines if claims else ["(no claims yet)"]), ""]
 
 

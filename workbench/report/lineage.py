@@ -194,6 +194,17 @@ class ReadLog:
                 return log
         return cls(roots).start()
 
+    @classmethod
+    def fresh(cls, roots: Iterable[Path]) -> ReadLog:
+        """A new log over ``roots``, started, replacing any active one over the same roots (a
+        notebook run again in the same kernel starts from nothing)."""
+        roots = tuple(roots)
+        wanted = {os.path.abspath(r) for r in roots}
+        for log in list(_LOGS):
+            if {os.path.abspath(r) for r in log.roots} == wanted:
+                log.stop()
+        return cls(roots).start()
+
     def start(self) -> ReadLog:
         """Begin logging (idempotent); returns the log."""
         global _HOOKED

@@ -92,7 +92,7 @@ def notebook_config(name: str, params_file: str | Path = "params.yaml",
     except ConfigError as err:
         raise NotebookError(str(err)) from None
     # what the notebook reads from here on is logged: its figures name it (Section.figure)
-    lineage.ReadLog.shared((cfg.paths.resolve("results"), cfg.paths.resolve("data")))
+    lineage.ReadLog.fresh((cfg.paths.resolve("results"), cfg.paths.resolve("data")))
     if dataset is None:
         _check_results(name, cfg, params_file)
         return cfg

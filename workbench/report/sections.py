@@ -380,9 +380,19 @@ class Section:
                 "also_read": [p for p in (repo_relative(f) for f in sorted(self._log.files))
                               if p not in named]}
 
+    def _link_claims(self) -> None:
+        """Give every figure and table the numbers of the claims it shows (:func:`shows`)."""
+        register = reg.load()
+        for item in self.items:
+            if "reads" in item:
+                item["claims"] = [n for n, c in enumerate(self.claims, 1)
+                                  if c.key in register.keys()
+                                  and shows(register[c.key].measured_by, item["reads"])]
+
     def save(self) -> None:
         """Write ``section.json`` and the section's page ``README.md`` (both atomically); show
         this section's claim rows and where the section went."""
+        self._link_claims()
         path = self._out / SECTION_FILE
         write_json(path, {"name": self.name, "title": self.title, "intro": self.intro,
                           "items": self.items, "claims": [asdict(c) for c in self.claims],
@@ -396,6 +406,26 @@ class Section:
         display.markdown(f"*Section `{self.name}` written to `{repo_relative(self._out)}/` "
                          f"(page: `{PAGE_FILE}`): {kinds.get('figure', 0)} figures, "
                          f"{kinds.get('table', 0)} tables, {len(self.claims)} claim rows.*")
+
+
+def shows(measured_by: Mapping[str, Any], reads: Sequence[str]) -> bool:
+    """Whether an item drawn from ``reads`` shows the claim measured from ``measured_by`` (the
+    register's ``{stage, file, ...}``): it read that file of that stage's results (any file of
+    them when the register names none)."""
+    stage, name = f"results/{measured_by['stage']}/", str(measured_by.get("file", "-"))
+    return any(stage in path and (name == "-" or path.endswith("/" + name)) for path in reads)
+
+
+def item_anchor(item: Mapping[str, Any]) -> str:
+    """The anchor of a figure or table on its page: ``fig-<name>`` or ``tab-<name>``."""
+    return ("fig-" if item["kind"] == "figure" else "tab-") + Path(item["file"]).stem
+
+
+def shown_in(section: Mapping[str, Any], number: int) -> list[Mapping[str, Any]]:
+    """The figures, then the tables, of ``section`` that show its claim ``number``."""
+    items = [i for i in section["items"] if number in i.get("claims", [])]
+    return ([i for i in items if i["kind"] == "figure"]
+            + [i for i in items if i["kind"] == "table"])
 
 
 def claim_anchor(number: int) -> str:
@@ -449,6 +479,12 @@ def page(section: dict[str, Any]) -> str:
                 lines.append(f"- **Holds:** {_one_line(c['holds'])}")
             if c.get("note"):
                 lines.append(f"- **Note:** {_one_line(c['note'])}")
+            shown = shown_in(section, number)
+            if shown:
+                lines.append("- **Shown in:** " + ", ".join(
+                    f"[{'figure' if i['kind'] == 'figure' else 'table'} "
+                    f"*{_one_line(i['caption'])[:60].rstrip()}*](#{item_anchor(i)})"
+                    for i in shown))
             if c.get("key"):
                 lines.append(f"- **Register:** `{c['key']}` (`workbench/conf/claims.yaml`)")
             lines.append("")
@@ -456,6 +492,12 @@ def page(section: dict[str, Any]) -> str:
         lines += ["## Results", ""]
     found = section.get("lineage", {})
     for item in section["items"]:
+        if item["kind"] in ("figure", "table"):
+            numbers = item.get("claims", [])
+            lines += [f'<a id="{item_anchor(item)}"></a>', ""]
+            if numbers:
+                lines += ["*Shows " + ", ".join(f"[claim {n}](#{claim_anchor(n)})"
+                                                for n in numbers) + ".*", ""]
         if item["kind"] == "figure":
             lines += [f"**{item['caption']}**", "", f"![{item['caption']}]({item['file']})", "",
                       f"*Setting:* {item['setting']}", ""]
@@ -703,8 +745,11 @@ def collect(reports: Path, sections: list[str], register: reg.Register | None = 
             if c.get("key") not in known:
                 bad.append(f"{c.get('key')!r} ({sec['name']} #{number}: {c.get('claim')})")
                 continue
+            first = shown_in(sec, number)
             by_key.setdefault(c["key"], []).append({**c, "section": sec["name"],
-                                                    "number": number})
+                                                    "number": number,
+                                                    "shown": item_anchor(first[0]) if first
+                                                    else ""})
     if bad:
         raise CatalogueError(f"claim rows whose key is not in {reg.REGISTER_FILE.name}: "
                              + "; ".join(bad))
@@ -726,7 +771,8 @@ def collect(reports: Path, sections: list[str], register: reg.Register | None = 
              if k in by_key}
     stale = [f"{k} (reports/{by_key[k][0]['section']}/{SECTION_FILE})"
              for k, row in fresh.items()
-             if {f: v for f, v in by_key[k][0].items() if f not in ("section", "number")} != row]
+             if {f: v for f, v in by_key[k][0].items()
+                 if f not in ("section", "number", "shown")} != row]
     if stale:
         raise CatalogueError("claim rows that differ from their measure in workbench/claims: "
                              + "; ".join(stale) + ". The section is older than the results or "
@@ -735,11 +781,11 @@ def collect(reports: Path, sections: list[str], register: reg.Register | None = 
     for e in register.entries:
         if e.key in by_key:
             row = by_key[e.key][0]
+            where = {k: row[k] for k in ("section", "number", "shown")}
             if e.key in fresh:
-                row = {**fresh[e.key], "section": row["section"], "number": row["number"]}
-            claims.append({**rejudge(row, register), "section": row["section"],
-                           "number": row["number"]})
+                row = {**fresh[e.key], **where}
+            claims.append({**rejudge(row, register), **where})
         elif e.kind == "not_comparable" and e.section in sections:
             claims.append({**rejudge(asdict(register_claim(e)), register), "section": "",
-                           "number": 0})
+                           "number": 0, "shown": ""})
     return loaded, claims

@@ -7,6 +7,8 @@
 ``cli``         the command line: argument parsing from the registry, one-line user errors
 ``costs``       what each stage run cost (wall, CPU, memory, output size), recorded when it ran
                 (``results/costs/<stage id>.json``)
+``cost_rerun``  a stage's cost from a rerun into a copy of ``results/`` (the committed outputs
+                untouched): ``python -m workbench.stages.cost_rerun <stage id> ...``
 ``__main__``    ``python -m workbench.stages``
 ==============  =================================================================================
 """

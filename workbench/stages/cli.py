@@ -49,12 +49,76 @@ def _description() -> str:
     return "Run one pipeline stage.\n\nStages:\n" + "\n".join(lines) + "\n\n" + _OPTIONS
 
 
+def stage_name(text: str) -> str:
+    """The registry's name of stage ``text``, which may be spelt with ``_`` (as its results,
+    notebooks and config keys are: ``het_cache``) or ``-`` (``het-cache``).
+
+    Raises:
+        argparse.ArgumentTypeError: no such stage (the closest name and every name).
+    """
+    import difflib
+
+    name = text.replace("_", "-")
+    if name in STAGES:
+        return name
+    close = difflib.get_close_matches(name, list(STAGES), n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise argparse.ArgumentTypeError(f"no stage {text!r}: {hint}the stages are "
+                                     + ", ".join(STAGES))
+
+
+def _field_rows(cls: type, value: object, prefix: str) -> list[tuple[str, str, str]]:
+    """``(key, value, allowed)`` for every setting of the config section ``value`` (a
+    dataclass of type ``cls``), nested sections flattened."""
+    import dataclasses
+    import typing
+
+    from workbench.utils.validation import _range_text
+
+    rows = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        key, current = f"{prefix}.{f.name}", getattr(value, f.name)
+        if dataclasses.is_dataclass(current):
+            rows += _field_rows(type(current), current, key)
+            continue
+        tp = hints[f.name]
+        allowed = ("one of " + ", ".join(map(str, typing.get_args(tp)))
+                   if typing.get_origin(tp) is typing.Literal
+                   else _range_text(dict(f.metadata)).strip())
+        if "nonempty" in f.metadata:
+            allowed = ("non-empty; " + allowed).strip("; ")
+        rows.append((key, str(current), allowed))
+    return rows
+
+
+def stage_help(stage: Stage, cfg: WorkbenchConfig, prog: str) -> str:
+    """``<prog> <stage> --help``: what the stage does and writes, and its own settings with their
+    values (from the config given: ``--params`` or ``workbench/conf/``) and allowed ranges."""
+    lines = [f"usage: {prog} {stage.name} [--params FILE] [--dataset NAME] [key=value ...]", "",
+             f"{stage.summary} -> {stage.output}", ""]
+    if stage.config is None:
+        lines.append("It has no settings of its own: the dataset's (dataset.*, or --dataset "
+                     "NAME for datasets.NAME) and paths.* apply.")
+        return "\n".join(lines)
+    section = getattr(cfg.experiments, stage.config)
+    rows = _field_rows(type(section), section, f"experiments.{stage.config}")
+    width = max(len(k) for k, _, _ in rows)
+    lines.append("Its settings (override any with key=value; the values shown are this "
+                 "config's):")
+    for key, value, allowed in rows:
+        shown = value if len(value) <= 60 else value[:57] + "..."
+        lines.append(f"  {key:<{width}}  {shown}" + (f"   ({allowed})" if allowed else ""))
+    lines += ["", _OPTIONS.replace("``", "`")]
+    return "\n".join(lines)
+
+
 def parser(prog: str = "python -m workbench.stages") -> argparse.ArgumentParser:
     """The argument parser (its help lists every stage of the registry)."""
     p = argparse.ArgumentParser(prog=prog, description=_description(),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("stage", choices=list(STAGES), metavar="stage",
-                   help="one of: " + ", ".join(STAGES))
+    p.add_argument("stage", type=stage_name, choices=list(STAGES), metavar="stage",
+                   help="one of: " + ", ".join(STAGES) + " (or with _ for -)")
     p.add_argument("name", nargs="?", default=None,
                    help="notebook name (for the notebook stage)")
     p.add_argument("--params", type=cli_path, default=None,
@@ -81,6 +145,14 @@ def run(argv: list[str] | None = None, prog: str = "python -m workbench.stages")
     """
     from workbench.utils.logs import setup
 
+    argv = list(sys.argv[1:] if argv is None else argv)
+    asked = [a for a in argv if not a.startswith("-") and "=" not in a]
+    if asked and {"-h", "--help"} & set(argv):  # the stage's own help, not the global one
+        known, _ = parser(prog).parse_known_args([asked[0]])
+        params = argv[argv.index("--params") + 1] if "--params" in argv[:-1] else None
+        print(stage_help(STAGES[known.stage], load([], cli_path(params) if params else None),
+                         prog))
+        raise SystemExit(0)
     args = parser(prog).parse_intermixed_args(argv)
     if args.name is not None and "=" in args.name:  # an override, not a notebook name
         args.overrides.insert(0, args.name)

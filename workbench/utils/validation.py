@@ -165,6 +165,19 @@ def _check_range(value: float, key: str, meta: dict[str, Any] | None) -> None:
         raise ConfigError(f"{key} = {value!r}: must be {kind}{_range_text(meta)}")
 
 
+def unknown_key(prefix: str, name: str, allowed: Iterable[str]) -> ConfigError:
+    """The error for key ``name`` under ``prefix``: the closest allowed key ("did you mean")
+    and every allowed one."""
+    import difflib
+
+    dot = f"{prefix}." if prefix else ""
+    allowed = sorted(allowed)
+    close = difflib.get_close_matches(name, allowed, n=1)
+    hint = f"did you mean {dot}{close[0]}? " if close else ""
+    return ConfigError(f"unknown key {dot}{name}: {hint}allowed keys of "
+                       f"{prefix or 'the config'} are {allowed}")
+
+
 def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
     """Build and validate dataclass ``cls`` from a plain dict.
 
@@ -181,8 +194,7 @@ def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
     dot = f"{prefix}." if prefix else ""
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise ConfigError(f"unknown key {dot}{unknown[0]}: allowed keys of {prefix or 'the config'}"
-                          f" are {sorted(fields)}")
+        raise unknown_key(prefix, unknown[0], fields)
     kwargs = {name: _convert(data[name], hints[name], f"{dot}{name}", dict(fields[name].metadata))
               for name in fields if name in data}
     try:
