@@ -29,7 +29,7 @@ for path in sorted(PACKAGE.rglob("*.py")):
         doc_path = Path(*parts).with_suffix(".md")
     nav[parts] = doc_path.as_posix()
     with mkdocs_gen_files.open(Path("reference", doc_path), "w") as page:
-        page.write(f"# `{'.'.join(parts)}`\n\n::: {'.'.join(parts)}\n")
+        page.write(f"::: {'.'.join(parts)}\n")  # the module's own heading titles the page
 
 with mkdocs_gen_files.open("reference/SUMMARY.md", "w") as summary:
     summary.writelines(nav.build_literate_nav())

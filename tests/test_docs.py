@@ -74,3 +74,17 @@ def test_mkdocs_build_is_strict_clean(tmp_path: Path) -> None:
     assert (tmp_path / "site" / "index.html").is_file()
     assert (tmp_path / "site" / "reference" / "workbench" / "index.html").is_file(), \
         "the API reference was not generated"
+    # the API reference renders its docstrings: no reST role, no literal-block marker, no
+    # cross-reference left unresolved as text
+    site = tmp_path / "site"
+    leftovers = {}
+    role = re.compile(r":(?:class|func|mod|meth|data|attr|exc|obj):(?:`|<code>)|"
+                      r"\[<code>[^<]*</code>\]\[|\[`[^`]*`\]\[")
+    for page in (site / "reference").rglob("*.html"):
+        found = role.findall(page.read_text())
+        if found:
+            leftovers[str(page.relative_to(site))] = found[:3]
+    assert not leftovers, f"literal roles or unresolved references in the site: {leftovers}"
+    # the paper pages show their key figures as images the site holds
+    het = (site / "papers" / "het" / "index.html").read_text()
+    assert '<img alt="' in het and 'src="../../figures/het_train/' in het

@@ -1,7 +1,7 @@
 r"""DLRM training-systems workbench: ESD, HET, RecD, Hotline and FlexShard at laptop scale.
 
 The package is layered; a module may import only from its own package and from packages of a
-lower layer (``tests/test_layering.py`` walks every import to keep this true)::
+lower layer (``tests/test_layering.py`` walks every import to keep this true):
 
    12  cli                 the ``workbench`` console command (stage, replay, config, sweep)
    11  sweep, explorers,   Hydra multirun over any stage (joblib / cluster launchers); the
@@ -33,7 +33,7 @@ lower layer (``tests/test_layering.py`` walks every import to keep this true)::
                            error family
 
 Each package's ``__init__`` says what it holds; each layer's config schema is its
-``config.py``, composed by :mod:`workbench.config`.
+``config.py``, composed by [`workbench.config`][].
 """
 
 __version__ = "0.1.0"

@@ -1,6 +1,5 @@
 """The few calls a researcher types in a notebook cell; each answers in seconds with a tidy frame.
 
-::
 
     from workbench import api
     cfg = api.config(["experiments.esd.bandwidth_spread=100"])  # Hydra overrides, validated
@@ -14,7 +13,7 @@ call               what it runs                                             retu
 =================  =======================================================  ==================
 ``config``         compose ``workbench/conf/`` (or read a params file)      WorkbenchConfig
                    + overrides
-``load``           a processed dataset's train / test splits                :class:`Data`
+``load``           a processed dataset's train / test splits                [`Data`][]
 ``cluster``        the emulated edge cluster of the config (links, caches)  EdgeCluster
 ``replay_cache``   samples' keys through HET caches, one setting per call   DataFrame, 1 row
 ``dispatch``       dispatchers on ESD's edge cluster, warmed, then measured DataFrame, 1 / disp.
@@ -28,10 +27,10 @@ call               what it runs                                             retu
 Every call is deterministic for a given config and seed. The pipeline's stages call the same
 experiment functions at full size; these run small variants of them.
 
-Every call checks its numbers before any work (:mod:`workbench.arguments`): a parameter that
+Every call checks its numbers before any work ([`workbench.arguments`][]): a parameter that
 stands for a config key has that key's range (``cache_ratio``: ``cache.ratio``'s ``(0, 1]``), the
 ``**knobs`` of ``dispatch`` and ``train`` are validated as their config section is, and NaN is
-refused; a bad one stops with one line naming the call, the parameter, its value and the range::
+refused; a bad one stops with one line naming the call, the parameter, its value and the range:
 
     ArgumentError: api.replay_cache: cache_ratio = 5.0: must be a number > 0.0 and <= 1.0
     (as config key cache.ratio)
@@ -178,7 +177,7 @@ def cluster(cfg: WorkbenchConfig, rows: int, dim: int | None = None):
         dim: embedding width (default: ``cfg.model.embedding_dim``).
 
     Returns:
-        An :class:`~workbench.cluster.edge_cluster.EdgeCluster`; ``read`` / ``write`` /
+        An [`EdgeCluster`][workbench.cluster.edge_cluster.EdgeCluster]; ``read`` / ``write`` /
         ``end_iteration`` drive it, ``history()`` is its tidy per-(iteration, worker) frame.
     """
     from workbench.cluster.edge_cluster import EdgeCluster
@@ -285,8 +284,8 @@ def dispatch(data: Data, dispatchers: Sequence[str] = ("random", "laia", "hybrid
     """Each dispatcher on ESD's edge cluster: warm the caches, then measure ``batches``.
 
     Args:
-        data: :func:`load`'s splits (the train samples are dispatched, wrapping around).
-        dispatchers: names (:data:`workbench.dispatch.registry.DISPATCHERS`).
+        data: [`load`][]'s splits (the train samples are dispatched, wrapping around).
+        dispatchers: names ([`workbench.dispatch.registry.DISPATCHERS`][]).
         cfg: the configuration whose ``experiments.esd`` is the base setting (default:
             ``workbench/conf/``).
         batches: global batches measured after the warm-up.
@@ -337,11 +336,11 @@ def train(data: Data, cfg: WorkbenchConfig | None = None, *, steps: int = 40,
     """Train ``steps`` iterations through ESD's edge cluster with any mechanisms on.
 
     Args:
-        data: :func:`load`'s splits (the first ``steps x workers x per_worker`` train samples).
+        data: [`load`][]'s splits (the first ``steps x workers x per_worker`` train samples).
         cfg: the configuration (``experiments.combined`` is the base; default: ``workbench/conf/``).
         steps: iterations.
         mechanisms: any of ``esd``, ``het``, ``recd``, ``hotline``, ``flexshard`` (see
-            :mod:`workbench.experiments.combined`).
+            [`workbench.experiments.combined`][]).
         laia: dispatch with Herald's LAIA instead (of ESD or the baseline).
         eval_every: iterations between test evaluations (default: steps / 4).
         seed: seeds the model, the dispatcher and the profile.

@@ -2,7 +2,7 @@
 knobs, command-line options.
 
 A parameter that stands for a config key takes that key's type and range, so the range is written
-once (the ``in_range`` metadata of the config dataclass)::
+once (the ``in_range`` metadata of the config dataclass):
 
     check("api.replay_cache", cache_ratio=(cache_ratio, key("cache.ratio")),
           rows=(rows, arg(int, 1)))
@@ -10,7 +10,7 @@ once (the ``in_range`` metadata of the config dataclass)::
         (as config key cache.ratio)
 
 Every check runs before any work; NaN and infinities are refused like in the configuration. A
-keyword set of a config section (``api.dispatch(..., workers=16)``) goes through :func:`replace`,
+keyword set of a config section (``api.dispatch(..., workers=16)``) goes through [`replace`][],
 which validates the changed section exactly as the configuration is validated.
 """
 

@@ -1,6 +1,5 @@
 """The ``workbench`` console command: one entry point for every ``python -m`` command line.
 
-::
 
     workbench stage <stage> [options] [overrides]   = python -m workbench.stages ...
     workbench replay {cache,dispatch} ...           = python -m workbench.replay ...
@@ -11,7 +10,7 @@
 
 Everything after the subcommand is handed, unchanged, to that module's own parser
 (``workbench stage --help`` is the stages' help). Relative paths in the configuration are
-relative to the project root (:mod:`workbench.utils.paths`): ``$WORKBENCH_ROOT``, else the source
+relative to the project root ([`workbench.utils.paths`][]): ``$WORKBENCH_ROOT``, else the source
 checkout the package runs from, else the working directory.
 """
 

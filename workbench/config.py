@@ -1,6 +1,6 @@
 """Configuration root: Hydra ``workbench/conf/`` -> validated, typed dataclasses -> code.
 
-Config flows one way::
+Config flows one way:
 
     workbench/conf/*.yaml --(Hydra compose + overrides)--> DictConfig
         DictConfig --(validate)--> WorkbenchConfig
@@ -10,15 +10,15 @@ Config flows one way::
   it (``make params``; ``dvc exp run`` does the same composition) and committed, because
   ``dvc repro`` reads only ``params.yaml``; a test asserts the two agree.
 * Pipeline stages read ``params.yaml`` (``--params params.yaml``), so ``dvc exp run -S key=value``
-  works. Interactive use composes ``workbench/conf/`` with Hydra overrides on the command line::
+  works. Interactive use composes ``workbench/conf/`` with Hydra overrides on the command line:
 
       python -m workbench.stages prepare dataset=criteo_kaggle dataset.max_rows=100000
 
 * Each layer declares its own schema next to its code (``workbench/data/config.py``,
   ``cluster/config.py``, ``dispatch/config.py``, ``models/config.py``,
-  ``experiments/config.py``); this module composes them into :class:`WorkbenchConfig`, adds the
+  ``experiments/config.py``); this module composes them into [`WorkbenchConfig`][], adds the
   run-wide parts (profile, paths, pipeline) and the cross-references between them, and loads it.
-  The one converter they share is :mod:`workbench.utils.validation`.
+  The one converter they share is [`workbench.utils.validation`][].
 * Every value is checked before any work starts. A bad value stops with
   ``ConfigError: dataset.synthetic.rows = -5: must be an integer >= 1`` — the key, the value and
   what is allowed.
@@ -86,7 +86,7 @@ class PathsConfig:
         results: the experiments' outputs.
         reports: figures, tables, executed notebooks, the report.
         mirrors: folders holding already-downloaded files by name, looked in before any URL
-            (``WORKBENCH_MIRRORS`` adds a user's own; :func:`workbench.data.download.fetch`).
+            (``WORKBENCH_MIRRORS`` adds a user's own; [`workbench.data.download.fetch`][]).
     """
 
     data: str = "data"
@@ -237,7 +237,7 @@ class WorkbenchConfig:
 
 
 def validate(cfg: DictConfig | dict[str, Any]) -> WorkbenchConfig:
-    """Resolve interpolations and validate the whole config into :class:`WorkbenchConfig`."""
+    """Resolve interpolations and validate the whole config into [`WorkbenchConfig`][]."""
     if isinstance(cfg, (DictConfig, ListConfig)):
         try:
             data = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True,
@@ -342,7 +342,7 @@ def read_params_file(path: Path) -> DictConfig:
     A params file is what ``make params`` writes: UTF-8 YAML mappings and lists. Refused before
     it is parsed: a file too big, binary bytes, text that is not UTF-8 (a UTF-16 file), an empty
     file, anchors and aliases (``&a`` / ``*a``: a 1 KB "billion laughs" file expands to
-    gigabytes), nesting deeper than :data:`MAX_PARAMS_DEPTH`; then any YAML error (a tab in the
+    gigabytes), nesting deeper than [`MAX_PARAMS_DEPTH`][]; then any YAML error (a tab in the
     indentation, a duplicate key, a ``!!python`` tag) is one line with its line number, and so
     is a top level that is not a mapping.
 

@@ -1,25 +1,25 @@
-r"""The notebooks' exploration sections: one :class:`~workbench.report.explore.Explorer` each.
+r"""The notebooks' exploration sections: one [`Explorer`][workbench.report.explore.Explorer] each.
 
 Each notebook ends with ``explorers.show("<notebook>", cfg, <knob>=<parameter>, ...)``, below its
 report and apart from it: the figures above read ``results/``; these rerun a small variant of the
-experiment live through :mod:`workbench.api`, in seconds, whenever a widget moves. A knob given
+experiment live through [`workbench.api`][], in seconds, whenever a widget moves. A knob given
 as None starts at the configuration's value; a papermill parameter (``-p bandwidth_spread 100``)
 starts it elsewhere, so a papermill run executes the live variant at that value.
 
-The notebook registry (:data:`workbench.report.notebook_registry.NOTEBOOKS`) names each
+The notebook registry ([`workbench.report.notebook_registry.NOTEBOOKS`][]) names each
 explorer's knobs, their ranges and its live run; ``docs/notebooks.md`` shows them as a table
-(:func:`~workbench.report.notebook_registry.explorer_table`).
+([`explorer_table`][workbench.report.notebook_registry.explorer_table]).
 
 Every builder takes the configuration (``load(params=params_file)``: its paths are the data
-read) and the knobs' initial values, and raises :class:`FileNotFoundError` when the data it
-needs is not there; :func:`show` turns that into a printed note. Sweeps (the het, hotline and
+read) and the knobs' initial values, and raises `FileNotFoundError` when the data it
+needs is not there; [`show`][] turns that into a printed note. Sweeps (the het, hotline and
 flexshard curves) run the configured grid plus the chosen value, which the plot marks.
 
-A knob's initial value is checked before any work against :data:`KNOBS` (a config key's range,
+A knob's initial value is checked before any work against [`KNOBS`][] (a config key's range,
 written once in its schema): ``het(cfg, cache_ratio=5)`` stops with one line,
 ``ArgumentError: explorers.het: cache_ratio = 5.0: must be a number > 0.0 and <= 1.0 (as config
 key experiments.het_cache.cache_ratio)``; a notebook checks its parameters (the same knobs) the
-same way in its first cell (:func:`workbench.report.notebook.notebook_config`).
+same way in its first cell ([`workbench.report.notebook.notebook_config`][]).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ KNOBS: dict[str, Mapping[str, Arg]] = {name: nb.knobs for name, nb in NOTEBOOKS.
 
 
 def check_knobs(name: str, where: str, **values: Any) -> None:
-    """Check explorer ``name``'s knob values against :data:`KNOBS` (None: not checked).
+    """Check explorer ``name``'s knob values against [`KNOBS`][] (None: not checked).
 
     Args:
         name: the notebook.
@@ -70,13 +70,13 @@ def notebook_config(name: str, params_file: str | Path = "params.yaml",
                     dataset: str | None = None, **knobs: Any) -> WorkbenchConfig:
     """A notebook's first cell: its explorer's starting values checked, then its configuration.
 
-    :func:`workbench.report.notebook.notebook_config` with the notebook's other parameters
+    [`workbench.report.notebook.notebook_config`][] with the notebook's other parameters
     (its explorer's starting values; None: the configuration's) checked first, before any
     work, against their ranges.
 
     Raises:
         NotebookError: a knob is unknown or outside its range (naming the parameter, its value
-            and the allowed range), or as :func:`workbench.report.notebook.notebook_config`.
+            and the allowed range), or as [`workbench.report.notebook.notebook_config`][].
     """
     import inspect
 
@@ -253,7 +253,7 @@ def het(cfg: WorkbenchConfig, *, policy: str | None = None, cache_ratio: float |
 
 
 class TooLittleData(UserError):
-    """A dataset too small for one iteration of an explorer: :func:`show` skips the section
+    """A dataset too small for one iteration of an explorer: [`show`][] skips the section
     with this line instead of failing the notebook."""
 
 
@@ -278,11 +278,11 @@ def _fit(name: str, train_samples: int, per_step: int, steps: int) -> tuple[int,
 def _trainer(cfg: WorkbenchConfig, dataset: str, steps: int, per_step: int,
              evals: Callable[[int], int], **knobs: Any
              ) -> tuple[Callable[..., pd.DataFrame], int, str]:
-    """``train(system, mechanisms, **values)``: :func:`workbench.api.train` of ``steps``
+    """``train(system, mechanisms, **values)``: [`workbench.api.train`][] of ``steps``
     iterations of ``per_step`` samples of ``dataset`` with ``knobs`` and ``values``, its rows
     labelled ``system``, evaluated every ``evals(iterations)``; each setting runs once (a run is
     deterministic), so a baseline that no knob changes is not rerun. A dataset with fewer train
-    samples runs the iterations they hold (:func:`_fit`): also returned, with the words that
+    samples runs the iterations they hold (`_fit`): also returned, with the words that
     say so in the title.
 
     Raises:

@@ -7,7 +7,7 @@ dispatcher assigns each sample of the batch to a worker (exactly b each), every 
 samples' keys through its HET cache and writes one update per occurrence. Output:
 ``{"batches": [{"workers": [{"samples": [...], "sync_plan_size": n, ...counters}, ...]}, ...]}``
 with each worker's sorted sample indices, its sync-plan size (LAIA's ``cplan``; 0 for the
-others) and its transfer counters for the batch. Example::
+others) and its transfer counters for the batch. Example:
 
     python -m workbench.replay dispatch --trace keys.npy --dispatcher laia --workers 8 \
         --per-worker 128 --cache-rows 50000 --batches 100 --out dispatch.json
@@ -18,7 +18,7 @@ A trace is a ``.npy`` file of integer keys shaped ``[steps, workers, keys_per_st
 exported from a production system). Each step, for workers 0..W-1 in order, the worker reads its
 keys through its cache and then writes one constant update per key occurrence; all pushes of
 step t land before any read of step t + 1 (``--order bsp`` instead makes every worker read before
-any worker writes within a step). Example::
+any worker writes within a step). Example:
 
     python -m workbench.replay cache --trace trace.npy --policy lfu --cache-rows 10000 \\
         --bound 100 --dim 16 --out result.json
@@ -26,7 +26,7 @@ any worker writes within a step). Example::
 Output JSON: ``{"workers": [{...}, ...], "config": {...}}``, one object per worker with
 ``miss_rate`` (misses / unique keys over the reads that ended with the cache full),
 ``pull_rows_per_key`` (rows pulled / keys read, duplicates counted), ``push_rows_per_key`` (rows
-pushed / keys written) and every raw counter of :data:`workbench.cache.COUNTERS`. A worker
+pushed / keys written) and every raw counter of `workbench.cache.COUNTERS`. A worker
 whose cache never filled (a trace with fewer distinct keys than cache lines) has no full-cache
 miss rate (NaN) and its other rates are cold-start measurements: both commands then log a
 warning with the numbers.

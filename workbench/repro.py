@@ -4,7 +4,7 @@ DVC runs the stages of a pipeline one after another; on a machine with several c
 them wait for nothing but their turn (the experiments are single-threaded by design: one torch
 thread, numba kernels). This runner reads DVC's own graph of the pipeline and hands each stage to
 ``dvc repro --single-item`` as soon as the stages it depends on are done, up to ``--jobs`` at a
-time (the machine's cores by default)::
+time (the machine's cores by default):
 
     dvc.yaml --(dvc's index: stages, their deps and outs)--> DAG
     ready = stages whose upstream stages are all done
@@ -106,7 +106,7 @@ def to_run(stages: Sequence[Stage], force: bool, changed: set[str] | None,
     """The stages to hand to DVC, in pipeline order.
 
     Args:
-        stages: the pipeline (:func:`load_pipeline`).
+        stages: the pipeline ([`load_pipeline`][]).
         force: every stage but the frozen ones (``dvc repro -f``).
         changed: without ``force``, the stages ``dvc status`` reports changed; they and
             everything downstream of them run.
@@ -161,7 +161,7 @@ class Scheduler:
     """Runs the chosen stages through DVC, ``jobs`` at a time, in dependency order.
 
     Args:
-        stages: the stages to run (:func:`to_run`); an upstream stage outside this list
+        stages: the stages to run ([`to_run`][]); an upstream stage outside this list
             counts as done.
         jobs: stages at a time (>= 1).
         force: pass ``-f`` to DVC (rerun a stage whatever its state).

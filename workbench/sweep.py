@@ -1,6 +1,5 @@
 """Sweeps beyond one process: any experiment stage under Hydra multirun and its launchers.
 
-::
 
     python -m workbench.sweep --multirun +stage=esd \\
         experiments.esd.cache_ratio=0.01,0.05,0.1 hydra/launcher=joblib hydra.launcher.n_jobs=2
@@ -18,11 +17,11 @@ writes its own ``<job dir>/data/`` (the project's downloads are its mirror; ``de
 of the processed dataset). The clock's calibration
 (``results/calibration``) is copied into each point's ``results/``.
 
-Every stage of :mod:`workbench.stages` except ``notebook`` and ``report`` can be swept; the
+Every stage of [`workbench.stages`][] except ``notebook`` and ``report`` can be swept; the
 point's dataset is the stage's default (``experiments.<stage>.dataset`` or the ``dataset``
 group), or ``+stage_dataset=<name>``.
 
-A point that fails does not stop the sweep and loses no other point's error::
+A point that fails does not stop the sweep and loses no other point's error:
 
     point fails --> its one-line error in its log and in <job dir>/failed.json (an internal
                     error: its traceback in the log too); the next points run
@@ -136,7 +135,7 @@ def _own_data(plain: DictConfig, cfg: Any, stage: str, dataset: str | None,
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def point(cfg: DictConfig) -> None:
     """One sweep point (Hydra's launcher calls it once per point, in whatever process): run it;
-    a failure is logged and recorded in the job directory (:data:`FAILED`), not raised, so the
+    a failure is logged and recorded in the job directory ([`FAILED`][]), not raised, so the
     other points run and every failure is reported at the end."""
     from hydra.core.hydra_config import HydraConfig
 
@@ -162,8 +161,8 @@ def point(cfg: DictConfig) -> None:
 
 
 class FailureReport(Callback):
-    """Collects into :data:`FAILURES` the failed points of the run or sweep that just ended (the
-    :data:`FAILED` records its points wrote, whichever process or machine ran them)."""
+    """Collects into [`FAILURES`][] the failed points of the run or sweep that just ended (the
+    [`FAILED`][] records its points wrote, whichever process or machine ran them)."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         FAILURES.clear()

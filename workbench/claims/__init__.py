@@ -1,12 +1,12 @@
 """Layer 8, claims: every register entry's measurement, computed from ``results/`` in code.
 
-The register (``workbench/conf/claims.yaml``, :mod:`workbench.report.register`) names, per
+The register (``workbench/conf/claims.yaml``, [`workbench.report.register`][]) names, per
 entry, the function that measures it (``measure: het.fig2_share``: the function ``fig2_share``
-of :mod:`workbench.claims.het`); :func:`measure` calls it on the pipeline's outputs and returns
-a :class:`~workbench.claims.measurement.Measurement` (value, interval payload, the sweep of every
-assumed parameter), which the report judges. The notebooks show the same measurements beside
-their figures (``section.record(claims.measure(entry, cfg))``); ``make check`` and the
-``report`` stage call them without running a notebook::
+of [`workbench.claims.het`][]); [`measure`][] calls it on the pipeline's outputs and returns
+a [`Measurement`][workbench.claims.measurement.Measurement] (value, interval payload, the sweep of
+every assumed parameter), which the report judges. The notebooks show the same measurements beside
+their figures (``section.record(claims.measure(entry, cfg))``); ``make check`` and the ``report``
+stage call them without running a notebook:
 
     results/ --claims.measure(entry, cfg)--> Measurement --register.judge--> Verdict
                                                          \\-> section.record (notebook row)
@@ -15,7 +15,7 @@ Imports ``config``, ``training`` and lower; never ``report`` (the register hands
 what it reads from an entry: key, committed setting, paper table).
 
 ==================  =============================================================================
-``measurement``     :class:`Measurement`, the :class:`Results` reader, :class:`Estimate`
+``measurement``     [`Measurement`][], the [`Results`][] reader, [`Estimate`][]
 ``het``             HET: Fig. 2, 3, 7a/b, 8, 9a; Tables 1, 2
 ``esd``             ESD: transmission cost, end-to-end speedup
 ``recd``            RecD: training, preprocessing, storage
@@ -49,7 +49,7 @@ def resolve(name: str) -> Measure:
     """The measure function a register entry names (``"het.fig2_share"``).
 
     Raises:
-        MeasureError: the module is not one of :data:`MODULES` or has no such function.
+        MeasureError: the module is not one of [`MODULES`][] or has no such function.
     """
     module, _, function = name.partition(".")
     if module not in MODULES or not function:
@@ -67,7 +67,7 @@ def measure(entry: EntryLike, cfg: WorkbenchConfig | Results) -> Measurement:
 
     Args:
         entry: the register entry (its ``measure`` names the function).
-        cfg: the composed configuration, or a :class:`Results` already reading it (several
+        cfg: the composed configuration, or a [`Results`][] already reading it (several
             measures then share the files they read).
 
     Raises:

@@ -70,7 +70,7 @@ def _setting_note(res: Results) -> tuple[dict[str, Any], str, str]:
 
 def sweep_points(res: Results, condition: str, column: str,
                  better: str) -> list[dict[str, Any]]:
-    """FlexShard against RW at every point of one swept ``condition`` (:data:`SWEEPS`): the
+    """FlexShard against RW at every point of one swept ``condition`` ([`SWEEPS`][]): the
     reduction of ``column`` (``better = "reduction"``) or RW's over FlexShard's (a speedup).
     A point whose replay reused samples its planner profiled is left out."""
     frame = runs(res)["sweeps"][condition]

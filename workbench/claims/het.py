@@ -5,8 +5,8 @@ Reads ``results/het_long/<ds>/`` (long training runs through the emulated cluste
 ``results/het_time/<ds>/`` (the time model on the replayed traces: Fig. 2, 7, 9a),
 ``results/het_scale/<ds>/`` (Fig. 7's table-size sweep), ``results/het_cache/<ds>/`` (Fig. 8's
 miss rates) and ``results/dataset_stats/<ds>/`` (Fig. 3's skew). Each public ``fig*``/``table*``
-function is one register entry's measure; the helpers (:func:`train_setting`,
-:func:`clock_text`, ...) are the settings the notebooks print beside their figures, so a figure
+function is one register entry's measure; the helpers ([`train_setting`][],
+[`clock_text`][], ...) are the settings the notebooks print beside their figures, so a figure
 and its claim say the same thing.
 
 The arithmetic, per claim:

@@ -1,19 +1,19 @@
 """What a claim's measure returns, and the results it reads.
 
 A measure is a function ``measure(res, entry) -> Measurement`` (one per register entry that
-needs one; the register names it, :func:`workbench.claims.resolve` finds it)::
+needs one; the register names it, [`workbench.claims.resolve`][] finds it):
 
     results/<stage>/<dataset>/...  --Results(cfg)-->  res.json(...), res.csv(...) (read once)
     res, entry  --measure-->  Measurement(key, text, setting, payload, conditions, note)
 
-``payload`` has the shape of the entry's rule (see :mod:`workbench.report.register`):
+``payload`` has the shape of the entry's rule (see [`workbench.report.register`][]):
 ``values`` per seed (factor, percent, decline), or ``a``, ``b``, ``labels`` (less, close), and
 ``missing`` (why the value is absent when it is). ``conditions`` maps each assumed parameter to
 its sweep's points ``{"value": v, **payload}``. Judging is the report's: a measurement holds no
 verdict, so the same numbers can be judged by the notebook's row, the report stage and
 ``make check`` alike.
 
-:class:`Estimate` is the one statistic a measure shows: a mean over seeds with its two-sided
+[`Estimate`][] is the one statistic a measure shows: a mean over seeds with its two-sided
 95% Student-t interval.
 """
 
@@ -36,7 +36,7 @@ CONFIDENCE = 0.95  # the interval of a mean over seeds
 
 
 class EntryLike(Protocol):
-    """What a measure reads from its register entry (:class:`workbench.report.register.Entry`)."""
+    """What a measure reads from its register entry ([`workbench.report.register.Entry`][])."""
 
     @property
     def key(self) -> str: ...
@@ -125,7 +125,7 @@ class Results:
         return found, unavailable
 
     def memo(self, name: str, build: Callable[[], Any]) -> Any:
-        """A value derived from several files, built once per :class:`Results`."""
+        """A value derived from several files, built once per [`Results`][]."""
         key = ("memo", Path(name))
         if key not in self._cache:
             self._cache[key] = build()
@@ -187,6 +187,6 @@ class Estimate:
 
 
 def estimate_text(values: Sequence[float] | None, fmt: Callable[[float], str]) -> str:
-    """:meth:`Estimate.text` of ``values``, or ``"-"`` when there is none."""
+    """[`Estimate.text`][] of ``values``, or ``"-"`` when there is none."""
     est = Estimate.of(values) if values is not None and len(values) else None
     return est.text(fmt) if est else "-"

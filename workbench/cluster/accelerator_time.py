@@ -1,10 +1,11 @@
 r"""Hotline's time model: one mini-batch of each scheme on an accelerator server, as a timeline.
 
 Our formalisation (Hotline's method section is unavailable; the pipeline of
-:mod:`workbench.training.hotline`). The rates come from a :class:`~workbench.cluster.config.\
-HardwareConfig` (a V100 / A100-class server from ``workbench/conf/hardware/``, or this machine's
+[`workbench.training.hotline`][]). The rates come from a [`\
+HardwareConfig`][workbench.cluster.config.\
+HardwareConfig] (a V100 / A100-class server from ``workbench/conf/hardware/``, or this machine's
 rates fitted from the measured runs). With ``r = 4 D`` bytes per row and ``F`` the training FLOPs
-(3 x forward) of one sample::
+(3 x forward) of one sample:
 
     compute(n)  = [n > 0] (overhead + n F / (peak x efficiency))    one micro-batch's fwd + bwd
     dense       = dense_update                                      once per mini-batch
@@ -26,7 +27,7 @@ rates fitted from the measured runs). With ``r = 4 D`` bytes per row and ``F`` t
     Unh / Unc: distinct hot / cold keys of its non-popular micro-batch (Bn samples)
 
 FAE's normal batches are hybrid steps; its phase switches move the hot rows over the link
-(``link(H)`` each way, :func:`sync_seconds`). A multi-accelerator server's dense AllReduce is
+(``link(H)`` each way, [`sync_seconds`][]). A multi-accelerator server's dense AllReduce is
 not modelled (one accelerator).
 """
 
@@ -87,7 +88,7 @@ def step_timeline(kind: str, hw: HardwareConfig, row_bytes: int, train_flops: fl
         row_bytes: bytes of one embedding row (4 D).
         train_flops: training FLOPs of one sample (3 x forward).
         samples: samples of the mini-batch (the fields below are those of
-            :class:`workbench.training.hotline.MicroBatchCounts`).
+            [`workbench.training.hotline.MicroBatchCounts`][]).
         popular: samples whose every key is hot.
         unique_all: distinct keys of the mini-batch.
         unique_popular: distinct keys of the popular micro-batch (all hot).
@@ -133,7 +134,7 @@ def step_timeline(kind: str, hw: HardwareConfig, row_bytes: int, train_flops: fl
 
 def step_seconds(kind: str, hw: HardwareConfig, row_bytes: int, train_flops: float,
                  **counts: int) -> float:
-    """The modelled time of one mini-batch (the end of :func:`step_timeline`)."""
+    """The modelled time of one mini-batch (the end of [`step_timeline`][])."""
     phases = step_timeline(kind, hw, row_bytes, train_flops, **counts)
     return max((end for _, _, _, end in phases), default=0.0)
 

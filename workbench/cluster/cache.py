@@ -1,6 +1,6 @@
 """HET's per-worker embedding cache with per-embedding bounded staleness (numba kernels).
 
-Follows the Hetu v1.0 reference semantics (Hetu's public cache code, transcribed)::
+Follows the Hetu v1.0 reference semantics (Hetu's public cache code, transcribed):
 
     worker w                                        parameter server
     +-------------------------------------+         +---------------------------+
@@ -34,8 +34,8 @@ and push every key every step).
 Layout (struct of arrays, so the kernels compile with numba and nothing loops per key in Python):
 
 * ``slot_of[rows]`` (int32): the cache slot holding a key, or -1; in an
-  :class:`~workbench.cluster.edge_cluster.EdgeCluster`, column w of one key-major ``[rows, W]``
-  table (:func:`cluster_slots`), so the ESD cost model reads every worker's slot of a key from
+  [`EdgeCluster`][workbench.cluster.edge_cluster.EdgeCluster], column w of one key-major ``[rows,
+  W]`` table ([`cluster_slots`][]), so the ESD cost model reads every worker's slot of a key from
   one memory line;
 * ``links[C, 4]`` (int32): prev, next, bucket, freq of each slot (the LFU and LFUOpt list
   links, 16 bytes a line, apart from the rest so a list walk stays in the core's L2 cache; one
@@ -52,13 +52,13 @@ Layout (struct of arrays, so the kernels compile with numba and nothing loops pe
 * ``meta[10]``: policy, capacity, size, first LFU bucket, free-bucket top, queue length,
   permanent lines, dirty lines (kept up to date so the ESD cost model reads it in O(1)), LRU
   queue head and tail;
-* ``counters``: see :data:`COUNTERS`.
+* ``counters``: see [`COUNTERS`][].
 
 Between two writes a line can be evicted dirty at most once (a re-inserted line is clean), so
 the queue never holds more than C entries.
 
 LRU's recency queue (exact LRU, lazily deleted) and the policies' kernels:
-:mod:`workbench.cluster.cache_policy`.
+[`workbench.cluster.cache_policy`][].
 
 Speed (``benchmarks/cache_replay.py``, issue 48: a replay at the memory's pace). A step's
 read and write each make one pass over its sorted unique keys and one over its occurrences, each
@@ -66,7 +66,7 @@ pass prefetching the random lines it will touch a few keys ahead (``prefetch_row
 
 * dedup: the keys are marked in the server's two-level bitmap and drained in order; each
   occurrence's index is its key's rank, counted from the marked words
-  (:func:`~workbench.utils.bitset.sorted_unique`: no sort and no ``rows``-long index);
+  ([`sorted_unique`][workbench.utils.bitset.sorted_unique]: no sort and no ``rows``-long index);
 * read: the slots are gathered, then one pass touches each cached line and checks its version,
   one copies the rows out, and the misses are inserted in one batch: with at most C misses the
   victims are the free slots and then the oldest live queue entries, all known before the first
@@ -295,7 +295,7 @@ def _push_row(srv_val, srv_ver, key, src, row, updates, log_i, log_g):
 
     With a push log (``log_i`` non-empty: row 0 holds the entry count, row n + 1 the key and
     updates of entry n, ``log_g[n]`` its gradient row) the push is also recorded, so a worker
-    whose server is remote can send exactly these rows (:mod:`workbench.cluster.remote_ps`).
+    whose server is remote can send exactly these rows ([`workbench.cluster.remote_ps`][]).
     """
     for d in range(srv_val.shape[1]):
         srv_val[key, d] += src[row, d]
@@ -487,7 +487,7 @@ class CacheSpec:
 
 
 def cluster_slots(spec: CacheSpec, rows: int, workers: int) -> tuple[np.ndarray, np.ndarray]:
-    """The state W caches of one spec share, for :class:`WorkerCache`'s ``slot_of`` and
+    """The state W caches of one spec share, for [`WorkerCache`][]'s ``slot_of`` and
     ``lines`` (worker w gets ``slot_of[:, w]`` and ``lines[w]``).
 
     Returns:
@@ -500,20 +500,20 @@ def cluster_slots(spec: CacheSpec, rows: int, workers: int) -> tuple[np.ndarray,
 
 
 class WorkerCache:
-    """One edge worker's embedding cache bound to a :class:`ParameterServer`.
+    """One edge worker's embedding cache bound to a [`ParameterServer`][].
 
     Args:
         spec: policy, capacity (rows; forced to 0 for ``none``) and bounds.
         server: the parameter server whose rows are cached.
-        log_pushes: record the rows each write pushes (:meth:`pushes`).
+        log_pushes: record the rows each write pushes ([`pushes`][]).
         slot_of: the slot of every key, ``int32[rows]`` filled with -1; a view of the cluster's
-            key-major ``[rows, W]`` table (:func:`cluster_slots`) lets the ESD cost model read
+            key-major ``[rows, W]`` table ([`cluster_slots`][]) lets the ESD cost model read
             every worker's state of a key from one memory line. None: a private array.
         lines: key, version, updates and LRU queue position of every slot,
             ``int64[max(C, 1), 4]`` filled with -1
-            (a view of :func:`cluster_slots`' stacked lines); None: a private array.
+            (a view of [`cluster_slots`][]' stacked lines); None: a private array.
 
-    Example::
+    Example:
 
         ps = ParameterServer(np.zeros((100, 8)))
         cache = WorkerCache(CacheSpec("lru", capacity=10, read_bound=100, write_bound=100), ps)
@@ -588,7 +588,7 @@ class WorkerCache:
                                                 bool]:
         """``keys`` as contiguous int64 with their sorted unique keys, inverse, a slot buffer and
         whether it holds their slots. A write of the keys just read (the protocol's usual
-        read-then-write) reuses the read's dedup and the slots it left (:meth:`_done`)."""
+        read-then-write) reuses the read's dedup and the slots it left (`_done`)."""
         keys = np.ascontiguousarray(keys, dtype=np.int64)
         last = self._last_dedup
         if last is not None and last[0].shape == keys.shape and np.array_equal(last[0], keys):
@@ -652,7 +652,7 @@ class WorkerCache:
         self._log_i[0, 0] = 0
 
     def pushes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The rows the last :meth:`write` or :meth:`flush` pushed, in push order (a cache built
+        """The rows the last [`write`][] or [`flush`][] pushed, in push order (a cache built
         with ``log_pushes``): keys ``int64[n]``, updates ``int64[n]``, gradient rows
         ``float32[n, D]`` (views, valid until the next write or flush)."""
         if not self.log_pushes:

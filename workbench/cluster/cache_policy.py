@@ -1,14 +1,14 @@
 """The HET cache's state layout and its replacement policies (numba kernels).
 
-The protocol (:mod:`workbench.cluster.cache`: reads, writes, pulls and pushes, the formal model)
+The protocol ([`workbench.cluster.cache`][]: reads, writes, pulls and pushes, the formal model)
 keeps each worker's cache in the arrays laid out here, and changes which keys they hold only
-through this module: a use of a cached line (LRU: :func:`_lru_append`; LFU and LFUOpt:
-:func:`_touch`), an insertion that may evict
-(:func:`insert`, and :func:`insert_lru_batch` for a read's misses at once) and the write's
-re-touch of its read's LRU queue run (:func:`retouch_run`).
+through this module: a use of a cached line (LRU: `_lru_append`; LFU and LFUOpt:
+`_touch`), an insertion that may evict
+([`insert`][], and [`insert_lru_batch`][] for a read's misses at once) and the write's
+re-touch of its read's LRU queue run ([`retouch_run`][]).
 
 LRU's recency queue (exact LRU, lazily deleted). A touch or an insert of slot s appends s at the
-tail and records the position; an entry whose slot has been touched since is stale::
+tail and records the position; an entry whose slot has been touched since is stale:
 
     lru_q:  [ head ... stale  s3  stale  s7  s1 ... tail )      lines[s, 3] = s's live position
               ^ oldest live entry = the LRU line (the victim)
@@ -25,7 +25,7 @@ can be prefetched (a list's tail walk is a chain of dependent random loads). Eac
 appended once and skipped once: O(1) amortised per touch; the compaction every >= C + 1 appends
 reads at most 2C + 1 entries.
 
-LFU keeps frequency buckets (an LRU list of lines each, :mod:`workbench.cluster.linked_list`) in
+LFU keeps frequency buckets (an LRU list of lines each, [`workbench.cluster.linked_list`][]) in
 a sorted chain allocated from a free pool; LFUOpt uses the fixed buckets 1..9 and makes a line
 permanent at its tenth use.
 """
@@ -166,7 +166,7 @@ def _lru_victim(lines, lru_q, meta):
 
 @nb.njit(cache=True, _nrt=False)
 def _touch(links, buckets, free_b, meta, s):
-    """Count a use of slot ``s`` in LFU or LFUOpt (LRU: :func:`_lru_append`)."""
+    """Count a use of slot ``s`` in LFU or LFUOpt (LRU: `_lru_append`)."""
     policy = meta[_POLICY]
     if policy == _LFU:
         b = links[s, _BUCKET]

@@ -1,13 +1,13 @@
 """The committed machine calibration the clock reads: compute per model, software cost per width.
 
-The ``calibrate`` stage (:mod:`workbench.experiments.calibrate`) measures, on this machine,
+The ``calibrate`` stage ([`workbench.experiments.calibrate`][]) measures, on this machine,
 
 * each configured model's forward + backward + optimizer time at several per-worker batch sizes
   and fits ``seconds = per_batch + per_sample x samples`` (least squares);
 * the per-message and per-row CPU cost of a parameter-server exchange at each embedding width
-  the experiments use (:mod:`workbench.cluster.software_cost`);
+  the experiments use ([`workbench.cluster.software_cost`][]);
 
-and writes them to ``results/calibration/calibration.json``::
+and writes them to ``results/calibration/calibration.json``:
 
     {"machine": {...}, "settings": {...},
      "compute":  {"wdl/D128/dense13/sparse26": {"fingerprint": "...", "per_batch_s": ...,
@@ -18,7 +18,7 @@ and writes them to ``results/calibration/calibration.json``::
 The pipeline reads the committed file, so every stage is deterministic; recalibrating is the
 explicit ``calibrate`` stage (``make calibrate``), the only way the pipeline's file changes. A
 dataset picked on the command line (``--dataset NAME`` or ``dataset=...``: one's own data) is
-calibrated into its own file, never into the pipeline's::
+calibrated into its own file, never into the pipeline's:
 
     results/calibration/calibration.json          the pipeline's (DVC, frozen; make calibrate)
     results/calibrate/<NAME>/calibration.json     calibrate --dataset NAME (or dataset=...)
@@ -94,8 +94,8 @@ class Calibration:
         path: where it was read from (named in errors).
         machine: CPU, threads and library versions it was measured with.
         settings: batch sizes, repeats, threads of the measurement.
-        compute: model timings by :func:`compute_key`.
-        software: software costs by :func:`software_key`.
+        compute: model timings by [`compute_key`][].
+        software: software costs by [`software_key`][].
     """
 
     path: Path

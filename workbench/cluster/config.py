@@ -25,7 +25,7 @@ class ClusterConfig:
         name: profile name.
         backend: ``emulated`` (one process, the analytic clock) or ``distributed`` (W worker
             processes and a parameter-server process on torch.distributed, gloo, links shaped
-            in wall time: :mod:`workbench.training.distributed`; BSP cache / hybrid systems).
+            in wall time: [`workbench.training.distributed`][]; BSP cache / hybrid systems).
             The ``distributed_check`` stage runs both; ``het_train`` and ``het_time`` need
             ``emulated`` (they interleave evaluations and sweep ASP and AllGather systems).
         workers: number of edge workers W.
@@ -52,7 +52,7 @@ class ClusterConfig:
         client_row_us: client microseconds per row handled (``software = explicit``).
         server_message_us: server microseconds per message (``software = explicit``).
         server_row_us: server microseconds per row handled (``software = explicit``).
-        dense_mode: how the dense gradients are synchronised (:mod:`workbench.cluster.dense_sync`):
+        dense_mode: how the dense gradients are synchronised ([`workbench.cluster.dense_sync`][]):
             ``after_backward`` (one flat ring AllReduce once backward is done, fully exposed),
             ``overlapped`` (DDP's buckets, all-reduced while backward runs), ``ps`` (dense
             push and pull over each worker's own link to the parameter server) or
@@ -100,7 +100,7 @@ class ClusterConfig:
                   "peer_bandwidth_gbps", "peer_latency_ms")
 
     def with_clock_of(self, other: ClusterConfig) -> ClusterConfig:
-        """These links and workers with ``other``'s clock settings (:attr:`CLOCK_KEYS`)."""
+        """These links and workers with ``other``'s clock settings ([`CLOCK_KEYS`][])."""
         return dataclasses.replace(self, **{k: getattr(other, k) for k in self.CLOCK_KEYS})
 
     def dense_sync(self) -> DenseSync:
@@ -121,7 +121,7 @@ class ClusterConfig:
                     raise ConfigError(f"{key}[{i}] = {v}: must be a finite number {bound}")
 
     def require_emulated(self, stage: str) -> None:
-        """Raise a :class:`ConfigError` naming ``stage`` unless ``backend`` is ``emulated``."""
+        """Raise a [`ConfigError`][] naming ``stage`` unless ``backend`` is ``emulated``."""
         if self.backend != "emulated":
             raise ConfigError(
                 f"cluster.backend = {self.backend}: the {stage} stage runs on the emulated "

@@ -4,8 +4,8 @@ cluster resized to another worker count, bandwidth, server count or dense mode.
 ESD's edge cluster (and the combined run's, which reuses it) has ``W`` links whose bandwidths are
 log-spaced from ``max / spread`` to ``max``; the timed stages put the clock settings of the
 configured cluster (compute, software cost, overlap, dense synchronisation) on such links
-(:func:`clock_cluster`). The HET time model's sweeps resize the configured cluster
-(:func:`resized_cluster`: per-worker lists repeat cyclically).
+([`clock_cluster`][]). The HET time model's sweeps resize the configured cluster
+([`resized_cluster`][]: per-worker lists repeat cyclically).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def edge_cluster_config(exp: EdgeLinks, workers: int, spread: float) -> ClusterC
 
 def clock_cluster(exp: EdgeLinks, cluster: ClusterConfig,
                   spread: float | None = None) -> ClusterConfig:
-    """The base edge links (:func:`edge_cluster_config`; at ``spread`` if given) with the
+    """The base edge links ([`edge_cluster_config`][]; at ``spread`` if given) with the
     clock settings of ``cluster`` (compute, software cost, overlap, dense synchronisation)."""
     spread = exp.bandwidth_spread if spread is None else spread
     return edge_cluster_config(exp, exp.workers, spread).with_clock_of(cluster)

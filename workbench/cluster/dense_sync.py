@@ -1,6 +1,6 @@
 r"""Dense synchronisation: how the dense gradients travel, and how much of it an iteration sees.
 
-The embedding rows travel to and from the parameter server (:mod:`workbench.cluster.time_model`);
+The embedding rows travel to and from the parameter server ([`workbench.cluster.time_model`][]);
 the dense parameters (the MLPs, a few hundred kB to a few MB) are synchronised once per
 iteration in one of three modes (``cluster.dense_mode``):
 
@@ -31,14 +31,14 @@ crosses.
 The ring (all three modes' collective, W workers): ``2 (W - 1)`` steps, in each of which every
 worker sends ``bytes / W`` to its neighbour and every link runs at once, so one step takes the
 slowest link's ``L_j + c_step + bytes / (W B_j)`` (``c_step``: the collective's own software
-cost per step)::
+cost per step):
 
     ring(bytes) = 2 (W - 1) x max_j ( L_j + c_step + bytes / (W B_j) )
 
 Bucketed schedule of one BSP iteration that ends (the slowest worker's backward done) at ``E``;
 backward takes ``b = backward_share x compute`` of that worker and produces the gradients at a
 constant rate in bytes, so bucket ``i`` (cumulative bytes ``c_i`` of ``total``) is ready at
-``r_i``::
+``r_i``:
 
     r_i = E - b + b c_i / total
     f_0 = r_0 + ring(bytes_0);   f_i = max(r_i, f_{i-1}) + ring(bytes_i)
@@ -51,7 +51,7 @@ constant rate in bytes, so bucket ``i`` (cumulative bytes ``c_i`` of ``total``) 
 
 Concurrent schedule of one BSP iteration (times from its start; worker j's compute ``c_j``, its
 embedding communication ``comm_j`` of which ``w_j`` is the write after backward, ``R`` the
-ring, ``R^b_j = 2 (W - 1) bytes / (W B_j)`` the ring's wire time on worker j's link)::
+ring, ``R^b_j = 2 (W - 1) bytes / (W B_j)`` the ring's wire time on worker j's link):
 
     none:      E = max_j t_j,  t_j = iter_j - w_j  (read, compute: the write starts at t_j)
                separate: step = max( max_j iter_j, E + R )
@@ -128,13 +128,13 @@ class DenseSync:
     """The dense synchronisation mode and its parameters (``cluster.dense_mode`` and friends).
 
     Attributes:
-        mode: one of :data:`DENSE_MODES`.
+        mode: one of [`DENSE_MODES`][].
         bucket_mb: DDP's bucket size (``bucket_cap_mb``), MiB.
         first_bucket_mb: DDP's first bucket (the last layers' gradients, ready first), MiB.
         backward_share: the share of a worker's compute that is the backward pass, over which
             the gradients become ready (an assumed parameter: backward is about 2/3 of forward
             + backward FLOPs; the sweeps show its range).
-        link: the ring's links in the ``concurrent`` mode, one of :data:`DENSE_LINKS`.
+        link: the ring's links in the ``concurrent`` mode, one of [`DENSE_LINKS`][].
         peer_bandwidth_gbps: the worker-to-worker path's bandwidth, Gb/s (``separate``).
         peer_latency_ms: its one-way latency, ms (``separate``).
     """
@@ -172,7 +172,7 @@ class DenseSync:
 
     def ring_links(self, bandwidth_Bps: np.ndarray, latency_s: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray]:
-        """The links the ring crosses: the workers' own, or the peer path (:attr:`on_peer_links`).
+        """The links the ring crosses: the workers' own, or the peer path ([`on_peer_links`][]).
 
         Args:
             bandwidth_Bps: the workers' links, bytes per second.
@@ -185,7 +185,7 @@ class DenseSync:
 
     def own_link_wire(self, nbytes: float, bandwidth_Bps: np.ndarray) -> np.ndarray:
         """The ring's wire seconds on each worker's own link ``R^b_j`` (module docstring):
-        :func:`ring_wire_seconds`, or zeros where the ring runs on the peer path."""
+        [`ring_wire_seconds`][], or zeros where the ring runs on the peer path."""
         if self.on_peer_links:
             return np.zeros(len(bandwidth_Bps))
         return ring_wire_seconds(nbytes, bandwidth_Bps)
@@ -203,7 +203,7 @@ class DenseSync:
             prefetch: whether the embedding exchange overlaps compute (``overlap = prefetch``).
             ring_s: the ring's seconds ``R``.
             wire_s: the ring's wire seconds on each worker's own link ``R^b_j``, ``[W]``
-                (:meth:`own_link_wire`: zeros on ``separate``).
+                ([`own_link_wire`][]: zeros on ``separate``).
         """
         ring = np.asarray(ring_s, dtype=np.float64)
         if prefetch:  # iter_j = max(c_j, comm_j): both terms already bound it

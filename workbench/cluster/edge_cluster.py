@@ -1,6 +1,5 @@
 """The emulated edge cluster: W workers with HET caches over one parameter server, and its clock.
 
-::
 
               +-------- parameter server: global table (value, ver per row) --------+
               |                                                                      |
@@ -11,9 +10,9 @@
         speed s_1                  speed s_2                              speed s_W
 
 Each worker reads and writes its keys through its own HET cache
-(:class:`~workbench.cluster.cache.WorkerCache`); :meth:`EdgeCluster.end_iteration` closes an
+([`WorkerCache`][workbench.cluster.cache.WorkerCache]); [`EdgeCluster.end_iteration`][] closes an
 iteration, turning the counter deltas into bytes and seconds with the clock of
-:mod:`workbench.cluster.time_model`, and keeps one record per iteration for the figures.
+[`workbench.cluster.time_model`][], and keeps one record per iteration for the figures.
 """
 
 from __future__ import annotations
@@ -43,13 +42,13 @@ def cache_capacity(cache: CacheConfig, table_rows: int) -> int:
 
 
 def cache_spec(cache: CacheConfig, table_rows: int) -> CacheSpec:
-    """The per-worker :class:`CacheSpec` of ``cache`` over a table of ``table_rows`` rows."""
+    """The per-worker [`CacheSpec`][] of ``cache`` over a table of ``table_rows`` rows."""
     return CacheSpec(cache.policy, cache_capacity(cache, table_rows), cache.read_bound,
                      cache.write_bound, cache.clock)
 
 
 class EdgeCluster:
-    """W edge workers, each with a :class:`~workbench.cache.WorkerCache`, over one PS.
+    """W edge workers, each with a `WorkerCache`, over one PS.
 
     Args:
         cluster: links, speeds and workers.
@@ -60,7 +59,7 @@ class EdgeCluster:
         software: the resolved per-message / per-row software cost of the clock (None: none;
             ``workbench.training.clock.clock_costs`` resolves the config's).
 
-    Example::
+    Example:
 
         cl = EdgeCluster(cluster_cfg, cache_cfg, table_rows=1000, dim=16)
         rows = cl.read(0, keys)                  # worker 0 reads through its cache
@@ -116,14 +115,14 @@ class EdgeCluster:
             compute_s: per-worker compute seconds of this iteration (already speed-scaled).
             dense_bytes: bytes of the dense parameters (synchronised once per iteration).
             routes: how the dense gradients and the embedding rows travel
-                (:class:`~workbench.cluster.routes.Routes`: a ring or the parameter servers;
+                ([`Routes`][workbench.cluster.routes.Routes]: a ring or the parameter servers;
                 rows through the PS as the caches counted, or all-gathered).
             hidden_s: per-worker compute that overlaps this iteration's communication even
-                without prefetch (Hotline's popular micro-batch; see :func:`time_model`).
+                without prefetch (Hotline's popular micro-batch; see [`time_model`][]).
 
         Returns:
-            :func:`time_model` for this iteration, one value per worker; the counter deltas
-            are kept for :meth:`history`.
+            [`time_model`][] for this iteration, one value per worker; the counter deltas
+            are kept for [`history`][].
         """
         now = self.counters()
         delta = now - self._last
@@ -154,7 +153,7 @@ class EdgeCluster:
 
     def history(self) -> pd.DataFrame:
         """All iteration records, one row per (iteration, worker): counter deltas, bytes and
-        seconds (see :meth:`end_iteration`)."""
+        seconds (see [`end_iteration`][])."""
         if not self.records:
             return pd.DataFrame()
         frame = pd.DataFrame(np.concatenate(self._deltas), columns=list(COUNTERS))
@@ -181,12 +180,12 @@ def replay(cluster: EdgeCluster, trace: np.ndarray, update: float = -0.01,
             ``bsp``: for each step, every worker reads, then every worker writes (no worker
             sees another's step-t pushes within step t).
         want_values: also materialise the read rows (slower; the counters do not need them).
-        record: close every step with :meth:`EdgeCluster.end_iteration` (per-step records);
+        record: close every step with [`EdgeCluster.end_iteration`][] (per-step records);
             without it only the cumulative counters are kept.
         progress: show a tqdm bar over steps.
 
     Returns:
-        :meth:`EdgeCluster.history` (one row per step and worker; empty without ``record``).
+        [`EdgeCluster.history`][] (one row per step and worker; empty without ``record``).
     """
     replay_steps(cluster, trace, update, order, want_values, record, progress)
     return cluster.history()
@@ -195,8 +194,8 @@ def replay(cluster: EdgeCluster, trace: np.ndarray, update: float = -0.01,
 def replay_steps(cluster: EdgeCluster, trace: np.ndarray, update: float = -0.01,
                  order: str = "sequential", want_values: bool = False, record: bool = True,
                  progress: bool = False) -> None:
-    """:func:`replay`'s steps without building the history (a trace replayed a window at a
-    time calls this per window and reads :meth:`EdgeCluster.history` once at the end)."""
+    """[`replay`][]'s steps without building the history (a trace replayed a window at a
+    time calls this per window and reads [`EdgeCluster.history`][] once at the end)."""
     from tqdm.auto import tqdm
 
     if trace.ndim != 3 or trace.shape[1] != cluster.workers:
@@ -219,7 +218,7 @@ def replay_steps(cluster: EdgeCluster, trace: np.ndarray, update: float = -0.01,
 
 def reclock(history: pd.DataFrame, links: Links, dim: int, dense_bytes: float,
             routes: Routes = HYBRID) -> pd.DataFrame:
-    """The clock of a recorded run (:meth:`EdgeCluster.history`) on other links or in another
+    """The clock of a recorded run ([`EdgeCluster.history`][]) on other links or in another
     dense synchronisation mode: exact wherever the run's traffic does not depend on time
     (the counters and the compute are the run's own; a dispatcher that decided for other links
     would have moved other rows).
@@ -229,7 +228,7 @@ def reclock(history: pd.DataFrame, links: Links, dim: int, dense_bytes: float,
         links: the links, software cost, overlap and dense synchronisation to clock it on.
         dim: embedding width D.
         dense_bytes: dense bytes synchronised per iteration.
-        routes: the system's dense and sparse routes (see :func:`time_model`).
+        routes: the system's dense and sparse routes (see [`time_model`][]).
 
     Returns:
         One row per iteration: ``step_s`` (the BSP step), ``dense_s`` (the AllReduce the step

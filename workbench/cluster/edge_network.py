@@ -3,7 +3,7 @@ r"""A real edge network on one machine: network namespaces joined by kernel-shap
 Every node (the parameter server, each worker, the dispatcher) is a Linux network namespace with
 its own stack and address; each joins a bridge in a "switch" namespace over a veth pair, and
 the kernel shapes both directions of every link (``tc``: a token-bucket filter for the rate,
-netem for delay and jitter where the kernel has it)::
+netem for delay and jitter where the kernel has it):
 
       node ps        192.0.2.1   eth0 ==tbf==+                     +==tbf== n0 --+
       node w0        192.0.2.2   eth0 ==tbf==+== veth pairs ==     +==tbf== n1 --+-- br0
@@ -20,18 +20,18 @@ leave the machine.
 
 Lifetime: each namespace is created by a *holder* process (``unshare(CLONE_NEWNET)`` and
 ``sleep``) that the kernel kills when this process dies (``PR_SET_PDEATHSIG``), so the network
-disappears with its last process whatever ends the run: :meth:`EdgeNetwork.down` (exit, error,
+disappears with its last process whatever ends the run: [`EdgeNetwork.down`][] (exit, error,
 signal) kills the holders, and even a SIGKILL of the launcher takes the holders with it. Nothing
 is created in the machine's own namespace, and no namespace is named (``ip netns`` lists
 nothing): enter one with ``nsenter --net=/proc/<holder pid>/ns/net`` (the
 ``workbench network`` command prints the lines).
 
 Where the kernel lacks netem (``CONFIG_NET_SCH_NETEM``), delays cannot be added: the links then
-have the veth's own latency (tens of microseconds; :meth:`EdgeNetwork.probe` measures it) and
-:attr:`EdgeNetwork.latency_applied` is False; whoever compares a clock with this network must
-evaluate the clock at the latency the links really have (:meth:`EdgeNetwork.effective_latency_ms`).
+have the veth's own latency (tens of microseconds; [`EdgeNetwork.probe`][] measures it) and
+[`EdgeNetwork.latency_applied`][] is False; whoever compares a clock with this network must
+evaluate the clock at the latency the links really have ([`EdgeNetwork.effective_latency_ms`][]).
 
-Counters: :meth:`EdgeNetwork.counters` reads a node's interface counters from the kernel
+Counters: [`EdgeNetwork.counters`][] reads a node's interface counters from the kernel
 (``/proc/<holder>/net/dev``: bytes and packets, both directions), which include the Ethernet,
 IP and TCP headers of every packet and the ACKs.
 """
@@ -225,12 +225,12 @@ class _Node:
 
 @dataclass
 class EdgeNetwork:
-    """The network of ``spec``, built by :meth:`up` (or ``with``) and torn down by :meth:`down`.
+    """The network of ``spec``, built by [`up`][] (or ``with``) and torn down by [`down`][].
 
     Args:
         spec: the nodes and their links.
 
-    Example::
+    Example:
 
         spec = NetworkSpec.from_cluster(cluster_cfg)
         with EdgeNetwork(spec) as net:
@@ -383,7 +383,7 @@ class EdgeNetwork:
     def run(self, name: str, argv: Sequence[str], check: bool = True
             ) -> subprocess.CompletedProcess:
         """Run ``argv`` inside node ``name``'s namespace to completion; raise
-        :class:`NetworkError` with its message if it fails and ``check``."""
+        [`NetworkError`][] with its message if it fails and ``check``."""
         proc = self.popen(name, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           stdin=subprocess.DEVNULL)
         out, err = proc.communicate()

@@ -1,7 +1,7 @@
 """Intrusive doubly linked lists in integer arrays (numba), shared by the HET cache and LAIA.
 
 Nodes and lists are rows of two integer arrays whose first two columns hold the links; other
-columns belong to the caller (keys, versions, bucket ids, ...)::
+columns belong to the caller (keys, versions, bucket ids, ...):
 
     nodes[s, PREV], nodes[s, NEXT]   neighbours of node s in its list (-1: none)
     lists[l, HEAD], lists[l, TAIL]   first and last node of list l (-1: empty)

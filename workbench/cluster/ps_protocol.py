@@ -1,13 +1,13 @@
 """A minimal parameter-server wire protocol: pull and push messages, served from a shard.
 
-The messages the clock of :mod:`workbench.cluster.time_model` counts, as a real (in-process) PS
-protocol: a client that builds and reads them (:func:`encode_pull`, :func:`decode_pull`,
-:func:`encode_push`) and a server shard that answers them (:func:`serve_pull`,
-:func:`apply_push`) out of a :class:`~workbench.cluster.shard_table.ShardTable`.
-:mod:`workbench.cluster.software_cost` times both sides. (Not to be confused with
-:mod:`workbench.cluster.wire`, the framed messages between real processes.)
+The messages the clock of [`workbench.cluster.time_model`][] counts, as a real (in-process) PS
+protocol: a client that builds and reads them ([`encode_pull`][], [`decode_pull`][],
+[`encode_push`][]) and a server shard that answers them ([`serve_pull`][],
+[`apply_push`][]) out of a [`ShardTable`][workbench.cluster.shard_table.ShardTable].
+[`workbench.cluster.software_cost`][] times both sides. (Not to be confused with
+[`workbench.cluster.wire`][], the framed messages between real processes.)
 
-Wire format (little-endian; ``n`` rows; every message starts with the same 32-byte header)::
+Wire format (little-endian; ``n`` rows; every message starts with the same 32-byte header):
 
     header        magic b"PSW1" | kind u32 | rows i64 | D i64 | bound i64          32 bytes
     PULL_REQUEST  header(n, D, s_r) | keys i64[n] | versions i64[n]                 + 16 n
@@ -19,11 +19,11 @@ The request and the push carry exactly the bytes the time model charges (8 + 8 p
 bytes (the client stores that version in its cache line), 16 bytes more than the time model's
 ``4 D`` per pulled row. A decoder checks the magic, the kind, ``rows >= 0``, ``D >= 1``, the
 table's ``D`` and that the length is exactly what the header implies; anything else raises
-:class:`ValueError` naming the field.
+`ValueError` naming the field.
 
-Server side: :func:`serve_pull` returns ``(k_i, ver[k_i], value[k_i])`` for the keys the shard's
-``select_rows`` picks (missing or too stale for the client), in request order; :func:`apply_push`
-is the shard's ``apply_rows`` (see :mod:`workbench.cluster.shard_table`). The look-ups, the
+Server side: [`serve_pull`][] returns ``(k_i, ver[k_i], value[k_i])`` for the keys the shard's
+``select_rows`` picks (missing or too stale for the client), in request order; [`apply_push`][]
+is the shard's ``apply_rows`` (see [`workbench.cluster.shard_table`][]). The look-ups, the
 version test, the gather and the scatter-add run in numba kernels; Python only parses headers
 and wraps buffers.
 
@@ -186,7 +186,7 @@ def encode_pull(keys: np.ndarray, versions: np.ndarray, dim: int, bound: int = 0
 def serve_pull(message, table: ShardTable, out=None) -> bytearray | memoryview:
     """Server: answer a pull request with the rows the client lacks or holds too stale.
 
-    ``out``: as for :func:`encode_pull`.
+    ``out``: as for [`encode_pull`][].
 
     Raises:
         ValueError: a malformed request, or one for another D than the table's.
@@ -214,7 +214,7 @@ def decode_pull(response, dim: int | None = None) -> tuple[np.ndarray, np.ndarra
 def encode_push(keys: np.ndarray, counts: np.ndarray, rows: np.ndarray,
                 out=None) -> bytearray | memoryview:
     """Client: a push of ``rows [n, D]`` (float32 gradients) with their update ``counts``;
-    ``out`` as for :func:`encode_pull`."""
+    ``out`` as for [`encode_pull`][]."""
     keys = as_int64(keys, "keys")
     counts = as_int64(counts, "counts", len(keys))
     rows = _rows(rows, len(keys))

@@ -1,9 +1,9 @@
 """HET's cache protocol between real processes: a parameter-server process and the workers'
-caches, over :mod:`workbench.cluster.wire`.
+caches, over [`workbench.cluster.wire`][].
 
-The worker runs the very kernels of :mod:`workbench.cluster.cache` against a local *mirror* of
+The worker runs the very kernels of [`workbench.cluster.cache`][] against a local *mirror* of
 the server, refreshed before every read from the real server's answer; the push log of the
-kernels says exactly which rows a write pushed::
+kernels says exactly which rows a write pushed:
 
     worker w (RemoteCache)                                   server (serve_parameter_server)
     read(K):  U = unique(K); v_u = line version (miss: -inf)
@@ -23,7 +23,7 @@ all pushes of the round are applied -- the emulator's "every push of step t land
 of step t + 1". Applying a round in rank order makes the server's table the same, bit for bit, as
 the emulated one given the same pushes. Pulled and pushed rows are the emulator's by construction
 (the same kernels decide); the bytes differ from the clock's accounting
-(:mod:`workbench.cluster.time_model`: 16 B per key read, 4D B per row, 16 B per pushed row's key
+([`workbench.cluster.time_model`][]: 16 B per key read, 4D B per row, 16 B per pushed row's key
 and count) only by what the real protocol must also carry: the reply's mask and the 8-byte
 version of each pulled row, and a header per message.
 """
@@ -159,7 +159,7 @@ class RemoteCache:
 
     @property
     def counters(self) -> np.ndarray:
-        """The cache's cumulative counters (:data:`workbench.cluster.cache.COUNTERS`)."""
+        """The cache's cumulative counters ([`workbench.cluster.cache.COUNTERS`][])."""
         return self.cache.counters
 
     def read(self, keys: np.ndarray) -> np.ndarray:

@@ -1,7 +1,7 @@
 """How a training system's parameters travel: the dense gradients' route and the embeddings'.
 
-HET's systems differ in two choices, which the time model (:mod:`workbench.cluster.time_model`)
-charges, and the cluster's ``dense_mode`` (:mod:`workbench.cluster.dense_sync`) refines::
+HET's systems differ in two choices, which the time model ([`workbench.cluster.time_model`][])
+charges, and the cluster's ``dense_mode`` ([`workbench.cluster.dense_sync`][]) refines:
 
     dense route   allreduce   a ring among the workers, in the cluster's dense mode (after
                               backward, DDP's buckets, or ``ps``: onto the parameter servers
@@ -10,7 +10,7 @@ charges, and the cluster's ``dense_mode`` (:mod:`workbench.cluster.dense_sync`) 
     sparse route  ps          rows pulled and pushed as the caches count (Hybrid, Cache, PS)
                   allgather   every worker's updated rows all-gathered (HET's AllReduce)
 
-:class:`Routes` holds both; :meth:`Routes.dense_on_ps` decides where the dense gradients go, the
+[`Routes`][] holds both; [`Routes.dense_on_ps`][] decides where the dense gradients go, the
 one place the two choices and the dense mode combine.
 """
 

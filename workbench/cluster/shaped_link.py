@@ -1,9 +1,9 @@
 """A link shaped in the sender: token bucket at the configured bandwidth plus a fixed latency.
 
-The distributed backend (:mod:`workbench.cluster.remote_ps`, :mod:`workbench.training.distributed`)
+The distributed backend ([`workbench.cluster.remote_ps`][], [`workbench.training.distributed`][])
 runs on the loopback interface, where every byte moves at memory speed. To make a heterogeneous
-edge link real in wall time, each sender passes every message through the :class:`ShapedLink` of
-the link it leaves on before handing it to torch.distributed::
+edge link real in wall time, each sender passes every message through the [`ShapedLink`][] of
+the link it leaves on before handing it to torch.distributed:
 
     tokens(t) = min(burst, tokens(t0) + B (t - t0))        refilled at B bytes/s, capped at burst
     send(n):   wait until tokens >= n (n > burst: until the bucket is full, then go into debt),
@@ -11,11 +11,11 @@ the link it leaves on before handing it to torch.distributed::
 
 so a train of messages is limited to ``B`` on average, a single message of ``n`` bytes on an idle
 link takes ``L + max(0, n - burst) / B``, and with ``burst = 0`` exactly ``L + n / B`` -- the
-emulated clock's ``L + bytes / B`` (:mod:`workbench.cluster.time_model`). Waiting sleeps, which
+emulated clock's ``L + bytes / B`` ([`workbench.cluster.time_model`][]). Waiting sleeps, which
 releases the GIL, so a shaped send on one thread does not stall another thread's compute.
 
 Several senders may share one bucket (a parameter server's own network link, shared by the
-replies to every worker): :class:`ShapedLink` is thread-safe.
+replies to every worker): [`ShapedLink`][] is thread-safe.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class ShapedLink:
         clock: the time source (``time.perf_counter``; tests pass a fake one).
         sleep: the sleep function (``time.sleep``; tests pass a fake one).
 
-    Example::
+    Example:
 
         link = ShapedLink(bandwidth_Bps=1e9 / 8, latency_s=5e-3)   # 1 Gb/s, 5 ms
         link.wait(len(payload))        # blocks until the bytes may leave
@@ -93,7 +93,7 @@ class ShapedLink:
         return debt + latency
 
     def wait(self, nbytes: int, latency_s: float | None = None) -> float:
-        """Block until ``nbytes`` may leave (token bucket, then latency, :meth:`delay`'s
+        """Block until ``nbytes`` may leave (token bucket, then latency, [`delay`][]'s
         ``latency_s`` if given); returns the seconds waited."""
         seconds = self.delay(nbytes, latency_s) if self.shaped or latency_s else 0.0
         if seconds > 0:

@@ -1,11 +1,11 @@
 """A parameter-server shard: an open-addressing hash map from int64 keys to rows (numba kernels).
 
-A shard (:class:`ShardTable`) stores a sparse key space: an open-addressing hash map (linear
+A shard ([`ShardTable`][]) stores a sparse key space: an open-addressing hash map (linear
 probing, splitmix64 hash, an index of ``2^k >= 2 x capacity`` cells so the load stays <= 1/2, no
 deletion) from any int64 key to a row slot; ``values[capacity, D]`` float32 and
 ``versions[capacity]`` int64 hold the rows. Semantically the shard is a total map
 ``key -> (value, ver)`` that is ``(0, 0)`` for every key not stored yet. Its two kernels of a
-parameter-server exchange (served over the messages of :mod:`workbench.cluster.ps_protocol`)::
+parameter-server exchange (served over the messages of [`workbench.cluster.ps_protocol`][]):
 
     select_rows(keys K, versions V, bound s_r):          (the rows a pull returns)
         the positions i, in request order, with

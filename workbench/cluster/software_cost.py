@@ -1,26 +1,26 @@
 """The software cost of a parameter-server exchange, measured on a real minimal wire protocol.
 
-The clock of :mod:`workbench.cluster.time_model` charges ``L + bytes / B`` per transfer; what a
+The clock of [`workbench.cluster.time_model`][] charges ``L + bytes / B`` per transfer; what a
 message costs in software (serialisation, hash look-ups) is measured here. The messages that clock
-counts are a real (in-process) PS protocol (:mod:`workbench.cluster.ps_protocol`): a client that
-builds and reads them and a server shard (:class:`~workbench.cluster.shard_table.ShardTable`)
+counts are a real (in-process) PS protocol ([`workbench.cluster.ps_protocol`][]): a client that
+builds and reads them and a server shard ([`ShardTable`][workbench.cluster.shard_table.ShardTable])
 that answers them out of a hash map. This module times both sides to fit a per-message and a
 per-row cost on each.
 
-Measurement (:func:`measure`). One exchange of ``n`` keys is a pull request of ``n`` unique keys
+Measurement ([`measure`][]). One exchange of ``n`` keys is a pull request of ``n`` unique keys
 that the server answers with all ``n`` rows (half not cached, half stale), and a push of ``n``
 rows back: 2 messages, and ``3 n`` rows handled in the time model's sense (``rows_j = u_j +
 pulled_j + pushed_j``: a key sent, a row received, a row pushed). The costs are in the units the
-time model charges them, per message and per row handled::
+time model charges them, per message and per row handled:
 
     client_s(n) = encode_pull + decode_pull + encode_push = 2 client_message_s + 3n client_row_s
     server_s(n) = serve_pull + apply_push                 = 2 server_message_s + 3n server_row_s
 
 Each size is timed ``repeats`` times (sizes interleaved, garbage collector off, kernels compiled
-beforehand); the medians are fitted by :func:`fit_linear` against ``3 n`` (a least-squares fit
+beforehand); the medians are fitted by [`fit_linear`][] against ``3 n`` (a least-squares fit
 of relative residuals with both coefficients constrained to be >= 0) and the intercept halved.
 Every message is built in place in one buffer: a new ``bytearray``, or (``out=``) a reused send
-buffer, as a real PS client and server keep. :func:`measure` reuses three buffers by default, so
+buffer, as a real PS client and server keep. [`measure`][] reuses three buffers by default, so
 the costs are the protocol's work (serialisation, look-ups, copies), not the allocator's: on the
 development machine (a Firecracker VM with free-page reporting) a fresh 2 MB buffer costs ~1-3
 ms of page faults some of the time and nothing at other times, depending on the allocator's
@@ -104,7 +104,7 @@ class SoftwareCosts:
     """Fitted software costs of a PS exchange (seconds) and the medians they come from.
 
     ``*_message_s``: seconds per message; ``*_row_s``: seconds per row handled (a key sent, a
-    row received or pushed), as :mod:`workbench.cluster.time_model` charges them.
+    row received or pushed), as [`workbench.cluster.time_model`][] charges them.
     ``client_seconds[i]`` / ``server_seconds[i]``: median time of one whole exchange of
     ``sizes[i]`` keys (2 messages, ``3 x sizes[i]`` rows) on each side (module docstring).
     """
@@ -159,7 +159,7 @@ def measure(dim: int, sizes: Sequence[int] = (1, 8, 64, 512, 4096), repeats: int
     pull of ``n`` distinct stored keys (half not cached, half one update beyond the bound, so
     all ``n`` rows come back) and a push of ``n`` rows. Sizes are interleaved over
     ``repeats`` rounds after one untimed exchange per size (JIT compilation, caches); the
-    medians are fitted with :func:`fit_linear` against the ``3 n`` rows handled, and the
+    medians are fitted with [`fit_linear`][] against the ``3 n`` rows handled, and the
     intercept is split over the exchange's 2 messages (module docstring). A negative fitted
     intercept is clipped to 0 and the per-row cost refitted through the origin. Inputs are
     deterministic in ``seed``; the timings are not.

@@ -1,7 +1,7 @@
 r"""Two-tier embedding storage: hot rows in accelerator memory, every row in host memory.
 
 Hotline (ISCA 2024) and FAE (PVLDB 2021) keep the popular rows in GPU HBM and the rest in CPU
-DRAM (our formalisation of Hotline)::
+DRAM (our formalisation of Hotline):
 
         accelerator tier  (CUDA: device memory; CPU: a separate tensor store)
         +---------------------------+
@@ -15,27 +15,27 @@ DRAM (our formalisation of Hotline)::
         +---------------------------+  a hot key's host copy is synced only by sync_to_host
 
 A hot key is read and updated in the accelerator tier only; its host copy is refreshed when the
-hot set changes (:meth:`set_hot`, which writes the evicted rows back) or by an explicit
-:meth:`sync_to_host` (FAE's phase switch). :meth:`table` merges both into the current table.
+hot set changes (`set_hot`, which writes the evicted rows back) or by an explicit
+`sync_to_host` (FAE's phase switch). `table` merges both into the current table.
 
-The accelerator tier is the head of one buffer whose tail is a staging area for cold rows::
+The accelerator tier is the head of one buffer whose tail is a staging area for cold rows:
 
     buffer = [ hot[0] ... hot[H-1] | staged cold row 0 ... staged cold row C-1 | spare ]
     source index of a micro-batch's distinct key k:  slot[k]  if hot,  H + (rank of k among
                                                       the micro-batch's cold keys) if cold
 
 so a micro-batch whose rows are partly hot and partly cold (Hotline's non-popular one) reads
-them with ONE gather (:meth:`gather_fused`) and updates them with ONE ``index_add_``
-(:meth:`update_fused`): the hot rows in place, the staged cold rows to be written back whole
-(:meth:`staged`). ``host[k] += delta`` and ``staged + delta`` copied back are the same float32
+them with ONE gather (`gather_fused`) and updates them with ONE ``index_add_``
+(`update_fused`): the hot rows in place, the staged cold rows to be written back whole
+(`staged`). ``host[k] += delta`` and ``staged + delta`` copied back are the same float32
 addition, so the result is bitwise the separate gathers' and updates'.
 
 Gathers are ``index_select`` calls, which release the GIL, so a background thread gathering
-host rows really runs beside the main thread's compute (:mod:`workbench.training.hotline`). On
-CUDA the host tier is pinned so that :meth:`upload` copies without blocking on a side stream.
+host rows really runs beside the main thread's compute ([`workbench.training.hotline`][]). On
+CUDA the host tier is pinned so that `upload` copies without blocking on a side stream.
 
 A CPU has no host-accelerator link: the copy is a memcpy in the same DRAM. With ``link_gbps``
-set, :meth:`upload` and :meth:`download` shape the link in wall time like a token bucket: the copy
+set, `upload` and `download` shape the link in wall time like a token bucket: the copy
 is made, then the caller sleeps (releasing the GIL) until ``latency + bytes / bandwidth`` has
 passed since it started, so a transfer on the background thread really overlaps the main
 thread's compute and one on the main thread really delays it.
@@ -60,7 +60,7 @@ class TieredEmbeddingStore:
         hot: the hot keys (any order; duplicates ignored).
         device: the accelerator (``"cpu"`` emulates it with a separate tensor; ``"cuda"`` puts
             the hot tier in device memory and pins the host tier).
-        link_gbps: CPU only: shape :meth:`upload` / :meth:`download` to this bandwidth (GB/s,
+        link_gbps: CPU only: shape `upload` / `download` to this bandwidth (GB/s,
             1e9 bytes/s); None copies at memory speed. Ignored on CUDA (the link is real).
         link_latency_us: CPU only: latency added to every shaped transfer.
 
@@ -203,7 +203,7 @@ class TieredEmbeddingStore:
 
     def update_fused(self, sources: Tensor, delta: Tensor) -> None:
         """``buffer[sources] += delta``: hot rows updated in place, staged rows made current
-        (write them back with :meth:`staged`)."""
+        (write them back with `staged`)."""
         self._buffer.index_add_(0, sources, delta)
 
     def staged(self, rows: int) -> Tensor:

@@ -13,9 +13,9 @@ two.
 **Software cost.** Every message costs ``c_msg`` seconds on the client and ``s_msg`` on the
 server, every row handled (a key sent, a row received or pushed) ``c_row`` and ``s_row``
 (serialisation, hash look-ups); defaults are measured on this machine
-(:mod:`workbench.cluster.software_cost`, the ``calibrate`` stage). The parameter servers are
+([`workbench.cluster.software_cost`][], the ``calibrate`` stage). The parameter servers are
 shared by every worker: ``ps_shards`` of them move the iteration's bytes over their own links and
-process every message, so no worker's PS traffic finishes before the servers have::
+process every message, so no worker's PS traffic finishes before the servers have:
 
     bytes_j   = 16 u_j + D4 pulled_j + (D4 + 16) pushed_j
     msgs_j    = [u_j > 0] + [pushed_j > 0]            (none)   |   1  (prefetch: fused)
@@ -30,7 +30,7 @@ A read is a request and its reply, a round trip: two one-way latencies ``L_j``; 
 **Compute** ``compute_j = (a + b x samples_j) / speed_j``: ``a`` (per batch) and ``b`` (per
 sample) are the calibrated forward + backward + optimizer time of the model on this machine
 (``calibrate`` stage), or, with ``cluster.compute = flops``, ``b = 3 x forward FLOPs /
-(gflops x 1e9)`` and ``a = 0`` (:class:`ComputeCost`).
+(gflops x 1e9)`` and ``a = 0`` ([`ComputeCost`][]).
 
 **Overlap.** ``none``: a worker reads, computes, then writes: ``iter_j = compute_j + comm_j``.
 With Hotline's popular micro-batch (``hidden_j`` of the compute needs no row of this
@@ -40,7 +40,7 @@ hidden_j``.
 the communication of one iteration runs while the previous one computes, so in the steady state
 ``iter_j = max(compute_j, comm_j)``. The protocol's order of reads and writes is the same under
 both (every push of step t lands before any read of step t + 1 in the emulator), so training
-results do not move, only time::
+results do not move, only time:
 
     none:      |--read--|====compute====|--write--|--read--|====compute====|--write--|
     prefetch:  |====compute t====|====compute t+1====|        (compute-bound: comm hidden)
@@ -48,7 +48,7 @@ results do not move, only time::
     BSP step = max_j iter_j + dense exposed
     ASP      = each worker advances its own clock by iter_j (+ its dense push/pull)
 
-**Dense synchronisation** (``cluster.dense_mode``, :mod:`workbench.cluster.dense_sync`):
+**Dense synchronisation** (``cluster.dense_mode``, [`workbench.cluster.dense_sync`][]):
 ``after_backward`` (one flat ring AllReduce after backward, all of it exposed),
 ``overlapped`` (DDP's buckets, all-reduced while backward still runs; the part past the end of
 the gating worker's backward is exposed), ``ps`` (dense push and pull over each worker's own
@@ -56,10 +56,10 @@ link, inside ``comm_j``) or ``concurrent`` (HET's Fig. 5: the ring beside the em
 exchange, on the workers' own links or a separate peer path; ``w_j``, the write after
 backward, is ``comm_j`` less the read's round trip, all of the AllGather's). The ring pays
 ``2 (W - 1)`` steps of the slowest link's ``L_j + c_step + bytes / (W B_j)`` (``c_step``:
-:attr:`SoftwareCost.collective_step_s`). The AllGather of the ``allreduce`` system (replicated
+[`SoftwareCost.collective_step_s`][]). The AllGather of the ``allreduce`` system (replicated
 embeddings) is never overlapped: every worker needs every update before its next forward pass.
 
-Counters per worker per iteration (the differences of :data:`workbench.cluster.cache.COUNTERS`
+Counters per worker per iteration (the differences of [`workbench.cluster.cache.COUNTERS`][]
 across the iteration) give miss pulls, stale pulls, pushes at the write bound, dirty-eviction
 pushes, direct pushes of uncached keys, metadata bytes, embedding bytes and seconds; every
 figure is computed from these records.
@@ -222,7 +222,7 @@ class Links:
 
     def allreduce_seconds(self, dense_bytes: float) -> float:
         """One flat ring AllReduce of ``dense_bytes`` over all workers
-        (:func:`~workbench.cluster.dense_sync.ring_seconds`: per-step latency and software
+        ([`ring_seconds`][workbench.cluster.dense_sync.ring_seconds]: per-step latency and software
         cost, bounded by the slowest link)."""
         return ring_seconds(dense_bytes, self.bandwidth_Bps, self.latency_s,
                             self.software.collective_step_s)
@@ -230,7 +230,7 @@ class Links:
     def dense_seconds(self, dense_bytes: float, backward_s: np.ndarray | float = 0.0
                       ) -> tuple[np.ndarray, np.ndarray]:
         """``(total, exposed)`` seconds of the dense AllReduce in this cluster's mode
-        (:meth:`DenseSync.seconds`)."""
+        ([`DenseSync.seconds`][])."""
         bandwidth, latency = self.dense.ring_links(self.bandwidth_Bps, self.latency_s)
         return self.dense.seconds(dense_bytes, bandwidth, latency,
                                   self.software.collective_step_s, backward_s)
@@ -248,9 +248,10 @@ def time_model(counters: np.ndarray, links: Links, dim: int,
         dim: embedding width D (bytes scale with it; the counters do not depend on it).
         compute_s: compute seconds, broadcastable to ``[iterations, workers]``.
         dense_bytes: dense parameter bytes synchronised per iteration.
-        routes: the system's dense and sparse routes (:class:`~workbench.cluster.routes.Routes`:
+        routes: the system's dense and sparse routes ([`Routes`][workbench.cluster.routes.Routes]:
             the dense gradients go to the parameter server as
-            :meth:`~workbench.cluster.routes.Routes.dense_on_ps` says for ``links.dense``'s mode).
+            [`dense_on_ps`][workbench.cluster.routes.Routes.dense_on_ps] says for ``links.dense``'s
+            mode).
         hidden_s: the part of ``compute_s`` that needs none of this iteration's communication
             (Hotline's popular micro-batch, whose rows are all in the worker's hot tier), so it
             runs while the rows are fetched even without prefetch: ``iter_j = max(hidden_j,

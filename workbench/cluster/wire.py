@@ -2,7 +2,7 @@
 accounting and sender-side link shaping.
 
 A message is a fixed header and one byte payload, sent as two tensors with their own tags so a
-receiver can take the next header from *any* sender and then the payload from that sender::
+receiver can take the next header from *any* sender and then the payload from that sender:
 
     header int64[4 + 4 x MAX_ARRAYS]  (tag 1)        payload uint8[payload_bytes]  (tag 2)
     +----+-----------+----------+---------------+    +--------------------------------------+
@@ -10,18 +10,18 @@ receiver can take the next header from *any* sender and then the payload from th
     +----+-----------+----------+---------------+    +--------------------------------------+
     | dtype, rows, cols, category  per array    |
 
-Every array is tagged with a byte *category* (:data:`CATEGORIES`): ``rows`` (embedding values),
+Every array is tagged with a byte *category* ([`CATEGORIES`][]): ``rows`` (embedding values),
 ``meta`` (keys, versions, update counts, masks) or ``dense`` (dense parameters); the header
-counts as ``header``. Each :class:`Endpoint` counts the bytes and messages it really sent and
+counts as ``header``. Each [`Endpoint`][] counts the bytes and messages it really sent and
 received per category, which the validation compares with the emulated clock's accounting.
 
-Sends leave through the :class:`~workbench.cluster.shaped_link.ShapedLink` of their destination
-(the sender's side of that link), and optionally through a shared one (a server's own network
-link). With ``threaded=True`` every destination gets its own sender thread, so a server shaping
-its reply to a slow worker does not hold up the reply to a fast one: the links are parallel, as
-in the emulated clock.
+Sends leave through the [`ShapedLink`][workbench.cluster.shaped_link.ShapedLink] of their
+destination (the sender's side of that link), and optionally through a shared one (a server's own
+network link). With ``threaded=True`` every destination gets its own sender thread, so a server
+shaping its reply to a slow worker does not hold up the reply to a fast one: the links are parallel,
+as in the emulated clock.
 
-A process supervised by the launcher (:mod:`workbench.training.distributed`) passes ``waiting``:
+A process supervised by the launcher ([`workbench.training.distributed`][]) passes ``waiting``:
 a context manager around every call that blocks on a peer (a receive, a flush), so that the
 launcher can tell a process waiting for the others from one stuck in its own code.
 """
@@ -121,10 +121,10 @@ class Endpoint:
         links: the shaped link towards each destination rank (missing: unshaped).
         shared: a link every send also passes (a server's own network link), or None.
         threaded: one sender thread per destination (sends return at once, in order per
-            destination); without it :meth:`send` blocks until the bytes have left.
+            destination); without it [`send`][] blocks until the bytes have left.
         group: the torch.distributed process group (None: the default one).
         waiting: a context manager factory entered around every call that blocks on a peer
-            (:meth:`recv`, :meth:`flush`, an unthreaded :meth:`send`), or None; used by the
+            ([`recv`][], [`flush`][], an unthreaded [`send`][]), or None; used by the
             calling thread only (never by the sender threads).
     """
 
@@ -240,7 +240,7 @@ class Endpoint:
 
     def traffic(self) -> dict[str, int]:
         """Bytes sent and received per category, message counts, and transfer counts (each a
-        torch.distributed send: gloo frames it, :mod:`workbench.cluster.edge_network`)."""
+        torch.distributed send: gloo frames it, [`workbench.cluster.edge_network`][])."""
         out = {f"sent_{c}_bytes": int(self.sent.get(c, 0)) for c in CATEGORIES}
         out.update({f"recv_{c}_bytes": int(self.received.get(c, 0)) for c in CATEGORIES})
         out["messages_sent"] = self.messages_sent

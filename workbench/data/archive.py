@@ -1,10 +1,11 @@
 """Unpack named members of a downloaded archive (``.tar``, ``.tar.gz``, ``.zip``), safely.
 
-:func:`extract_members` writes each member through a temporary file moved into place with
+[`extract_members`][] writes each member through a temporary file moved into place with
 ``os.replace``, refuses absolute names, ``..`` (path traversal) and links, skips members already
 extracted with the right size, and keeps a manifest (``.<archive>.extracted.json``) so that a
 later call returns without reading a multi-GB archive again. Errors are
-:class:`~workbench.data.verify.ExtractError` (a download error: the message says what to do).
+[`ExtractError`][workbench.data.verify.ExtractError] (a download error: the message says what to
+do).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Config schema of the data layer: a dataset (source, parsing, split) and the synthetic generator.
 
-Composed by :mod:`workbench.config` from ``workbench/conf/dataset/*.yaml`` (selected as
+Composed by [`workbench.config`][] from ``workbench/conf/dataset/*.yaml`` (selected as
 ``dataset``, mounted under ``datasets.<name>``); validated by
-:func:`workbench.utils.validation.from_dict`.
+[`workbench.utils.validation.from_dict`][].
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class SyntheticConfig:
         sessions: session structure.
         sequence: optional user-history feature.
         chunk_rows: samples generated (and held in memory) at a time; a dataset of at most this
-            many rows is one chunk (see :class:`workbench.data.synthetic.SyntheticGenerator`).
+            many rows is one chunk (see [`workbench.data.synthetic.SyntheticGenerator`][]).
     """
 
     rows: int = field(default=400_000, metadata=in_range(10, 2_000_000_000))
@@ -85,7 +85,7 @@ class DatasetConfig:
         source: ``synthetic`` (embedded generator), ``url`` (a registry download), or ``local``
             (files already on disk at ``path``).
         format: raw format of a ``url``/``local`` source (a format of
-            :mod:`workbench.data.formats`); ``parquet`` for the synthetic source.
+            [`workbench.data.formats`][]); ``parquet`` for the synthetic source.
         registry: registry entry for ``url`` sources (``workbench.data.registry``).
         path: the directory holding the raw files of a ``local`` source (name files in it with
             ``files``).

@@ -1,7 +1,7 @@
 """Download, verify and unpack the raw files of a registered dataset.
 
-Behaviour of :func:`fetch` (one :class:`~workbench.data.registry.RemoteFile` into a directory),
-in this order (a pooch-like registry: name, sha256, URLs; local copies first, then the network)::
+Behaviour of [`fetch`][] (one [`RemoteFile`][workbench.data.registry.RemoteFile] into a directory),
+in this order (a pooch-like registry: name, sha256, URLs; local copies first, then the network):
 
     dest/<name> verifies ----------------------------------------------> use it
     a mirror folder holds <name> -> hash it while copying into dest ---> place it | refuse it
@@ -23,18 +23,18 @@ in this order (a pooch-like registry: name, sha256, URLs; local copies first, th
   appended (the existing part is hashed first); a server that ignores ``Range`` and answers ``200``
   makes the download restart from byte 0. A transfer that ends early (connection closed before
   ``Content-Length`` bytes, reset, timeout mid-body) keeps the ``.part`` and raises
-  :class:`DownloadError`; running again resumes where it stopped.
+  [`DownloadError`][]; running again resumes where it stopped.
 * **Verification and atomic placement**: when the transfer is complete its size and checksum are
   checked, and only then is the ``.part`` moved to the final name with ``os.replace`` (atomic on
   POSIX): no partial or unverified file ever carries the final name. A wrong checksum deletes the
-  ``.part`` and raises :class:`ChecksumError`.
+  ``.part`` and raises [`ChecksumError`][].
 * **Mirrors**: folders holding already-downloaded files (``paths.mirrors``, with this
   project's ``../shared/data`` in it for CI, and ``WORKBENCH_MIRRORS`` for a user's own copy),
   looked up by name before any URL, offline too. A mirror's file is hashed while it is copied
   (never used in place: the dataset's manifest names the download folder wherever the bytes
-  came from); one whose size or digest differs is refused (:class:`ChecksumError` naming the
+  came from); one whose size or digest differs is refused ([`ChecksumError`][] naming the
   file, the expected and the actual digest) and nothing is placed.
-* **Derived files**: a file whose :class:`~workbench.data.registry.Upstream` serves other bytes
+* **Derived files**: a file whose [`Upstream`][workbench.data.registry.Upstream] serves other bytes
   (a file with a cut last line, an archive) fetches them into ``.upstream/`` beside it
   (verified like any file, kept so that several files of one archive fetch it once), derives the
   file from them and verifies the result before placing it.
@@ -42,13 +42,13 @@ in this order (a pooch-like registry: name, sha256, URLs; local copies first, th
   ``scheme://host/path`` to ``<base>/host/path`` (a local copy of the sources laid out by host;
   the tests' stand-in for the internet, or a site's caching proxy).
 * **Offline**: ``offline=True`` or ``WORKBENCH_OFFLINE=1`` forbids network access; a missing file
-  raises :class:`DownloadError` at once, naming the absolute path to place it at.
+  raises [`DownloadError`][] at once, naming the absolute path to place it at.
 
-:func:`~workbench.data.archive.extract_members` unpacks named members of a ``.tar(.gz)``/``.zip``
-(each through a temporary file and ``os.replace``, skipping members already extracted, refusing
-path traversal and links); digests, stamps and the error family are in
-:mod:`workbench.data.verify`. :func:`acquire` ties it together for a
-:class:`~workbench.data.registry.DatasetSource` and returns the paths a parser should read.
+[`extract_members`][workbench.data.archive.extract_members] unpacks named members of a
+``.tar(.gz)``/``.zip`` (each through a temporary file and ``os.replace``, skipping members already
+extracted, refusing path traversal and links); digests, stamps and the error family are in
+[`workbench.data.verify`][]. [`acquire`][] ties it together for a
+[`DatasetSource`][workbench.data.registry.DatasetSource] and returns the paths a parser should read.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ OFFLINE_ENV = "WORKBENCH_OFFLINE"
 
 SOURCE_BASE_ENV = "WORKBENCH_SOURCE_BASE"
 """Environment variable: a base URL that every download URL is rewritten onto
-(:func:`source_url`)."""
+([`source_url`][])."""
 
 USER_AGENT = "workbench-data-download/1.0 (+python-urllib)"
 
@@ -415,7 +415,7 @@ def _from_mirror(file: RemoteFile, final: Path, folders: Sequence[Path]) -> Path
 def _place_verified(chunks: Iterable[bytes], final: Path, file: RemoteFile, origin: str,
                     refusal: Callable[[str], str]) -> Path:
     """Write ``chunks`` to ``final`` through a temporary file, hashed as written; place it only
-    if it verifies against ``file``, else raise :class:`ChecksumError` (``refusal(problem)``)
+    if it verifies against ``file``, else raise [`ChecksumError`][] (``refusal(problem)``)
     with nothing placed."""
     with atomic_path(final) as tmp:
         hasher, size = _copy_hashed(chunks, tmp, file)
@@ -643,12 +643,12 @@ def acquire(
         source: the registered dataset.
         raw_dir: directory holding the raw files (downloads and extracted members go here).
         files: a subset of files to obtain instead of ``source.files`` (e.g.
-            :func:`~workbench.data.registry.criteo_1tb_files` for some days).
+            [`criteo_1tb_files`][workbench.data.registry.criteo_1tb_files] for some days).
         progress: show progress bars.
         offline: never use the network (also ``WORKBENCH_OFFLINE=1``).
         timeout: per-connection/read timeout in seconds.
-        min_rate: bytes/s under which a transfer is stopped (see :func:`fetch`).
-        mirrors: mirror folders (:func:`mirror_folders`); a file is looked for in
+        min_rate: bytes/s under which a transfer is stopped (see [`fetch`][]).
+        mirrors: mirror folders ([`mirror_folders`][]); a file is looked for in
             ``<mirror>/<source.mirror_dir>/`` and then in ``<mirror>/``.
 
     Returns:

@@ -1,11 +1,11 @@
 """Global embedding keys of an encoded dataset.
 
-HET (and the workbench's cluster) keeps all categorical features in one concatenated table::
+HET (and the workbench's cluster) keeps all categorical features in one concatenated table:
 
     key = offset[f] + id_f,     offset[f] = sum of the cardinalities of the features before f
 
 (id 0, "missing or rare", is a real row that models look up and train). Sequence (list) features
-are not part of the keys. :func:`workbench.dispatch.base.build_trace` cuts these keys into the
+are not part of the keys. [`workbench.dispatch.base.build_trace`][] cuts these keys into the
 per-worker, per-iteration traces the cluster replays.
 """
 

@@ -4,8 +4,8 @@ RecD (Zhao et al., MLSys'23) observes that one user session produces many sample
 user-side features (demographics, the user's history) do not change, and changes the pipeline
 that writes training tables so that a session's samples land *next to each other*: duplicates
 then compress well in a columnar file and fall into the same training batch, where an
-InverseKeyedJaggedTensor (:mod:`workbench.sparse.jagged_tensor`) stores them once. The paper's
-method section is unavailable; this module is our formalisation of that data-generation step::
+InverseKeyedJaggedTensor ([`workbench.sparse.jagged_tensor`][]) stores them once. The paper's
+method section is unavailable; this module is our formalisation of that data-generation step:
 
     processed train split          log order              partitions of W rows (the window)
     (sorted by user, time)  --sort by timestamp-->  [ w0 | w1 | w2 | ... ]  each written as
@@ -30,17 +30,17 @@ method section is unavailable; this module is our formalisation of that data-gen
 * **Session layout** (``sessions``: RecD's data generation stores a session's request-level
   features once): the clustered partition split in two files, ``part-p.sessions.parquet``
   (one row per session of the partition, in order of appearance: the columns constant within
-  every session, :func:`constant_columns`) and ``part-p.rows.parquet`` (one row per sample: the
+  every session, [`constant_columns`][]) and ``part-p.rows.parquet`` (one row per sample: the
   other columns and ``session_row``, the sample's row in the sessions file). Read back, the
   sessions file *is* the unique rows of an IKJT and ``session_row`` its inverse lookup
-  (:func:`workbench.sparse.reader.session_ikjt`)::
+  ([`workbench.sparse.reader.session_ikjt`][]):
 
       clustered partition        sessions file (U rows)     rows file (R rows)
       s0 | u0 h0 | a           ->  0: u0 h0                 a  0
       s0 | u0 h0 | b               1: u1 h1                 b  0
       s1 | u1 h1 | c                                        c  1
 * **Reading**: the partitions become KJT / IKJT batches, and their dedup factors are counted, in
-  :mod:`workbench.sparse.reader`.
+  [`workbench.sparse.reader`][].
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def layout_order(log_rows: np.ndarray, sessions: np.ndarray, window: int, layout
     """Row order of a layout: windows of ``window`` log rows, shuffled or clustered inside.
 
     Args:
-        log_rows: row indices in log order (:func:`log_order`).
+        log_rows: row indices in log order ([`log_order`][]).
         sessions: session id per row.
         window: rows per partition.
         layout: ``"shuffled"`` or ``"clustered"``.
@@ -282,7 +282,7 @@ def session_partition(table: pa.Table, rows: np.ndarray, sessions: np.ndarray,
     """One partition in the session layout: ``(sessions file, rows file)`` of its ``rows``.
 
     The sessions file holds ``constant`` (plus the request id) once per session, in order of
-    first appearance; the rows file the other columns per row and :data:`SESSION_ROW`."""
+    first appearance; the rows file the other columns per row and [`SESSION_ROW`][]."""
     _, first, inverse = np.unique(sessions[rows], return_index=True, return_inverse=True)
     by_appearance = np.argsort(first, kind="stable")
     rank = np.empty_like(by_appearance)

@@ -1,6 +1,5 @@
 """The data stages of the pipeline: acquire raw files, then preprocess them into the schema.
 
-::
 
     download@<ds>:   synthetic -> generate          data/raw/<ds>/synthetic.parquet
                      url       -> mirror | fetch    data/downloads/<source>/<files, members>
@@ -22,7 +21,7 @@ later stages carry that through and the report says where to put the files.
 ``preprocess`` refuses a train split of one label class (AUC, which every experiment reports, is
 undefined on it; the session logs without purchases are key-only on purpose), and says a full
 disk or a too small ``dataset.memory_limit_mb`` in one line; nothing half-written is left.
-Advice that names a command (:func:`stage_command`) names one that works as printed: the
+Advice that names a command ([`stage_command`][]) names one that works as printed: the
 dataset's own options (``dataset=local dataset.path=...``) and ``paths.data`` where they are not
 the defaults.
 """
@@ -159,7 +158,7 @@ def download(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool = 
         progress: show download progress bars.
         offline: never use the network (files already in place or in a mirror only).
         mirrors: folders holding already-downloaded files, tried before any URL
-            (:func:`workbench.data.download.mirror_folders`).
+            ([`workbench.data.download.mirror_folders`][]).
 
     Returns:
         The raw directory.
@@ -227,7 +226,7 @@ def download(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool = 
 
 
 def read_manifest(ds: DatasetConfig, data_root: Path) -> dict[str, Any]:
-    """The manifest written by :func:`download` (error if the download stage has not run)."""
+    """The manifest written by [`download`][] (error if the download stage has not run)."""
     import json
 
     path = raw_dir(data_root, ds.name) / MANIFEST
@@ -350,9 +349,9 @@ def preprocess(ds: DatasetConfig, data_root: Path, *, seed: int, progress: bool 
                ) -> Path:
     """Parse and encode the raw files of ``ds`` into ``<data>/processed/<ds>``.
 
-    The streaming engine (:mod:`workbench.data.streaming`, out of core, memory bounded by
+    The streaming engine ([`workbench.data.streaming`][], out of core, memory bounded by
     ``dataset.memory_limit_mb``) runs the synthetic source and every format with one sample per
-    line; the in-memory engine (:func:`workbench.data.preprocess.encode`) runs the rest
+    line; the in-memory engine ([`workbench.data.preprocess.encode`][]) runs the rest
     (MovieLens' directories) or any format with ``dataset.engine=memory``. Both write the same
     bytes.
 

@@ -2,7 +2,7 @@ r"""Embedding popularity: access profiles, the hot set under a memory budget, po
 
 FAE (Adnan et al., PVLDB 2021; ``DLRM/dlrm_input_profiler.py``) and Hotline (ISCA 2024, which
 inherits it; our reading) place the most-accessed embedding rows in accelerator
-memory and call a training input *popular* when every one of its lookups hits them::
+memory and call a training input *popular* when every one of its lookups hits them:
 
     profile   S = round(rate x n) samples drawn uniformly WITH replacement (FAE: rate 5%)
               count[k] = occurrences of key k in the lookups of S          (FAE's "skew table")
@@ -15,9 +15,9 @@ memory and call a training input *popular* when every one of its lookups hits th
 FAE sizes the budget for the full Criteo Kaggle tables (128 / 256 / 512 MiB of GPU memory,
 FAE's own byte counts, e.g. ``--hot-emb-gpu-mem=268435456``,
 against 33.76M rows x 16 x 4 B = 2.16 GB, i.e. 6.2 / 12.4 / 24.8% of the table bytes);
-:func:`scaled_budget_bytes` keeps that *fraction* on the smaller tables here.
+[`scaled_budget_bytes`][] keeps that *fraction* on the smaller tables here.
 
-Everything is vectorised (``np.bincount``, one stable sort); :class:`OnlineProfile` accumulates
+Everything is vectorised (``np.bincount``, one stable sort); [`OnlineProfile`][] accumulates
 the counts of the mini-batches actually seen, for the online variant that re-profiles every
 N mini-batches.
 """
@@ -72,7 +72,7 @@ def hot_keys(counts: np.ndarray, budget_bytes: int, dim: int) -> np.ndarray:
     """The hot set: the most-counted keys whose rows fit ``budget_bytes``.
 
     Args:
-        counts: ``int64[rows]`` access counts (:func:`profile_counts`).
+        counts: ``int64[rows]`` access counts ([`profile_counts`][]).
         budget_bytes: accelerator memory for hot rows, in bytes (>= 0).
         dim: embedding width D (a row is ``4 D`` bytes).
 
@@ -138,5 +138,5 @@ class OnlineProfile:
         self.batches += 1
 
     def hot(self, budget_bytes: int, dim: int) -> np.ndarray:
-        """The hot set of what was seen (:func:`hot_keys`)."""
+        """The hot set of what was seen ([`hot_keys`][])."""
         return hot_keys(self.counts, budget_bytes, dim)

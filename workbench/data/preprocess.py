@@ -1,6 +1,5 @@
 """Encode a parsed table into the columnar schema and write train/test Parquet files.
 
-::
 
     RawTable (tokens)                                   data/processed/<name>/
       label, I*, C*, session, ts, hist_*   --encode-->    train.parquet   (first 1 - test_fraction)

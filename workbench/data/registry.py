@@ -1,25 +1,25 @@
 """Registry of the real datasets the workbench can read: where to get them and how to check them.
 
-Each :class:`DatasetSource` names the raw files of one dataset (:class:`RemoteFile`: download
+Each [`DatasetSource`][] names the raw files of one dataset ([`RemoteFile`][]: download
 mirrors tried in order, published checksums, exact size when known), the archive members to
 extract, the raw format its parser expects, its licence/terms and, for datasets behind a login
 (Kaggle, Tianchi), a hint telling the user how to place the files by hand.
 
 The facts (URLs, md5/sha256, sizes, member names) come from the datasets' own publishers (their
 download pages and release notes). Downloading and verification live in
-:mod:`workbench.data.download`; this module has no side effects.
+[`workbench.data.download`][]; this module has no side effects.
 
 **The real samples** the pipeline reproduces on (``criteo_sample``, ``avazu_sample``,
 ``movielens_100k_sample``, ``taobao_sample``) are registered the same way, one
-:class:`RemoteFile` per file, in the spirit of a pooch registry (``name sha256 url`` a line):
+[`RemoteFile`][] per file, in the spirit of a pooch registry (``name sha256 url`` a line):
 the file's sha256 and size, and its URL at a pinned commit of the public repository that holds
 it (a commit never changes, so neither do the bytes). A file that the committed sample does not
-store as the upstream serves it names an :class:`Upstream`: the upstream bytes (URL, sha256,
-size) and the :data:`Derivation` that turns them into the file (Taobao's sample drops the
+store as the upstream serves it names an [`Upstream`][]: the upstream bytes (URL, sha256,
+size) and the [`Derivation`][] that turns them into the file (Taobao's sample drops the
 upstream's truncated last line; MovieLens' files are also members of GroupLens' own zip). The
 downloader checks the upstream's digest, derives, then checks the file's.
 
-Example::
+Example:
 
     from workbench.data.registry import get_source, criteo_1tb_files
     src = get_source("movielens_100k")
@@ -162,7 +162,7 @@ class Extract:
     """Archive members to extract from one downloaded archive.
 
     Attributes:
-        archive: the :attr:`RemoteFile.name` of the archive
+        archive: the [`RemoteFile.name`][] of the archive
             (``.tar.gz``/``.tgz``/``.tar``/``.zip``).
         members: member paths inside the archive; each is extracted to ``<raw_dir>/<member>``.
     """
@@ -183,9 +183,9 @@ class DatasetSource:
     Attributes:
         name: registry key (e.g. ``"movielens_100k"``).
         title: human-readable name.
-        format: the raw format (one of :data:`FORMATS`); picks the parser.
+        format: the raw format (one of [`FORMATS`][]); picks the parser.
         files: the raw files (for Criteo 1TB: all 24 days; pick a subset with
-            :func:`criteo_1tb_files`).
+            [`criteo_1tb_files`][]).
         manual_only: the files cannot be downloaded automatically (login/terms acceptance); the
             user places them by hand in the raw directory.
         manual_hint: how to obtain the files by hand and where to put them.
@@ -285,7 +285,7 @@ def criteo_1tb_files(days: Iterable[int]) -> tuple[RemoteFile, ...]:
         days: day numbers in ``0..23`` (duplicates are dropped, order is kept).
 
     Returns:
-        One :class:`RemoteFile` per day.
+        One [`RemoteFile`][] per day.
 
     Raises:
         ValueError: a day is not an integer in ``0..23``, or no day is given.

@@ -1,7 +1,7 @@
 """One columnar schema for every data source.
 
 Every source (a real dataset's raw files, the embedded synthetic generator, a file the user already
-has) is turned into the same two-step shape::
+has) is turned into the same two-step shape:
 
     raw files --parser--> RawTable --encode--> Parquet (train/test) + meta.json
                           (tokens)             (ids 0..card-1 per feature)
@@ -16,11 +16,11 @@ has) is turned into the same two-step shape::
 * optional sequence (list) columns whose elements share the index space of a categorical feature
   (e.g. a user's history of item ids).
 
-The encoded Parquet file (written by :mod:`workbench.data.preprocess`) has the same column names,
+The encoded Parquet file (written by [`workbench.data.preprocess`][]) has the same column names,
 with categorical and sequence values replaced by ids in ``0..cardinality-1`` of their feature
 (id 0 is reserved for "missing or rarer than the frequency threshold"), dense values transformed
 (``log1p`` of the value clipped at 0, missing -> 0), ``label`` float32. ``meta.json`` beside it is
-:class:`DatasetMeta`: cardinalities, which features are user-side (constant within a session:
+[`DatasetMeta`][]: cardinalities, which features are user-side (constant within a session:
 dedup candidates), and provenance (source, file checksums, rows, malformed-row counts).
 """
 

@@ -1,7 +1,6 @@
 """Out-of-core preprocess on DuckDB: parse -> vocabulary -> encode -> split -> Parquet, with peak
 memory bounded by ``dataset.memory_limit_mb``, not by the input size.
 
-::
 
     raw files --pyarrow CSV, one block at a time--> validated blocks (formats.RowFormat.convert,
         |                                           malformed rows counted with file and line)
@@ -16,10 +15,10 @@ memory bounded by ``dataset.memory_limit_mb``, not by the input size.
         v  ORDER BY test, _pos, fetched in Arrow batches
     row groups of exactly row_group_rows rows --pyarrow ParquetWriter (zstd)--> train/test.parquet
 
-Every step is the in-memory path's (:func:`workbench.data.preprocess.encode`) rule in SQL:
+Every step is the in-memory path's ([`workbench.data.preprocess.encode`][]) rule in SQL:
 ids follow the sorted token order (DuckDB compares strings bytewise, as pandas' sorted
 factorize does on code points), ties in time keep the stored order, and the written Parquet
-is byte-identical to :func:`workbench.data.preprocess.write_split` with the same row-group size
+is byte-identical to [`workbench.data.preprocess.write_split`][] with the same row-group size
 (a test holds the two paths to that on real samples).
 
 Why DuckDB: it runs hash aggregates, joins, window functions and sorts out of core under an
@@ -69,7 +68,7 @@ class TableLayout:
     Attributes:
         dense: dense feature columns (float64, NaN when missing).
         categorical: categorical feature columns (raw tokens, or ids when ``cardinalities``
-            are given to :func:`encode_streaming`).
+            are given to [`encode_streaming`][]).
         has_session: a ``session`` column is present.
         has_timestamp: a ``timestamp`` column is present (the split is then by time).
         order_by: columns of a stable sort applied before everything else (empty: stored order).
@@ -90,7 +89,7 @@ class TableLayout:
 
 @dataclass
 class StreamingResult:
-    """What :func:`encode_streaming` wrote: rows per split, cardinalities, how it split."""
+    """What [`encode_streaming`][] wrote: rows per split, cardinalities, how it split."""
 
     rows: dict[str, int]
     cardinalities: dict[str, int]
@@ -164,7 +163,7 @@ class StreamingMemoryError(UserError, MemoryError):
 
 
 def _phase(seconds: dict[str, float]) -> str:
-    """What :func:`encode_streaming` was doing, from the phases it has finished."""
+    """What [`encode_streaming`][] was doing, from the phases it has finished."""
     for phase, doing in (("parse", "loading the parsed rows"),
                          ("vocabulary", "sorting the rows and building the vocabularies"),
                          ("write", "encoding and writing the splits")):
@@ -187,7 +186,7 @@ def encode_streaming(blocks: Iterable[dict[str, Any] | pa.RecordBatch], layout: 
 
     Args:
         blocks: the raw table's blocks (column name -> numpy or Arrow array, in schema order,
-            or Arrow record batches), e.g. :meth:`workbench.data.formats.RowFormat.batches`.
+            or Arrow record batches), e.g. [`workbench.data.formats.RowFormat.batches`][].
         layout: the columns' roles.
         out_dir: where the two Parquet files go (the caller makes it atomic).
         test_fraction: the latest fraction of rows forms the test split.
@@ -261,7 +260,7 @@ def _load(con: Any, first: pa.RecordBatch, batches: Iterator[pa.RecordBatch],
     one INSERT per batch), so a signal must not raise there: an interrupt inside a Python
     iterator that DuckDB is scanning aborts the interpreter as it exits (``PyGILState_Release``).
     While the stream is read, Ctrl-C, SIGTERM and SIGHUP only stop the stream at its next block
-    (:func:`_signals_deferred`); once DuckDB has returned, the signal is raised again here, in
+    (`_signals_deferred`); once DuckDB has returned, the signal is raised again here, in
     the calling thread, where it unwinds as usual.
     """
     import duckdb
@@ -284,7 +283,7 @@ def _load(con: Any, first: pa.RecordBatch, batches: Iterator[pa.RecordBatch],
 def _signals_deferred(stop: threading.Event) -> Iterator[None]:
     """Inside: SIGINT, SIGTERM and SIGHUP set ``stop`` instead of raising; on leaving, the
     handlers are restored and the first signal that came is raised again (so it does what it
-    would have done: ``KeyboardInterrupt``, or :func:`workbench.utils.signals.exit_on_signals`'
+    would have done: ``KeyboardInterrupt``, or [`workbench.utils.signals.exit_on_signals`][]'
     ``SystemExit``). Outside the main thread (no handler can be set there) nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield

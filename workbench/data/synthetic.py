@@ -11,7 +11,7 @@ No network is needed, so the whole pipeline (and CI) runs on it. What it reprodu
   small tables (3..30 rows) sit wholly inside the top 1%; the dataset-statistics stage reports
   both. Ranks are mapped to ids by a seeded permutation, so hot rows are scattered over the id
   space as hashed ids are.
-* **Learnable labels** from a hidden model (a logistic model the trainer does not see)::
+* **Learnable labels** from a hidden model (a logistic model the trainer does not see):
 
       logit = b + sum_f w_f[id_f] + sum_(f,g) <u_f[id_f], v_g[id_g]> + <c, log1p(dense)> + eps
       label ~ Bernoulli(sigmoid(logit)),   eps ~ N(0, label_noise^2)
@@ -71,8 +71,8 @@ def top_share(alpha: float, n: int, fraction: float = 0.01) -> float:
     """Expected share of lookups taken by the top ``fraction`` of ``n`` rows (at least one row)
     when rows are drawn with ``P(r) ~ r^-alpha``.
 
-    Up to :data:`_EXACT_RANKS` rows every term is summed; past them (when the top rows fit
-    among them) the rest of the normaliser is :func:`_tail_sum`'s, within a few units in the
+    Up to `_EXACT_RANKS` rows every term is summed; past them (when the top rows fit
+    among them) the rest of the normaliser is `_tail_sum`'s, within a few units in the
     last place of the full sum.
     """
     k = max(1, int(np.ceil(fraction * n)))
@@ -206,10 +206,10 @@ def _list_series(values: np.ndarray, offsets: np.ndarray) -> pd.Series:
 
 class SyntheticGenerator:
     """The generator's model (cardinalities, samplers, hidden label model), drawn once, and
-    :meth:`chunk` to draw its samples a chunk at a time.
+    [`chunk`][] to draw its samples a chunk at a time.
 
     Every stream continues across chunks, so one chunk of all the rows is exactly
-    :func:`generate`'s table; with several chunks, sessions and histories end at chunk
+    [`generate`][]'s table; with several chunks, sessions and histories end at chunk
     boundaries, and the label bias and dense centring are those of the first chunk. Memory is the
     model (about 16 bytes per table row, plus 32 per row of the six interaction tables: ~1.5 GB at
     Criteo's full cardinalities) plus one chunk.
@@ -218,7 +218,7 @@ class SyntheticGenerator:
         cfg: generator settings.
         seed: the run's seed.
         keys_only: build the id samplers alone (no dense features, no label model): only
-            :meth:`keys` works, the same ids :meth:`chunk` would draw, in about 16 bytes per
+            [`keys`][] works, the same ids [`chunk`][] would draw, in about 16 bytes per
             table row (the HET replays at Criteo's full cardinality need no labels).
     """
 
@@ -291,7 +291,7 @@ class SyntheticGenerator:
     def keys(self, rows: int) -> np.ndarray:
         """The next ``rows`` samples' ids as keys of the concatenated table: ``int64 [rows,
         F]``, feature f's id - 1 + the real rows of the features before it (the ids
-        :meth:`chunk` would draw: the same streams)."""
+        [`chunk`][] would draw: the same streams)."""
         _, ids = self._ids(rows)
         offsets = np.cumsum([0] + [self.cards[n] - 1 for n in CATEGORICAL_NAMES[:-1]])
         out = np.empty((rows, len(CATEGORICAL_NAMES)), np.int64)
@@ -300,7 +300,7 @@ class SyntheticGenerator:
         return out
 
     def chunk(self, rows: int) -> pd.DataFrame:
-        """The next ``rows`` samples (columns as in :func:`generate`'s table)."""
+        """The next ``rows`` samples (columns as in [`generate`][]'s table)."""
         if self.keys_only:
             raise ValueError("a keys_only generator draws keys(), not chunk()")
         cfg = self.cfg

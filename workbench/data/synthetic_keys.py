@@ -1,10 +1,10 @@
 """The synthetic generator's keys alone, at a fraction of its cardinalities, drawn in chunks.
 
 HET's replays need only the keys of Criteo Kaggle's shape (no labels, no dense features): the
-generator's id streams (:meth:`~workbench.data.synthetic.SyntheticGenerator.keys`) at
+generator's id streams ([`keys`][workbench.data.synthetic.SyntheticGenerator.keys]) at
 ``scale`` of its cardinalities, ``chunk_rows`` samples at a time, so an epoch of 45.8M samples
-is drawn with one chunk in memory (:func:`key_chunks`) or straight into a memory-mapped file
-(:func:`write_keys`) that several replay processes read at once.
+is drawn with one chunk in memory ([`key_chunks`][]) or straight into a memory-mapped file
+([`write_keys`][]) that several replay processes read at once.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def draw_keys(cfg: SyntheticConfig, scale: float, samples: int, seed: int,
 def write_keys(path: Path, cfg: SyntheticConfig, scale: float, samples: int, seed: int,
                chunk_rows: int, progress: bool = False) -> int:
     """Draw the keys into ``path``, an ``.npy`` of ``int32 [samples, 26]`` that
-    :func:`numpy.load` memory-maps (``mmap_mode="r"``); returns the table's rows.
+    `numpy.load` memory-maps (``mmap_mode="r"``); returns the table's rows.
 
     Raises:
         ValueError: the table has more rows than an ``int32`` key can name.

@@ -1,12 +1,12 @@
 """What a fetched file must be, and the errors of getting it: digests, sizes, stamps.
 
-A :class:`~workbench.data.registry.RemoteFile` publishes an md5 and/or sha256 and a size;
-:func:`check_file` checks a local file against them (a digest, else the size, else existence),
+A [`RemoteFile`][workbench.data.registry.RemoteFile] publishes an md5 and/or sha256 and a size;
+[`check_file`][] checks a local file against them (a digest, else the size, else existence),
 remembering a successful digest in a stamp (``.<name>.verified.json``, keyed by size and mtime)
-so a multi-GB archive is not re-hashed on every run. :class:`_Hasher` hashes bytes as they
+so a multi-GB archive is not re-hashed on every run. `_Hasher` hashes bytes as they
 stream (a download, a mirror's copy, a derived file) and, for a ``.gz`` file without a published
 digest, checks that they form complete gzip data. The error family of the data's acquisition
-(:class:`DownloadError`, :class:`ChecksumError`, :class:`ExtractError`) lives here, below the
+([`DownloadError`][], [`ChecksumError`][], [`ExtractError`][]) lives here, below the
 downloader and the archive reader that raise it.
 """
 
@@ -89,7 +89,7 @@ class _GzipStream:
 
 
 class _Hasher:
-    """Incremental md5/sha256 of the digests a :class:`RemoteFile` publishes; for a ``.gz`` file
+    """Incremental md5/sha256 of the digests a [`RemoteFile`][] publishes; for a ``.gz`` file
     without a published digest, a check that the bytes are complete gzip data instead."""
 
     def __init__(self, file: RemoteFile) -> None:
@@ -208,8 +208,8 @@ def check_file(path: Path | str, file: RemoteFile) -> str | None:
 
 
 def verify_file(path: Path | str, file: RemoteFile) -> None:
-    """Raise :class:`ChecksumError` unless ``path`` verifies against ``file``
-    (see :func:`check_file`)."""
+    """Raise [`ChecksumError`][] unless ``path`` verifies against ``file``
+    (see [`check_file`][])."""
     problem = check_file(path, file)
     if problem is not None:
         raise ChecksumError(f"{file.name}: {Path(path).absolute()} does not verify: {problem}")
@@ -257,7 +257,7 @@ def _read_chunks(path: Path, limit: int | None = None) -> Iterator[bytes]:
 
 
 def check_not_in_the_way(path: Path, what: str, dir_wanted: bool) -> None:
-    """Raise :class:`DownloadError` when ``path`` exists as the wrong kind (a directory where
+    """Raise [`DownloadError`][] when ``path`` exists as the wrong kind (a directory where
     a file goes, or the reverse): the download could not be placed there."""
     if not path.exists():
         return

@@ -3,7 +3,7 @@
 A dispatcher is an object of its strategy, built once from its name; every batch calls its
 ``decide``. The modules:
 
-* ``base``: the interface (:class:`~.base.Dispatcher`), the cost-blind baselines
+* ``base``: the interface ([`Dispatcher`][.base.Dispatcher]), the cost-blind baselines
   (``contiguous``, ``random``), driving a dispatcher through the cluster, the per-worker traces;
 * ``config``: the config schema of the trainer's baseline dispatch (``workbench/conf/dispatch/``);
 * ``cost_model``: ESD's expected transmission cost per (worker, key), our formalisation;
@@ -11,10 +11,10 @@ A dispatcher is an object of its strategy, built once from its name; every batch
 * ``exact``: the exact solvers (transportation problem, makespan and deduplicated MILPs);
 * ``heuristic``: ESD's greedy and regret + swap heuristics;
 * ``hybriddis``: ESD's dispatchers and HybridDis on the cost model, and their
-  :class:`~.hybriddis.SolverOptions`;
+  [`SolverOptions`][.hybriddis.SolverOptions];
 * ``laia``: Herald's LAIA on its simulated LRU snapshots;
-* ``registry``: dispatchers by name (:func:`~.registry.make_dispatcher`,
-  :class:`~.registry.DispatcherSpec`).
+* ``registry``: dispatchers by name ([`make_dispatcher`][.registry.make_dispatcher],
+  [`DispatcherSpec`][.registry.DispatcherSpec]).
 
 Imports ``cluster``, ``data`` and ``utils``; not ``sparse``.
 """

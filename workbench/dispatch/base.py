@@ -1,25 +1,25 @@
 """Sample dispatch: the interface every dispatcher implements, and the two baselines.
 
 A dispatcher assigns each of the N samples of a global batch to one of the W workers, worker j
-getting exactly its capacity ``cap_j`` (``sum_j cap_j = N``; equal shares ``b`` by default)::
+getting exactly its capacity ``cap_j`` (``sum_j cap_j = N``; equal shares ``b`` by default):
 
     keys[N, F] --Dispatcher.decide(keys, batch_id)--> Decision(assignment int64[N], method, ...)
 
 A dispatcher is an object of its strategy: the name is resolved to a class once, when the
-dispatcher is built (:func:`workbench.dispatch.registry.make_dispatcher`), and every batch calls
-the object's :meth:`Dispatcher.decide`; nothing parses a name per batch. The baselines every
-framework has (:class:`BaselineDispatcher`: cost-blind, one draw of the run's random stream per
-batch, :meth:`BaselineDispatcher.draw`):
+dispatcher is built ([`workbench.dispatch.registry.make_dispatcher`][]), and every batch calls
+the object's [`Dispatcher.decide`][]; nothing parses a name per batch. The baselines every
+framework has ([`BaselineDispatcher`][]: cost-blind, one draw of the run's random stream per
+batch, [`BaselineDispatcher.draw`][]):
 
-* ``contiguous`` (:class:`Contiguous`): worker ``w`` gets samples ``[w b, (w + 1) b)``;
-* ``random`` (:class:`RandomPermutation`): a seeded random permutation of the batch, then
+* ``contiguous`` ([`Contiguous`][]): worker ``w`` gets samples ``[w b, (w + 1) b)``;
+* ``random`` ([`RandomPermutation`][]): a seeded random permutation of the batch, then
   contiguous slices.
 
-The cost-aware dispatchers build on this interface: LAIA (:mod:`workbench.dispatch.laia`), ESD's
-heuristic, exact solver and HybridDis (:mod:`workbench.dispatch.hybriddis`); names map to them in
-:mod:`workbench.dispatch.registry`. :func:`run_dispatch` drives any dispatcher through the
-emulated cluster; :func:`build_trace` cuts a whole dataset's keys into the per-worker trace a
-baseline dispatcher produces (:func:`iter_trace`: the same trace, a window of steps at a time)::
+The cost-aware dispatchers build on this interface: LAIA ([`workbench.dispatch.laia`][]), ESD's
+heuristic, exact solver and HybridDis ([`workbench.dispatch.hybriddis`][]); names map to them in
+[`workbench.dispatch.registry`][]. [`run_dispatch`][] drives any dispatcher through the
+emulated cluster; [`build_trace`][] cuts a whole dataset's keys into the per-worker trace a
+baseline dispatcher produces ([`iter_trace`][]: the same trace, a window of steps at a time):
 
     trace[step, w, :] = keys of the b samples worker w got in global batch `step` (b x F keys)
 
@@ -63,19 +63,19 @@ def trace_steps(keys: np.ndarray, workers: int, per_worker: int) -> int:
 def iter_trace(keys: np.ndarray, workers: int, per_worker: int, dispatcher: str = "contiguous",
                seed: int = 0, epochs: int = 1, window_steps: int | None = None
                ) -> Iterator[np.ndarray]:
-    """The trace of :func:`build_trace`, a window of consecutive steps at a time.
+    """The trace of [`build_trace`][], a window of consecutive steps at a time.
 
     Yields ``int64[window, workers, per_worker x F]`` windows (the last one shorter) whose
-    concatenation is :func:`build_trace`'s trace, with the same random draws: only one window
+    concatenation is [`build_trace`][]'s trace, with the same random draws: only one window
     is in memory, whatever the dataset's size.
 
     Args:
-        keys: as :func:`build_trace`.
-        workers: as :func:`build_trace`.
-        per_worker: as :func:`build_trace`.
-        dispatcher: as :func:`build_trace`.
-        seed: as :func:`build_trace`.
-        epochs: as :func:`build_trace`.
+        keys: as [`build_trace`][].
+        workers: as [`build_trace`][].
+        per_worker: as [`build_trace`][].
+        dispatcher: as [`build_trace`][].
+        seed: as [`build_trace`][].
+        epochs: as [`build_trace`][].
         window_steps: steps per window (None: about ``TRACE_WINDOW_KEYS`` keys per window).
 
     Raises:
@@ -112,8 +112,8 @@ def _trace_windows(keys: np.ndarray, workers: int, per_worker: int, draw: Draw, 
 def build_trace(keys: np.ndarray, workers: int, per_worker: int, dispatcher: str = "contiguous",
                 seed: int = 0, epochs: int = 1) -> np.ndarray:
     """Cut per-sample keys into ``[steps, workers, per_worker x F]`` (``epochs`` passes): the
-    windows of :func:`iter_trace` concatenated (for a dataset too large to hold its trace
-    twice, replay :func:`iter_trace` instead).
+    windows of [`iter_trace`][] concatenated (for a dataset too large to hold its trace
+    twice, replay [`iter_trace`][] instead).
 
     Args:
         keys: ``[n, F]`` keys per sample, in data order (any integer dtype; the trace is int64).
@@ -149,7 +149,7 @@ class Decision:
         sync_plan_sizes: LAIA's ``|cplan[w]|`` per worker (zeros for the others).
         charged_s: decision seconds the emulated clock must add to the iteration: the part of
             the decision that did not fit the budget it hides behind (0 for every dispatcher
-            but hybriddis' exact solves; see :mod:`workbench.dispatch.hybriddis`).
+            but hybriddis' exact solves; see [`workbench.dispatch.hybriddis`][]).
     """
 
     assignment: np.ndarray
@@ -180,7 +180,7 @@ class Dispatcher(ABC):
     def set_budget(self, seconds: float) -> None:
         """The time the next decision can hide behind (the previous iteration's compute).
 
-        Only HybridDis reads it (:class:`~workbench.dispatch.hybriddis.HybridDis`); every other
+        Only HybridDis reads it ([`HybridDis`][workbench.dispatch.hybriddis.HybridDis]); every other
         strategy ignores it.
         """
         return None
@@ -249,7 +249,7 @@ class RandomPermutation(BaselineDispatcher):
     @staticmethod
     def draw(workers: int, per_worker: int | np.ndarray,
              rng: np.random.Generator) -> np.ndarray:
-        """:meth:`Contiguous.draw` permuted by one ``rng.permutation`` of the batch."""
+        """[`Contiguous.draw`][] permuted by one ``rng.permutation`` of the batch."""
         base = np.repeat(np.arange(workers, dtype=np.int64), per_worker)
         return base[rng.permutation(len(base))]
 

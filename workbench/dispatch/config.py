@@ -1,7 +1,7 @@
 """Config schema of the trainer's baseline dispatch (``workbench/conf/dispatch/``).
 
 The cost-aware dispatchers (LAIA, ESD, HybridDis) are configured by the ESD experiment
-(:class:`workbench.experiments.config.EsdConfig`).
+([`workbench.experiments.config.EsdConfig`][]).
 """
 
 from __future__ import annotations

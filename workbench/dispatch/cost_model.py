@@ -4,7 +4,7 @@
 cost model below is ours; every figure built on it says so.
 
 Per global batch of N samples and W workers, with ``tau_j = D x 4 / B_j`` the seconds worker j
-spends moving one row over its link, and the real state of every worker's HET cache::
+spends moving one row over its link, and the real state of every worker's HET cache:
 
     A[j, k] = tau_j x ( [k absent at j]                      miss pull
                       + [k cached at j, stale beyond s_read]  update pull
@@ -149,7 +149,8 @@ def _key_costs(slot_of, lines, versions, uniq, read_bound, tau, p_dirty, out):
 @nb.njit(cache=True)
 def _sample_sums(cost, indptr, indices, out):
     """``out[i, j] += cost[k, j]`` over sample i's distinct keys k in CSR order: the additive
-    kernel's sums (:func:`~workbench.dispatch.objective.additive_matrix`) on the key-major
+    kernel's sums ([`additive_matrix`][workbench.dispatch.objective.additive_matrix]) on the
+    key-major
     costs, each key's W costs (``W x 8`` bytes, whole lines) requested ``_AHEAD`` keys early."""
     workers = cost.shape[1]
     nnz = indices.shape[0]

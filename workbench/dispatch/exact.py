@@ -1,6 +1,6 @@
 """ESD's exact solvers: the additive transportation problem, its makespan variant, the dedup ILP.
 
-The models are in :mod:`workbench.dispatch.objective`. The additive problem is totally
+The models are in [`workbench.dispatch.objective`][]. The additive problem is totally
 unimodular, so its LP optimum is integral: a numba successive-shortest-path solver finds it
 (``transport-ssp``; ``benchmarks/dispatch_throughput.py`` times it up to 4,096 samples x 32
 workers), falling back to scipy's
@@ -227,7 +227,7 @@ def solve_transport(C, cap, objective: str = "total", time_limit_s: float = 10.0
         time_limit_s: wall-time limit for the makespan MILP (ignored for ``"total"``).
 
     Returns:
-        A :class:`Solution`; ``objective`` is the total cost or the makespan.
+        A [`Solution`][]; ``objective`` is the total cost or the makespan.
     """
     t0 = time.perf_counter()
     C = np.ascontiguousarray(C, dtype=np.float64)
@@ -275,7 +275,7 @@ def _makespan(C: np.ndarray, x: np.ndarray) -> float:
 
 @dataclass
 class _MilpResult:
-    """What :func:`_highs_milp` found: ``values`` is None when it has no feasible point."""
+    """What `_highs_milp` found: ``values`` is None when it has no feasible point."""
 
     values: np.ndarray | None
     proven: bool
@@ -391,10 +391,10 @@ def solve_dedup_ilp(A, indptr, indices, cap, time_limit_s: float = 10.0) -> Solu
     ``[0, 1]`` (integral at any optimum).
 
     HiGHS starts from the better (dedup cost; the heuristic on a tie) of two cheap plans, the
-    regret + swap heuristic (:func:`regret_swap`) and the additive optimum (:func:`solve_transport`
-    on :func:`additive_matrix`), so it always holds a feasible plan and never returns a worse one.
+    regret + swap heuristic ([`regret_swap`][]) and the additive optimum ([`solve_transport`][]
+    on [`additive_matrix`][]), so it always holds a feasible plan and never returns a worse one.
     ``time_limit_s`` is a deadline on the whole call: HiGHS gets what is left after the start
-    plans and the model build and is interrupted at the deadline (:func:`_highs_milp`). What
+    plans and the model build and is interrupted at the deadline (`_highs_milp`). What
     precedes its first poll of the clock (the start plans, the model build, HiGHS' setup) is not
     bounded: measured in ``benchmarks/dedup_ilp.py`` and the ``esd`` stage's probe (0.26-0.77 s
     past a 0.5 s limit on 512 x 8).
@@ -413,7 +413,7 @@ def solve_dedup_ilp(A, indptr, indices, cap, time_limit_s: float = 10.0) -> Solu
         time_limit_s: wall-time limit of the whole call, in seconds.
 
     Returns:
-        A :class:`Solution` with ``objective`` the dedup cost (recomputed by :func:`dedup_cost`),
+        A [`Solution`][] with ``objective`` the dedup cost (recomputed by [`dedup_cost`][]),
         ``optimal`` True iff HiGHS proved optimality, ``mip_gap`` (relative) and ``dual_bound``
         (unscaled, the proven lower bound) from HiGHS, ``seconds`` the whole call's wall time.
     """

@@ -4,12 +4,12 @@
 the worker with room whose *marginal* dedup cost ``sum_{k in K_i, k not yet claimed on j} A_jk``
 is the smallest (ties to the lowest worker index); its keys are then claimed on that worker, so a
 key shared by several samples of one worker is paid once (the models are in
-:mod:`workbench.dispatch.objective`). O(nnz x W) for the whole batch. In batch order it fails in
+[`workbench.dispatch.objective`][]). O(nnz x W) for the whole batch. In batch order it fails in
 a telling way: when costs scale with a worker's link time, the fastest worker is the cheapest for
 almost every sample, so it fills first with whatever samples come first, and the plan costs
 what random costs (kept as ``esd_greedy`` for that lesson).
 
-**Regret + swap (``regret_swap``, ESD's heuristic)**::
+**Regret + swap (``regret_swap``, ESD's heuristic)**:
 
     C[i, j] = sum_{k in K_i} A[j, k]                   additive cost (upper bound of the marginal)
     regret_i = second smallest_j C[i, j] - smallest_j C[i, j]
@@ -30,10 +30,10 @@ deduplicated cost never rises (a swap is applied only when its exact delta is ne
 O(rounds x (nnz x W + W^2 x N)).
 
 **The additive model (``regret_swap_additive``)**: with private keys (sample i alone uses key i
-at ``A[j, i] = C[i, j]``, :func:`~workbench.dispatch.objective.private_keys`) nothing is ever
-shared, so the marginal is ``C[i, j]``, ``D[i, b] = C[i, b] - C[i, x_i]`` and a swap's exact
-change is ``(C[i, b] - C[i, a]) + (C[j, a] - C[j, b])``: the same plan, objective and swap count
-as ``regret_swap`` on the keyed form, from ``C`` alone (no claim counts). One swap loop serves both
+at ``A[j, i] = C[i, j]``, [`private_keys`][workbench.dispatch.objective.private_keys]) nothing is
+ever shared, so the marginal is ``C[i, j]``, ``D[i, b] = C[i, b] - C[i, x_i]`` and a swap's exact
+change is ``(C[i, b] - C[i, a]) + (C[j, a] - C[j, b])``: the same plan, objective and swap count as
+``regret_swap`` on the keyed form, from ``C`` alone (no claim counts). One swap loop serves both
 models (the state's type picks the model's deltas and swap test when the kernel compiles).
 """
 
@@ -104,8 +104,8 @@ def greedy_marginal(A, indptr, indices, cap, order=None) -> Solution:
         order: optional permutation of ``0..N-1``: the order samples are placed in.
 
     Returns:
-        A :class:`Solution` with ``objective`` the dedup cost (the sum of the chosen marginals,
-        equal to :func:`dedup_cost` up to float rounding), ``optimal=False``.
+        A [`Solution`][] with ``objective`` the dedup cost (the sum of the chosen marginals,
+        equal to `dedup_cost` up to float rounding), ``optimal=False``.
     """
     t0 = time.perf_counter()
     A, indptr, indices = check_keys(A, indptr, indices)
@@ -192,7 +192,7 @@ def _keyed_swap(state, x, i, j, a, b):  # pragma: no cover - compiled
 @nb.njit(cache=True)
 def _additive_deltas(state, x, D):  # pragma: no cover - compiled
     """``D[i, b] = C[i, b] - C[i, x[i]]`` (0 on x[i]): with private keys, exactly what
-    :func:`_keyed_deltas` gives (``(0 + A[b, i]) - A[a, i]``), from ``C`` alone."""
+    `_keyed_deltas` gives (``(0 + A[b, i]) - A[a, i]``), from ``C`` alone."""
     C = state[0]
     n, w = D.shape
     for i in range(n):
@@ -204,7 +204,7 @@ def _additive_deltas(state, x, D):  # pragma: no cover - compiled
 
 @nb.njit(cache=True)
 def _additive_swap(state, x, i, j, a, b):  # pragma: no cover - compiled
-    """:func:`_keyed_swap` with private keys: the same test on ``C`` alone."""
+    """`_keyed_swap` with private keys: the same test on ``C`` alone."""
     C = state[0]
     if (C[i, b] - C[i, a]) + (C[j, a] - C[j, b]) < -1e-12:
         x[i] = b
@@ -224,7 +224,7 @@ def _sorted_candidates(members, size, D, col, below, keep, values, keep2,
     """The first ``size`` of ``members`` whose ``D[., col]`` is under ``below``, into ``keep``
     (their deltas into ``values``) by increasing delta, ties in member order (ascending sample
     index): the order a stable argsort gives, by insertion for a few candidates and by a stable
-    bottom-up merge (``keep2``, ``values2`` its scratch) past :data:`_INSERTION`, so a worker
+    bottom-up merge (``keep2``, ``values2`` its scratch) past `_INSERTION`, so a worker
     with thousands of samples sorts in O(m log m). A pair (t-th of a, t-th of b) is tried only
     while the deltas sum under -1e-12, so a member at or over ``below`` (-1e-12 - the other
     side's best) is never reached: dropping it leaves the swaps as the full sorted lists give
@@ -330,7 +330,7 @@ def _deltas_model(state, x, D):  # pragma: no cover - compiled
 
 @overload(_swap)
 def _swap_model(state, x, i, j, a, b):  # pragma: no cover - compiled
-    """The model's exact swap test (:func:`_keyed_swap` or :func:`_additive_swap`)."""
+    """The model's exact swap test (`_keyed_swap` or `_additive_swap`)."""
     if len(state) == 4:
         return lambda state, x, i, j, a, b: _keyed_swap(state, x, i, j, a, b)
     return lambda state, x, i, j, a, b: _additive_swap(state, x, i, j, a, b)
@@ -389,7 +389,7 @@ def _swap_rounds(state, x, w, rounds):  # pragma: no cover - compiled
 
 @nb.njit(cache=True)
 def _swap_improve(A, indptr, indices, x, rounds):  # pragma: no cover - compiled
-    """:func:`_swap_rounds` on the keyed (dedup) model, from the plan ``x``."""
+    """`_swap_rounds` on the keyed (dedup) model, from the plan ``x``."""
     w, u = A.shape
     count = np.zeros((w, u), dtype=np.int32)
     for i in range(indptr.size - 1):
@@ -434,7 +434,7 @@ def _additive_plan(C, cap, rounds, x):  # pragma: no cover - compiled
 
 
 def regret_swap_additive(C, cap, rounds: int = 20) -> Solution:
-    """:func:`regret_swap` on the additive model, from ``C[N, W]`` alone.
+    """[`regret_swap`][] on the additive model, from ``C[N, W]`` alone.
 
     The same plan, objective and status as ``regret_swap(*private_keys(C), cap, rounds)``
     (sample ``i`` alone uses key ``i``, at cost ``C[i, j]`` on worker ``j``), without the keyed
@@ -448,7 +448,7 @@ def regret_swap_additive(C, cap, rounds: int = 20) -> Solution:
         rounds: at most this many rounds of swaps (0: the regret-ordered greedy alone).
 
     Returns:
-        A :class:`Solution` with the additive cost as ``objective``; ``status`` says how many
+        A [`Solution`][] with the additive cost as ``objective``; ``status`` says how many
         swaps were made in how many rounds.
     """
     t0 = time.perf_counter()
@@ -473,7 +473,7 @@ def regret_swap(A, indptr, indices, cap, rounds: int = 20) -> Solution:
         rounds: at most this many rounds of swaps (0: the regret-ordered greedy alone).
 
     Returns:
-        A :class:`Solution` with the dedup cost as ``objective``; ``status`` says how many swaps
+        A [`Solution`][] with the dedup cost as ``objective``; ``status`` says how many swaps
         were made in how many rounds.
     """
     t0 = time.perf_counter()

@@ -2,7 +2,7 @@
 
 **Our formalisation** (the cost model: `workbench/dispatch/cost_model.py`): the ESD paper's
 method section is not available. Per global batch the cost model
-(:mod:`workbench.dispatch.cost_model`) prices every (worker, key) on the real cache states; then
+([`workbench.dispatch.cost_model`][]) prices every (worker, key) on the real cache states; then
 
 * every solver optimises the model of ``mode``: ``additive`` (default; every sample pays its
   own keys, the transportation problem) or ``dedup`` (a key shared by samples on one worker is
@@ -11,20 +11,20 @@ method section is not available. Per global batch the cost model
   cache states the dedup heuristic's plans are predicted cheaper than the additive optimum's and
   realise about a third more (``benchmarks/esd_objective_ranking.py``);
 * ``esd_heuristic``: regret-ordered greedy on marginal costs plus pairwise swaps
-  (:func:`~workbench.dispatch.heuristic.regret_swap`; in additive mode its equal on ``C``
-  alone, :func:`~workbench.dispatch.heuristic.regret_swap_additive`); ``esd_greedy``: the
-  plain greedy in batch order (:func:`~workbench.dispatch.heuristic.greedy_marginal`), kept as
-  a named variant because it shows how a cost-blind order fails (the fastest worker fills
-  first);
+  ([`regret_swap`][workbench.dispatch.heuristic.regret_swap]; in additive mode its equal on ``C``
+  alone, [`regret_swap_additive`][workbench.dispatch.heuristic.regret_swap_additive]);
+  ``esd_greedy``: the plain greedy in batch order
+  ([`greedy_marginal`][workbench.dispatch.heuristic.greedy_marginal]), kept as a named variant
+  because it shows how a cost-blind order fails (the fastest worker fills first);
 * ``esd_exact``: the additive transportation optimum (``mode="additive"``) or the deduplicated
-  ILP under a time limit (``mode="dedup"``) (:mod:`workbench.dispatch.exact`);
+  ILP under a time limit (``mode="dedup"``) ([`workbench.dispatch.exact`][]);
 * ``hybriddis``: per batch, the cheap heuristic always, plus the exact solver when the instance
   is small or its predicted time fits the decision budget; it keeps the plan with the lower
   cost under the model (so it is never worse than the heuristic on the same state) and records
   which ran and how long it took.
 
   *Budget*: the time the decision can hide behind, i.e. the previous iteration's compute on
-  the emulated clock (the trainer calls :meth:`HybridDis.set_budget` every iteration; the
+  the emulated clock (the trainer calls [`HybridDis.set_budget`][] every iteration; the
   ESD sweeps set the calibrated compute of one iteration) times ``budget_fraction``.
   *Look-ahead* ``K`` (``SolverOptions.lookahead``): the dispatcher may decide up to ``K``
   batches ahead of the training, so the budget it does not spend on a batch (the heuristic's
@@ -32,7 +32,7 @@ method section is not available. Per global batch the cost model
   its predicted time, and its time is drawn from the saving. So at a budget ``b`` below the
   exact solver's time ``t`` (and ``t <= K b``), the exact solver decides about ``b / t`` of the
   batches and the heuristic the rest; ``K = 1`` (the default) saves nothing: the exact solver
-  runs on every batch or on none::
+  runs on every batch or on none:
 
       saved <- min(saved + b, K b)
       exact if N x W <= small_instance or t <= saved;  then saved <- max(0, saved - t)
@@ -42,17 +42,17 @@ method section is not available. Per global batch the cost model
   fixed prior (adaptive; runs then depend on machine speed).
   *Charge*: when the exact solver runs, ``max(0, t - saved)`` seconds go on the emulated clock
   (``Decision.charged_s``), with ``t`` the predicted time under ``fixed`` and the measured wall
-  time under ``online``::
+  time under ``online``:
 
       keys --cost model--> A[W, U], CSR --+--> regret_swap ----------------------+--> cheaper plan
                                           |                                      |
                                           +--> exact (if N x W small or the -----+
                                                predicted time <= saved budget)
 
-Each dispatcher is one strategy class on the shared machinery of :class:`EsdDispatcher` (the
+Each dispatcher is one strategy class on the shared machinery of [`EsdDispatcher`][] (the
 cost model, the model of ``mode``, the exact solver and its time predictor):
-:class:`EsdGreedy`, :class:`EsdHeuristic`, :class:`EsdExact` and :class:`HybridDis`. Their
-settings are one :class:`SolverOptions` record (``EsdConfig.dispatcher_options()`` as fields).
+[`EsdGreedy`][], [`EsdHeuristic`][], [`EsdExact`][] and [`HybridDis`][]. Their
+settings are one [`SolverOptions`][] record (``EsdConfig.dispatcher_options()`` as fields).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class SolverOptions:
             the ILP under ``time_limit_s``).
         time_limit_s: MILP time limit of the dedup and makespan solvers.
         budget_s: hybriddis' decision budget per batch until the first
-            :meth:`~workbench.dispatch.base.Dispatcher.set_budget`.
+            [`set_budget`][workbench.dispatch.base.Dispatcher.set_budget].
         small_instance: hybriddis always runs the exact solver when N x W is at most this.
         seconds_per_variable: hybriddis' predictor: the exact solver's expected seconds per
             sample-worker variable (calibrated by ``benchmarks/dispatch_throughput.py``). Fixed,
@@ -138,17 +138,17 @@ class SolverOptions:
 
 
 class EsdDispatcher(Dispatcher):
-    """ESD on the cost model: what its strategies share (subclasses: :class:`EsdGreedy`,
-    :class:`EsdHeuristic`, :class:`EsdExact`, :class:`HybridDis`).
+    """ESD on the cost model: what its strategies share (subclasses: [`EsdGreedy`][],
+    [`EsdHeuristic`][], [`EsdExact`][], [`HybridDis`][]).
 
     Every decision prices the batch on the cost model, hands the model of ``options.mode`` to
-    the strategy's :meth:`_plan`, and records the plan's cost under that model.
+    the strategy's `_plan`, and records the plan's cost under that model.
 
     Args:
         workers: W.
         capacities: samples per worker.
         cost_model: reads the cluster's cache states and links.
-        options: the solvers' settings (:class:`SolverOptions`).
+        options: the solvers' settings ([`SolverOptions`][]).
     """
 
     def __init__(self, workers: int, capacities: np.ndarray, cost_model: CostModel,
@@ -189,8 +189,8 @@ class EsdDispatcher(Dispatcher):
         """The cost inputs of the model every solver of this dispatcher optimises.
 
         ``dedup``: the cost model's ``(A, CSR)`` as they are. ``additive``: each sample's keys
-        made private (:func:`~workbench.dispatch.objective.private_keys`), so that the dedup
-        cost *is* the additive cost and the heuristic optimises what the exact solver does.
+        made private ([`private_keys`][workbench.dispatch.objective.private_keys]), so that the
+        dedup cost *is* the additive cost and the heuristic optimises what the exact solver does.
         """
         if self.mode == "dedup":
             return self.cost_model.batch(keys)

@@ -28,7 +28,7 @@ Per global batch of ``N = sum(b_w)`` samples (sample i has F keys, one per table
    (0 or 1, a miss), ``miss_push`` (1, a miss whose eviction removed a *valid* entry, whose
    updates must be written back); ``update_push = len(cplan[w])``; ``unique_keys`` = touches.
 
-One batch, W = 2, b = 2, F = 2, batch_id = 1 (scan order 1, 0), capacities 4 and 2::
+One batch, W = 2, b = 2, F = 2, batch_id = 1 (scan order 1, 0), capacities 4 and 2:
 
     snapshots, most recent first    sample  keys   score[z0, z1]  -> worker
     (* valid, o outdated)           s0      3, 9   [1, 1] tie     -> 1 (first in scan order)
@@ -55,7 +55,7 @@ Layout (struct of arrays, so the whole batch runs in one numba call with no per-
 * ``users[rows, ceil(W / 64)]`` (uint64): during a batch, the bitmask of the workers whose
   samples use key k (all zero between batches).
 * ``bitmap[rows / 64]``, ``summary[rows / 4096]`` (uint64): the batch's keys de-duplicated and
-  listed in ascending order without a sort (:mod:`workbench.utils.bitset`).
+  listed in ascending order without a sort ([`workbench.utils.bitset`][]).
 * ``raw``: the batch's key list and the communication plans' scratch, reused across batches.
 * Memory in all: ``4 * rows * W + 8 * rows * ceil(W / 64) + rows / 8 + 16 * sum(min(cap_w,
   rows))`` bytes, i.e. 32 + 8 + 0.1 + 13 MB for 1M rows, 8 workers and caches of 100k rows.
@@ -66,7 +66,7 @@ one building every plan (already sorted) and outdating, one touching each key on
 users. The snapshots are independent, so the second pass gives every worker its own ascending
 sequence of touches, as Herald's per-worker loop does, and reads a key's ``loc`` row once for
 all its users. The kernel prefetches the ``loc`` and ``users`` rows of keys a few places ahead
-(:mod:`workbench.utils.prefetch`): they are random rows of tables too large for the caches.
+([`workbench.utils.prefetch`][]): they are random rows of tables too large for the caches.
 """
 
 from __future__ import annotations
@@ -287,7 +287,7 @@ class LaiaResult:
         assignment: ``int64[N]``, the worker of each sample; worker w appears exactly ``b_w``
             times.
         cplan: per worker, the sorted unique ``int64`` keys it must push this iteration.
-        counters: ``int64[W, 6]`` with columns :data:`COLUMNS`.
+        counters: ``int64[W, 6]`` with columns [`COLUMNS`][].
         scores: ``int64[N, W]``, the score matrix of step 1.
     """
 
@@ -316,7 +316,7 @@ class LaiaDispatcher:
     Memory: ``4 * rows * W + 8 * rows * ceil(W / 64) + rows / 8`` bytes plus ``16`` bytes per
     cache slot (module docstring).
 
-    Example::
+    Example:
 
         laia = LaiaDispatcher(workers=2, rows=100, cache_rows=10)
         res = laia.dispatch(np.array([[1, 2], [3, 4], [1, 5], [6, 7]]), per_worker=2,
@@ -361,7 +361,7 @@ class LaiaDispatcher:
             batch_id: the batch's index; the scan starts at worker ``batch_id mod W``.
 
         Returns:
-            The :class:`LaiaResult` of the batch.
+            The [`LaiaResult`][] of the batch.
         """
         keys = np.ascontiguousarray(keys, dtype=np.int64)
         if keys.ndim != 2:

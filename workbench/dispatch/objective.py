@@ -1,8 +1,8 @@
 """ESD dispatch as optimisation: the models, the cost of an assignment, and the solvers' result.
 
-The cost model (:mod:`workbench.dispatch.cost_model`) turns the cache states of the W workers
+The cost model ([`workbench.dispatch.cost_model`][]) turns the cache states of the W workers
 into cost inputs for one global batch of N samples; the solvers only decide which sample goes to
-which worker. Nothing here reads a cache::
+which worker. Nothing here reads a cache:
 
       cost_model                                  exact, heuristic
     +----------------------+   C[N, W]          +-------------------------------------------+
@@ -19,20 +19,20 @@ Notation. Samples ``i = 0..N-1``, workers ``j = 0..W-1``, capacities ``b_j = cap
 ``k`` on worker ``j`` (e.g. ``tau_j`` x misses/update pulls/pushes); ``C[i, j]`` is the cost of
 sending sample ``i`` to worker ``j``; built from keys, ``C[i, j] = sum_{k in K_i} A[j, k]``.
 
-Additive model (transportation problem; totally unimodular, so the LP optimum is integral)::
+Additive model (transportation problem; totally unimodular, so the LP optimum is integral):
 
     min   sum_ij C_ij x_ij
     s.t.  sum_j x_ij = 1        for every sample i
           sum_i x_ij = b_j      for every worker j
           x_ij in {0, 1}        (equivalently 0 <= x_ij <= 1)
 
-Makespan variant (BSP: the slowest worker's communication; a MILP)::
+Makespan variant (BSP: the slowest worker's communication; a MILP):
 
     min   T
     s.t.  sum_i C_ij x_ij <= T  for every worker j
           sum_j x_ij = 1,  sum_i x_ij = b_j,  x_ij in {0, 1}
 
-Deduplicated model (a key needed by several samples on one worker is paid once there; an ILP)::
+Deduplicated model (a key needed by several samples on one worker is paid once there; an ILP):
 
     min   sum_jk A_jk y_jk
     s.t.  y_jk >= x_ij          for every i, every k in K_i, every j   (only where A_jk > 0)
@@ -43,8 +43,8 @@ Deduplicated model (a key needed by several samples on one worker is paid once t
 ``y_jk = max_{i: k in K_i} x_ij``, which is 0 or 1. Pairs with ``A_jk = 0`` need no ``y``.
 For any assignment, dedup cost <= additive cost; with pairwise disjoint key sets they are equal.
 
-Every solver (:mod:`workbench.dispatch.exact`, :mod:`workbench.dispatch.heuristic`) returns a
-:class:`Solution` whose ``assignment`` is ``int64[N]`` of worker indices with exactly ``cap[j]``
+Every solver ([`workbench.dispatch.exact`][], [`workbench.dispatch.heuristic`][]) returns a
+[`Solution`][] whose ``assignment`` is ``int64[N]`` of worker indices with exactly ``cap[j]``
 entries equal to ``j``; this module evaluates any assignment under both models.
 """
 

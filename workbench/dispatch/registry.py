@@ -12,12 +12,12 @@ name               what it does                                       strategy c
 ``hybriddis``      heuristic, plus the exact solver when it fits      ``hybriddis.HybridDis``
 =================  =================================================  ==========================
 
-A name is resolved to its strategy class once (:func:`strategy`; an unknown name is a one-line
-:class:`~workbench.utils.validation.ConfigError` naming the allowed ones), and
-:func:`make_dispatcher` builds the object; whoever dispatches holds the object and calls its
-:meth:`~workbench.dispatch.base.Dispatcher.decide` per batch. :class:`DispatcherSpec` is a
+A name is resolved to its strategy class once ([`strategy`][]; an unknown name is a one-line
+[`ConfigError`][workbench.utils.validation.ConfigError] naming the allowed ones), and
+[`make_dispatcher`][] builds the object; whoever dispatches holds the object and calls its
+[`decide`][workbench.dispatch.base.Dispatcher.decide] per batch. [`DispatcherSpec`][] is a
 dispatcher not yet built (name and solver settings), for a component that builds it on a
-cluster of its own (the trainer)::
+cluster of its own (the trainer):
 
     DispatcherSpec(name, SolverOptions) --build(cluster, capacities)--> Dispatcher
 """
@@ -67,10 +67,10 @@ def strategy(name: str) -> type[Dispatcher]:
 class DispatcherSpec:
     """A dispatcher not yet built: its strategy's name and the solvers' settings.
 
-    The name is checked when the spec is made (an unknown one raises :class:`ConfigError`).
+    The name is checked when the spec is made (an unknown one raises [`ConfigError`][]).
 
     Attributes:
-        name: one of :data:`DISPATCHERS`.
+        name: one of [`DISPATCHERS`][].
         options: the ESD solvers' settings (read by the ESD strategies only).
     """
 
@@ -88,7 +88,7 @@ class DispatcherSpec:
     def build(self, cluster: EdgeCluster | None, capacities: np.ndarray, *,
               wire_dim: int | None = None, seed: int = 0,
               local: np.ndarray | None = None) -> Dispatcher:
-        """The dispatcher on ``cluster`` (see :func:`make_dispatcher`).
+        """The dispatcher on ``cluster`` (see [`make_dispatcher`][]).
 
         Raises:
             ValueError: a cost-aware dispatcher without a cluster.
@@ -112,12 +112,12 @@ def make_dispatcher(name: str, cluster: EdgeCluster | None, capacities: np.ndarr
     """Build the dispatcher called ``name`` for ``cluster``.
 
     Args:
-        name: one of :data:`DISPATCHERS`.
+        name: one of [`DISPATCHERS`][].
         cluster: the emulated cluster whose caches the cost-aware dispatchers read (LAIA's
             snapshots get the caches' capacity); None: a baseline on ``len(capacities)``
             workers.
         capacities: samples per worker per global batch.
-        options: the ESD solvers' settings (default: :class:`SolverOptions`'s).
+        options: the ESD solvers' settings (default: [`SolverOptions`][]'s).
         wire_dim: the width of a row on the wire of ESD's cost model (None: the cluster's).
         seed: seeds the ``random`` baseline.
         local: rows replicated on every worker outside the caches, free to ESD's cost model

@@ -1,6 +1,6 @@
 """Layer 6, experiments: one module per pipeline stage, each a ``run(...)`` that writes its results
 directory whole. Imports ``training`` and lower; never ``workbench.config`` (each stage takes the
-parts of the configuration it uses; :mod:`workbench.stages.registry` hands them over).
+parts of the configuration it uses; [`workbench.stages.registry`][] hands them over).
 
 =====================  ==========================================================================
 ``dataset_stats``      statistics and access skew (HET Fig. 3)

@@ -1,9 +1,9 @@
 """The ``calibrate`` stage: this machine's compute and software costs, for the emulated clock.
 
-The clock (:mod:`workbench.cluster.time_model`) charges a worker ``(a + b x samples) / speed``
+The clock ([`workbench.cluster.time_model`][]) charges a worker ``(a + b x samples) / speed``
 seconds of compute per iteration and a per-message / per-row software cost on client and server.
 This stage measures both for exactly what the experiments run, and writes
-``results/calibration/calibration.json`` (:mod:`workbench.cluster.calibration`)::
+``results/calibration/calibration.json`` ([`workbench.cluster.calibration`][]):
 
     for each (model, embedding width D, dataset shape) an experiment trains or times:
         build the model (torch, ``calibration.threads`` threads), and for each batch size n:
@@ -19,7 +19,7 @@ explicit step (``make calibrate``), after which the downstream stages rerun. The
 carry a fingerprint of the model's configuration: changing ``models.wdl`` without recalibrating
 is an error that names this stage.
 
-:func:`workbench.training.clock.clock_costs` is how every timed experiment turns
+[`workbench.training.clock.clock_costs`][] is how every timed experiment turns
 ``cluster.compute`` and ``cluster.software`` into the clock's costs.
 """
 
@@ -100,7 +100,7 @@ def run(out: Path, exp: CalibrationConfig, *, shapes: list[ModelShape], wire_dim
             picked dataset's own), replaced whole: one file holds one run's measurements and
             the machine and settings they were taken with.
         exp: batch sizes, repeats and threads of the measurement.
-        shapes: the models and dataset shapes the experiments run (see :func:`required`).
+        shapes: the models and dataset shapes the experiments run (see [`required`][]).
         wire_dims: the embedding widths whose software cost is measured.
         seed: seeds the random inputs.
         progress: show a progress bar.

@@ -2,7 +2,7 @@ r"""The five mechanisms in one training run through ESD's edge cluster, and thei
 
 **Our composition.** Each paper's mechanism comes from its own stage (and carries that stage's
 formalisation: ESD's, Hotline's and FlexShard's are ours); here they meet in ONE trainer
-(:class:`~workbench.training.trainer.Trainer`) on ESD's heterogeneous edge cluster::
+([`Trainer`][workbench.training.trainer.Trainer]) on ESD's heterogeneous edge cluster:
 
     mechanism  on                                             off
     ---------  ---------------------------------------------  ------------------------------
@@ -92,7 +92,7 @@ def replicated_sets(keys: np.ndarray, rows: int, exp: CombinedConfig, dim: int,
 
     One profile of ``profile_rate`` of the train inputs (drawn with replacement, seeded) feeds
     both: Hotline keeps the most-counted rows that fit ``hot_fraction`` of the table
-    (:func:`~workbench.data.popularity.hot_keys`); FlexShard ranks rows by their Good-Turing
+    ([`hot_keys`][workbench.data.popularity.hot_keys]); FlexShard ranks rows by their Good-Turing
     access probability and replicates the first ``replicated_fraction`` (its tier 0).
     """
     from workbench.sharding.planner import estimate_probability
@@ -146,7 +146,7 @@ def ablation_row(name: str, on: frozenset[str], dispatcher: str, metrics: pd.Dat
 
 @dataclass(frozen=True, eq=False)
 class Ablation:
-    """What every run of the ablation shares (:func:`train_run` varies only the switches).
+    """What every run of the ablation shares ([`train_run`][] varies only the switches).
 
     Attributes:
         train: the train split (every run trains on the same samples, in order).
@@ -158,7 +158,7 @@ class Ablation:
         cluster: the clock's settings (compute, software cost); the links are ESD's.
         compute: the clock's compute cost.
         software: the clock's software cost.
-        sets: Hotline's and FlexShard's replicated rows (:func:`replicated_sets`).
+        sets: Hotline's and FlexShard's replicated rows ([`replicated_sets`][]).
         seed: seeds the model and the dispatchers.
     """
 
@@ -218,7 +218,7 @@ def run(ctx: RunContext, exp: CombinedConfig, *, esd: EsdConfig, dataset: Datase
         model: ModelConfig, cluster: ClusterConfig) -> None:
     """The ``combined`` stage: every run of the ablation; writes ``out`` whole.
 
-    Outputs: ``ablation.csv`` (one row per run: :func:`ablation_row`), ``train.csv`` (every
+    Outputs: ``ablation.csv`` (one row per run: [`ablation_row`][]), ``train.csv`` (every
     run's evaluations), ``iterations.csv`` (per run and iteration: bytes and seconds, summed
     over workers), ``summary.json`` (settings, the replicated sets, the clock).
 

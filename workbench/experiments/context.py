@@ -1,9 +1,9 @@
 """What every run of an experiment stage shares: its input, its output, the seed, the clock's
 calibration and whether to show progress.
 
-The stage registry (:mod:`workbench.stages.registry`) builds one :class:`RunContext` per
+The stage registry ([`workbench.stages.registry`][]) builds one [`RunContext`][] per
 invocation and hands it to the stage module's ``run`` beside the stage's own config objects, so
-a stage's signature names only what is particular to it. :func:`say_if_reversed` is the one
+a stage's signature names only what is particular to it. [`say_if_reversed`][] is the one
 warning a stage logs when its run measures the opposite of a paper's direction.
 """
 

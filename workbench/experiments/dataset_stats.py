@@ -10,11 +10,11 @@ their item feature's table. Then:
 * pooled over all tables (HET ranks all embeddings together): the same shares, and the
   rank-frequency curve ``lookups(rank)`` sampled at log-spaced ranks for the log-log plot.
 
-The train split is read a row group at a time (:func:`workbench.data.preprocess.iter_split`):
-:class:`SplitStats` adds each group's ``np.bincount`` per column, label sum and sessions, so the
+The train split is read a row group at a time ([`workbench.data.preprocess.iter_split`][]):
+[`SplitStats`][] adds each group's ``np.bincount`` per column, label sum and sessions, so the
 memory is the counts (8 bytes per embedding row) plus one row group, whatever the split's size;
-nothing loops over samples. The DataFrame functions (:func:`access_counts`,
-:func:`dataset_statistics`) feed one whole frame through the same accumulator.
+nothing loops over samples. The DataFrame functions ([`access_counts`][],
+[`dataset_statistics`][]) feed one whole frame through the same accumulator.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class SplitStats:
                 else np.union1d(self.session_ids, seen)
 
     def columns(self, available: Iterable[str]) -> list[str]:
-        """The columns :meth:`add` reads, among ``available``."""
+        """The columns [`add`][] reads, among ``available``."""
         available = set(available)
         return [c for c in [LABEL, *self.meta.categorical, *self.meta.sequences, SESSION]
                 if c in available]
@@ -120,7 +120,7 @@ class SplitStats:
 
 
 def frame_stats(frame: pd.DataFrame, meta: DatasetMeta) -> SplitStats:
-    """:class:`SplitStats` of one whole DataFrame."""
+    """[`SplitStats`][] of one whole DataFrame."""
     stats = SplitStats(meta)
     stats.add(pa.Table.from_pandas(frame[stats.columns(frame.columns)], preserve_index=False))
     return stats
@@ -169,7 +169,7 @@ def dataset_statistics(
         frame: pd.DataFrame, meta: DatasetMeta,
         cfg: DatasetStatsConfig) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
     """Summary, per-feature table and pooled rank curve of one dataset's train split (a whole
-    DataFrame; see :func:`split_statistics`)."""
+    DataFrame; see [`split_statistics`][])."""
     return split_statistics(frame_stats(frame, meta), meta, cfg)
 
 
@@ -184,7 +184,7 @@ def split_statistics(stats: SplitStats, meta: DatasetMeta, cfg: DatasetStatsConf
 
     Returns:
         ``(summary, features, curve)``: a JSON-serialisable summary, one row per feature, and the
-        pooled rank curve (:func:`rank_curve`).
+        pooled rank curve ([`rank_curve`][]).
     """
     counts = stats.access_counts()
     pooled = counts.pooled()

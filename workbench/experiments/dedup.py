@@ -1,8 +1,8 @@
 """RecD's ``dedup`` stage: session-clustered partitions, their storage bytes and dedup factors.
 
 **Our formalisation of RecD** (the paper's method section is unavailable; see
-:mod:`workbench.data.partition`, :mod:`workbench.sparse.reader`,
-:mod:`workbench.sparse.transforms`, :mod:`workbench.models.recd`)::
+[`workbench.data.partition`][], [`workbench.sparse.reader`][],
+[`workbench.sparse.transforms`][], [`workbench.models.recd`][]):
 
     data/processed/<ds>/train.parquet
         |  dedup stage: sessions, history snapshot, windows of W rows in log order
@@ -20,18 +20,18 @@
   (user-side features, history, other sparse features, dense features, other columns); the
   layouts are ``shuffled``, ``clustered`` and ``sessions`` (the clustered partitions with the
   columns constant within every session written once per session,
-  :func:`workbench.data.partition.session_partition`).
+  [`workbench.data.partition.session_partition`][]).
 * ``dedup.csv``: rows / unique rows per dedup group and values / unique values of all sparse
   features per layout, window and batch size. The dedup factor counts the non-empty rows of a
   group only; rows whose group is empty (no history, nothing else in the group) are
   ``empty_rows``, and the stage warns when they are most of the rows
-  (:data:`workbench.data.partition.EMPTY_WARN_FRACTION`), since then the factor describes a few rows
-  (:mod:`workbench.sparse.reader`).
+  ([`workbench.data.partition.EMPTY_WARN_FRACTION`][]), since then the factor describes a few rows
+  ([`workbench.sparse.reader`][]).
 
-The partitions and the results are one commit (:func:`workbench.utils.io.atomic_dirs`): both
+The partitions and the results are one commit ([`workbench.utils.io.atomic_dirs`][]): both
 are built in temporary directories and renamed into place under a journal, so a run killed
 between the two renames is completed by the next reader, never left half old, half new. The
-``recd`` stage (:mod:`workbench.experiments.recd`) reads the partitions.
+``recd`` stage ([`workbench.experiments.recd`][]) reads the partitions.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def warn_empty_groups(name: str, groups: list[list[str]], empty: list[int], rows
     Args:
         name: the dataset.
         groups: the dedup groups.
-        empty: per group, its empty rows (:func:`workbench.sparse.reader.empty_rows`).
+        empty: per group, its empty rows ([`workbench.sparse.reader.empty_rows`][]).
         rows: rows of the table.
         exp: the RecD settings (``history`` names the likely cause).
         sequences: the dataset's sequence features (``DatasetMeta.sequences``).

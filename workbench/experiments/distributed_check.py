@@ -1,13 +1,13 @@
 r"""The emulator checked against real processes: the same runs, emulated and distributed, on
 each network of ``exp.networks`` (the sender-shaped token bucket on loopback, and the
-kernel-shaped edge network of :mod:`workbench.cluster.edge_network`, skipped with its reason
+kernel-shaped edge network of [`workbench.cluster.edge_network`][], skipped with its reason
 where namespaces are not permitted).
 
 Two parts, on ``het_train``'s dataset and model (their compute cost is calibrated):
 
 * **Validation** (a small BSP run per staleness bound of ``exp.bounds``, W workers on shaped,
-  heterogeneous links): the emulated cluster (:mod:`workbench.training.trainer`) and the
-  distributed backend (:mod:`workbench.training.distributed`) run the same config, seed and
+  heterogeneous links): the emulated cluster ([`workbench.training.trainer`][]) and the
+  distributed backend ([`workbench.training.distributed`][]) run the same config, seed and
   dispatch. Checked exactly: every cache counter of every (iteration, worker), the rows pulled and
   pushed and the embedding bytes (what the clock counts), the metadata bytes (the real protocol
   carries the clock's 16 B per key and per pushed row plus a reply mask of one bit per key and an
@@ -22,7 +22,7 @@ Two parts, on ``het_train``'s dataset and model (their compute cost is calibrate
   default); wall time per iteration end to end and per phase beside the emulated clock's.
 
 On the kernel network every worker's interface counters (bytes and packets both ways) are set
-against the backend's own accounting and the clock's (:func:`byte_frame`).
+against the backend's own accounting and the clock's ([`byte_frame`][]).
 
 Outputs (``results/distributed_check/<ds>/``): ``check.json`` (deterministic: counters, bytes,
 versions, parameter differences, per network and bound), ``phases.csv`` (per network, run,
@@ -194,13 +194,14 @@ def clock_exchanges(history: pd.DataFrame, links: Links, dim: int) -> pd.DataFra
 
 def clock_frame(emulated: EmulatedRun, links: Links, dim: int) -> pd.DataFrame:
     """The clock of an emulated run's recorded traffic on ``links`` (any software cost and
-    dense mode: :func:`~workbench.cluster.time_model.time_model` on its counters and compute),
-    per (iteration, worker): ``comm_s``, ``dense_s``, ``dense_total_s``, ``step_s`` and the pull
-    and push exchanges apart (:func:`clock_exchanges`).
+    dense mode: [`time_model`][workbench.cluster.time_model.time_model] on its counters and
+    compute), per (iteration, worker): ``comm_s``, ``dense_s``, ``dense_total_s``, ``step_s`` and
+    the pull and push exchanges apart ([`clock_exchanges`][]).
 
     In the ``concurrent`` dense mode on shared links the ring's bytes, handed over at the end of
     backward, leave before the push and hold it up by their wire time ``R^b_j``
-    (:meth:`~workbench.cluster.dense_sync.DenseSync.own_link_wire`): the push and the exchange carry
+    ([`own_link_wire`][workbench.cluster.dense_sync.DenseSync.own_link_wire]): the push and the
+    exchange carry
     it, and ``dense_s`` is each worker's wait past its push, ``step - iter_j - R^b_j``."""
     history = emulated.history
     iterations = int(history["iteration"].nunique())
@@ -233,7 +234,7 @@ def phase_frame(emulated: EmulatedRun, real: DistributedResult, warmup: int, lin
     worker waited for past backward (with the optimizer step and the wait for the slowest
     worker); the iteration (slowest worker) against the clock's BSP step. In the ``concurrent``
     mode the dense sync waited for is all the worker waited past its own push (the round's ACK,
-    then what is left of the ring), as the clock's ``dense_s`` counts it (:func:`clock_frame`).
+    then what is left of the ring), as the clock's ``dense_s`` counts it ([`clock_frame`][]).
     """
     clock = clock_frame(emulated, links, dim)
     dis = real.history.set_index(["iteration", "worker"])
@@ -350,11 +351,11 @@ def byte_frame(emulated: EmulatedRun, real: DistributedResult) -> pd.DataFrame:
     kernel counted them (both directions) against the backend's own accounting and the clock's.
 
     ``kernel = headers + backend + gloo framing + all-reduce framing``: headers are
-    :data:`~workbench.cluster.edge_network.PACKET_HEADER_BYTES` per packet counted; the backend
-    counts every message's header and arrays sent and received and the all-reduce's ring share
-    each way; gloo frames each point-to-point transfer with
-    :data:`~workbench.cluster.wire.GLOO_TRANSFER_BYTES`; what remains is the framing of the
-    all-reduce's own transfers (gloo's ring, whose transfer count the backend does not see),
+    [`PACKET_HEADER_BYTES`][workbench.cluster.edge_network.PACKET_HEADER_BYTES] per packet counted;
+    the backend counts every message's header and arrays sent and received and the all-reduce's ring
+    share each way; gloo frames each point-to-point transfer with
+    [`GLOO_TRANSFER_BYTES`][workbench.cluster.wire.GLOO_TRANSFER_BYTES]; what remains is the framing
+    of the all-reduce's own transfers (gloo's ring, whose transfer count the backend does not see),
     shown per iteration. The clock counts embedding and metadata bytes and the ring share.
     """
     dis = real.history.groupby("worker").sum(numeric_only=True)
@@ -509,7 +510,7 @@ def fit_ring_step(phases: pd.DataFrame) -> dict[str, float]:
 
 
 def run_real(job: DistributedJob, train: Split, what: str) -> DistributedResult:
-    """:func:`run_distributed`, its one-line failures (a process died, stopped or hung, the
+    """[`run_distributed`][], its one-line failures (a process died, stopped or hung, the
     deadline passed) prefixed with this stage's config section and the run (``what``)."""
     try:
         return run_distributed(job, train)

@@ -1,14 +1,14 @@
 """ESD experiments: transmission cost per dispatcher, decision time, and end-to-end training.
 
-**Our formalisation of ESD** (:mod:`workbench.dispatch.cost_model`,
-:mod:`workbench.dispatch.hybriddis`): the paper's method section is unavailable.
+**Our formalisation of ESD** ([`workbench.dispatch.cost_model`][],
+[`workbench.dispatch.hybriddis`][]): the paper's method section is unavailable.
 
 * ``cost.csv``: mean weighted transmission cost per batch (seconds of row transfers over each
   worker's own link, summed over workers: ``sum_j rows_j x D x 4 / B_j``), the BSP makespan
   (the slowest worker's communication seconds) and the rows moved, per dispatcher, for sweeps
   over the number of workers, the cache ratio, the bandwidth spread (fastest / slowest link,
   log-spaced in between) and the samples per worker. Every run first warms its caches with its
-  own dispatcher until they are full and the hit rate is stable (:func:`warm_up`; the warm-up
+  own dispatcher until they are full and the hit rate is stable ([`warm_up`][]; the warm-up
   length and whether steady state was reached are in the table), then measures ``batches``.
 * ``decision.csv``: decision seconds per batch and cost per dispatcher at the base setting
   (quality vs decision time, and which solver hybriddis chose).
@@ -18,7 +18,7 @@
   spread (seed + r: a new initialisation and data order each; replicate 0 is the main run).
 * ``train_modes.csv``: every end-to-end run (each dispatcher at each of ``train_spreads``)
   clocked in each dense synchronisation mode of ``train_dense_modes``
-  (:mod:`workbench.cluster.dense_sync`; exact: the counters and compute of a run do not
+  ([`workbench.cluster.dense_sync`][]; exact: the counters and compute of a run do not
   depend on time): the time to target, the step, the share of it the dense synchronisation
   takes (the AllReduce past backward; in ``ps`` the dense push and pull over the slowest link,
   part of its exchange), and the speedup against random and LAIA; also with the dense bytes
@@ -63,7 +63,7 @@ VALUE_DIM = 4  # rows moved in the replay; bytes use the model's embedding width
 
 def edge_cluster(exp: EsdConfig, links: ClusterConfig, rows: int,
                  cache_ratio: float) -> EdgeCluster:
-    """The emulated edge cluster of one ESD point: ``links`` (:func:`edge_cluster_config`),
+    """The emulated edge cluster of one ESD point: ``links`` ([`edge_cluster_config`][]),
     LRU HET caches of ``cache_ratio`` with read and write bound ``exp.bound``."""
     return EdgeCluster(links, CacheConfig(policy="lru", ratio=cache_ratio, read_bound=exp.bound,
                                           write_bound=exp.bound), rows, VALUE_DIM)
@@ -127,14 +127,14 @@ def solver_options(exp: EsdConfig) -> SolverOptions:
 
 @dataclass(frozen=True)
 class EsdPoint:
-    """One setting of the ESD sweeps (:func:`one_run`).
+    """One setting of the ESD sweeps ([`one_run`][]).
 
     Attributes:
         workers: W.
         per_worker: samples per worker of a global batch.
         cache_ratio: every worker's cache, as a fraction of the table.
         spread: fastest / slowest link bandwidth.
-        capacity: ``equal`` or ``proportional`` shares (:func:`worker_capacities`).
+        capacity: ``equal`` or ``proportional`` shares ([`worker_capacities`][]).
         budget_fraction: HybridDis' budget, as a fraction of one iteration's compute.
     """
 
@@ -159,7 +159,7 @@ def one_run(keys: np.ndarray, rows: int, exp: EsdConfig, dispatcher: str, point:
 
     HybridDis' budget is ``point.budget_fraction`` x one iteration's compute of the train model
     on the slowest-loaded worker (``compute``: the calibrated clock); ``point.capacity`` is
-    ``equal`` or ``proportional`` (:func:`worker_capacities`)."""
+    ``equal`` or ``proportional`` ([`worker_capacities`][])."""
     links = edge_cluster_config(exp, point.workers, point.spread)
     cluster = edge_cluster(exp, links, rows, point.cache_ratio)
     caps = worker_capacities(links, point.per_worker, point.capacity)
@@ -197,12 +197,12 @@ def dedup_ilp_probe(keys: np.ndarray, rows: int, exp: EsdConfig, wire_dim: int,
 
     The base setting's caches are warmed to steady state by ``esd_heuristic``; the next batch's
     cost model output is cut to its first N samples and first W workers (equal capacities) for
-    each size of :data:`DEDUP_PROBE` that fits the base batch, plus the whole base batch. Each
-    is solved by :func:`~workbench.dispatch.exact.solve_dedup_ilp` under the time limit and by
-    the regret + swap heuristic, twice: the first pass is not kept (on a cold numba cache it
-    compiles the start plans' kernels, which had cost rows their time limit). Proven
-    optimality depends on this machine's speed (as the decision times do): the rows say how
-    long each solve took.
+    each size of [`DEDUP_PROBE`][] that fits the base batch, plus the whole base batch. Each
+    is solved by [`solve_dedup_ilp`][workbench.dispatch.exact.solve_dedup_ilp] under the time limit
+    and by the regret + swap heuristic, twice: the first pass is not kept (on a cold numba cache it
+    compiles the start plans' kernels, which had cost rows their time limit). Proven optimality
+    depends on this machine's speed (as the decision times do): the rows say how long each solve
+    took.
     """
     from workbench.dispatch.exact import solve_dedup_ilp
     from workbench.dispatch.heuristic import regret_swap
@@ -249,7 +249,7 @@ def run(ctx: RunContext, exp: EsdConfig, *, train: HetTrainConfig, dataset: Data
         model: the model trained end to end (``models.<exp.train_model>``); its embedding
             width sets the bytes of a row on the wire.
         cluster: the clock's settings (``compute``, ``software``, ``overlap``, ``gflops``) of the
-            end-to-end training; the links are ESD's own (:func:`edge_cluster_config`).
+            end-to-end training; the links are ESD's own ([`edge_cluster_config`][]).
     """
     processed, out, seed, calibration, progress = (ctx.processed, ctx.out, ctx.seed,
                                                    ctx.calibration, ctx.progress)
@@ -352,7 +352,7 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
         train_exp: the training run lengths (epochs, evaluation, sample caps).
         model: the model trained (its batch becomes ``exp.workers x exp.per_worker``).
         target: the AUC whose time to reach is recorded.
-        setup_at: the edge links at a bandwidth spread (:func:`clock_cluster`) with the LRU
+        setup_at: the edge links at a bandwidth spread ([`clock_cluster`][]) with the LRU
             caches, the clock's calibrated costs and the workers' capacities.
 
     Returns:

@@ -2,12 +2,12 @@ r"""FlexShard experiments: sharding plans of a sequence embedding table, replaye
 
 Our formalisation of FlexShard (arXiv 2301.02959; the method section is unavailable;
 ``workbench/sharding/``). The ``flexshard@<ds>`` stage, on one dataset with a sequence (user
-history) feature::
+history) feature:
 
     train split, in order -> iterations of P x b samples (device d trains samples d b .. d b + b)
     profile: the lookups of the first ``profile_batches`` iterations -> p_r per row (per occurrence;
              unseen rows share the Good-Turing missing mass, estimated per iteration: see
-             :func:`missing_mass`); rows ranked by their profiled lookups
+             missing_mass); rows ranked by their profiled lookups
     plans at the base topology: tw, rw (baseline), cw, twrw, hot_dp, flexshard
         (hot_dp and flexshard: cut points by the planner within RW's memory)
     replay: the next ``replay_batches`` iterations through every plan -> bytes per device pair,
@@ -146,7 +146,7 @@ def profile_probability(data: SequenceLookups, exp: FlexShardConfig,
                         devices: int) -> tuple[np.ndarray, np.ndarray, float]:
     """The profile of the first ``exp.profile_batches`` iterations of ``devices`` x
     ``exp.per_device_batch`` samples: ``(counts per row, access probability per row,
-    lookups per device per iteration)``; the unseen rows' share is :func:`missing_mass`."""
+    lookups per device per iteration)``; the unseen rows' share is [`missing_mass`][]."""
     profile = profile_lookups(data, exp, devices)
     counts = np.bincount(np.concatenate(profile), minlength=data.rows)
     probability = estimate_probability(counts, exp.probability_estimator,

@@ -1,9 +1,9 @@
 """HET cache experiments: the train split's key trace replayed through the emulated cluster.
 
-Every run cuts the trace of a dataset (:func:`workbench.dispatch.base.iter_trace`: W workers,
+Every run cuts the trace of a dataset ([`workbench.dispatch.base.iter_trace`][]: W workers,
 b samples per worker per iteration, one concatenated table; drawn again for every run, a window
 of steps at a time, so no run holds the whole trace), replays it through W HET caches
-(:mod:`workbench.cluster.cache`) with one constant update per key occurrence, and reads the
+([`workbench.cluster.cache`][]) with one constant update per key occurrence, and reads the
 counters. Nothing here trains a model:
 the rows a cache moves depend only on the keys, the policy, the capacity and the bounds.
 
@@ -73,7 +73,7 @@ def run_once(trace: np.ndarray | Iterable[np.ndarray], rows: int, policy: CacheP
     """Replay a trace with one cache setting; pool the counters over workers.
 
     Args:
-        trace: ``[steps, W, keys]``, or consecutive windows of it (:func:`iter_trace`) replayed
+        trace: ``[steps, W, keys]``, or consecutive windows of it ([`iter_trace`][]) replayed
             one after the other on the same cluster (the same counters as the whole trace).
     """
     windows = [trace] if isinstance(trace, np.ndarray) else trace

@@ -4,7 +4,7 @@ HET trains on Criteo Kaggle: 33.76M embedding rows, 45,840,617 samples per epoch
 iterations of 8 workers x 128). This stage replays exactly that much traffic: the synthetic
 generator's keys (the dataset's skew) at ``exp.scale`` of Criteo Kaggle's cardinalities,
 ``exp.samples`` samples, drawn once into a memory-mapped file under the data root (deleted at
-the end) and read a window at a time by every replay::
+the end) and read a window at a time by every replay:
 
     keys [45.8M, 26] (int32, on disk) --+--> Hybrid, no cache   at W in {1, 8}       --+
                                         +--> Cache s=100 (LRU 10%) at W in exp.workers --+
@@ -14,9 +14,9 @@ the end) and read a window at a time by every replay::
 
 Every configuration is replayed in its own process, ``exp.jobs`` side by side, started largest
 first while the estimated memory of those running fits ``exp.memory_gb``
-(:func:`cluster_gb`: the key-major slot table and ~89 bytes per cache line, measured).
+([`cluster_gb`][]: the key-major slot table and ~89 bytes per cache line, measured).
 
-What each figure reads (the clock: :func:`workbench.cluster.time_model.epoch_time`):
+What each figure reads (the clock: [`workbench.cluster.time_model.epoch_time`][]):
 
 * **Fig. 7** (``fig7.csv``): per model, bandwidth and dense placement, Hybrid and Cache s=100
   at ``cluster.workers``: ``comm_embedding_s`` (the embedding exchange alone: the clock at zero
@@ -31,7 +31,7 @@ What each figure reads (the clock: :func:`workbench.cluster.time_model.epoch_tim
 * ``counts.csv``: per configuration the rows pulled and pushed, Cache's pushed rows per pulled
   row, the dirty rows the flush at the end pushed (``dirty_at_end``) and the miss rate.
 
-A dense placement is a dense mode (:mod:`workbench.cluster.dense_sync`) and, for
+A dense placement is a dense mode ([`workbench.cluster.dense_sync`][]) and, for
 ``concurrent``, the link its ring uses (``shared`` NIC or a ``separate`` path): the register's
 committed placement is one of them, the others its sweep.
 
@@ -203,7 +203,7 @@ def run_replays(keys_path: Path, rows: int, configs: list[Replay], per_worker: i
 
 def counts(config: Replay, result: dict[str, Any], per_worker: int) -> dict[str, Any]:
     """The rows a configuration moved, what its flush pushed and its miss rate
-    (:func:`~workbench.cluster.edge_cluster.summarize` of the epoch's counters)."""
+    ([`summarize`][workbench.cluster.edge_cluster.summarize] of the epoch's counters)."""
     counters, flushed = result["counters"], result["flushed"]
     epoch = summarize(counters.sum(axis=(0, 1)))[0]
     pulled, pushed = int(epoch["pulled_rows"]), int(epoch["pushed_rows"])
@@ -230,7 +230,7 @@ def run(ctx: RunContext, exp: HetEpochConfig, *, synthetic: SyntheticConfig,
         per_worker: samples per worker per iteration (HET's batch, 128).
         cluster: the workers of Fig. 7 and the clock's settings.
         cache: the cache policy and ratio of Cache s=100 (its bound is 100 in
-            :data:`~workbench.experiments.config.HET_CLOCK`'s unit).
+            [`HET_CLOCK`][workbench.experiments.config.HET_CLOCK]'s unit).
         dispatcher: the baseline dispatch of every global batch.
         keys_dir: the folder (under the data root) of the epoch's key file while it runs.
     """

@@ -3,7 +3,7 @@
 HET trains one 44,766-iteration epoch of 8 x 128; ``het_train``'s runs are 351 iterations, where
 a bound of s = 100 iterations is 28% of the run. This stage trains the same model through the
 same emulated cluster (``het_train``'s model, cluster and dense placement; HET's per-iteration
-clock, :data:`~workbench.experiments.config.HET_CLOCK`) on a train split of at least
+clock, [`HET_CLOCK`][workbench.experiments.config.HET_CLOCK]) on a train split of at least
 ``min_iterations`` global batches (``synthetic_long``: 10,019 iterations), so s = 100 is 1% of
 the run:
 
@@ -18,8 +18,8 @@ r > 0, a permutation of the train split (r = 0 reads it in file order), as ``het
 replicates do. Runs are independent, so ``jobs`` of them run side by side, each in its own
 spawned process with one torch thread (bit-identical to a run alone). A run evaluates every
 ``eval_every`` iterations up to ``eval_until`` and every ``eval_every_late`` after it
-(:class:`~workbench.training.trainer.EvalSchedule`); time to target is interpolated between
-evaluations (:func:`~workbench.training.metrics.time_to_target`).
+([`EvalSchedule`][workbench.training.trainer.EvalSchedule]); time to target is interpolated between
+evaluations ([`time_to_target`][workbench.training.metrics.time_to_target]).
 
 The stage is frozen in ``dvc.yaml`` (as ``calibrate``): ``dvc repro`` keeps the committed
 results, and ``make het-long`` recomputes them.
@@ -164,7 +164,7 @@ class Plan:
         test_samples: the test samples each evaluation reads.
         iterations: global batches of one pass over the train split.
         cluster: the emulated cluster, its dense sync placed as ``het_train``'s.
-        clock: the clock's description (:func:`~workbench.training.clock.clock_summary`).
+        clock: the clock's description ([`clock_summary`][workbench.training.clock.clock_summary]).
     """
 
     runs: list[Run]
@@ -179,7 +179,7 @@ class Plan:
 def plan(ctx: RunContext, exp: HetLongConfig, *, train_exp: HetTrainConfig,
          model: ModelConfig, cluster: ClusterConfig, cache: CacheConfig,
          dispatcher: str) -> Plan:
-    """The stage's runs (arguments as :func:`run`'s).
+    """The stage's runs (arguments as [`run`][]'s).
 
     Raises:
         ConfigError: the train split holds fewer than ``exp.min_iterations`` global batches
@@ -229,7 +229,7 @@ def run(ctx: RunContext, exp: HetLongConfig, *, train_exp: HetTrainConfig,
         dispatcher: the baseline dispatch of every global batch.
 
     Raises:
-        ConfigError: the train split is too short (:func:`plan`).
+        ConfigError: the train split is too short ([`plan`][]).
     """
     from workbench.utils.io import atomic_dir, write_json
 

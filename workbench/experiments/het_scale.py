@@ -2,11 +2,11 @@ r"""HET's replays against the table size: Criteo Kaggle's shape at fractions of 
 
 The HET stages replay the pipeline's dataset, whose tables are 1% of Criteo Kaggle's 33.8M rows
 (the synthetic default). How the cache's gain depends on that scale is measured here: the
-synthetic generator's keys alone (:meth:`~workbench.data.synthetic.SyntheticGenerator.keys`, the
+synthetic generator's keys alone ([`keys`][workbench.data.synthetic.SyntheticGenerator.keys], the
 same skew as the dataset, no labels) at each fraction of ``exp.scales`` of Criteo Kaggle's
 cardinalities, ``exp.samples`` samples each (the same at every scale), replayed through the
 emulated cluster by Hybrid (no cache: every key pulled and pushed every iteration) and Cache
-s = 100 (the cluster's cache policy and ratio)::
+s = 100 (the cluster's cache policy and ratio):
 
     scale -> key trace [samples, 26] -> replay (Hybrid, Cache s=100) -> counters per iteration
                                                                      -> clock at each bandwidth

@@ -2,7 +2,7 @@
 
 The bytes a system moves depend on the key trace, the cache and the bounds, not on the model or
 the link speed; so each system's trace is replayed once through the cluster with per-iteration
-records, and :func:`workbench.cluster.time_model` turns the recorded counters into seconds for
+records, and [`workbench.cluster.time_model`][] turns the recorded counters into seconds for
 any model (dense bytes, calibrated compute), bandwidth and embedding width. The clock has what
 makes 10 Gb/s more than a rescaled 1 Gb/s: a per-message and per-row software cost measured on
 this machine and link latencies (neither shrinks with bandwidth), and, under
@@ -20,7 +20,7 @@ communication is shorter than its compute, faster links stop paying):
   rows x 4096 floats does not fit a laptop, so this panel is the time model only).
 
 Fig. 7 and Fig. 9a are computed in every dense synchronisation mode of ``exp.dense_modes``
-(column ``dense_mode``; :mod:`workbench.cluster.dense_sync`): the cluster's own
+(column ``dense_mode``; [`workbench.cluster.dense_sync`][]): the cluster's own
 (``cluster.dense_mode``) is what the figures and claims use, the others are shown beside it.
 Fig. 2 (HET's PS system: dense on the PS) and Fig. 9c use the cluster's mode only.
 ``fig7_row_cost.csv`` has Hybrid and Cache s=100 of Fig. 7 again with the per-row software cost

@@ -3,13 +3,13 @@
 * **Fig. 6 / Table 1**: the test AUC of the model against emulated time for HET's systems (PS
   ASP, Hybrid, AllReduce, Cache s=10, Cache s=100) and a single-process reference, and the time
   each needs to reach the dataset's target AUC. The caches' bounds tick in HET's
-  per-iteration clock (:data:`~workbench.experiments.config.HET_CLOCK`), as do Table 2's in
+  per-iteration clock ([`HET_CLOCK`][workbench.experiments.config.HET_CLOCK]), as do Table 2's in
   HET's unit and Fig. 7's replays (``het_epoch``): one clock for the three.
 * **Table 2**: final test AUC for staleness bounds s in {0, 100, 10k, inf}, in one or both units
   (``staleness_units``):
 
   - ``paper``: HET's own unit, the per-embedding clock of section 3.1 (a tick per iteration in
-    which the worker updates the row; :data:`workbench.cluster.cache.CLOCKS` ``iteration``),
+    which the worker updates the row; [`workbench.cluster.cache.CLOCKS`][] ``iteration``),
     the bound as published: s = 100 means the same thing as in the paper, though this run is
     far shorter than HET's 44,766-iteration epoch, so s = 10k never triggers a sync here;
   - ``scaled``: Hetu's code unit (a tick per gradient row, ``update``) with the bound scaled by
@@ -18,8 +18,8 @@
 
 Time comes from the cluster's clock: the calibrated compute cost of the model on this machine
 (or the FLOP model), the measured software cost, and the configured overlap
-(:mod:`workbench.cluster.time_model`). Time to target is interpolated between evaluations
-(:func:`~workbench.training.trainer.time_to_target`).
+([`workbench.cluster.time_model`][]). Time to target is interpolated between evaluations
+(`time_to_target`).
 
 **Replicates** (``replicates``): the systems the claims rest on (Hybrid and Cache s=100 of
 Table 1, Table 2's bounds in HET's unit) are trained again with seeds ``seed + r``, each with a

@@ -4,11 +4,11 @@ Our formalisation of Hotline (ISCA 2024; the time model:
 `workbench/cluster/accelerator_time.py`): the paper's method section is unavailable, the pipeline
 follows its abstracts and FAE's public profiler. Two stages:
 
-* ``hotline_popularity@<ds>`` (:func:`popularity`): for each hot-memory budget (a fraction of the
+* ``hotline_popularity@<ds>`` ([`popularity`][]): for each hot-memory budget (a fraction of the
   table bytes; FAE's 128 / 256 / 512 MiB at full Criteo Kaggle scale among them), the hot set of
   a ``profile_rate`` profile and of a full pass, the share of inputs that are popular and of
   lookups that hit -> ``results/hotline_popularity/<ds>/``.
-* ``hotline`` (:func:`run`): on ``exp.dataset``, MEASURED on this machine (CPU threads, or CUDA)::
+* ``hotline`` ([`run`][]): on ``exp.dataset``, MEASURED on this machine (CPU threads, or CUDA):
 
       profile 5% -> hot set at budget_mb (scaled) -> for each scheme: train one epoch for real
       (hybrid, hotline [+ online re-profiling], fae, accel_only), test AUC every eval_every
@@ -259,7 +259,7 @@ class Rig:
         table: ``float32[rows, D]``, every run's initial embedding table.
         device: ``cpu`` or ``cuda``.
         seed: seeds every model's initialisation.
-        link_gbps: the measured runs' host-accelerator link (:func:`measured_link`); None:
+        link_gbps: the measured runs' host-accelerator link ([`measured_link`][]); None:
             memory speed.
     """
 
@@ -458,7 +458,7 @@ class Trained:
 def train_and_model(rig: Rig, hot: np.ndarray, budget: int, train, test,
                     servers: dict[str, HardwareConfig], row_bytes: int, flops: float,
                     progress: bool = False) -> Trained:
-    """Train every scheme (:func:`train_all`), fit this machine from the measured spans and
+    """Train every scheme ([`train_all`][]), fit this machine from the measured spans and
     model every step on it and on ``servers`` (rows counted per ``rig.exp.rows_unit``)."""
     metric_frames, step_inputs, span_frames = train_all(rig, hot, budget, train, test,
                                                         progress)

@@ -2,8 +2,8 @@
 
 **Our formalisation of RecD** (the paper's method section is unavailable); the whole pipeline,
 from the processed split through the partitions to both paths' training, is drawn in
-:mod:`workbench.experiments.dedup`. Per layout, this stage reads the partitions in batches of b
-rows and runs two paths on them::
+[`workbench.experiments.dedup`][]. Per layout, this stage reads the partitions in batches of b
+rows and runs two paths on them:
 
     KJT --transforms--> KJT --model--> loss                      (every row)
     KJT --to_ikjt--> IKJT --transforms--> IKJT --model--> loss   (unique rows of the groups)
@@ -14,7 +14,7 @@ rows and runs two paths on them::
   transforms on every row) and the IKJT path (``to_ikjt`` plus the transforms on the unique rows),
   and training seconds (forward, backward, optimizer step) on KJT and IKJT batches, per layout;
   the best of ``repeats`` alternating runs. The tables get row-indexed (sparse COO) gradients
-  and Adagrad updates only the rows read (:class:`~workbench.models.recd.RecDModel`'s
+  and Adagrad updates only the rows read ([`RecDModel`][workbench.models.recd.RecDModel]'s
   default), so a step's cost follows the ids it reads, which dedup reduces, not the table
   sizes, which are the same on both paths. The reader hands the trainer ready batches, as in
   RecD, so conversion is part of preprocessing, not of training.
@@ -125,14 +125,15 @@ def preprocessors(meta: dict[str, Any], transforms: FeatureTransforms):
     """The preprocessing paths, each ``batch -> transformed sparse batch``.
 
     * ``kjt``: build the KJT of every row, transform every row.
-    * ``ikjt``: RecD's reader (:func:`~workbench.data.partition.table_to_ikjt`: the grouped,
-      request-level features read once per request), transform the unique rows.
+    * ``ikjt``: RecD's reader (`table_to_ikjt`: the
+      grouped, request-level features read once per request), transform the unique rows.
     * ``ikjt (content hash)``: build the KJT, find duplicates by hashing every value
-      (:func:`~workbench.sparse.jagged_tensor.to_ikjt`), transform the unique rows.
+      ([`to_ikjt`][workbench.sparse.jagged_tensor.to_ikjt]), transform the unique rows.
     * ``ikjt (session layout)`` (batches that carry the session layout): the batch's sessions
       are a contiguous slice of its partition's sessions file, read as the unique rows, and
       ``session_row`` less the slice's start is the inverse lookup
-      (:func:`~workbench.sparse.reader.session_ikjt`): nothing is deduplicated at read time.
+      ([`session_ikjt`][workbench.sparse.reader.session_ikjt]): nothing is deduplicated at read
+      time.
     """
     keys, groups, plain = meta["keys"], meta["groups"], meta["plain"]
 
@@ -158,7 +159,7 @@ def preprocessors(meta: dict[str, Any], transforms: FeatureTransforms):
 
 def preprocess_timing(batches: list[Batch], meta: dict[str, Any], transforms: FeatureTransforms,
                       repeats: int) -> dict[str, Any]:
-    """Preprocessing seconds of each path of :func:`preprocessors` over the same batches (from
+    """Preprocessing seconds of each path of [`preprocessors`][] over the same batches (from
     the decoded columnar rows to the transformed sparse batch), and the values transformed."""
     paths = preprocessors(meta, transforms)
     if any(b.session is None for b in batches):
@@ -237,7 +238,7 @@ def training_timing(batches: list[Batch], meta: dict[str, Any], transforms: Feat
 def check_request_level(table: pa.Table, meta: dict[str, Any], exp: RecdConfig) -> None:
     """Stop when a dedup group differs between the rows of one request in the training rows.
 
-    RecD's reader (:func:`~workbench.sparse.reader.table_to_ikjt`) reads a group once per
+    RecD's reader ([`table_to_ikjt`][workbench.sparse.reader.table_to_ikjt]) reads a group once per
     request, so the group must be request-level: a per-sample history
     (``experiments.recd.history=per_sample``) or a per-sample feature in a configured group is
     not.

@@ -2,8 +2,8 @@
 
 A user's own file may hold a few hundred rows, fewer than one global batch of the default setting.
 Every experiment checks, before any work, that its base setting fits the data: if it does not,
-it stops with one line naming the knob and a value that works (:class:`DatasetTooSmall`, a
-:class:`~workbench.utils.validation.ConfigError`, so the stage exits 2 without a traceback).
+it stops with one line naming the knob and a value that works ([`DatasetTooSmall`][], a
+[`ConfigError`][workbench.utils.validation.ConfigError], so the stage exits 2 without a traceback).
 Sweep points that do not fit (more workers than the data can feed one batch each) are dropped,
 logged, and listed in the experiment's ``summary.json`` under ``skipped``, so a figure with fewer
 points says why.

@@ -1,8 +1,8 @@
 r"""Compact CTR models whose embedding tables live outside the module.
 
-A parameter server (or a worker's embedding cache, :mod:`workbench.cluster.cache`) supplies the
+A parameter server (or a worker's embedding cache, [`workbench.cluster.cache`][]) supplies the
 looked-up rows; the modules here hold only the *dense* parameters (MLPs, cross weights), the
-part that AllReduce synchronises. Every model has the same interface::
+part that AllReduce synchronises. Every model has the same interface:
 
     logits = model(dense, emb)      dense: [B, n_dense] (n_dense may be 0; None is accepted then)
                                     emb:   [B, F, D]    the rows of the F categorical features
@@ -13,10 +13,10 @@ gradients back to the server).
 
 Notation: B batch, F = n_sparse categorical features, D = embedding_dim, e_f = emb[:, f] the
 row of feature f, x0 = concat(dense, e_1, ..., e_F) of width d = n_dense + F * D, MLP(h1, h2, ...)
-a stack of Linear + ReLU layers (:class:`~workbench.models.layers.MLP`; the interaction
-operators are in :mod:`workbench.models.layers` too).
+a stack of Linear + ReLU layers ([`MLP`][workbench.models.layers.MLP]; the interaction
+operators are in [`workbench.models.layers`][] too).
 
-DLRM (Naumov et al. 2019; facebookresearch/dlrm ``dlrm_s_pytorch.py``, dot interaction)::
+DLRM (Naumov et al. 2019; facebookresearch/dlrm ``dlrm_s_pytorch.py``, dot interaction):
 
                              logit
                                |
@@ -46,7 +46,7 @@ DLRM (Naumov et al. 2019; facebookresearch/dlrm ``dlrm_s_pytorch.py``, dot inter
 
 WDL (Cheng et al. 2016), as in HET's ``wdl_criteo.py``: the deep MLP sees the dense features
 only, and one linear layer reads its output together with every embedding (HET's WDL has
-137.98K dense parameters at D = 128: 13-256-256-256 plus a 256 + 26 x 128 -> 1 head)::
+137.98K dense parameters at D = 128: 13-256-256-256 plus a 256 + 26 x 128 -> 1 head):
 
                        logit
                          |
@@ -57,7 +57,7 @@ only, and one linear layer reads its output together with every embedding (HET's
                |
              dense
 
-DeepFM (Guo et al. 2017)::
+DeepFM (Guo et al. 2017):
 
               logit = first order + FM + deep
             _____/          |           \\______
@@ -69,7 +69,7 @@ DeepFM (Guo et al. 2017)::
 
   FM(e) = sum_{f<g} <e_f, e_g> = 0.5 * sum_d [ (sum_f e_fd)^2 - sum_f e_fd^2 ]   (Rendle 2010)
 
-DCN (Wang et al. 2017, "Deep & Cross Network for Ad Click Predictions")::
+DCN (Wang et al. 2017, "Deep & Cross Network for Ad Click Predictions"):
 
                        logit = Linear(concat(x_L, h)) -> 1
                         _______/           \\_______
@@ -85,7 +85,7 @@ DCN (Wang et al. 2017, "Deep & Cross Network for Ad Click Predictions")::
                   scalar per sample (x0 scaled by it element-wise); L = cross_layers (0: x_L = x0)
   With deep_mlp empty, h = x0.
 
-FLOP convention (:func:`flops_per_sample`, forward pass, one sample):
+FLOP convention ([`flops_per_sample`][], forward pass, one sample):
 
 * every ``nn.Linear``: 2 * in * out (multiply-adds x 2). Bias additions and activations are not
   counted: the convention of ``torch.utils.flop_counter`` for ``addmm``;
@@ -187,7 +187,7 @@ class DLRM(_CTRModel):
 
     Attributes:
         dense_arch: the bottom MLP, or ``None`` when ``n_dense`` is 0.
-        interaction_arch: :class:`DotInteraction` over F + 1 (or F) vectors.
+        interaction_arch: [`DotInteraction`][] over F + 1 (or F) vectors.
         over_arch: the top MLP.
 
     Example:
@@ -323,8 +323,8 @@ class DCN(_CTRModel):
         cross_layers: L, number of cross layers (0: x_L = x0).
 
     Attributes:
-        cross: :class:`CrossNet`.
-        deep: :class:`MLP`.
+        cross: [`CrossNet`][].
+        deep: [`MLP`][].
         head: ``Linear(d + deep width, 1)`` over ``concat(x_L, deep(x0))``.
 
     Example:
@@ -369,7 +369,7 @@ MODELS: dict[str, type[_CTRModel]] = {"dlrm": DLRM, "wdl": WDL, "deepfm": DeepFM
 # --------------------------------------------------------------------------------------------
 
 def build_model(cfg: ModelConfig, n_dense: int, n_sparse: int) -> nn.Module:
-    """Build the model a :class:`~workbench.config.ModelConfig` names.
+    """Build the model a [`ModelConfig`][workbench.config.ModelConfig] names.
 
     Initialisation draws from torch's global generator only, so it is deterministic given
     ``torch.manual_seed``.

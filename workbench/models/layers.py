@@ -1,4 +1,4 @@
-"""Building blocks of the CTR models (:mod:`workbench.models.ctr`): MLP stacks and the feature
+"""Building blocks of the CTR models ([`workbench.models.ctr`][]): MLP stacks and the feature
 interaction operators, each with its forward FLOPs per sample.
 
 =======================  =====================================================================
@@ -10,7 +10,7 @@ block                    computes (B samples, F vectors of width D, x0 of width 
 ``CrossNet``             DCN: x_{l+1} = x0 * (x_l . w_l) + b_l + x_l, L layers
 =======================  =====================================================================
 
-The FLOP convention is the one in :mod:`workbench.models.ctr`.
+The FLOP convention is the one in [`workbench.models.ctr`][].
 """
 
 from __future__ import annotations

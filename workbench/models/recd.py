@@ -2,24 +2,25 @@ r"""RecD's model path: a DLRM with a user-history sequence tower, computed on de
 
 RecD (Zhao et al., MLSys'23) observes that the samples of a training batch share much of their
 sparse input: every impression of a user session carries the same user features and the same
-interaction history. An :class:`~workbench.sparse.jagged_tensor.InverseKeyedJaggedTensor` (IKJT)
-keeps, per *dedup group* of features, only the group's ``U_g <= B`` unique rows and one inverse
-lookup ``inverse_g[B]``. Any compute that reads one group only can run on the ``U_g`` unique rows
-and be expanded afterwards with ``out[inverse_g]``; this module does that for the embedding-bag
-lookups and for the (much more expensive) sequence tower.
+interaction history. An
+[`InverseKeyedJaggedTensor`][workbench.sparse.jagged_tensor.InverseKeyedJaggedTensor] (IKJT) keeps,
+per *dedup group* of features, only the group's ``U_g <= B`` unique rows and one inverse lookup
+``inverse_g[B]``. Any compute that reads one group only can run on the ``U_g`` unique rows and be
+expanded afterwards with ``out[inverse_g]``; this module does that for the embedding-bag lookups and
+for the (much more expensive) sequence tower.
 
 Notation: B batch, D = embedding_dim, K features ``f_1..f_K`` (in the order given to
-:class:`RecDModel`), G dedup groups partitioning them, ``x_{s,k}`` the id list of feature k for
+[`RecDModel`][]), G dedup groups partitioning them, ``x_{s,k}`` the id list of feature k for
 sample s, ``T_k`` the embedding table of feature k (``[num_rows, D]``; several features may share
 one table, e.g. ``hist_item_id`` reads ``item_id``'s table).
 
-Per-feature vectors (for sample s)::
+Per-feature vectors (for sample s):
 
     pooled   f_k:  e_k = sum_{i in x_{s,k}} T_k[i]                        (EmbeddingBag, sum;
                                                                            an empty list gives 0)
     sequence f_k:  e_k = SequenceTower_k(x_{s,k}; T_k)                    (see below)
 
-Per dedup group g with unique rows ``r = 0..U_g-1`` (``row(s) = inverse_g[s]``)::
+Per dedup group g with unique rows ``r = 0..U_g-1`` (``row(s) = inverse_g[s]``):
 
       unique rows of g (U_g of them)            per key k of g                       [B, D]
     +------------------------------+      +----------------------+
@@ -28,7 +29,7 @@ Per dedup group g with unique rows ``r = 0..U_g-1`` (``row(s) = inverse_g[s]``):
                                           +----------------------+                       v
                                                         e_k = out_k[inverse_g]  (index_select)
 
-SequenceTower (one self-attention block over the last ``max_length`` ids of the list)::
+SequenceTower (one self-attention block over the last ``max_length`` ids of the list):
 
     ids (left-truncated to the last L = max_length) -> T[ids] + P[pos]       [U, L, D]
         pos = 0 for the most recent item, 1 for the one before, ...          (padded, masked)
@@ -38,7 +39,7 @@ SequenceTower (one self-attention block over the last ``max_length`` ids of the 
     (an empty list: 0; it attends to one dummy position so no softmax row is all -inf, and
      the pooling weights then zero it)
 
-DLRM on top (a :class:`workbench.models.ctr.DLRM` fed with the e_k from above)::
+DLRM on top (a [`workbench.models.ctr.DLRM`][] fed with the e_k from above):
 
                           logit [B]
                             |
@@ -56,15 +57,15 @@ DLRM on top (a :class:`workbench.models.ctr.DLRM` fed with the e_k from above)::
       |
    [dense]      (n_dense = 0: no bottom MLP, no z, top input = interactions, K >= 2)
 
-Deduplicated and plain paths: :meth:`RecDModel.forward` accepts either a
-:class:`~workbench.sparse.jagged_tensor.KeyedJaggedTensor` or an IKJT. With a KJT the *same* code
-runs with the group rows being all B samples (no dedup, no inverse lookup); with an IKJT it runs on
-the ``U_g`` unique rows and expands through ``index_select(0, inverse_g)``. Every operation above is
-row-independent (no batch statistics, no cross-sample attention, MHA kept off its inference fast
-path by a float mask), so the two paths give equal logits and equal parameter gradients up to
-floating-point summation order (the expansion's backward sums the gradients of duplicate rows
-before they reach the parameters; padded widths may differ). :meth:`RecDModel.work` counts the
-rows and ids the per-group compute processes, the quantity RecD's dedup reduces.
+Deduplicated and plain paths: [`RecDModel.forward`][] accepts either a
+[`KeyedJaggedTensor`][workbench.sparse.jagged_tensor.KeyedJaggedTensor] or an IKJT. With a KJT the
+*same* code runs with the group rows being all B samples (no dedup, no inverse lookup); with an IKJT
+it runs on the ``U_g`` unique rows and expands through ``index_select(0, inverse_g)``. Every
+operation above is row-independent (no batch statistics, no cross-sample attention, MHA kept off its
+inference fast path by a float mask), so the two paths give equal logits and equal parameter
+gradients up to floating-point summation order (the expansion's backward sums the gradients of
+duplicate rows before they reach the parameters; padded widths may differ). [`RecDModel.work`][]
+counts the rows and ids the per-group compute processes, the quantity RecD's dedup reduces.
 
 Gradients w.r.t. the tables are row-indexed. Both lookups read a table through a
 sparse-gradient op (``embedding_bag(..., sparse=True)`` for pooled features,
@@ -129,12 +130,12 @@ SparseBatch = KeyedJaggedTensor | InverseKeyedJaggedTensor
 
 @dataclass(frozen=True)
 class FeatureSpec:
-    """One sparse feature of a :class:`RecDModel`.
+    """One sparse feature of a [`RecDModel`][].
 
     Args:
         name: feature (KJT key) name.
         num_rows: rows of the feature's embedding table (ids must lie in ``[0, num_rows)``).
-        kind: ``"pooled"`` (embedding bag, sum) or ``"sequence"`` (:class:`SequenceTower`).
+        kind: ``"pooled"`` (embedding bag, sum) or ``"sequence"`` ([`SequenceTower`][]).
         table: name of a table owned by another feature to share (e.g. ``hist_item_id`` with
             ``table="item_id"``); ``None`` (or the feature's own name): the feature owns a table
             named after itself.
@@ -336,8 +337,8 @@ class RecDModel(nn.Module):
         groups: the dedup groups.
         tables: ``nn.ParameterDict`` table name -> ``[num_rows, D]`` (uniform in
             ``+-1/sqrt(num_rows)``, as DLRM).
-        towers: ``nn.ModuleDict`` sequence feature name -> :class:`SequenceTower`.
-        dlrm: the dense part, a :class:`~workbench.models.ctr.DLRM` over the K feature vectors
+        towers: ``nn.ModuleDict`` sequence feature name -> [`SequenceTower`][].
+        dlrm: the dense part, a [`DLRM`][workbench.models.ctr.DLRM] over the K feature vectors
             (bottom MLP, dot interaction over ``K (+ 1)`` vectors, top MLP).
 
     Raises:
@@ -459,7 +460,7 @@ class RecDModel(nn.Module):
 
         Returns:
             ``[rows, D]``: the embedding bag (sum) of a pooled feature, the tower output of a
-            sequence feature; the table's gradient is sparse iff :attr:`sparse_gradients`.
+            sequence feature; the table's gradient is sparse iff [`sparse_gradients`][].
         """
         spec = self.features[name]
         table = self.tables[spec.table_name]
@@ -493,9 +494,10 @@ class RecDModel(nn.Module):
 
         Args:
             dense: ``[B, n_dense]`` (or ``None`` when ``n_dense`` is 0).
-            sparse: a :class:`~workbench.sparse.jagged_tensor.KeyedJaggedTensor` or an
-                :class:`~workbench.sparse.jagged_tensor.InverseKeyedJaggedTensor` with exactly the
-                model's features (an IKJT's dedup groups must each contain whole model groups).
+            sparse: a [`KeyedJaggedTensor`][workbench.sparse.jagged_tensor.KeyedJaggedTensor]
+                or an [`IKJT`][workbench.sparse.jagged_tensor.InverseKeyedJaggedTensor] with
+                exactly the model's features (an IKJT's dedup groups must each contain whole
+                model groups).
 
         Returns:
             ``[B]`` logits.

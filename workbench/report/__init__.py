@@ -10,7 +10,7 @@
                        saved as ``section.json`` and its page ``reports/<notebook>/README.md``
 ``index``              the one-screen index ``reports/README.md`` (verdict counts, claims
                        table, section links) and ``reports/claims.csv`` (every field), every
-                       claim measured from ``results/`` (:mod:`workbench.claims`)
+                       claim measured from ``results/`` ([`workbench.claims`][])
 ``display``            each section's figures, tables and notes shown inline in the notebook
 ``verdict``            the rules that grade each claim in direction and magnitude
 ``register``           the claims register (conf/claims.yaml): one entry per claim, its

@@ -1,11 +1,11 @@
 """Reproduce and check: every recomputed claim against the committed claims table.
 
 ``make check`` copies the committed ``reports/claims.csv`` aside, recomputes the stages the
-claims are measured from (``dvc repro -f`` of :func:`claim_stages`, the register's
+claims are measured from (``dvc repro -f`` of [`claim_stages`][], the register's
 ``measured_by`` stages, with what they depend on; no notebook runs) and runs this module, which
-measures every claim from ``results/`` (:mod:`workbench.claims`), judges it by the register
+measures every claim from ``results/`` ([`workbench.claims`][]), judges it by the register
 and reports claim by claim whether the recomputed value lies inside the committed 95% interval
-and whether the state changed::
+and whether the state changed:
 
     key                       committed                    recomputed   inside  state
     het.table1_time_to_target 2.73x [2.61, 2.85] (n = 5)   2.70x        yes     direction only
@@ -225,7 +225,7 @@ def measure_folder(folder: Path, params: Path | None) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m workbench.report.check --committed OLD [--params P | --current NEW]``, or
-    ``--stages`` (print :func:`claim_stages`); see the module."""
+    ``--stages`` (print [`claim_stages`][]); see the module."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--committed", type=Path,
                         help="the claims table before the recompute (a copy)")

@@ -4,7 +4,7 @@ regenerates exactly it and what that costs, from the costs the stages recorded w
 For a claim measured from stages ``S`` (the register's ``measured_by``: its stage and ``also``),
 the stages behind it are ``S`` with every stage upstream of them, read from ``dvc.lock`` (a
 stage is upstream when one of its outputs is, or holds, a dependency path of a stage behind the
-claim)::
+claim):
 
     command      make claim KEY=<key>: python -m workbench.repro -f <S>, then the claim judged
     minutes      sum of the recorded wall seconds of the stages behind it (run one at a time;
@@ -15,7 +15,7 @@ claim)::
     disk         the bytes their outputs hold
     accelerator  whether a GPU helps (a stage of ACCELERATED)
 
-A stage without a record (:mod:`workbench.stages.costs`: it has not run since costs were
+A stage without a record ([`workbench.stages.costs`][]: it has not run since costs were
 recorded) is named under "not recorded", and the sums say they are partial. The stages with an
 output under ``data/`` (``download``, ``preprocess``, ``dedup``) keep their records in
 ``data/costs/``: those outputs are not committed either.

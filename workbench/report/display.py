@@ -1,9 +1,9 @@
 """Showing a report item inline, in the notebook cell that makes it.
 
 Every figure, table, note and claim a notebook adds to its
-:class:`~workbench.report.sections.Section` goes to two places: the report's files
+[`Section`][workbench.report.sections.Section] goes to two places: the report's files
 (``reports/<nb>/``, byte-deterministic) and the cell's output, so a reader of the notebook
-(JupyterLab, or an executed copy) sees what the report shows, cell by cell::
+(JupyterLab, or an executed copy) sees what the report shows, cell by cell:
 
     section.figure(fig, ...) --save_figure--> <out_dir>/<name>.png --same bytes--> image output
     section.table(frame, ...) ------------->  <out_dir>/<name>.csv  ------------> HTML table

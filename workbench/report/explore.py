@@ -2,7 +2,7 @@
 
 Every notebook ends with one (or a few) of these, below the pipeline's results and clearly apart
 from them: the figures above read ``results/``; an explorer runs a small variant through
-:mod:`workbench.api` in seconds::
+[`workbench.api`][] in seconds:
 
     knobs (sliders, dropdowns) --on change--> run(**knobs) -> DataFrame --> plot(frame, ax)
                                                     |                          |
@@ -12,7 +12,7 @@ from them: the figures above read ``results/``; an explorer runs a small variant
 Under papermill (no browser, no widget events) the constructor's first run with the default
 values is all that happens: the cell still executes, and its figure is in the executed notebook.
 In JupyterLab (``make lab``) moving a widget reruns and redraws, in a background thread so the
-kernel stays responsive::
+kernel stays responsive:
 
     widget change --> pending = latest values --(worker idle?)--> worker thread:
                       (a newer change replaces        run(**pending) while the status line
@@ -21,8 +21,8 @@ kernel stays responsive::
                                                       an error shows as one red line, the last
                                                       plot stays and the explorer stays usable
 
-Tests call :meth:`Explorer.update` with values (synchronous, as scripts do) and read
-:attr:`Explorer.data` and the figure's artists; :meth:`Explorer.request` and :meth:`Explorer.wait`
+Tests call [`Explorer.update`][] with values (synchronous, as scripts do) and read
+[`Explorer.data`][] and the figure's artists; [`Explorer.request`][] and [`Explorer.wait`][]
 drive the background path.
 """
 
@@ -78,12 +78,12 @@ def dropdown(value: Any, options: list, label: str | None = None):
 
 
 class KnobRangeError(UserError, ValueError):
-    """A value given to :meth:`Explorer.update` that its widget cannot hold (a slider would
+    """A value given to [`Explorer.update`][] that its widget cannot hold (a slider would
     clip it silently and the run would be at the clipped value)."""
 
 
 def _check_in_widget(title: str, name: str, control: Any, value: Any) -> None:
-    """Raise :class:`KnobRangeError` unless ``control`` can hold ``value`` unchanged."""
+    """Raise [`KnobRangeError`][] unless ``control`` can hold ``value`` unchanged."""
     import ipywidgets as w
 
     where = f"explorer {title!r}" if title else "explorer"
@@ -113,7 +113,7 @@ class Explorer:
     Args:
         run: ``run(**values) -> DataFrame``: the live run (seconds), one keyword per control.
         plot: ``plot(frame, ax)``: draws the run's frame on a cleared axes.
-        controls: knob name -> widget (see :func:`slider`, :func:`dropdown`, ...); the
+        controls: knob name -> widget (see [`slider`][], [`dropdown`][], ...); the
             widgets' initial values are the first run's.
         title: shown above the widgets.
         figsize: the figure's size in inches.
@@ -323,7 +323,7 @@ class Explorer:
 
     def widget(self):
         """The explorer's controls as one widget: title, controls, status line (the plot is
-        displayed below it by :meth:`_ipython_display_`)."""
+        displayed below it by `_ipython_display_`)."""
         import ipywidgets as w
 
         header = [w.HTML(f"<b>{self.title}</b>")] if self.title else []

@@ -1,6 +1,6 @@
 """Numbers in the README and the docs, generated from the claims table, never copied.
 
-A page marks each generated part with an HTML comment pair (invisible where it renders)::
+A page marks each generated part with an HTML comment pair (invisible where it renders):
 
     <!-- claims:counts -->            every claim's state, counted
     <!-- claims:papers -->            per paper: its page, venue, mechanism and states
@@ -11,7 +11,7 @@ A page marks each generated part with an HTML comment pair (invisible where it r
     ...generated text...
     <!-- /claims -->
 
-``python -m workbench.report.fragments`` rewrites every marked part of :data:`PAGES` from
+``python -m workbench.report.fragments`` rewrites every marked part of [`PAGES`][] from
 ``reports/claims.csv`` (and ``reports/costs.md``, which the report stage writes); ``--check``
 exits 1 naming each part that disagrees with them (the tests run it, so a claim count or value
 quoted by hand cannot drift from the report). Text outside the markers is the author's; it
@@ -142,7 +142,7 @@ def render(name: str, arg: str | None, claims: pd.DataFrame, page: str) -> str:
     """The text of one marked part of ``page`` (a path relative to the repository root).
 
     Raises:
-        ValueError: an unknown part, or a paper not in :data:`PAPERS`.
+        ValueError: an unknown part, or a paper not in [`PAPERS`][].
     """
     if arg is not None and arg not in PAPERS:
         raise ValueError(f"{page}: claims:{name} {arg}: not a paper ({', '.join(PAPERS)})")
@@ -169,7 +169,7 @@ def update(text: str, claims: pd.DataFrame, page: str) -> str:
 
 
 def stale(root: Path = REPO_ROOT, claims: pd.DataFrame | None = None) -> list[str]:
-    """Every marked part of :data:`PAGES` that differs from the claims table, as
+    """Every marked part of [`PAGES`][] that differs from the claims table, as
     ``"<page>: claims:<name>"``; a page without one is named too."""
     claims = pd.read_csv(root / "reports" / "claims.csv") if claims is None else claims
     out = []

@@ -1,8 +1,8 @@
 """The report's index: ``reports/README.md``, one screen that links to one page per section.
 
-Writes, from the sections' ``reports/<nb>/section.json`` (:func:`write`)::
+Writes, from the sections' ``reports/<nb>/section.json`` ([`write`][]):
 
-    reports/README.md     the index (:func:`build`): how it was produced (the command, the params
+    reports/README.md     the index (build): how it was produced (the command, the params
                           file linked, never embedded), verdict counts per paper, a claims table
                           of short cells (each row links to its claim on its section's page),
                           the list of section pages, provenance
@@ -13,13 +13,13 @@ Writes, from the sections' ``reports/<nb>/section.json`` (:func:`write`)::
     reports/claims_curves/<key>--<parameter>.csv  each numeric sweep of an assumed parameter:
                           value, measured, state (DVC plots: ``dvc plots show``)
     reports/verdict_maps/<paper>.png  per paper, the state at every point of every assumed
-                          parameter's sweep (:mod:`workbench.report.verdict_map`)
+                          parameter's sweep (workbench.report.verdict_map)
     reports/<nb>/README.md  each section's page, only where missing or outdated: the same bytes
-                          its notebook writes (:func:`workbench.report.sections.write_page`)
+                          its notebook writes (workbench.report.sections.write_page)
 
 Long text (settings, rules, notes, figures, tables) lives on the section pages; the index's
-claims table clips its cells (:data:`CELL_WIDTHS`) so that no line of it exceeds
-:data:`ROW_WIDTH` characters. The output is deterministic: the same sections, params file and
+claims table clips its cells ([`CELL_WIDTHS`][]) so that no line of it exceeds
+[`ROW_WIDTH`][] characters. The output is deterministic: the same sections, params file and
 git state give the same bytes, and it holds no absolute path or host name.
 """
 
@@ -91,7 +91,7 @@ def clip(text: str, width: int) -> str:
 def clip_claim(text: str, width: int) -> str:
     """A claim clipped to ``width`` keeping what tells similar rows apart: its trailing
     parenthetical (model, figure: ``(DFM; Fig. 7a)``), cut to its first two parts, stays
-    whole and the words before it are clipped (:func:`clip`)."""
+    whole and the words before it are clipped ([`clip`][])."""
     text = " ".join(str(text).split())
     if len(text) <= width or not text.endswith(")") or "(" not in text:
         return clip(text, width)
@@ -108,7 +108,7 @@ def _escape(text: str) -> str:
 
 
 def cell(text: str, width: int) -> str:
-    """``text`` clipped (:func:`clip`) and escaped for a Markdown table, at most ``width``
+    """``text`` clipped ([`clip`][]) and escaped for a Markdown table, at most ``width``
     characters after escaping."""
     limit = width
     out = _escape(clip(text, limit))
@@ -257,12 +257,12 @@ def build(reports: Path, sections: list[str], params: Path, repo: Path,
         sections: the sections' names, in report order.
         params: the params file the pipeline ran with (linked, never embedded).
         repo: the repository root (git state, relative names).
-        collected: :func:`~workbench.report.sections.collect`'s result, if already loaded.
+        collected: [`collect`][workbench.report.sections.collect]'s result, if already loaded.
         maps: the verdict maps to link.
 
     Raises:
         FileNotFoundError: a section's notebook stage has not run.
-        CatalogueError: see :func:`workbench.report.sections.collect`.
+        CatalogueError: see [`workbench.report.sections.collect`][].
     """
     register = reg.load()
     loaded, claims = collected or collect(reports, sections, register)
@@ -303,7 +303,7 @@ def metrics(claims: list[dict[str, Any]], register: reg.Register) -> dict[str, A
 
 def curves(claims: list[dict[str, Any]], register: reg.Register) -> dict[str, pd.DataFrame]:
     """Every numeric sweep of an assumed parameter as ``value, measured, state`` (the point
-    estimate in the rule's unit), named ``<key>--<parameter>`` (:func:`curve_name`)."""
+    estimate in the rule's unit), named ``<key>--<parameter>`` ([`curve_name`][])."""
     out = {}
     for c in claims:
         entry = register[c["key"]]
@@ -328,14 +328,14 @@ def write(reports: Path, sections: list[str], params: Path, repo: Path,
     every missing or outdated section page.
 
     With ``cfg`` every claim is measured from the results it locates
-    (:func:`workbench.claims.measure_all`) and each section's row must agree with it.
+    ([`workbench.claims.measure_all`][]) and each section's row must agree with it.
 
     Returns:
         The section pages (re)written (empty when every notebook already wrote its own).
 
     Raises:
         FileNotFoundError: a section's notebook stage has not run.
-        CatalogueError: see :func:`workbench.report.sections.collect`.
+        CatalogueError: see [`workbench.report.sections.collect`][].
     """
     from workbench.report import verdict_map
     from workbench.utils.io import atomic_dir, write_json

@@ -1,7 +1,7 @@
 r"""Lineage: the pipeline's graph, which stage output a file comes from, and what a notebook read.
 
 Everything here is read from ``dvc.lock`` (DVC's record of every stage's dependencies and
-outputs, with their hashes) and from the files themselves::
+outputs, with their hashes) and from the files themselves:
 
     dvc.lock --stage_graph--> stage id -> the stage ids directly upstream of it (a dependency
                               path is, holds or lies inside one of their outputs: DVC's rule)
@@ -12,7 +12,7 @@ outputs, with their hashes) and from the files themselves::
     opens    --ReadLog------> the files a process opened for reading under some roots
                               (``sys.addaudithook``'s ``open`` event: pandas, json, numpy)
 
-A figure's provenance (:meth:`workbench.report.sections.Section.figure`) is the files it
+A figure's provenance ([`workbench.report.sections.Section.figure`][]) is the files it
 declares it reads, held to what the notebook really opened, each mapped to its stage output and
 that output's ``dvc.lock`` hash; ``current`` says whether the output on disk still has exactly
 that hash (a notebook run by hand on results the pipeline did not record says ``False``).
@@ -185,7 +185,7 @@ class ReadLog:
     @classmethod
     def shared(cls, roots: Iterable[Path]) -> ReadLog:
         """The active log over exactly ``roots`` (started earlier in this process, e.g. by
-        :func:`workbench.report.notebook.notebook_config` before a notebook reads its results),
+        [`workbench.report.notebook.notebook_config`][] before a notebook reads its results),
         or a new one, started."""
         roots = tuple(roots)
         wanted = {os.path.abspath(r) for r in roots}

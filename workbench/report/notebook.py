@@ -7,7 +7,7 @@ experiments, and writes its figures and ``section.json`` into ``reports/<name>/`
 ``.ipynb`` (which holds per-cell timestamps, so it differs on every run) goes to
 ``reports/notebooks/`` and nothing depends on it.
 
-Every notebook opens with :func:`notebook_config`, so it behaves the same wherever it runs::
+Every notebook opens with [`notebook_config`][], so it behaves the same wherever it runs:
 
     parameters cell: params_file, out_dir, dataset (+ the explorer's knobs)
         |  (papermill -p, or edited in JupyterLab; relative paths from the repository root)
@@ -23,7 +23,7 @@ Every notebook opens with :func:`notebook_config`, so it behaves the same wherev
         v
     WorkbenchConfig  ->  results/<stage>/<dataset>/  ->  Section(out_dir=None: scratch/<name>)
 
-:class:`NotebookError` shows in a notebook as its one-line message, without a traceback.
+[`NotebookError`][] shows in a notebook as its one-line message, without a traceback.
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 class NotebookError(UserError):
     """A notebook's input is missing or wrong. In a notebook it shows as its one-line message,
-    without a traceback (:class:`~workbench.utils.errors.UserError`); papermill reports the same
+    without a traceback ([`UserError`][workbench.utils.errors.UserError]); papermill reports the
+    same
     line."""
 
 
@@ -68,12 +69,12 @@ def notebook_config(name: str, params_file: str | Path = "params.yaml",
     """The configuration a notebook shows, with its ``dataset`` parameter applied.
 
     Args:
-        name: the notebook (a key of :data:`NOTEBOOK_STAGES`).
+        name: the notebook (a key of [`NOTEBOOK_STAGES`][]).
         params_file: the composed config of the run whose outputs are shown (relative: from the
             repository root, wherever the kernel started).
         dataset: None (the pipeline's datasets), or the name of any preprocessed dataset under
             ``paths.data`` (one of the pipeline's, or your own prepared with
-            ``dataset=local dataset.name=NAME``): every key of :data:`NOTEBOOK_STAGES` then names
+            ``dataset=local dataset.name=NAME``): every key of [`NOTEBOOK_STAGES`][] then names
             it, so the notebook reads ``results/<stage>/<dataset>/`` and its live section runs
             on it.
 
@@ -154,7 +155,7 @@ def _check_results(name: str, cfg: WorkbenchConfig, params_file: Path,
     """Every stage the notebook reads has results for each dataset it names.
 
     Args:
-        mounted: the dataset :func:`_mount` added (no config names it: its stages run with
+        mounted: the dataset `_mount` added (no config names it: its stages run with
             ``dataset=local``), if any.
         only: the notebook's dataset parameter: the one dataset it reads (None: every dataset
             its keys name).

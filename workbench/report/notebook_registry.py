@@ -1,15 +1,15 @@
 """The notebook registry: every figure notebook, what it reads and what it lets you turn.
 
-One :class:`NotebookSpec` per ``notebooks/<name>.py``, beside the stage registry
-(:mod:`workbench.stages.registry`); everything else about a notebook follows from it::
+One [`NotebookSpec`][] per ``notebooks/<name>.py``, beside the stage registry
+([`workbench.stages.registry`][]); everything else about a notebook follows from it:
 
     NOTEBOOKS[name] --reads--> notebook_config checks results/<stage>/<dataset>/ before it runs
                     --reads, params--> dvc.yaml's notebook@<name>: its own results and params
                                        only, so a change to one stage reruns the notebooks
                                        that read it (tests/test_dvc_pipeline.py holds dvc.yaml
-                                       to :func:`dvc_items`)
+                                       to `dvc_items`)
                     --knobs, explore--> workbench.explorers: the widgets' ranges; the table
-                                       of explorers in docs/notebooks.md (:func:`explorer_table`)
+                                       of explorers in docs/notebooks.md (explorer_table)
     names(): pipeline.notebooks' default and its allowed values
 
 A notebook's ``reads`` are the stages whose results it shows, each with the config key naming
@@ -53,7 +53,7 @@ class Explore:
 
     Attributes:
         knobs: its widgets (the notebook's parameters of the same names).
-        live: the :mod:`workbench.api` call it reruns and what it plots (Markdown).
+        live: the [`workbench.api`][] call it reruns and what it plots (Markdown).
     """
 
     knobs: tuple[str, ...]
@@ -179,7 +179,7 @@ def names() -> list[str]:
 
 
 def claims_module(name: str) -> str:
-    """The :mod:`workbench.claims` module measuring notebook ``name``'s claims (the register's
+    """The [`workbench.claims`][] module measuring notebook ``name``'s claims (the register's
     entries of its section), as a path; ``measurement.py`` for a notebook without claims.
 
     Raises:

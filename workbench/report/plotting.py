@@ -1,6 +1,6 @@
 """One seaborn theme for every figure, and byte-deterministic figure files.
 
-Every notebook calls :func:`set_theme` first and saves through :func:`save_figure`, which strips
+Every notebook calls [`set_theme`][] first and saves through [`save_figure`][], which strips
 the metadata that would change on every run (PNG ``Software``, PDF ``CreationDate``), so a second
 ``dvc repro`` sees identical outputs and reruns nothing downstream.
 """

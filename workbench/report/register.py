@@ -3,9 +3,9 @@
 The register is one configuration file, ``workbench/conf/claims.yaml``, written before the run:
 for every claim the paper's words and value ([P] full text, [A] abstract), the paper's setting as
 far as known, our committed setting, the stage and column that measure it and the function
-that does (``measure``: :mod:`workbench.claims`), the least number of seeds, the rule, the
+that does (``measure``: [`workbench.claims`][]), the least number of seeds, the rule, the
 assumed parameters with the plausible range each is swept over, and where a figure needs it the
-paper's whole table (``paper_table``). The measures only *measure*; the register *judges*::
+paper's whole table (``paper_table``). The measures only *measure*; the register *judges*:
 
     workbench/conf/claims.yaml --load()--> Register --judge(entry, measurement)--> Verdict
     workbench/claims/<paper>.py: measure(results, entry) --> Measurement (values per seed,
@@ -20,13 +20,13 @@ A measurement is a payload whose shape follows the rule's kind:
     not_comparable    nothing (the reason is the register's)
 
 ``conditions`` maps each assumed parameter to its sweep: a list of points ``{"value": v,
-**payload}``; every point is judged by the same rule (:func:`judge`) and
-:func:`holds` states, in words, over which part of the range the committed state holds, e.g.
+**payload}``; every point is judged by the same rule ([`judge`][]) and
+[`holds`][] states, in words, over which part of the range the committed state holds, e.g.
 ``"host rate 0.25-10 GB/s: reproduced at 1.5-2.5; direction only at 0.25-1, 5-10"``. A register
 range the sweep does not cover is said in the text, never hidden. A point may carry
 ``"committed": True`` where the committed value is measured, not set (``committed: measured``
 in the register, e.g. the calibrated per-row cost): it is the committed measurement placed in
-its own sweep. :func:`reading` gives a point's value and the side of the paper's it falls on.
+its own sweep. [`reading`][] gives a point's value and the side of the paper's it falls on.
 
 A row measured with fewer seeds than its entry asks for is ``not comparable`` (the rule says
 how many ran).
@@ -268,7 +268,7 @@ def _probe(entry: Entry) -> dict[str, Any]:
 
 
 def parse(text: str) -> Register:
-    """The register from the YAML text (:func:`load` reads the file).
+    """The register from the YAML text ([`load`][] reads the file).
 
     Raises:
         RegisterError: a malformed entry, a duplicate key, a bad rule or range.
@@ -394,10 +394,10 @@ OVER, UNDER, AT = "over", "under", "at"
 def reading(entry: Entry, measurement: Mapping[str, Any]) -> tuple[str, str]:
     """The measured effect in words and which side of the paper's value it falls on.
 
-    The effect is :func:`estimate`'s mean in the rule's unit (``2.70x``, ``70.3%``, ``+4.1
-    pts``); the side is :data:`OVER` when it goes further than the paper's value (or range) in
-    the paper's direction, :data:`UNDER` when it falls short (or goes the other way),
-    :data:`AT` inside the paper's range, and ``""`` where the rule has no paper value to be on a
+    The effect is [`estimate`][]'s mean in the rule's unit (``2.70x``, ``70.3%``, ``+4.1
+    pts``); the side is `OVER` when it goes further than the paper's value (or range) in
+    the paper's direction, `UNDER` when it falls short (or goes the other way),
+    `AT` inside the paper's range, and ``""`` where the rule has no paper value to be on a
     side of (``close``: a tolerance) or nothing was measured.
     """
     est = estimate(entry, measurement)
@@ -496,7 +496,7 @@ def holds_one(entry: Entry, assumption: Assumption,
 
 
 def holds(entry: Entry, conditions: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> str:
-    """:func:`holds_one` for every assumed parameter of ``entry``, joined by ``" · "``; empty
+    """[`holds_one`][] for every assumed parameter of ``entry``, joined by ``" · "``; empty
     when the entry assumes nothing.
 
     Raises:
@@ -512,9 +512,9 @@ def holds(entry: Entry, conditions: Mapping[str, Sequence[Mapping[str, Any]]] | 
 
 
 def row_verdict(entry: Entry, measurement: Mapping[str, Any]) -> Verdict:
-    """The claims table's verdict of ``entry``'s committed measurement: :func:`judge` with the
+    """The claims table's verdict of ``entry``'s committed measurement: [`judge`][] with the
     seeds checked, ``modelled`` when the value comes only from a time model
-    (:func:`workbench.report.verdict.modelled`)."""
+    ([`workbench.report.verdict.modelled`][])."""
     judged = judge(entry, measurement, check_seeds=True)
     return verdict.modelled(judged) if entry.modelled else judged
 

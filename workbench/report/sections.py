@@ -1,8 +1,8 @@
 """Report sections: what each notebook writes, one page per section, and the claims they carry.
 
-Notebooks describe what they produce through a :class:`Section`; :meth:`Section.save` writes the
+Notebooks describe what they produce through a [`Section`][]; [`Section.save`][] writes the
 section's record and its page, and the ``report`` stage gathers every section into the index,
-``reports/README.md`` (:mod:`workbench.report.index`)::
+``reports/README.md`` ([`workbench.report.index`][]):
 
     notebooks/<nb>.py --papermill--> reports/<nb>/section.json   (figures, tables, notes, claims)
                                      reports/<nb>/README.md      (the section's page: write_page)
@@ -10,30 +10,31 @@ section's record and its page, and the ``report`` stage gathers every section in
     reports/*/section.json --report--> reports/README.md   (the index: verdict counts, a short
                                        reports/claims.csv   claims table, links to the pages)
 
-The page is a pure function of ``section.json`` (:func:`page`), so the ``report`` stage rewrites
+The page is a pure function of ``section.json`` ([`page`][]), so the ``report`` stage rewrites
 a missing or outdated page to the same bytes the notebook would have written
-(:func:`write_page`); a notebook run by hand writes the same page into ``scratch/<nb>/``.
+([`write_page`][]); a notebook run by hand writes the same page into ``scratch/<nb>/``.
 
-A claim row measures one entry of the claims register (:mod:`workbench.report.register`,
-``workbench/conf/claims.yaml``): a notebook calls :meth:`Section.measure` with the entry's key,
+A claim row measures one entry of the claims register ([`workbench.report.register`][],
+``workbench/conf/claims.yaml``): a notebook calls [`Section.measure`][] with the entry's key,
 the samples over seeds and the sweep of every assumed parameter; the row takes the paper, the
 claim, the paper's value and the rule from the register, and the verdict from
-:func:`workbench.report.register.judge`. The report judges every row again from the register
-(:func:`collect`), requires exactly one row per entry of a gathered section (a register entry
+[`workbench.report.register.judge`][]. The report judges every row again from the register
+([`collect`][]), requires exactly one row per entry of a gathered section (a register entry
 whose rule is ``not_comparable`` needs none: the register writes it), and fails on a key not in
 the register or two rows for one claim. Context (other datasets, units, baselines) goes into the
 section's tables and notes, never into claim rows.
 
-Provenance (:func:`provenance`): the commit the report was built from and, when tracked sources
-differ from it (anything outside the generated :data:`GENERATED` paths), the list of them.
+Provenance ([`provenance`][]): the commit the report was built from and, when tracked sources
+differ from it (anything outside the generated [`GENERATED`][] paths), the list of them.
 
 Each figure and table names the files it is drawn from (``reads=``, required: ``()`` for one
-drawn from the register or the notebook's own numbers). A :class:`~workbench.report.lineage.
-ReadLog` holds every name to what the notebook really opened (a path it never opened is an
-error), and :meth:`Section.save` maps each file to the stage output holding it with that
-output's ``dvc.lock`` hash (:mod:`workbench.report.lineage`); the page shows them under each
+drawn from the register or the notebook's own numbers). A [`
+ReadLog`][workbench.report.lineage.
+ReadLog] holds every name to what the notebook really opened (a path it never opened is an
+error), and [`Section.save`][] maps each file to the stage output holding it with that
+output's ``dvc.lock`` hash ([`workbench.report.lineage`][]); the page shows them under each
 item and, under ``## Provenance``, the commit, the digest of the notebook's configuration
-(:func:`config_digest`) and every stage output read::
+([`config_digest`][]) and every stage output read:
 
     item  --reads--> results/<stage>/<ds>/<file>  --locate--> (stage, output, dvc.lock md5,
                                                                whether the output still has it)
@@ -82,9 +83,9 @@ class CatalogueError(WorkbenchError, ValueError):
 
 @dataclass
 class Claim:
-    """One row of the claims table (build it with :meth:`Section.measure`).
+    """One row of the claims table (build it with [`Section.measure`][]).
 
-    Give either ``verdict`` (from :mod:`workbench.report.verdict`) or ``state`` and ``rule``.
+    Give either ``verdict`` (from [`workbench.report.verdict`][]) or ``state`` and ``rule``.
 
     Attributes:
         paper: short paper name (HET, ESD, RecD, Hotline, FlexShard).
@@ -95,7 +96,7 @@ class Claim:
         verdict: sets ``state`` and ``rule`` (not stored itself).
         note: caveats (sample size, ...).
         key: the register key of the claim this row measures.
-        state: one of :data:`workbench.report.verdict.STATES`.
+        state: one of [`workbench.report.verdict.STATES`][].
         rule: the rule that decided the state, with the numbers.
         basis: the paper's method, or our formalisation (papers known from their abstract).
         mean, ci_low, ci_high: the measured effect and its 95% interval (the rule's unit).
@@ -157,7 +158,7 @@ def measured_claim(entry: reg.Entry, *, text: str, setting: str, note: str = "",
                    measurement: dict[str, Any], conditions: dict[str, list[dict[str, Any]]]
                    ) -> Claim:
     """The claim row of ``entry`` from a measurement, judged by the register (see
-    :mod:`workbench.report.register`); the report stage calls it again on the stored row."""
+    [`workbench.report.register`][]); the report stage calls it again on the stored row."""
     verdict = reg.row_verdict(entry, measurement)
     est = reg.estimate(entry, measurement)
     return Claim(entry.paper, entry.claim, entry.paper_value, text, setting, verdict=verdict,
@@ -172,15 +173,15 @@ def measured_claim(entry: reg.Entry, *, text: str, setting: str, note: str = "",
 
 
 def recorded_claim(entry: reg.Entry, m: Measurement) -> Claim:
-    """The claim row of a measurement from :mod:`workbench.claims`, judged by the register."""
+    """The claim row of a measurement from [`workbench.claims`][], judged by the register."""
     return measured_claim(entry, text=m.text, setting=m.setting, note=m.note,
                           measurement=_jsonable(dict(m.payload)),
                           conditions=_jsonable(dict(m.conditions)))
 
 
 def measured_row(entry: reg.Entry, m: Measurement) -> dict[str, Any]:
-    """:func:`recorded_claim` as ``section.json`` holds it (JSON values): the row
-    :meth:`Section.record` writes for the same measurement."""
+    """[`recorded_claim`][] as ``section.json`` holds it (JSON values): the row
+    [`Section.record`][] writes for the same measurement."""
     return cast(dict[str, Any], json.loads(json.dumps(asdict(recorded_claim(entry, m)))))
 
 
@@ -211,7 +212,7 @@ def _plain(value: Any) -> Any:
 
 def config_digest(config: Any, name: str) -> tuple[str, list[str]]:
     """The sha256 (first 12 hex digits) of the configuration notebook ``name`` reads: the
-    sections its registry entry names (its DVC params, :mod:`workbench.report.notebook_registry`),
+    sections its registry entry names (its DVC params, [`workbench.report.notebook_registry`][]),
     or the whole configuration for a notebook not in the registry.
 
     Returns:
@@ -233,19 +234,19 @@ def config_digest(config: Any, name: str) -> tuple[str, list[str]]:
 
 @dataclass
 class Section:
-    """What one notebook contributes to the report. Build it, add items, then :meth:`save`.
+    """What one notebook contributes to the report. Build it, add items, then [`save`][].
 
     Args:
         name: the notebook's name (its output folder under ``reports/``).
         title: section heading.
         out_dir: where figures, tables and ``section.json`` are written; None (a notebook run by
             hand) is ``scratch/<name>``, a relative path is relative to the repository root
-            (:func:`workbench.utils.paths.notebook_output`).
+            ([`workbench.utils.paths.notebook_output`][]).
         intro: Markdown paragraph under the heading (say here when a model is ours).
         config: the notebook's configuration (its digest goes on the page; its results and
             data roots are where reads are logged); None: no digest, the project's roots.
 
-    Every item is also shown in the notebook cell that adds it (:mod:`workbench.report.display`).
+    Every item is also shown in the notebook cell that adds it ([`workbench.report.display`][]).
     """
 
     name: str
@@ -306,7 +307,7 @@ class Section:
     def table(self, frame: pd.DataFrame, name: str, caption: str, setting: str = "",
               floatfmt: str = ".4g", *, reads: Sequence[Path | str]) -> None:
         """Save ``frame`` as ``<name>.csv``, record it (a Markdown table in the report) with the
-        files it is drawn from (``reads``, as for :meth:`figure`), show it as a table."""
+        files it is drawn from (``reads``, as for [`figure`][]), show it as a table."""
         files = self._reads(f"table {name!r}", reads)
         path = self._out / f"{name}.csv"
         write_text(path, frame.to_csv(index=False, float_format="%.6g"))
@@ -352,7 +353,7 @@ class Section:
         return claim
 
     def record(self, m: Measurement) -> Claim:
-        """Add the row of a measurement from :mod:`workbench.claims` (:meth:`measure` with its
+        """Add the row of a measurement from [`workbench.claims`][] ([`measure`][] with its
         fields); the register judges it."""
         claim = recorded_claim(reg.load()[m.key], m)
         self.claims.append(claim)
@@ -381,7 +382,7 @@ class Section:
                               if p not in named]}
 
     def _link_claims(self) -> None:
-        """Give every figure and table the numbers of the claims it shows (:func:`shows`)."""
+        """Give every figure and table the numbers of the claims it shows ([`shows`][])."""
         register = reg.load()
         for item in self.items:
             if "reads" in item:
@@ -439,7 +440,7 @@ def page(section: dict[str, Any]) -> str:
 
     Title, a line linking the report's index and the notebook, the intro, every claim row in
     full (paper value, ours, verdict, rule, setting, note, catalogue key) under a heading
-    ``### Claim <n>`` (anchor :func:`claim_anchor`), then under ``## Results`` the figures
+    ``### Claim <n>`` (anchor [`claim_anchor`][]), then under ``## Results`` the figures
     (relative image links), tables (Markdown, with a link to the CSV) and notes in the order
     the notebook added them. Links are relative to the section's folder, which sits one level
     under the repository root (``reports/<nb>/``, ``scratch/<nb>/``).
@@ -559,7 +560,7 @@ def lineage_lines(found: dict[str, Any]) -> list[str]:
 
 
 def write_page(out_dir: Path, section: dict[str, Any]) -> bool:
-    """Write ``out_dir/README.md``, the :func:`page` of ``section``, unless it already holds
+    """Write ``out_dir/README.md``, the [`page`][] of ``section``, unless it already holds
     exactly that text (an unchanged page keeps its file untouched).
 
     Returns:
@@ -650,7 +651,7 @@ def _generated(path: str) -> bool:
 
 
 def dirty_sources(repo: Path) -> list[str] | None:
-    """Files outside :data:`GENERATED` that differ from HEAD (staged or not), and new files git
+    """Files outside [`GENERATED`][] that differ from HEAD (staged or not), and new files git
     does not ignore (a module not yet committed changes what ran just as an edit does).
 
     Returns:
@@ -712,7 +713,7 @@ def collect(reports: Path, sections: list[str], register: reg.Register | None = 
 
     Rows come in the register's order; each gets ``section`` and ``number`` (its place on its
     section's page; empty for a row the register writes itself). With ``measured`` (every
-    entry's measurement from ``results/``, :func:`workbench.claims.measure_all`) the rows are
+    entry's measurement from ``results/``, [`workbench.claims.measure_all`][]) the rows are
     the measures' own, and a section whose row differs from its measure is stale.
 
     Returns:

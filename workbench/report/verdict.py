@@ -1,10 +1,10 @@
 """Verdicts: whether a measured value reproduces a paper's claim, in direction and in magnitude.
 
-Every claim row carries one of :data:`STATES`, decided by a pure function for its kind of claim.
-Each returns a :class:`Verdict`: the state and the rule that decided it, in words, with the
+Every claim row carries one of [`STATES`][], decided by a pure function for its kind of claim.
+Each returns a [`Verdict`][]: the state and the rule that decided it, in words, with the
 numbers (e.g. ``"direction only: 2.81x is 0.34x of the paper's 8.2x; band 0.5x-2x"``).
 
-Formal rule, applied in this order (``e`` is the measured effect, ``e*`` the paper's)::
+Formal rule, applied in this order (``e`` is the measured effect, ``e*`` the paper's):
 
     measured missing (None, NaN, inf)             -> not comparable  ("not measured: ...")
     |e| <= max(tolerance, noise)                  -> tie             (the rule names which)
@@ -14,31 +14,31 @@ Formal rule, applied in this order (``e`` is the measured effect, ``e*`` the pap
 
 The kinds, with their effect, direction and default band:
 
-* :func:`factor` (speedups, ratios): the direction is the side of 1x the paper's factor is on;
+* [`factor`][] (speedups, ratios): the direction is the side of 1x the paper's factor is on;
   reproduced when the measured *gain* ``factor - 1`` lies within ``[0.5, 2]`` of the paper's gain
   (of its range, ratio to the nearest end). One rule for every factor, continuous in the
   paper's value: the smallest passing factor is ``1 + 0.5 (paper - 1)`` (1.50x for 2.0x, 1.505x
   for 2.01x, 4.6x for 8.2x), so there is no switch between two rules at 2x. Factors below 1x
   are compared as their inverses. Tie: within ``1x +- tie_tolerance`` (default 1%).
-* :func:`percent` (shares and reductions in [0, 1]): the direction is the side of a
+* [`percent`][] (shares and reductions in [0, 1]): the direction is the side of a
   ``baseline`` (0 for a reduction; the uniform share for a skew; 50% for "dominates");
   reproduced within 10 percentage points of the paper's value (of its range).
-* :func:`less` (A below B at every point, rates in [0, 1]; gaps in points): contradicted if A is
+* [`less`][] (A below B at every point, rates in [0, 1]; gaps in points): contradicted if A is
   above B beyond the tolerance anywhere, tie if within it everywhere; reproduced when every gap
   lies in ``[0.5 lo, 2 hi]`` of the paper's gap range ``(lo, hi)``.
-* :func:`close` (A stays close to B): reproduced if ``max |A - B|`` is within the tolerance,
+* [`close`][] (A stays close to B): reproduced if ``max |A - B|`` is within the tolerance,
   contradicted otherwise (the claim has no direction).
-* :func:`decline` (a series falls from its first to its last point, e.g. final AUC against the
+* [`decline`][] (a series falls from its first to its last point, e.g. final AUC against the
   staleness bound): the effect is the drop in points; reproduced when it is within 0.5x-2x of
   the paper's drop and the series never rises by more than ``slack`` points on the way.
-* :func:`not_comparable` (the setting lacks what the claim needs) and :func:`not_built` (the
+* [`not_comparable`][] (the setting lacks what the claim needs) and [`not_built`][] (the
   mechanism is not built yet).
 
-:data:`DEFINITIONS` states each rule in full, :data:`SUMMARIES` in a short phrase (the report's
+[`DEFINITIONS`][] states each rule in full, [`SUMMARIES`][] in a short phrase (the report's
 index counts the states with it).
 
-Measured values may be one number or an :class:`Estimate` (the mean of several seeds with its
-95% interval, :meth:`Estimate.of`). With an interval every test uses the whole interval:
+Measured values may be one number or an [`Estimate`][] (the mean of several seeds with its
+95% interval, [`Estimate.of`][]). With an interval every test uses the whole interval:
 
     the interval meets the no-effect zone (1x +- tie; baseline +- tie) -> tie
     the interval lies wholly on the wrong side                          -> contradicted
@@ -49,7 +49,7 @@ Measured values may be one number or an :class:`Estimate` (the mean of several s
 A single value is an interval of width 0, so the rule above is the same rule without seeds.
 
 A claim whose value comes only from a time model (the register's ``evidence: modelled``) is
-``modelled`` whatever the rule gives (:func:`modelled`): the rule's outcome on the model stays in
+``modelled`` whatever the rule gives ([`modelled`][]): the rule's outcome on the model stays in
 its text, never the state ``reproduced``.
 
 Paper values are validated (a factor range on one side of 1x, a percent range off its baseline)
@@ -119,7 +119,7 @@ class Verdict:
     """The state of one claim row and the rule that decided it.
 
     Attributes:
-        state: one of :data:`STATES`.
+        state: one of [`STATES`][].
         rule: the rule in words with the numbers, starting with the state.
     """
 
@@ -241,7 +241,7 @@ def factor(measured: Measured, paper: Paper, *, band: tuple[float, float] = FACT
     """A speedup or ratio against the paper's (a number or a ``(low, high)`` range).
 
     Args:
-        measured: the measured factor (> 0), its samples over seeds, or their :class:`Estimate`;
+        measured: the measured factor (> 0), its samples over seeds, or their [`Estimate`][];
             None or NaN gives ``not comparable``.
         paper: the paper's factor or range; it sets the direction (above or below 1x).
         band: bounds on measured gain / paper gain (``factor - 1``) for ``reproduced``.
@@ -297,7 +297,7 @@ def percent(measured: Measured, paper: Paper, *, points: float = PERCENT_POINTS,
 
     Args:
         measured: the measured fraction (a reduction may be negative: an increase), its samples
-            over seeds, or their :class:`Estimate`.
+            over seeds, or their [`Estimate`][].
         paper: the paper's fraction or ``(low, high)`` range.
         points: the band half-width in percentage points.
         baseline: the no-effect value whose side sets the direction (0 for a reduction, the

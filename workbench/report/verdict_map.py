@@ -3,10 +3,10 @@
 One figure per paper (``reports/verdict_maps/<paper>.png``), one row per (claim, assumed
 parameter), one cell per swept value, coloured by the state the register's rule gives at that
 point and carrying the value measured there with the side of the paper's value it falls on
-(:func:`workbench.report.register.reading`: ``^`` overshoots, ``v`` falls short, ``=`` within
+([`workbench.report.register.reading`][]: ``^`` overshoots, ``v`` falls short, ``=`` within
 the paper's range); the committed value's cell is outlined (a point the measure marks
 ``committed``, where the committed value is measured rather than set, e.g. the calibrated
-per-row software cost)::
+per-row software cost):
 
     het.fig7a_comm.wdl  | dense-sync mode   [after_backward 2.70x v][overlapped 2.70x v]...
     het.fig7a_comm.wdl  | per-row cost (us) [0.5 2.6x v][1 ...]...
@@ -54,7 +54,7 @@ def rows_of(claims: list[dict[str, Any]], register: reg.Register, paper: str
             ) -> list[tuple[str, list[tuple[str, str, bool]]]]:
     """The map's rows for ``paper``: (label, [(cell text, state, committed?)]); a cell's text is
     the swept value, then the value measured there and its side of the paper's
-    (:data:`SIDE_MARKS`)."""
+    ([`SIDE_MARKS`][])."""
     out = []
     for c in claims:
         if c["paper"] != paper:

@@ -3,23 +3,24 @@ r"""FlexShard's cut points: how many of the hottest rows to replicate everywhere
 Our formalisation (plans: `workbench/sharding/plans.py`). Rows are ranked by access probability; a
 plan is the pair of cut points ``(t1, u)``, ``0 <= t1 <= u <= N``: ranks ``[0, t1)`` replicated on
 every device, ``[t1, u)`` replicated per node and row-sharded inside it, ``[u, N)`` row-sharded over
-all devices (:func:`~workbench.sharding.plans.tiered`, ``t2 = u - t1``). The planner minimises the
-expected time of one iteration's all-to-all (forward + backward) subject to the memory of the
-baseline, ``max_d memory_d <= limit`` (weights + buffers, :mod:`workbench.sharding.traffic`).
+all devices ([`tiered`][workbench.sharding.plans.tiered], ``t2 = u - t1``). The planner minimises
+the expected time of one iteration's all-to-all (forward + backward) subject to the memory of the
+baseline, ``max_d memory_d <= limit`` (weights + buffers, [`workbench.sharding.traffic`][]).
 
 Every candidate is evaluated in closed form from per-device prefix sums of probability mass and
 row counts over the candidate cut positions ``C`` (the owners are a function of the rank, so a
-cut only moves tier boundaries)::
+cut only moves tier boundaries):
 
     S_d = sum of p over ranks >= u owned by d (tier 2)      n_d = their count
     N_g = sum of p over ranks in [t1, u) with local index g  m_g = their count
     F   = lambda x row_bytes
     intra_send_d = F (G - 1) (S_d + N_g(d))       inter_send_d = F (P - G) S_d
     intra_recv_d = F (S_node(d) - S_d + N - N_g(d)) inter_recv_d = F (S - S_node(d))
-    time  = 2 max_d t_d                           (:class:`~workbench.sharding.topology.Topology`)
+    time  = 2 max_d t_d                                     (Topology: sharding/topology.py)
     memory_d = (t1 + m_g(d) + n_d) row_bytes + the four terms above
 
-which equals :func:`~workbench.sharding.traffic.expected_traffic` of the built plan exactly
+which equals [`expected_traffic`][workbench.sharding.traffic.expected_traffic] of the built plan
+exactly
 (tested), at a cost of O(N + |C| P) to build the prefix sums and O(|C|^2 P) for the pairs. With
 ``|C| >= N + 1`` every cut is a candidate and the search is exhaustive (tested against brute
 force); on large tables ``C`` is a log-and-linear grid of ``candidates`` positions.
@@ -95,7 +96,7 @@ def evaluate_cuts(probability: np.ndarray, topo: Topology, lookups_per_device: f
                   order: np.ndarray | None = None) -> CutSearch:
     """Expected time and memory of every pair ``t1 <= u`` of ``cuts`` (``t1 == u`` only
     without ``node_tier``); see the module docstring. ``order`` may pass
-    :func:`~workbench.sharding.plans.rank_order` of ``probability`` when it is known."""
+    [`rank_order`][workbench.sharding.plans.rank_order] of ``probability`` when it is known."""
     p = np.asarray(probability, dtype=float)
     p = p / p.sum() if p.sum() > 0 else p
     n, n_dev, g = p.size, topo.devices, topo.devices_per_node
@@ -161,7 +162,7 @@ def estimate_probability(counts: np.ndarray, estimator: str = "good_turing",
 
     ``frequency``: ``count / total``. ``good_turing``: the unseen rows share the missing mass
     ``m`` evenly, and the seen rows get ``(1 - m) count / total``; ``m`` is ``missing`` when
-    given (:func:`missing_mass`), else rows seen exactly once over all lookups (Good 1953, for
+    given ([`missing_mass`][]), else rows seen exactly once over all lookups (Good 1953, for
     independent lookups); with every row seen (or ``m = 0``) it is the frequency.
 
     Raises:

@@ -2,7 +2,7 @@ r"""Sharding plans of one embedding table: where each row lives and where a look
 
 Our formalisation of FlexShard's tiers (the tiers as the paper's abstract states them) and of the
 plans it is compared with (TorchRec's planner options, HugeCTR's hybrid embedding). A plan gives
-every row ``r`` of an N-row table a tier and an owner::
+every row ``r`` of an N-row table a tier and an owner:
 
     tier 0  replicated on every device                 lookup from d: served by d itself
     tier 1  replicated per node, row-sharded inside    lookup from d: device node(d) G + owner[r]
@@ -21,10 +21,10 @@ every row ``r`` of an N-row table a tier and an owner::
 
 FlexShard's rows are taken in descending access probability (ties to the smaller id); tier 1's
 owners cycle over the G local devices by rank, and tier 2's follow a weighted interleave of the
-devices (:func:`weighted_sequence`: device d takes ~N w_d / sum w of the ranks, spread evenly), so
+devices ([`weighted_sequence`][]: device d takes ~N w_d / sum w of the ranks, spread evenly), so
 a slow node's devices hold and serve fewer sharded rows (topology-aware). The sequence is a
 function of the absolute rank, not of the cut points, so that the planner can evaluate every cut
-from prefix sums (:mod:`workbench.sharding.planner`).
+from prefix sums ([`workbench.sharding.planner`][]).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class Plan:
     """Placement of an N-row table on a topology.
 
     Attributes:
-        name: the plan's name (one of :data:`PLANS`).
+        name: the plan's name (one of [`PLANS`][]).
         tier: ``int8[N]`` tier of each row (ignored for a column plan).
         owner: ``int64[N]`` tier 1: local index in its node; tier 2: device; tier 0: -1.
         column_devices: a column plan's k devices (None otherwise).
@@ -158,7 +158,7 @@ def tiered(probability: np.ndarray, t1: int, t2: int, topo: Topology,
         topo: the topology (its inter-node bandwidths weight tier 2's owners).
         name: the plan's name.
         weighted: tier 2's owners in proportion to the devices' inter-node bandwidth (else equal).
-        order: :func:`rank_order` of ``probability``, when already known.
+        order: [`rank_order`][] of ``probability``, when already known.
     """
     n = len(probability)
     if not (0 <= t1 and 0 <= t2 and t1 + t2 <= n):
@@ -176,7 +176,7 @@ def tiered(probability: np.ndarray, t1: int, t2: int, topo: Topology,
 
 def rank_sequences(n: int, topo: Topology, weighted: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The owner of the row at each rank if it is in tier 1 (local index: rank mod G) and if it
-    is in tier 2 (:func:`weighted_sequence` over the devices' inter-node bandwidth, or equal)."""
+    is in tier 2 ([`weighted_sequence`][] over the devices' inter-node bandwidth, or equal)."""
     seq_node = (np.arange(n) % topo.devices_per_node).astype(np.int64)
     weights = topo.inter_bps if weighted else np.ones(topo.devices)
     return seq_node, weighted_sequence(weights, n)

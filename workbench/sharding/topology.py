@@ -1,6 +1,6 @@
 r"""A two-level accelerator topology and the time of one all-to-all on it.
 
-Our formalisation (FlexShard's topology and network model were not obtained)::
+Our formalisation (FlexShard's topology and network model were not obtained):
 
         node 0                    node 1                      node n-1 (slow: speed s)
    +-----------------+      +-----------------+         +-----------------+
@@ -11,7 +11,7 @@ Our formalisation (FlexShard's topology and network model were not obtained)::
 
 An all-to-all moves ``M[e, d]`` bytes from device e to device d (``M`` P x P, zero diagonal).
 Every device sends and receives at once (full duplex) over two independent paths, NVLink to its
-own node and its NIC to the others, so with ``node(d)`` its node::
+own node and its NIC to the others, so with ``node(d)`` its node:
 
     intra_d = [traffic] L_intra + max(sum_{e in node(d)} M[d, e], sum_{e in node(d)} M[e, d])
                                   / intra_bw

@@ -3,8 +3,8 @@ r"""The all-to-all traffic of a sharding plan, expected and replayed, and its me
 Our formalisation (the topology: `workbench/sharding/topology.py`). Data parallel: device d trains
 its own ``b`` samples; each occurrence of a row in a sample's sequence is one lookup (sequence
 embeddings are not pooled, so every occurrence is sent). The device that serves a lookup
-(:meth:`Plan.serving`) sends the row, ``row_bytes = 4 D``, to the device that made it; the backward
-pass sends the gradient back::
+([`Plan.serving`][]) sends the row, ``row_bytes = 4 D``, to the device that made it; the backward
+pass sends the gradient back:
 
     replayed:  M[e, d] = row_bytes x #{lookups made by d and served by e != d}       (forward)
     expected:  M[e, d] = row_bytes x lambda x sum_{r served to d by e} p_r,   e != d
@@ -91,7 +91,7 @@ def memory(plan: Plan, traffic: np.ndarray, row_bytes: int,
 
 def traffic_summary(traffic: np.ndarray, topo: Topology) -> dict[str, float]:
     """Total and inter-node (global) bytes of one all-to-all and its time (forward +
-    backward: ``2 x`` :meth:`Topology.a2a_seconds`)."""
+    backward: ``2 x`` [`Topology.a2a_seconds`][])."""
     parts = topo.split(traffic)
     return {"bytes": float(parts["intra_send"].sum() + parts["inter_send"].sum()),
             "inter_bytes": float(parts["inter_send"].sum()),

@@ -10,7 +10,7 @@ every key of the group has identical lists. Each group keeps only its unique row
 and lengths of the unique rows) and ONE ``inverse_lookup[B]`` mapping each sample to its unique
 row. Unique rows are numbered in first-occurrence order, so the layout is deterministic.
 
-Worked example, batch of 3, groups ``[["b"], ["c", "d"]]``::
+Worked example, batch of 3, groups ``[["b"], ["c", "d"]]``:
 
     KJT (key-major)                       IKJT
     sample:   0        1        2         group (b)        unique rows: [3,4,5] | [4,5,6]
@@ -249,7 +249,7 @@ class JaggedTensor:
         values: concatenated lists, int64 ``[sum(lengths)]``.
         lengths: length of each list, int64 ``[B]``, non-negative.
 
-    Example::
+    Example:
 
         jt = JaggedTensor(np.array([3, 4, 5, 9]), np.array([3, 0, 1]))
         jt.offsets()   # array([0, 3, 3, 4])
@@ -308,7 +308,7 @@ class KeyedJaggedTensor:
             negative lengths, or lengths not summing to ``len(values)``.
         TypeError: non-string keys or non-integer values/lengths.
 
-    Example::
+    Example:
 
         kjt = KeyedJaggedTensor.from_dict({"b": [[3, 4, 5], [4, 5, 6]], "c": [[7], []]})
         kjt.lengths()      # array([3, 3, 1, 0])
@@ -389,7 +389,7 @@ class KeyedJaggedTensor:
         return self._stride
 
     def stride(self) -> int:
-        """Alias of :attr:`batch_size` (torchrec name)."""
+        """Alias of [`batch_size`][] (torchrec name)."""
         return self._stride
 
     def num_values(self) -> int:
@@ -413,8 +413,8 @@ class KeyedJaggedTensor:
         return key in self._index
 
     def to_dict(self) -> dict[str, list[list[int]]]:
-        """``{key: per-sample lists}`` (inverse of :meth:`from_dict`); ``kjt[key]`` gives a
-        :class:`JaggedTensor` instead."""
+        """``{key: per-sample lists}`` (inverse of [`from_dict`][]); ``kjt[key]`` gives a
+        [`JaggedTensor`][] instead."""
         return {k: self[k].to_list() for k in self._keys}
 
     def __eq__(self, other: object) -> bool:
@@ -466,7 +466,7 @@ def partition_groups(keys: Sequence[str],
 class InverseKeyedJaggedTensor:
     """RecD's deduplicated batch: unique rows per dedup group plus one inverse lookup per group.
 
-    Usually built with :func:`to_ikjt`. Unique rows are in first-occurrence order.
+    Usually built with [`to_ikjt`][]. Unique rows are in first-occurrence order.
 
     Args:
         keys: feature names in the original KJT order.
@@ -479,7 +479,7 @@ class InverseKeyedJaggedTensor:
         ValueError: groups not partitioning the keys, inconsistent sizes, or inverse indices out
             of range.
 
-    Example::
+    Example:
 
         kjt = KeyedJaggedTensor.from_dict({"b": [[3, 4, 5], [4, 5, 6], [3, 4, 5]]})
         ikjt = to_ikjt(kjt, [["b"]])
@@ -608,7 +608,7 @@ class InverseKeyedJaggedTensor:
         return int(sum(jt.values().size for jt in self._jts.values()))
 
     def expand(self) -> KeyedJaggedTensor:
-        """The original :class:`KeyedJaggedTensor` (every sample's rows gathered back)."""
+        """The original [`KeyedJaggedTensor`][] (every sample's rows gathered back)."""
         values, lengths = [], []
         for key in self._keys:
             jt = self._jts[key]
@@ -644,7 +644,7 @@ def to_ikjt(kjt: KeyedJaggedTensor, groups: Iterable[Sequence[str]],
     Raises:
         ValueError: ``groups`` does not partition the keys, or unknown ``method``.
 
-    Example::
+    Example:
 
         kjt = KeyedJaggedTensor.from_dict({
             "b": [[3, 4, 5], [4, 5, 6], [3, 4, 5]],
@@ -690,7 +690,7 @@ def request_rows(requests: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         requests: ``[B]`` request ids.
 
     Returns:
-        ``(unique_samples, inverse)`` in first-occurrence order, as :func:`to_ikjt` numbers rows.
+        ``(unique_samples, inverse)`` in first-occurrence order, as [`to_ikjt`][] numbers rows.
     """
     requests = _as_int64_1d("requests", requests)
     order = np.argsort(requests, kind="stable")
@@ -709,7 +709,7 @@ def to_ikjt_by_request(kjt: KeyedJaggedTensor, groups: Iterable[Sequence[str]],
     snapshot a feature store serves once per request), two samples of the same request have
     equal rows by construction, so the inverse lookup follows from the request ids alone
     (``O(B)`` keys instead of hashing every value). Rows of *different* requests are not merged
-    even when equal, so the result may be less deduplicated than :func:`to_ikjt`, but
+    even when equal, so the result may be less deduplicated than [`to_ikjt`][], but
     ``expand()`` is exact whenever the premise holds.
 
     Args:
@@ -810,7 +810,7 @@ def dedup_pooled_lookup(table: torch.Tensor, ikjt: InverseKeyedJaggedTensor, key
         key: feature to look up.
         mode: ``"sum"`` or ``"mean"``.
         sparse: row-indexed (sparse COO) gradient w.r.t. ``table`` if True (the default; see
-            :func:`pooled_lookup`), dense if False.
+            [`pooled_lookup`][]), dense if False.
 
     Returns:
         ``[B, D]`` pooled embeddings (``unique_out[inverse]``).

@@ -1,7 +1,7 @@
 r"""RecD's reader: columnar partitions -> KJT / IKJT batches, and exact per-batch dedup factors.
 
 Our formalisation (RecD's method section is unavailable). The partitions of
-:mod:`workbench.data.partition` hold one row per sample, with a ``request`` (session) column::
+[`workbench.data.partition`][] hold one row per sample, with a ``request`` (session) column:
 
     columnar batch --table_to_kjt-----------------------> KJT  (every row of every key)
                    --table_to_ikjt (request column)-----> IKJT (a dedup group's keys read once
@@ -14,7 +14,7 @@ Our formalisation (RecD's method section is unavailable). The partitions of
 * **Dedup factor**: non-empty rows / unique non-empty rows of a dedup group inside each batch
   of ``b`` consecutive rows of a layout (batches run across partition boundaries, as a
   streaming reader does). Rows are identified exactly: one
-  :func:`workbench.sparse.jagged_tensor.to_ikjt` over the whole split gives every row its
+  [`workbench.sparse.jagged_tensor.to_ikjt`][] over the whole split gives every row its
   global unique-row id per group, and a batch's unique rows are its distinct ``(batch, row id)``
   pairs (no per-batch Python loop).
 * **Empty rows** (every key of the group an empty list: a session log's first click has no
@@ -146,9 +146,9 @@ SESSION_PATH = "ikjt (session layout)"
 def session_ikjt(sessions: pa.Table, rows: pa.Table, keys: Sequence[str],
                  groups: Sequence[Sequence[str]], plain: Sequence[str]
                  ) -> InverseKeyedJaggedTensor:
-    """RecD's reader on the session layout (:func:`workbench.data.partition.session_partition`):
+    """RecD's reader on the session layout ([`workbench.data.partition.session_partition`][]):
     the sessions file's rows are a group's unique rows and ``session_row`` is its inverse
-    lookup, so nothing is deduplicated at read time. Equal to :func:`table_to_ikjt` of the
+    lookup, so nothing is deduplicated at read time. Equal to [`table_to_ikjt`][] of the
     clustered partition the two files were written from.
 
     Raises:

@@ -2,7 +2,7 @@ r"""TorchRec interop: the workbench's KJT and IKJT as ``torchrec.KeyedJaggedTens
 
 An optional extra (``pip install 'workbench[torchrec]'``); nothing else in the workbench imports
 TorchRec. Both sides use the same layout (key-major ``lengths``, ``values`` concatenated in the
-same order), so a conversion copies arrays and never reorders them::
+same order), so a conversion copies arrays and never reorders them:
 
     KeyedJaggedTensor(keys, values, lengths) [+ weights]
         --to_torchrec-->   torchrec KJT(keys, values, lengths, offsets, stride=B, weights)
@@ -55,7 +55,7 @@ def torchrec_kjt_class() -> type:
     """``torchrec.KeyedJaggedTensor``.
 
     Raises:
-        TorchRecUnavailable: TorchRec is absent (the message gives :data:`INSTALL`) or fails to
+        TorchRecUnavailable: TorchRec is absent (the message gives [`INSTALL`][]) or fails to
             load (the message names the error: TorchRec's package imports fbgemm_gpu, whose
             compiled operators must match the installed torch).
     """
@@ -114,11 +114,11 @@ def to_torchrec(kjt: KeyedJaggedTensor, weights: np.ndarray | torch.Tensor | Non
     Args:
         kjt: the batch.
         weights: one weight per value (a weighted KJT), or None.
-        kjt_class: the TorchRec class to build; None: :func:`torchrec_kjt_class`.
+        kjt_class: the TorchRec class to build; None: `torchrec_kjt_class`.
 
     Raises:
         ValueError: ``weights`` does not have one entry per value.
-        TorchRecUnavailable: see :func:`torchrec_kjt_class`.
+        TorchRecUnavailable: see `torchrec_kjt_class`.
     """
     cls = _cls(kjt_class)
     lengths = kjt.lengths()
@@ -133,13 +133,13 @@ def _numpy(tensor: torch.Tensor) -> np.ndarray:
 
 
 def from_torchrec(trkjt: Any) -> Converted:
-    """A ``torchrec.KeyedJaggedTensor`` as the workbench's :class:`KeyedJaggedTensor` (and its
+    """A ``torchrec.KeyedJaggedTensor`` as the workbench's [`KeyedJaggedTensor`][] (and its
     weights).
 
     Raises:
         ValueError: a variable-batch KJT (batch size per key) without ``inverse_indices``: the
             workbench's KJT has one batch size (a deduplicated one converts with
-            :func:`ikjt_from_torchrec`).
+            [`ikjt_from_torchrec`][]).
     """
     if trkjt.variable_stride_per_key():
         raise ValueError("a variable-batch TorchRec KJT (stride_per_key_per_rank "
@@ -156,7 +156,7 @@ def ikjt_to_torchrec(ikjt: InverseKeyedJaggedTensor, *, kjt_class: type | None =
     (see the module docstring); ``to_torchrec(ikjt.expand())`` gives it expanded.
 
     Raises:
-        TorchRecUnavailable: see :func:`torchrec_kjt_class`.
+        TorchRecUnavailable: see `torchrec_kjt_class`.
     """
     cls = _cls(kjt_class)
     keys = ikjt.keys()

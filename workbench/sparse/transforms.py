@@ -2,14 +2,14 @@
 
 A *transform* here is a function of ONE list: the ids of one key for one sample (a *row* of that
 key). Hashing, vocabulary remapping, bucketizing and truncating a history are all of this kind;
-each transform takes a :class:`~workbench.sparse.jagged_tensor.JaggedTensor` of ``B`` lists and
-returns ``B`` lists, list ``i`` of the output depending only on list ``i`` of the input.
+each transform takes a [`JaggedTensor`][workbench.sparse.jagged_tensor.JaggedTensor] of ``B`` lists
+and returns ``B`` lists, list ``i`` of the output depending only on list ``i`` of the input.
 
 Formal model. Let ``f`` be such a row-wise transform (or a chain of them: a composition of
 row-wise functions is row-wise) and take a dedup group with unique rows ``u_0 .. u_{U-1}`` and
 inverse lookup ``inv``, so that sample ``s`` holds ``row_s = u_{inv[s]}`` (``to_ikjt``). Then
 ``f(row_s) = f(u_{inv[s]})``: transforming the ``U`` unique rows and gathering through the
-unchanged inverse lookup gives exactly the transformed batch. For :class:`FeatureTransforms`
+unchanged inverse lookup gives exactly the transformed batch. For [`FeatureTransforms`][]
 this is the identity
 
     ``apply_ikjt(to_ikjt(kjt, groups)).expand() == apply_kjt(kjt)``   (for every grouping)
@@ -17,7 +17,7 @@ this is the identity
 and the work saved is the ratio of values processed,
 ``values_processed_kjt(kjt) / values_processed_ikjt(to_ikjt(kjt, groups))``, i.e. each
 transformed key's dedup factor weighted by its list lengths. One batch, one key, ``f`` = keep
-the last 2 ids then hash::
+the last 2 ids then hash:
 
     KJT rows (B = 4)        apply_kjt: f on all 4 rows (12 values in)
       s0  [3, 4, 5]   --f-->  f([3, 4, 5])
@@ -40,8 +40,8 @@ merely not maximally deduplicated.
 
 Every transform is a small frozen dataclass, validates its arguments in ``__post_init__``
 (``ValueError`` naming the argument and its allowed range) and is fully vectorised over the
-batch (numpy; no per-list Python loop). :func:`from_spec` builds a :class:`FeatureTransforms`
-from a config mapping such as::
+batch (numpy; no per-list Python loop). [`from_spec`][] builds a [`FeatureTransforms`][]
+from a config mapping such as:
 
     {"item_id": [{"op": "hash", "num_buckets": 1000}],
      "hist_item_id": [{"op": "truncate", "max_length": 20},
@@ -140,7 +140,7 @@ class HashIds:
     Raises:
         ValueError: an argument out of range or not an integer.
 
-    Example::
+    Example:
 
         HashIds(10)(JaggedTensor(np.array([0, 1, 0]), np.array([2, 1]))).to_list()
         # [[h0, h1], [h0]]: equal ids hash equally, every h in [0, 10)
@@ -180,7 +180,7 @@ class Remap:
     Raises:
         ValueError: ``table`` not a 1-D array of int64-range integers, or a bad ``default``.
 
-    Example::
+    Example:
 
         Remap(np.array([5, 6, 7]), default=-1)(JaggedTensor(np.array([2, 3, -1, 0]),
                                                             np.array([3, 1]))).to_list()
@@ -255,7 +255,7 @@ class Bucketize:
     Raises:
         ValueError: empty, not strictly increasing, NaN or non-numeric boundaries.
 
-    Example::
+    Example:
 
         Bucketize((18, 25, 35))(JaggedTensor(np.array([17, 18, 30, 99]), np.array([4])))
         # [[0, 1, 2, 3]]
@@ -308,7 +308,7 @@ class Truncate:
     Raises:
         ValueError: ``max_length`` out of range, or ``keep`` not ``"last"``/``"first"``.
 
-    Example::
+    Example:
 
         Truncate(2)(JaggedTensor(np.array([1, 2, 3, 4]), np.array([3, 0, 1]))).to_list()
         # [[2, 3], [], [4]]
@@ -351,7 +351,7 @@ class FeatureTransforms:
     Raises:
         TypeError: a non-string key, or a chain that is not a sequence of callables.
 
-    Example::
+    Example:
 
         ft = FeatureTransforms({"b": [Truncate(2), HashIds(100)]})
         kjt = KeyedJaggedTensor.from_dict({"b": [[3, 4, 5], [4, 5, 6], [3, 4, 5]]})
@@ -444,7 +444,7 @@ class FeatureTransforms:
 
     def values_processed_kjt(self, kjt: KeyedJaggedTensor) -> int:
         """Input values of the transformed keys (non-empty chains) of ``kjt``: the work of
-        :meth:`apply_kjt`.
+        [`apply_kjt`][].
 
         Raises:
             KeyError: a chain names a key ``kjt`` lacks.
@@ -454,7 +454,7 @@ class FeatureTransforms:
 
     def values_processed_ikjt(self, ikjt: InverseKeyedJaggedTensor) -> int:
         """Input values (unique rows only) of the transformed keys of ``ikjt``: the work of
-        :meth:`apply_ikjt`; never more than :meth:`values_processed_kjt` of ``ikjt.expand()``.
+        [`apply_ikjt`][]; never more than [`values_processed_kjt`][] of ``ikjt.expand()``.
 
         Raises:
             KeyError: a chain names a key ``ikjt`` lacks.
@@ -509,7 +509,7 @@ def _step_from_spec(where: str, step: object) -> Transform:
 
 
 def from_spec(spec: Mapping[str, Sequence[Mapping[str, object]]]) -> FeatureTransforms:
-    """Build :class:`FeatureTransforms` from a config mapping (e.g. a Hydra/YAML section).
+    """Build [`FeatureTransforms`][] from a config mapping (e.g. a Hydra/YAML section).
 
     Args:
         spec: ``{key: [{"op": name, **arguments}, ...]}``. Ops and arguments (``*`` optional):
@@ -525,7 +525,7 @@ def from_spec(spec: Mapping[str, Sequence[Mapping[str, object]]]) -> FeatureTran
             ``transforms.item_id[0].op = 'foo': must be one of ['bucketize', 'hash', 'remap',
             'truncate']``.
 
-    Example::
+    Example:
 
         ft = from_spec({"item_id": [{"op": "hash", "num_buckets": 1000}],
                         "age": [{"op": "bucketize", "boundaries": [18, 25, 35]}]})

@@ -3,7 +3,7 @@
 
 ==============  =================================================================================
 ``registry``    every stage named once: its entry point, its config, its datasets, its outputs
-                (:data:`STAGES`); the adapters that hand each stage module its config objects
+                ([`STAGES`][]); the adapters that hand each stage module its config objects
 ``cli``         the command line: argument parsing from the registry, one-line user errors
 ``costs``       what each stage run cost (wall, CPU, memory, output size), recorded when it ran
                 (``results/costs/<stage id>.json``)

@@ -1,4 +1,4 @@
-"""``python -m workbench.stages``: see :mod:`workbench.stages.cli`."""
+"""``python -m workbench.stages``: see [`workbench.stages.cli`][]."""
 
 from workbench.stages.cli import main
 

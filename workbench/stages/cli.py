@@ -1,12 +1,12 @@
 """The stages' command line: ``python -m workbench.stages <stage> [options] [overrides]``
 (also ``workbench stage ...``).
 
-The stage list and each stage's help line come from :data:`workbench.stages.registry.STAGES`.
-A user error (:class:`~workbench.utils.errors.UserError`: a bad config value, a missing dataset,
-a malformed input row, ...) prints one line, ``<Class>: <message>``, and exits non-zero; so does
-a full disk that a stage did not name itself (``DiskFullError: disk full: ...``). Anything else
-is a bug and keeps its traceback. Ctrl-C, SIGTERM and SIGHUP unwind the stage (its temporary
-files removed, its previous output untouched) and exit 130, 143 and 129 with one line.
+The stage list and each stage's help line come from [`workbench.stages.registry.STAGES`][].
+A user error ([`UserError`][workbench.utils.errors.UserError]: a bad config value, a missing
+dataset, a malformed input row, ...) prints one line, ``<Class>: <message>``, and exits non-zero; so
+does a full disk that a stage did not name itself (``DiskFullError: disk full: ...``). Anything else
+is a bug and keeps its traceback. Ctrl-C, SIGTERM and SIGHUP unwind the stage (its temporary files
+removed, its previous output untouched) and exit 130, 143 and 129 with one line.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def run(argv: list[str] | None = None, prog: str = "python -m workbench.stages")
 
     Raises:
         UserError: the config, the dataset or the input is wrong (shown as one line by
-            :func:`main`).
+            [`main`][]).
     """
     from workbench.utils.logs import setup
 

@@ -1,12 +1,11 @@
 """A stage's cost measured without touching the committed results: a rerun into a copy.
 
-::
 
     python -m workbench.stages.cost_rerun hotline recd@taobao_sample ...
 
 copies ``results/`` into ``scratch/costs-run/results``, runs each stage's ``dvc.lock`` command
 with ``paths.results`` pointing at the copy (so it reads the same inputs and writes its outputs
-there, recording its cost as every run does: :mod:`workbench.stages.costs`), and keeps only the
+there, recording its cost as every run does: [`workbench.stages.costs`][]), and keeps only the
 record, marked ``"rerun_into_copy": true``, in ``results/costs/``. Only stages whose outputs all
 lie under ``results/`` can (the data stages, the notebooks and the report write elsewhere: run
 those through ``dvc repro``, which records their costs too).

@@ -3,7 +3,7 @@ r"""What a stage run cost, recorded when it ran: the inputs of the claim -> comm
 Every successful ``python -m workbench.stages <stage>`` (which is what ``dvc repro`` runs)
 writes ``<results>/costs/<stage id>.json`` (``<data>/costs/`` for the data stages, whose outputs
 are not committed and which a fresh clone reruns), the stage id being its name in ``dvc.yaml``
-(``dedup@taobao_sample``, ``notebook@esd``, ``het_train``)::
+(``dedup@taobao_sample``, ``notebook@esd``, ``het_train``):
 
     seconds       wall time of the stage, from its start to its output written
     cpu_seconds   user + system CPU of the process and the children it waited for
@@ -17,7 +17,7 @@ never makes a stage's output differ between runs; it changes only when the stage
 ``workbench.report.costs`` turns the records into the claims' cost table.
 
 A stage's cost can also be measured without touching the committed results: see
-:mod:`workbench.stages.cost_rerun`.
+[`workbench.stages.cost_rerun`][].
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def machine() -> dict[str, Any]:
 
 @dataclass
 class Meter:
-    """Measures one stage run: create it before the stage, :meth:`record` after.
+    """Measures one stage run: create it before the stage, [`record`][] after.
 
     Attributes:
         stage_id: the stage's name in ``dvc.yaml`` (with ``@<item>`` for a matrix stage).

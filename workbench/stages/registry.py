@@ -1,13 +1,12 @@
 r"""The stage registry: every pipeline stage, named once, with its entry point and its config.
 
-::
 
     download --> preprocess --> dataset-stats --> notebook --> report
     (per dataset)           \-> het-cache ------/   (per notebook)
                             \-> dedup --> recd --/
                             \-> hotline-popularity, hotline, flexshard, ...
 
-A :class:`Stage` says what the command line, the tests and ``dvc.yaml`` need to know:
+A [`Stage`][] says what the command line, the tests and ``dvc.yaml`` need to know:
 
 ==============  ===============================================================================
 ``name``        the command-line name (``het-cache``); ``dvc.yaml`` names it ``het_cache``
@@ -18,15 +17,15 @@ A :class:`Stage` says what the command line, the tests and ``dvc.yaml`` need to 
 ``dataset``     the config key naming the one dataset it runs on when none is picked
 ``module``      the module that implements it (``dvc.yaml`` lists it among the stage's deps)
 ``output``      where it writes (``<dataset>`` stands for the dataset's name)
-``costed``      whether a run records its cost (:mod:`workbench.stages.costs`); not the report,
+``costed``      whether a run records its cost ([`workbench.stages.costs`][]); not the report,
                 which reads the records (its own would make it stale after every run)
 ==============  ===============================================================================
 
 Adding a stage touches three places: its module (``workbench/experiments/<stage>.py``), its
 config (``workbench/conf/stages/<stage>.yaml`` + its schema) and one entry here (with its
-adapter). ``python -m workbench.stages --help`` lists the stages from :data:`STAGES`;
+adapter). ``python -m workbench.stages --help`` lists the stages from [`STAGES`][];
 ``tests/test_dvc_pipeline.py`` holds ``dvc.yaml`` to it, and the tests' pipeline fixture runs it
-in :data:`STAGES` order.
+in [`STAGES`][] order.
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ class StageRun:
 
     Attributes:
         cfg: the validated configuration.
-        dataset: the dataset the stage runs on (:meth:`Stage.dataset_of`).
+        dataset: the dataset the stage runs on ([`Stage.dataset_of`][]).
         picked: whether the command line picked the dataset (``--dataset`` or ``dataset=``).
         params: the params file the config was read from (None: ``workbench/conf/`` composed).
         name: the notebook name (``notebook`` stage only).
@@ -98,7 +97,7 @@ class StageRun:
     def calibration(self) -> Path:
         """The clock's calibration a timed stage reads: ``results/calibration`` (the
         pipeline's), or a picked dataset's own ``results/calibrate/<dataset>`` when calibrated
-        (:func:`~workbench.cluster.calibration.calibration_dir`)."""
+        ([`calibration_dir`][workbench.cluster.calibration.calibration_dir])."""
         from workbench.cluster.calibration import calibration_dir
 
         return calibration_dir(self.cfg.paths.resolve("results"),

@@ -1,9 +1,10 @@
 """Layer 5, training: the models trained for real, on emulated and on real systems.
 
 * ``trainer``: the trainer that runs HET's systems through the emulated cluster, built from
-  typed components (:class:`~.trainer.ModelSpec`, :class:`~.trainer.SystemSpec`,
-  :class:`~.trainer.ClusterSetup`, a :class:`~workbench.dispatch.registry.DispatcherSpec`, the
-  :class:`~.trainer.Mechanisms` switches), and time to target;
+  typed components ([`ModelSpec`][.trainer.ModelSpec], [`SystemSpec`][.trainer.SystemSpec],
+  [`ClusterSetup`][.trainer.ClusterSetup], a
+  [`DispatcherSpec`][workbench.dispatch.registry.DispatcherSpec], the
+  [`Mechanisms`][.trainer.Mechanisms] switches), and time to target;
 * ``distributed``: the same runs on real processes (a parameter server, one process per worker,
   a dispatcher process; torch.distributed over sender-shaped links on this machine's loopback,
   or one ``torchrun`` per node of a kernel-shaped edge network): the launcher; the job it runs,
@@ -14,16 +15,18 @@
 * ``supervision``: how the launcher watches those processes (heartbeats, nameless files, the
   error naming the process at fault);
 * ``hotline``: Hotline's micro-batch pipeline, the CPU-GPU hybrid, FAE and accelerator-only on a
-  two-tier embedding store (:class:`~.hotline.TieredTrainer`, :func:`~.hotline.train_scheme`);
+  two-tier embedding store ([`TieredTrainer`][.hotline.TieredTrainer],
+  [`train_scheme`][.hotline.train_scheme]);
 * ``microbatch_plan``: Hotline's split of a mini-batch into its popular and non-popular
-  micro-batches with one sort (:func:`~.microbatch_plan.plan_minibatch`), made ahead on a thread;
+  micro-batches with one sort ([`plan_minibatch`][.microbatch_plan.plan_minibatch]), made ahead on a
+  thread;
 * ``capture``: one micro-batch's forward and backward, eager or captured by ``torch.compile``
-  (CUDA graphs on a GPU) on padded shapes (:class:`~.capture.MicroBatchStep`);
+  (CUDA graphs on a GPU) on padded shapes ([`MicroBatchStep`][.capture.MicroBatchStep]);
 * ``recd_trainer``: the RecD trainer on KJT / IKJT batches;
 * ``metrics``: ROC AUC and the time to a target AUC (numpy only: the claims read them);
 * ``clock``: a run's emulated clock: its compute and software costs (calibrated or from FLOPs,
-  :func:`~.clock.clock_costs`) and an epoch of a dispatched trace replayed into the counters the
-  clock times (:func:`~.clock.replay_counters`); every timed stage uses it.
+  [`clock_costs`][.clock.clock_costs]) and an epoch of a dispatched trace replayed into the counters
+  the clock times ([`replay_counters`][.clock.replay_counters]); every timed stage uses it.
 
 Imports ``models`` and lower.
 """

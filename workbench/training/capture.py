@@ -13,10 +13,10 @@ nothing: padded samples have loss weight 0 (so zero gradient everywhere) and loo
 padded rows are looked up by nobody (zero gradient), and the deltas returned are the first ``U``
 rows'. Only the summation order of the dense gradients' matrix products can change (different
 shapes), so a captured step equals the eager one to float32 rounding, not bitwise; the eager
-step is the reference and the default (:data:`EAGER`).
+step is the reference and the default ([`EAGER`][]).
 
 Formally, for a micro-batch with rows ``R[U, D]``, lookups ``inv[b, F]`` and a mini-batch of
-``B`` samples (the loss is ``sum_i l_i / B``)::
+``B`` samples (the loss is ``sum_i l_i / B``):
 
     loss  = sum_{i < b} w_i l(model(x_i, R[inv_i]), y_i),   w_i = 1 (0 on padding)
     delta = -lr_sparse x B x d(loss / B) / dR      (the rows' SGD step on the per-sample loss)
@@ -35,10 +35,10 @@ __all__ = ["Capture", "CAPTURES", "bucket", "MicroBatchStep"]
 
 @dataclass(frozen=True)
 class Capture:
-    """How :class:`MicroBatchStep` runs a micro-batch.
+    """How [`MicroBatchStep`][] runs a micro-batch.
 
     Attributes:
-        name: the name it is chosen by (:data:`CAPTURES`).
+        name: the name it is chosen by ([`CAPTURES`][]).
         backend: ``torch.compile`` backend; None runs eagerly.
         mode: ``torch.compile`` mode (``reduce-overhead``: CUDA graphs).
         min_bucket: the smallest padded size (samples and rows).

@@ -1,20 +1,20 @@
 """The emulated clock of a run: its compute and software costs, and an epoch replayed through it.
 
-The clock (:mod:`workbench.cluster.time_model`) charges a worker ``(a + b x samples) / speed``
+The clock ([`workbench.cluster.time_model`][]) charges a worker ``(a + b x samples) / speed``
 seconds of compute per iteration and a per-message / per-row software cost on client and server;
 ``results/calibration/calibration.json`` (the ``calibrate`` stage) holds this machine's
-measurements of both::
+measurements of both:
 
     cluster.compute  calibrated -> calibration.compute[<model>/D<d>/dense<i>/sparse<j>]
                      flops      -> 3 x the model's forward FLOPs / cluster.gflops
     cluster.software calibrated -> calibration.software[D<d>]; explicit -> cluster.*_us; off
         --clock_costs--> (ComputeCost, SoftwareCost)  --clock_summary--> the summary's "clock"
 
-:func:`clock_costs` is how every timed stage turns ``cluster.compute`` and ``cluster.software``
-into the clock's costs; a calibrated model entry carries a :func:`fingerprint` of the model's
+[`clock_costs`][] is how every timed stage turns ``cluster.compute`` and ``cluster.software``
+into the clock's costs; a calibrated model entry carries a [`fingerprint`][] of the model's
 configuration, so changing ``models.wdl`` without recalibrating is an error naming the stage.
-:func:`replay_counters` replays one epoch of a dispatched key trace through HET's caches into
-the per-iteration counters :func:`workbench.cluster.time_model.epoch_time` clocks.
+[`replay_counters`][] replays one epoch of a dispatched key trace through HET's caches into
+the per-iteration counters [`workbench.cluster.time_model.epoch_time`][] clocks.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class ModelShape:
 
     @property
     def key(self) -> str:
-        """Its :func:`~workbench.cluster.calibration.compute_key`."""
+        """Its [`compute_key`][workbench.cluster.calibration.compute_key]."""
         return compute_key(self.name, self.model.embedding_dim, self.n_dense, self.n_sparse)
 
 
@@ -146,7 +146,7 @@ def _replay(keys: np.ndarray, rows: int, workers: int, per_worker: int, cache: C
             dispatcher: str, seed: int, dim: int = 4) -> tuple[EdgeCluster, np.ndarray]:
     """The cluster after one epoch's replay and its per-iteration counter deltas.
 
-    The trace is cut a window at a time (:func:`~workbench.dispatch.base.iter_trace`), so a
+    The trace is cut a window at a time ([`iter_trace`][workbench.dispatch.base.iter_trace]), so a
     memory-mapped ``keys`` is read as it is replayed: only one window of the trace is in memory.
     """
     cluster = EdgeCluster(ClusterConfig(workers=workers), cache, rows, dim=dim)

@@ -1,6 +1,6 @@
 r"""The dense gradients of the distributed backend's workers, summed in one of two modes.
 
-The real-process counterpart of :mod:`workbench.cluster.dense_sync` (``cluster.dense_mode``):
+The real-process counterpart of [`workbench.cluster.dense_sync`][] (``cluster.dense_mode``):
 
 * ``after_backward``: backward runs to the end, then one ``dist.all_reduce`` of every dense
   gradient flattened into one buffer (fully exposed);
@@ -11,7 +11,7 @@ The real-process counterpart of :mod:`workbench.cluster.dense_sync` (``cluster.d
   bucket's collective on one thread of its own, after the sender-side ring wait on the
   token-bucket network, so the wait overlaps backward as the transfer would.
 
-Timings per iteration (:class:`Timing`)::
+Timings per iteration ([`Timing`][]):
 
     forward + backward ... last bucket handed over   -> compute_s   (backward done)
                           |--bucket 0--|--bucket 1--|   total_s     (every bucket's collective)
@@ -21,7 +21,7 @@ In ``after_backward`` the collective starts after backward, so ``exposed_s = tot
 
 * ``concurrent`` (HET's client, Fig. 5: Write and AllReduce together): backward runs to the
   end, then one ``dist.all_reduce`` of the flattened gradients starts on the collective thread
-  and the worker pushes its embedding rows meanwhile; :meth:`DenseReducer.finish` waits for the
+  and the worker pushes its embedding rows meanwhile; [`DenseReducer.finish`][] waits for the
   sum before the optimizer step (``exposed_s``: that wait). On the token-bucket network the
   ring's share waits in the worker's own link to the server (``dense_link = shared``: the two
   queue on one bucket) or in a peer link of its own (``separate``).
@@ -68,7 +68,7 @@ class DenseReducer:
     Args:
         model: the worker's model (identical parameters on every worker).
         group: the workers' process group.
-        mode: one of :data:`REAL_MODES`.
+        mode: one of [`REAL_MODES`][].
         ring: the sender-side ring link (token-bucket network) or None (the kernel shapes);
             under ``concurrent`` with a shared link, the worker's link to the server itself.
         ring_latency_s: the ring's latency on ``ring`` (its ``2 (W - 1)`` one-way latencies)
@@ -115,8 +115,8 @@ class DenseReducer:
 
     @property
     def deferred(self) -> bool:
-        """Whether the sum may still run after :meth:`forward_backward` returns (``concurrent``:
-        call :meth:`finish` before the optimizer step)."""
+        """Whether the sum may still run after [`forward_backward`][] returns (``concurrent``:
+        call [`finish`][] before the optimizer step)."""
         return self.mode == "concurrent"
 
     def _ring_wait(self, nbytes: int) -> None:
@@ -156,7 +156,7 @@ class DenseReducer:
     def forward_backward(self, forward: Callable[[torch.nn.Module], torch.Tensor],
                          slowdown: float = 0.0) -> float:
         """Run ``forward(module)`` (the loss), backward and the dense sum; the gradients are
-        the workers' sum in ``p.grad``. Returns the loss; :attr:`timing` holds the phases.
+        the workers' sum in ``p.grad``. Returns the loss; [`timing`][] holds the phases.
 
         Args:
             forward: computes this worker's loss with the module it is given.
@@ -208,7 +208,7 @@ class DenseReducer:
             offset += p.numel()
 
     def finish(self) -> None:
-        """Wait for a deferred sum (``concurrent``) and hand it to ``p.grad``; :attr:`timing`
+        """Wait for a deferred sum (``concurrent``) and hand it to ``p.grad``; [`timing`][]
         gets the wait (``exposed_s``) and the collective's own seconds. A no-op otherwise."""
         if self._pending is None:
             return

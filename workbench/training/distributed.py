@@ -4,13 +4,13 @@
 backend, on one of two networks (``DistributedJob.network``):
 
 * ``token_bucket``: every process started on this machine on the loopback interface, each link
-  shaped in its sender (:mod:`workbench.cluster.shaped_link`); the ranks fork from a
+  shaped in its sender ([`workbench.cluster.shaped_link`][]); the ranks fork from a
   forkserver that imported their modules once per launcher, or are spawned where there is none
-  (:mod:`~workbench.training.rank_server`);
-* ``kernel``: one node per process on an :class:`~workbench.cluster.edge_network.EdgeNetwork`
+  ([`rank_server`][workbench.training.rank_server]);
+* ``kernel``: one node per process on an [`EdgeNetwork`][workbench.cluster.edge_network.EdgeNetwork]
   (a network namespace each, veth links the kernel shapes with ``tc``), one ``torchrun`` per
   node joined by torchrun's static rendezvous on the server node (``--nnodes``,
-  ``--node-rank``, ``--rdzv-endpoint 192.0.2.1:29500``), no sending is delayed by this code::
+  ``--node-rank``, ``--rdzv-endpoint 192.0.2.1:29500``), no sending is delayed by this code:
 
     launcher ── EdgeNetwork ── node ps (192.0.2.1):  torchrun ── rank 0
        │                       node w0 (192.0.2.2):  torchrun ── rank 1      gloo over the
@@ -18,7 +18,7 @@ backend, on one of two networks (``DistributedJob.network``):
        └─ nameless files: the job and samples, the liveness table, one output per rank
           (each rank opens them as /proc/<launcher>/fd/<n>)
 
-Roles::
+Roles:
 
     rank 0          parameter server    HET pulls / pushes with per-row versions
                                         (workbench.cluster.remote_ps), one shaped link per worker
@@ -30,7 +30,7 @@ Roles::
                                         its sample positions; runs ahead of the workers, so its
                                         decision time overlaps training for real
 
-One BSP iteration of worker w::
+One BSP iteration of worker w:
 
     positions  <- own seeded baseline draw (contiguous | random), or the dispatcher's message
     pull       <- PULL / PULL_REPLY over w's shaped link              (pull_s)
@@ -46,36 +46,36 @@ One BSP iteration of worker w::
                   wait for the slowest worker's push)
 
 The model, the table and the dispatch are the emulated trainer's
-(:func:`workbench.training.trainer.initial_parameters`, the same seeds), the per-sample loss is the
+([`workbench.training.trainer.initial_parameters`][], the same seeds), the per-sample loss is the
 same (``sum / global batch`` per worker; the dense gradients summed = the batch mean), so the
 counters match the emulated run exactly and the parameters within the float tolerance of the
-reduction order (:mod:`workbench.experiments.distributed_check` checks both).
+reduction order ([`workbench.experiments.distributed_check`][] checks both).
 
-Failure (:mod:`workbench.training.supervision`): every collective and point-to-point call times
+Failure ([`workbench.training.supervision`][]): every collective and point-to-point call times
 out after ``timeout_s``. The launcher supervises the processes through a shared table
-(:class:`Liveness`): each sends a heartbeat from a
+([`Liveness`][]): each sends a heartbeat from a
 thread of its own and marks the calls in which it waits on a peer. It stops the run (SIGKILL to
 every process) and names the process at fault when one
 
-* dies (a signal, an exit code): :class:`DistributedProcessError`;
+* dies (a signal, an exit code): [`DistributedProcessError`][];
 * sends no heartbeat for ``timeout_s`` (stopped by SIGSTOP or a debugger, frozen): the same;
 * stays busy outside any wait on a peer for ``timeout_s`` (hung in its own code): the same;
-* raises: :class:`DistributedRunError` with its traceback (a peer that raised because a stopped
+* raises: [`DistributedRunError`][] with its traceback (a peer that raised because a stopped
   or hung process made it time out is not blamed: the silent one is);
 
 and when the run passes ``deadline_s``. On the kernel network a failure that is not a death is
 blamed on the link the kernel shows broken when there is one (down, slower than configured,
 bytes queued): ``worker 0 (rank 1, node w0, 192.0.2.2): its link is down``; the launcher
-injects the network faults of the tests (:data:`NETWORK_FAULTS`) itself, holding the faulty
+injects the network faults of the tests ([`NETWORK_FAULTS`][]) itself, holding the faulty
 rank at the fault's iteration until it is applied. A process that loses its launcher (killed,
 even by SIGKILL) is killed by the kernel at once (``PR_SET_PDEATHSIG`` on its parent: the
 launcher, or the forkserver, which exits when its launcher does; elsewhere its heartbeat
 thread notices the new parent), and the processes hand their results back in files that never have a
-name (:class:`~workbench.training.supervision.NamelessFile`), so nothing of a run outlives it:
-no process, no temporary file.
+name ([`NamelessFile`][workbench.training.supervision.NamelessFile]), so nothing of a run outlives
+it: no process, no temporary file.
 
 On machines of your own the same ranks run under ``torchrun`` per machine
-(:func:`torchrun_main`, every rank reading the job from a file; ``docs/distributed.md``).
+(`torchrun_main`, every rank reading the job from a file; ``docs/distributed.md``).
 """
 
 from __future__ import annotations
@@ -132,8 +132,8 @@ def run_distributed(job: DistributedJob, train: Split, fault: Fault | None = Non
     """Run ``job`` on ``train``, one process per rank, on the job's network; collect the result.
 
     ``token_bucket``: every rank a process of this machine, on its loopback, links shaped in the
-    senders. ``kernel``: an :class:`~workbench.cluster.edge_network.EdgeNetwork` of one node per
-    rank, one ``torchrun`` per node (static rendezvous on the server node), torn down after.
+    senders. ``kernel``: an [`EdgeNetwork`][workbench.cluster.edge_network.EdgeNetwork] of one node
+    per rank, one ``torchrun`` per node (static rendezvous on the server node), torn down after.
 
     Raises:
         DistributedProcessError: a process died, stopped or hung, a link went down or stalled
@@ -185,7 +185,7 @@ def run_distributed(job: DistributedJob, train: Split, fault: Fault | None = Non
 def _launch_here(job: DistributedJob, train: Split, fault: Fault | None, liveness: Liveness,
                  samples: NamelessFile, outputs: list[NamelessFile], roles: list[str]
                  ) -> tuple[list[dict], float]:
-    """Every rank a process of this machine (:func:`rank_context`), on the loopback; their
+    """Every rank a process of this machine ([`rank_context`][]), on the loopback; their
     outputs and the wall time."""
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo" if os.path.exists("/sys/class/net/lo")
                           else "lo0")
@@ -268,7 +268,7 @@ def _launch_on_network(job: DistributedJob, train: Split, fault: Fault | None,
 
 @dataclass
 class _NetworkFault:
-    """The launcher's network fault (:data:`NETWORK_FAULTS`): the faulty rank (worker 0 for the
+    """The launcher's network fault ([`NETWORK_FAULTS`][]): the faulty rank (worker 0 for the
     server) is held at the start of the fault's iteration, the fault applied, the rank
     released."""
 
@@ -356,7 +356,7 @@ def _handoff_main(path: str) -> None:
 
 
 def save_job(job: DistributedJob, train: Split, path: str | Path) -> None:
-    """Write ``(job, train)`` for :func:`torchrun_main` (copy it to every machine)."""
+    """Write ``(job, train)`` for `torchrun_main` (copy it to every machine)."""
     with open(path, "wb") as f:
         pickle.dump((job, train), f, protocol=pickle.HIGHEST_PROTOCOL)
 

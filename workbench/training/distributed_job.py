@@ -1,6 +1,6 @@
 """A distributed run's description: the job, the faults it can inject, its result, and the
-links its workers send over (:mod:`workbench.training.distributed` launches it, every rank of
-:mod:`workbench.training.ranks` reads it)."""
+links its workers send over ([`workbench.training.distributed`][] launches it, every rank of
+[`workbench.training.ranks`][] reads it)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class Fault:
             ``rank`` if it is a worker, has begun it).
         kind: in the process: ``raise`` (an exception), ``kill`` (SIGKILL to itself), ``hang``
             (sleeps forever: the others time out) or ``stop`` (SIGSTOP to itself: it stops
-            beating); on the kernel network (:data:`NETWORK_FAULTS`), by the launcher:
+            beating); on the kernel network ([`NETWORK_FAULTS`][]), by the launcher:
             ``link_down`` (the rank's node loses its link), ``degrade`` (its link drops to
             ``bandwidth_gbps``) or ``kill_node`` (every process of its node is SIGKILLed).
         bandwidth_gbps: the degraded link's rate.
@@ -75,13 +75,13 @@ class DistributedJob:
         steps: iterations to run.
         seed: the run's seed (the emulated trainer's meaning).
         dispatcher: ``contiguous`` / ``random`` (drawn by every worker from the seeded stream)
-            or a cost-aware name of :mod:`workbench.dispatch.registry` (dispatcher process).
+            or a cost-aware name of [`workbench.dispatch.registry`][] (dispatcher process).
         force_dispatcher_process: decide even a baseline in the dispatcher process (so that
             baselines and cost-aware dispatchers are timed on the same message path).
         dispatcher_options: the ESD solvers' settings (cost-aware only).
         decision_budget_s: HybridDis' budget per decision (cost-aware only).
         shaped: shape the links (False: unshaped everywhere, for the benchmark).
-        network: where the links are shaped (:data:`NETWORKS`).
+        network: where the links are shaped ([`NETWORKS`][]).
         timeout_s: timeout of every torch.distributed call.
         deadline_s: the whole run's wall-clock limit.
         capacities: samples per worker per global batch (None: equal shares).
@@ -152,7 +152,7 @@ class DistributedJob:
         return DispatcherSpec(self.dispatcher, self.dispatcher_options)
 
     def cache_spec(self) -> CacheSpec:
-        """The workers' cache (the emulated trainer's: :meth:`SystemSpec.cache_config`)."""
+        """The workers' cache (the emulated trainer's: [`SystemSpec.cache_config`][])."""
         return cache_spec(self.system.cache_config(self.cache_cfg), self.table_rows)
 
     def capacity_array(self) -> np.ndarray:

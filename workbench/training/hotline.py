@@ -3,8 +3,8 @@ r"""Hotline's popular / non-popular micro-batch pipeline and its baselines, exec
 Our formalisation of Hotline (ISCA 2024; the paper's method section is unavailable here: from the
 abstracts and FAE's public code; the time model is `workbench/cluster/accelerator_time.py`). Every
 scheme trains the same model on the same mini-batches from a
-:class:`~workbench.cluster.tiered_store.TieredEmbeddingStore`; they differ only in where rows live
-and what overlaps::
+[`TieredEmbeddingStore`][workbench.cluster.tiered_store.TieredEmbeddingStore]; they differ only in
+where rows live and what overlaps:
 
   hybrid      (Intel-optimised CPU-GPU DLRM: every row in host memory)
      host  |--gather all--|                                         |--write-back--|
@@ -34,16 +34,17 @@ parameters therefore equal the hybrid baseline's after any number of steps, up t
 summation order (tested). FAE changes the order in which samples are seen (phases), so its
 accuracy is compared, not asserted equal.
 
-The split into micro-batches is :func:`~workbench.training.microbatch_plan.plan_minibatch` (one
-sort of the mini-batch's keys); with ``overlap`` the next mini-batch's plan is made on a planner
-thread while this one trains (``next_keys`` of :meth:`TieredTrainer.step_hotline`), so the split
-is off the critical path (the step waits for it only if it is late; a plan made before an online
-re-profile, or for other keys, is redone).
-Each micro-batch's forward and backward is a :class:`~workbench.training.capture.MicroBatchStep`:
-eager by default (the reference: the CPU results are bitwise those of the unfused, unplanned
-version), or captured (``torch.compile``; CUDA graphs on a GPU), equal to float32 rounding.
+The split into micro-batches is
+[`plan_minibatch`][workbench.training.microbatch_plan.plan_minibatch] (one sort of the mini-batch's
+keys); with ``overlap`` the next mini-batch's plan is made on a planner thread while this one trains
+(``next_keys`` of [`TieredTrainer.step_hotline`][]), so the split is off the critical path (the step
+waits for it only if it is late; a plan made before an online re-profile, or for other keys, is
+redone). Each micro-batch's forward and backward is a
+[`MicroBatchStep`][workbench.training.capture.MicroBatchStep]: eager by default (the reference: the
+CPU results are bitwise those of the unfused, unplanned version), or captured (``torch.compile``;
+CUDA graphs on a GPU), equal to float32 rounding.
 
-Each step records :class:`Span` s (lane, phase, start, end in seconds from the step's start)
+Each step records [`Span`][] s (lane, phase, start, end in seconds from the step's start)
 measured with ``time.perf_counter`` (CUDA: events, resolved after the step's synchronisation),
 so the timeline figure shows what really overlapped. The CPU "accelerator" is the main thread
 with ``threads`` torch threads; the "gather hardware" is one more thread, as Hotline adds a
@@ -111,7 +112,7 @@ class StepRecord:
         loss: mean training loss of the mini-batch.
         spans: measured phases.
         counts: the mini-batch's micro-batch sizes under the hot set it ran with
-            (:func:`microbatch_counts`; filled by :func:`train_scheme`, outside the timing).
+            ([`microbatch_counts`][]; filled by [`train_scheme`][], outside the timing).
         synced_rows: rows moved between the tiers before or after the step (FAE's phase
             switch, an online re-profile).
         plan_s: Hotline: how long making the mini-batch's micro-batch plan took, wherever it
@@ -292,11 +293,12 @@ class TieredTrainer:
         seed: seeds the model initialisation.
         threads: torch intra-op threads of the compute (the gather thread is one more).
         overlap: Hotline gathers the non-popular rows on the background thread while the popular
-            micro-batch computes, and :meth:`plan` makes the next mini-batch's plan on the
+            micro-batch computes, and `plan` makes the next mini-batch's plan on the
             planner thread; ``False`` does both on the main thread, in sequence (the same work:
             the benchmark's reference for the overlap).
         link_gbps: CPU only: shape the host-accelerator copies to this bandwidth (GB/s;
-            :class:`~workbench.cluster.tiered_store.TieredEmbeddingStore`); None: memory speed.
+            [`TieredEmbeddingStore`][workbench.cluster.tiered_store.TieredEmbeddingStore]); None:
+            memory speed.
         capture: how each micro-batch's forward and backward runs (eager: the reference).
     """
 
@@ -537,12 +539,12 @@ def _evaluate(trainer: TieredTrainer, test: Split) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class Schedule:
-    """How a scheme walks its epoch (:func:`train_scheme`).
+    """How a scheme walks its epoch ([`train_scheme`][]).
 
     Attributes:
         batch_size: samples per mini-batch.
         eval_every: evaluate every this many mini-batches (and at the end).
-        fae_phase_batches: FAE's mini-batches per round of phases (:func:`fae_schedule`).
+        fae_phase_batches: FAE's mini-batches per round of phases ([`fae_schedule`][]).
         online_every: Hotline online: re-profile the hot set from the mini-batches seen every
             this many mini-batches (``budget_bytes`` sizes it); None: no re-profiling.
         budget_bytes: the hot-memory budget of the online re-profiling.
@@ -562,7 +564,7 @@ def train_scheme(scheme: str, trainer: TieredTrainer, train: Split, test: Split,
     ``schedule.eval_every`` mini-batches and at the end.
 
     Args:
-        scheme: one of :data:`SCHEMES`.
+        scheme: one of [`SCHEMES`][].
         trainer: the trainer, its store holding the scheme's hot set.
         train: the training split (its order is the mini-batch order, except FAE's phases).
         test: the evaluation split.

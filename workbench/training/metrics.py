@@ -30,7 +30,7 @@ def time_to_target(metrics: pd.DataFrame, target: float, column: str = "time_s")
     different times to target even when they cross it at the same evaluation.
 
     Args:
-        metrics: :meth:`Trainer.fit`'s evaluations, in order.
+        metrics: `Trainer.fit`'s evaluations, in order.
         target: the AUC to reach.
         column: the time column (``time_s``; ``iteration`` gives iterations to target).
 

@@ -2,7 +2,8 @@ r"""The host-side plan of one Hotline mini-batch: which samples are popular, and
 of each micro-batch is read from.
 
 Our formalisation. For a mini-batch of keys ``K[B, F]`` and the store's slot map
-(``slot[k] >= 0`` iff key k is hot, :class:`~workbench.cluster.tiered_store.TieredEmbeddingStore`)::
+(``slot[k] >= 0`` iff key k is hot,
+[`TieredEmbeddingStore`][workbench.cluster.tiered_store.TieredEmbeddingStore]):
 
     U, inv     = unique(K)                       ONE sort of the B F keys
     hot_u      = slot[U] >= 0
@@ -18,8 +19,8 @@ micro-batch's fused gather sources are ``slot[k]`` for a hot key and ``H + rank`
 rank-th cold key (the store's staging area).
 
 A plan reads only the keys and the slot map, never a row, so the plan of mini-batch t + 1 can be
-made while mini-batch t trains (:class:`~workbench.training.hotline.TieredTrainer` does it on a
-thread of its own); ``version`` is the store's hot-set version it was made under, and a plan
+made while mini-batch t trains ([`TieredTrainer`][workbench.training.hotline.TieredTrainer] does it
+on a thread of its own); ``version`` is the store's hot-set version it was made under, and a plan
 made before the hot set changed (an online re-profile) is made again.
 """
 

@@ -3,13 +3,13 @@ them once.
 
 A spawned rank imports torch, numba's cached kernels and the workbench again: 2-3 s of CPU a
 rank, most of a short run on two cores (and of the tests' and the ``distributed_check``
-stage's time). :func:`rank_context` starts the ranks instead from a ``multiprocessing``
+stage's time). [`rank_context`][] starts the ranks instead from a ``multiprocessing``
 forkserver (one per launcher process, started on first use) that imported
-:data:`RANK_MODULES`; a rank forks from it in milliseconds. Only the forkserver imports before
+[`RANK_MODULES`][]; a rank forks from it in milliseconds. Only the forkserver imports before
 forking, never the launcher, whose threads (torch's pool, pytest's) a fork could deadlock.
 
 A forkserver imported the code as it was when it started: when a workbench source changes
-after that (:func:`sources_stamp`), the next launch starts a new one.
+after that ([`sources_stamp`][]), the next launch starts a new one.
 
 Lifetime: the forkserver exits when its launcher does (end of file on the pipe the launcher
 holds), and the ranks set ``PR_SET_PDEATHSIG`` on their parent, the forkserver: a launcher

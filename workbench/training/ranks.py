@@ -1,6 +1,6 @@
-"""What each rank of a distributed run executes (:mod:`workbench.training.distributed` launches
+"""What each rank of a distributed run executes ([`workbench.training.distributed`][] launches
 them): rank 0 the parameter server, ranks 1..W the edge workers (their caches, the model, the
-dense all_reduce), rank W + 1 the dispatcher (:func:`rank_main` is every rank's entry)."""
+dense all_reduce), rank W + 1 the dispatcher ([`rank_main`][] is every rank's entry)."""
 
 from __future__ import annotations
 

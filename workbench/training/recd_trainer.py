@@ -1,4 +1,4 @@
-"""Training of the RecD model (:class:`workbench.models.recd.RecDModel`) on KJT or IKJT batches.
+"""Training of the RecD model ([`workbench.models.recd.RecDModel`][]) on KJT or IKJT batches.
 
 One optimizer over every parameter (embedding tables included), BCE-with-logits; the same steps
 on a KJT batch and on its IKJT agree up to float summation order (the model computes per dedup

@@ -1,10 +1,10 @@
 r"""Supervision of a distributed run's processes: heartbeats, the launcher's death, nameless
 outputs, and the error that names the process at fault.
 
-The launcher (:mod:`workbench.training.distributed`) starts one process per rank -- on this
-machine from a forkserver (:mod:`workbench.training.rank_server`), or one ``torchrun`` per
-node of a kernel-shaped edge network (:mod:`workbench.cluster.edge_network`) -- and watches
-them through a :class:`Liveness` table in a shared nameless file::
+The launcher ([`workbench.training.distributed`][]) starts one process per rank -- on this
+machine from a forkserver ([`workbench.training.rank_server`][]), or one ``torchrun`` per
+node of a kernel-shaped edge network ([`workbench.cluster.edge_network`][]) -- and watches
+them through a [`Liveness`][] table in a shared nameless file:
 
     process (each rank)                         launcher (Supervisor.wait)
     heartbeat thread: beat <- now every 0.1 s   poll every 0.1 s:
@@ -15,7 +15,7 @@ them through a :class:`Liveness` table in a shared nameless file::
 
 and stops them all (SIGKILL) on the first of these, with one line that names the process (role,
 rank, node where there are nodes, pid) and what happened. A process dies with its launcher
-(``PR_SET_PDEATHSIG``); its files never have a name (:class:`NamelessFile`): nothing of a run
+(``PR_SET_PDEATHSIG``); its files never have a name ([`NamelessFile`][]): nothing of a run
 outlives it.
 """
 
@@ -83,9 +83,9 @@ class NamelessFile:
     passes it to the forkserver or the spawned child) or opens by
     its launcher's ``/proc/<pid>/fd/<fd>`` (a process under ``torchrun``, in another network
     namespace): the launcher hands the samples over in one, each process its result (or its
-    error) in another, and the :class:`Liveness` table lives in one.
+    error) in another, and the [`Liveness`][] table lives in one.
 
-    Made by :func:`tempfile.TemporaryFile` (``O_TMPFILE`` on Linux: it never has a name;
+    Made by `tempfile.TemporaryFile` (``O_TMPFILE`` on Linux: it never has a name;
     elsewhere unlinked at once), it lives exactly as long as a process holds it open: whatever
     kills the launcher or a process, no temporary file is left behind. One process writes it;
     readers map it (never the shared file offset), so several may read at once. The samples go
@@ -98,7 +98,7 @@ class NamelessFile:
 
     @classmethod
     def open(cls, path: str) -> NamelessFile:
-        """Open the launcher's file by its ``/proc`` path (:attr:`path`)."""
+        """Open the launcher's file by its ``/proc`` path ([`path`][])."""
         nameless = cls.__new__(cls)
         nameless.file = open(path, "r+b")  # noqa: SIM115 - closed by close()
         return nameless
@@ -144,19 +144,19 @@ def _inherit_file(dup) -> NamelessFile:
 
 class Liveness:
     """What the launcher sees of each process: one row of doubles per rank in a shared
-    :class:`NamelessFile`, mapped by the launcher and by every process.
+    [`NamelessFile`][], mapped by the launcher and by every process.
 
     Columns, in ``time.monotonic()`` seconds (one clock for every process of the machine), 0 for
     "not yet":
 
     * ``started``: when the process began its body;
-    * ``beat``: its latest heartbeat, written every :data:`HEARTBEAT_S` by a thread of its own:
+    * ``beat``: its latest heartbeat, written every [`HEARTBEAT_S`][] by a thread of its own:
       a process stopped (SIGSTOP, a debugger) or frozen stops beating;
     * ``busy``: when its main thread last came back from a call that waits on a peer (0 while
       inside one): a process busy for long outside any such call hangs in its own code;
 
-    and three more: the iteration the process has begun (:meth:`at`), its pid, and the
-    iteration at whose start the launcher wants it to pause (:meth:`hold`: the launcher injects
+    and three more: the iteration the process has begun ([`at`][]), its pid, and the
+    iteration at whose start the launcher wants it to pause ([`hold`][]: the launcher injects
     a network fault there, then releases it).
 
     Args:
@@ -235,7 +235,7 @@ class Liveness:
         return int(self.table[rank, _ITERATION]) - 1
 
     def hold(self, rank: int, iteration: int) -> None:
-        """Have ``rank`` pause at the start of ``iteration`` until :meth:`release`."""
+        """Have ``rank`` pause at the start of ``iteration`` until [`release`][]."""
         self.table[rank, _HOLD] = iteration + 1
 
     def release(self, rank: int) -> None:
@@ -254,7 +254,7 @@ class Liveness:
 
         No progress: no heartbeat (a process that never started counts from the first process's
         start), or busy outside any wait on a peer. ``how`` is ``silent`` when the heartbeat has
-        been missing for :data:`BLAME_FRACTION` of that time or more (stopped or frozen, maybe
+        been missing for [`BLAME_FRACTION`][] of that time or more (stopped or frozen, maybe
         while busy), else ``busy`` (hung in its own code). Silent ones come first (one busy may
         be held by a stopped peer, in a send), then the one lost longest.
         """
@@ -284,7 +284,7 @@ def die_with_parent(parent_pid: int) -> None:
     """Have the kernel SIGKILL this process the moment its parent dies (Linux
     ``PR_SET_PDEATHSIG``, which also replaces torch's SIGINT there: a signal a process stuck in
     a gloo call would only act on after its timeout); elsewhere the heartbeat thread checks the
-    parent (:meth:`Liveness.start`)."""
+    parent ([`Liveness.start`][])."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     if os.getppid() != parent_pid:  # the parent died before the prctl took effect
@@ -373,7 +373,7 @@ class Supervisor:
 
     Attributes:
         roles: each rank's role in words (``parameter server``, ``worker 0``, ``dispatcher``).
-        processes: one per rank (spawned processes, or :class:`NodeProcess` agents).
+        processes: one per rank (spawned processes, or [`NodeProcess`][] agents).
         liveness: the shared table.
         outputs: each rank's output file.
         timeout_s: the silence or busy time after which a process is lost.
@@ -450,7 +450,7 @@ class Supervisor:
 
     def failure(self, failed: list[int], alive: list[int], now: float) -> DistributedRunError:
         """The error naming the cause of a failure: a process that died; else one still running
-        that has been silent or busy for :data:`BLAME_FRACTION` of ``timeout_s`` (the others
+        that has been silent or busy for [`BLAME_FRACTION`][] of ``timeout_s`` (the others
         timed out waiting for it); else the first process that raised."""
         errors = {rank: self.outputs[rank].read() for rank in failed}
         for rank in failed:

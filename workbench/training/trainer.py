@@ -1,6 +1,6 @@
 """Training a compact CTR model for real through the emulated edge cluster.
 
-One iteration over a global batch of ``W x b`` samples::
+One iteration over a global batch of ``W x b`` samples:
 
     dispatcher: sample -> worker                         (workbench.dispatch.base)
     for each worker w:  rows_w = cache_w.read(keys of w's samples)   <- stale within the bound
@@ -13,7 +13,7 @@ One iteration over a global batch of ``W x b`` samples::
 Embedding rows get plain SGD on the per-sample loss (the mean-loss gradient times the batch
 size), as HET's cache path does; the dense optimizer is configurable.
 
-Three more mechanisms combine with any system (the ``combined`` experiment)::
+Three more mechanisms combine with any system (the ``combined`` experiment):
 
     dedup (RecD IKJT)   worker w reads each distinct key of its samples once (U_w = unique keys,
                         inverse lookup expands them per occurrence) and writes ONE update row
@@ -27,11 +27,11 @@ Three more mechanisms combine with any system (the ``combined`` experiment)::
       (Hotline)         replicated) need no transfer, so their compute hides the fetch of the
                         other samples' rows (``hidden_s`` of the clock; under prefetch every
                         compute overlaps already) Compute time comes from a
-:class:`~workbench.cluster.time_model.ComputeCost` (the committed calibration of this machine,
-or the FLOP model), never from the wall clock of this run, so metrics are deterministic:
+[`ComputeCost`][workbench.cluster.time_model.ComputeCost] (the committed calibration of this
+machine, or the FLOP model), never from the wall clock of this run, so metrics are deterministic:
 ``(per_batch + per_sample x b) / speed_j`` for worker j with b samples.
 
-A trainer is built from a handful of typed components rather than one flag per switch::
+A trainer is built from a handful of typed components rather than one flag per switch:
 
     Trainer(ModelSpec        what is trained: model config, dense / sparse features, table rows
             SystemSpec       which of HET's systems (below)
@@ -148,10 +148,10 @@ class SystemSpec:
 
     Attributes:
         label: name shown in figures (e.g. ``"Cache s=100"``).
-        kind: a :class:`SystemKind` (its name is accepted and converted).
+        kind: a [`SystemKind`][] (its name is accepted and converted).
         bound: staleness bound of a ``cache`` system (read and write).
         clock: the bound's unit (``update`` / ``iteration``, see
-            :data:`workbench.cluster.cache.CLOCKS`); None: the cache config's.
+            [`workbench.cluster.cache.CLOCKS`][]); None: the cache config's.
 
     Raises:
         ValueError: ``kind`` is not a system kind.
@@ -402,15 +402,15 @@ class Trainer:
     """Trains one model on one system.
 
     Args:
-        model: the model and the data's shape (:class:`ModelSpec`).
+        model: the model and the data's shape ([`ModelSpec`][]).
         system: the training system.
-        cluster: the cluster, its caches and its clock (:class:`ClusterSetup`; ``plain`` uses
+        cluster: the cluster, its caches and its clock ([`ClusterSetup`][]; ``plain`` uses
             only its speed and compute settings).
         dispatcher: how a global batch is split among workers: a baseline, or a cost-aware
-            dispatcher built on the trainer's cluster (:mod:`~workbench.dispatch.registry`;
+            dispatcher built on the trainer's cluster ([`registry`][workbench.dispatch.registry];
             not under the ``plain`` system). Built once, with the replicated rows as the cost
             model's local tier.
-        switches: the mechanism switches (:class:`Mechanisms`).
+        switches: the mechanism switches ([`Mechanisms`][]).
         seed: seeds the model initialisation, the table initialisation and the dispatcher.
         threads: torch intra-op threads. One by default: the emulated clock does not depend on
             wall time, one thread keeps results bit-reproducible, and on a 2-core machine
@@ -541,7 +541,7 @@ class Trainer:
         Returns:
             ``(flat, remote, uniq, inverse)``: the keys, the positions in ``flat`` of those
             read through the store, their distinct keys and the inverse lookup (the last two
-            None without dedup), for :meth:`_write`.
+            None without dedup), for `_write`.
         """
         out = emb[pos].reshape(-1, self.dim) if len(pos) else np.empty((0, self.dim), np.float32)
         remote = (np.arange(len(flat)) if self.replicated is None
@@ -642,7 +642,7 @@ class Trainer:
     def fit(self, train: Split, test: Split, epochs: int = 1,
             eval_every: int | EvalSchedule = 25, progress: bool = False) -> pd.DataFrame:
         """Train for ``epochs``; evaluate every ``eval_every`` iterations (or on an
-        :class:`EvalSchedule`) and at the end.
+        [`EvalSchedule`][]) and at the end.
 
         Returns:
             One row per evaluation: ``iteration``, ``samples``, ``epoch``, ``train_logloss``

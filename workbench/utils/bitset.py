@@ -2,7 +2,7 @@
 
 Sorting the distinct keys of a batch (the HET cache's ascending-key protocol, LAIA's
 ascending-key touches) costs ``m log m`` with a comparison sort; with keys bounded by a table of
-``rows`` rows, a bitmap lists them in order instead::
+``rows`` rows, a bitmap lists them in order instead:
 
     bitmap[k // 64]     bit k % 64            one bit per key: rows / 8 bytes (125 kB per 1M
                                               rows, resident in a core's L2 cache)
@@ -81,7 +81,7 @@ def drain_sorted(bitmap, summary, out):  # pragma: no cover - compiled
 
 
 def rank_arrays(rows: int) -> np.ndarray:
-    """The rank scratch of :func:`sorted_unique` for a key space of ``rows`` keys: one int32
+    """The rank scratch of [`sorted_unique`][] for a key space of ``rows`` keys: one int32
     per bitmap word (``rows / 16`` bytes)."""
     return np.zeros((int(rows) + 63) // 64, dtype=np.int32)
 
@@ -102,7 +102,7 @@ def _popcount(typingctx, src):  # pragma: no cover - compiled
 def sorted_unique(keys, bitmap, summary, rank):  # pragma: no cover - compiled
     """Sorted distinct ``keys`` and, per occurrence, its key's index among them.
 
-    The keys are marked in the bitmap and drained in order as :func:`drain_sorted` does, but the
+    The keys are marked in the bitmap and drained in order as [`drain_sorted`][] does, but the
     marked words stay set until every occurrence has its index: the rank of key k is the count
     of keys in the words before k's (``rank[k // 64]``, written by the drain) plus the set bits
     below k in its word (one popcount). So the inverse costs two reads of lines the marks
@@ -110,9 +110,9 @@ def sorted_unique(keys, bitmap, summary, rank):  # pragma: no cover - compiled
 
     Args:
         keys: ``int64[n]`` in ``[0, rows)``.
-        bitmap: :func:`bitset_arrays`' bitmap of ``rows`` (all zero; left all zero).
+        bitmap: [`bitset_arrays`][]' bitmap of ``rows`` (all zero; left all zero).
         summary: its summary (all zero; left all zero).
-        rank: :func:`rank_arrays` of ``rows`` (any content).
+        rank: [`rank_arrays`][] of ``rows`` (any content).
 
     Returns:
         ``(uniq int64[m], inv int64[n])`` with ``uniq[inv] == keys``.

@@ -5,7 +5,7 @@ DVC (3.x) rewrites ``dvc.lock`` in place after every stage (``open(path, "w+")``
 killed while it writes leaves a lock cut short, often still valid YAML. DVC then sees the lost
 stages as never run and recomputes them, and a cut entry may hold hashes of only some of a
 stage's dependencies. This check, run by ``make repro`` before ``dvc repro``, compares the lock
-with the pipeline and with the committed lock::
+with the pipeline and with the committed lock:
 
     dvc.yaml stages (matrix expanded) --+
     dvc.lock entries -------------------+--> unreadable lock | entries missing | entries cut
@@ -84,11 +84,11 @@ def check(repo: Path, stages: dict[str, dict[str, bool]] | None = None) -> LockR
 
     Args:
         repo: the repository root (holding ``dvc.yaml``).
-        stages: the pipeline's stages as :func:`_stages` gives them (read from ``dvc.yaml``
+        stages: the pipeline's stages as `_stages` gives them (read from ``dvc.yaml``
             when None).
 
     Returns:
-        A :class:`LockReport`; a missing lock (nothing run yet) is fine.
+        A [`LockReport`][]; a missing lock (nothing run yet) is fine.
     """
     lock = repo / "dvc.lock"
     if not lock.exists():

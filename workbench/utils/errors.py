@@ -1,6 +1,5 @@
 r"""The one error family of the workbench.
 
-::
 
     WorkbenchError                      every error the workbench raises on purpose
      +-- UserError                      the input is wrong or missing: shown as ONE line,
@@ -15,8 +14,8 @@ r"""The one error family of the workbench.
 
 A ``UserError`` message names the problem and the fix: the file and line, the config key and its
 allowed range, the command that prepares what is missing. The command line
-(:func:`workbench.stages.main`) catches ``UserError`` (and nothing by name), prints its
-:func:`one_line` and exits with status 2; in a notebook, IPython calls ``_render_traceback_``
+([`workbench.stages.main`][]) catches ``UserError`` (and nothing by name), prints its
+[`one_line`][] and exits with status 2; in a notebook, IPython calls ``_render_traceback_``
 and shows the same line.
 
 Each class keeps a standard base too (``ValueError``, ``KeyError``, ``RuntimeError``) where code

@@ -1,12 +1,12 @@
 """Atomic file output: nothing is ever half-written.
 
-Every writer goes through :func:`atomic_path`: the content is written to a temporary file in the
+Every writer goes through [`atomic_path`][]: the content is written to a temporary file in the
 destination's directory and moved into place with ``os.replace`` (atomic on POSIX) only once it is
 complete. If the writer raises, the temporary file is removed and the destination is untouched.
 
-A full disk is the user's to fix, not a bug: :func:`disk_full_reported` turns "no space left on
+A full disk is the user's to fix, not a bug: [`disk_full_reported`][] turns "no space left on
 device" raised inside it (by Python, pyarrow or DuckDB, whose errors carry only the text) into
-one line, :class:`DiskFullError`, ``disk full while writing <path> (N MB free under
+one line, [`DiskFullError`][], ``disk full while writing <path> (N MB free under
 paths.data): free space or set paths.data elsewhere``, after the temporaries are gone.
 """
 
@@ -46,7 +46,7 @@ def atomic_path(dest: Path | str, suffix: str = "") -> Iterator[Path]:
         dest: final location (its parent directories are created).
         suffix: suffix for the temporary name (some writers infer the format from it).
 
-    Example::
+    Example:
 
         with atomic_path("out/table.parquet", suffix=".parquet") as tmp:
             df.to_parquet(tmp)
@@ -100,7 +100,7 @@ def writing(dest: Path) -> Iterator[None]:
     Two runs writing one output (the same stage twice at once, a sweep's points on one
     dataset) would race in the directory replace; the second gets one line instead. Once the
     lock is held, the temporaries a killed earlier writer left are removed
-    (:func:`_drop_stale_temporaries`).
+    (`_drop_stale_temporaries`).
 
     Raises:
         ConcurrentRunError: another process holds the lock.
@@ -131,11 +131,11 @@ def writing(dest: Path) -> Iterator[None]:
 
 def _drop_stale_temporaries(dest: Path) -> None:
     """Remove what a killed writer of ``dest`` left beside it: temporary folders and files
-    (``.<name>.*.tmp`` and ``.<name>.*.tmp<suffix>``, as :func:`atomic_dir` and
-    :func:`atomic_path` name them; DuckDB's work database lies inside such a folder). Only the
+    (``.<name>.*.tmp`` and ``.<name>.*.tmp<suffix>``, as [`atomic_dir`][] and
+    [`atomic_path`][] name them; DuckDB's work database lies inside such a folder). Only the
     holder of ``dest``'s writer lock writes them, so once it is held they are stale. Links are
     removed themselves, never followed; a pending commit journal's folders are kept (its
-    :func:`finish_commit` moves them)."""
+    [`finish_commit`][] moves them)."""
     if _journal(dest).exists():
         return
     import re
@@ -155,7 +155,7 @@ def atomic_dir(dest: Path | str) -> Iterator[Path]:
     """Yield a temporary directory; on success it replaces ``dest`` as a whole.
 
     The old ``dest`` (if any) is removed only after the new content is complete; the writer
-    lock (:func:`writing`) is held throughout, so a second run on ``dest`` fails at once.
+    lock ([`writing`][]) is held throughout, so a second run on ``dest`` fails at once.
     """
     dest = Path(dest)
     with writing(dest):
@@ -215,9 +215,9 @@ _MARK = ".workbench-commit"
 
 def _journal_pairs(journal: Path, dest: Path) -> list[tuple[Path, Path]]:
     """The ``(temporary, destination)`` pairs of ``journal``, each checked to be one that
-    :func:`atomic_dirs` wrote: the first destination is ``dest`` (the journal lies beside it);
+    [`atomic_dirs`][] wrote: the first destination is ``dest`` (the journal lies beside it);
     each temporary is a folder (not a link) beside its destination, named as
-    :func:`_temp_dir_beside` names it, and, where it still exists, holds the journal's random
+    `_temp_dir_beside` names it, and, where it still exists, holds the journal's random
     token. A planted journal can then name no folder but a commit's own: it can neither move
     nor delete anything else.
 
@@ -252,7 +252,7 @@ def _holds_token(folder: Path, token: str) -> bool:
 
 
 def finish_commit(dest: Path | str) -> bool:
-    """Complete a multi-directory commit of :func:`atomic_dirs` that was interrupted.
+    """Complete a multi-directory commit of [`atomic_dirs`][] that was interrupted.
 
     Args:
         dest: the first directory of the commit.
@@ -261,7 +261,7 @@ def finish_commit(dest: Path | str) -> bool:
         Whether an interrupted commit was found (and rolled forward).
 
     Raises:
-        JournalError: the journal is not one :func:`atomic_dirs` wrote (checked pair by pair
+        JournalError: the journal is not one [`atomic_dirs`][] wrote (checked pair by pair
             before anything moves).
     """
     dest = Path(dest)
@@ -280,13 +280,13 @@ def finish_commit(dest: Path | str) -> bool:
 
 @contextlib.contextmanager
 def atomic_dirs(*dests: Path | str) -> Iterator[list[Path]]:
-    """Like :func:`atomic_dir` for several directories that must change together.
+    """Like [`atomic_dir`][] for several directories that must change together.
 
     The new contents are built in temporary directories; on success a journal naming every
     ``(temporary, destination)`` pair and a random token is written (atomically; each temporary
     holds the token too, so a journal planted by someone else names nothing it may move), the
     directories are renamed into place, and the journal is removed. A process killed between
-    two renames leaves the journal: :func:`finish_commit` (called here first, and by readers)
+    two renames leaves the journal: [`finish_commit`][] (called here first, and by readers)
     completes the renames, so readers never see one directory new and another old.
     """
     import secrets
@@ -351,9 +351,9 @@ def physical_memory() -> int | None:
 
 @contextlib.contextmanager
 def disk_full_reported(dest: Path | str, key: str) -> Iterator[None]:
-    """Raise :class:`DiskFullError` for a full disk inside the block, naming ``dest`` and ``key``.
+    """Raise [`DiskFullError`][] for a full disk inside the block, naming ``dest`` and ``key``.
 
-    Put it outside the block's :func:`atomic_dir` / :func:`atomic_path`, so the space is measured
+    Put it outside the block's [`atomic_dir`][] / [`atomic_path`][], so the space is measured
     after their temporaries are removed (what the user has to work with).
 
     Args:

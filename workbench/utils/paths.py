@@ -10,10 +10,10 @@ The project root is the directory that holds ``params.yaml``, ``data/``, ``resul
 3. else the current working directory (a regular ``pip install .``: the package lives in
    ``site-packages``, which is never written to).
 
-It is fixed once, when this module is imported (:data:`REPO_ROOT`; :data:`PROJECT_ROOT` is the
+It is fixed once, when this module is imported ([`REPO_ROOT`][]; [`PROJECT_ROOT`][] is the
 same path). Relative paths in the configuration (``paths.*``, a local dataset's ``path``) are
 relative to the project root, not to the working directory, so every stage resolves them the same
-way wherever DVC or a notebook starts it. The configuration tree itself, :data:`CONF_DIR`, is
+way wherever DVC or a notebook starts it. The configuration tree itself, [`CONF_DIR`][], is
 package data (``workbench/conf/``) and always read from the package.
 """
 
@@ -78,7 +78,7 @@ MAX_NAME = 100
 
 
 def check_name(key: str, name: object) -> str:
-    """``name`` when it is a plain name (:data:`PLAIN_NAME`), else a one-line ``ConfigError``
+    """``name`` when it is a plain name ([`PLAIN_NAME`][]), else a one-line ``ConfigError``
     naming ``key``: a name from the user is a name, never a path."""
     if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
         raise ConfigError(f"{key} = {name!r}: must be a plain name (letters, digits, '_', '.', "
@@ -122,7 +122,7 @@ def resolve(path: Path | str) -> Path:
 
 def cli_path(text: str) -> Path:
     """A path typed on a command line: relative to the shell's working directory, as a shell user
-    means it (made absolute here, so the project-root rule of :func:`resolve` never applies)."""
+    means it (made absolute here, so the project-root rule of [`resolve`][] never applies)."""
     return Path(text).absolute()
 
 

@@ -2,7 +2,7 @@
 
 Python's default for SIGTERM and SIGHUP is to die at once: no ``finally`` block, no context
 manager's exit. A stage killed so would leave its temporary folders and DuckDB's work database
-behind, and a ``with EdgeNetwork`` block its network. :func:`exit_on_signals` turns them into
+behind, and a ``with EdgeNetwork`` block its network. [`exit_on_signals`][] turns them into
 ``SystemExit(128 + signal)`` while inside: the stack unwinds, every temporary is removed, and
 the exit status is the shell's for that signal (143 for SIGTERM).
 """

@@ -3,7 +3,7 @@
 Timings on a shared machine are noisy, so a comparison runs every contender once per round,
 alternating, for several rounds. The stages keep each one's best (least disturbed) time; the
 benchmarks report the median with the mean, the 95th percentile, min and max
-(:func:`spread`).
+([`spread`][]).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def repeat_seconds(runs: Mapping[str, Callable[[], object]], repeats: int,
 def best_seconds(runs: Mapping[str, Callable[[], object]], repeats: int,
                  warmup: bool = False) -> dict[str, float]:
     """Best wall time of each callable over ``repeats`` alternating rounds
-    (:func:`repeat_seconds`): the least disturbed run.
+    ([`repeat_seconds`][]): the least disturbed run.
 
     Returns:
         name -> the shortest time in seconds.
@@ -79,8 +79,8 @@ def spread(samples: Sequence[float]) -> dict[str, float | int]:
 
 def paired_ratio(times: Mapping[str, Sequence[float]], num: str,
                  den: str) -> dict[str, float | int]:
-    """:func:`spread` of ``times[num][i] / times[den][i]`` over the rounds i of
-    :func:`repeat_seconds` (a ratio per round, so a drift of the machine cancels out).
+    """[`spread`][] of ``times[num][i] / times[den][i]`` over the rounds i of
+    [`repeat_seconds`][] (a ratio per round, so a drift of the machine cancels out).
 
     Returns:
         ``{"median", "min", "max", "n"}`` of the per-round ratios.
@@ -121,7 +121,7 @@ def pin_one_core() -> None:
 
 @dataclass(frozen=True)
 class ChildRun:
-    """What :func:`run_measured` saw of a child process.
+    """What [`run_measured`][] saw of a child process.
 
     Attributes:
         exit_code: the child's exit code.

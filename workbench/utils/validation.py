@@ -1,8 +1,8 @@
 """The shared validation core of every config schema: plain data -> typed, range-checked dataclass.
 
 Every layer declares its own schema as frozen dataclasses next to the code it configures
-(``workbench/<layer>/config.py``); :mod:`workbench.config` composes them into the whole
-configuration. This module is the one converter they share::
+(``workbench/<layer>/config.py``); [`workbench.config`][] composes them into the whole
+configuration. This module is the one converter they share:
 
     resolved Hydra dict --from_dict(cls)--> cls(...)    every key known, every type and range
                                                         checked, then the schema's own
@@ -13,7 +13,7 @@ lo_open=True))``); for a list field the interval applies to every element, and
 ``nonempty(...)`` makes an empty list an error (a sweep with no point would silently drop a
 figure). A number must be finite everywhere (NaN and infinities are rejected: a bound that means
 "infinite" is spelled as the schema documents, e.g. ``-1``). A bad value stops with one line
-naming the dotted key, the value and what is allowed::
+naming the dotted key, the value and what is allowed:
 
     ConfigError: cache.ratio = 1.5: must be a number > 0.0 and <= 1.0
 

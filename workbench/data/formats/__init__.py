@@ -1,11 +1,11 @@
-"""Raw dataset formats: files -> :class:`~workbench.data.schema.RawTable`, one module per format.
+"""Raw dataset formats: files -> [`RawTable`][workbench.data.schema.RawTable], a module per format.
 
 Modules
     ``engine``
         The reader every format shares: vectorised validity checks (``Checks``), malformed-row
         bookkeeping, block-by-block reading of delimited files (``iter_delimited``,
-        ``read_delimited``), :class:`RowFormat` (a line-per-sample format, which streams) and
-        :func:`parse_rows`; the specification of malformed rows and history sequences. It
+        ``read_delimited``), RowFormat (a line-per-sample format, which streams) and
+        parse_rows; the specification of malformed rows and history sequences. It
         imports no format module.
     ``criteo``
         ``criteo_tsv`` (Kaggle ``train.txt``, 1TB ``day_N``) and ``criteo_csv``.
@@ -20,23 +20,23 @@ Modules
         ``session_clicks`` (YOOCHOOSE) and ``diginetica_views`` (DIGINETICA), labelled from a
         purchases file read when the format is made for a set of files.
     ``sniff``
-        :func:`describe_file`: what a raw file looks like and the known format it matches.
+        [`describe_file`][]: what a raw file looks like and the known format it matches.
 
 Registry
-    :data:`FORMATS` maps each ``dataset.format`` name to its :class:`Format`: the parser, what
+    [`FORMATS`][] maps each ``dataset.format`` name to its [`Format`][]: the parser, what
     the format expects (the words of its errors) and, for a line-per-sample format, either its
-    fixed :class:`RowFormat` or the builder that makes one for a set of files (session logs).
-    :data:`PARSERS`, :data:`ROW_FORMATS`, :data:`SESSION_LOG_FORMATS` and :data:`EXPECTS` are
-    views of it, and :func:`parse`, :func:`row_format_for` and :func:`check_report` dispatch
+    fixed [`RowFormat`][] or the builder that makes one for a set of files (session logs).
+    [`PARSERS`][], [`ROW_FORMATS`][], [`SESSION_LOG_FORMATS`][] and [`EXPECTS`][] are
+    views of it, and [`parse`][], [`row_format_for`][] and [`check_report`][] dispatch
     through it. Imports go one way, with no circle: ``engine`` <- ``criteo``, ``avazu``,
     ``movielens``, ``taobao`` <- ``sniff`` (Taobao's behaviours) <- ``session_logs`` <- this
     package (``tests/test_formats_registry.py`` checks it).
 
 Checked parse
-    :func:`parse` = the format's parser, then :func:`check_report`: a parse that keeps no row,
+    [`parse`][] = the format's parser, then [`check_report`][]: a parse that keeps no row,
     or (unless strict) drops more than ``max_malformed_fraction`` of the rows it read as
     malformed, fails with ``<file>:<line>: ...``, the first bad lines, what the format expects
-    and what the file looks like (:func:`describe_file`). A :class:`MalformedInputError` the
+    and what the file looks like ([`describe_file`][]). A [`MalformedInputError`][] the
     parser raises itself (unless strict; e.g. a wrong header) gets what the format expects
     appended, unless it names the format already.
 """
@@ -108,7 +108,7 @@ class Format:
         name: the config's ``dataset.format``.
         parser: ``parser(paths, *, strict, max_rows, ...) -> RawTable`` (in memory).
         expects: what the format expects, in the words of its errors.
-        row_format: the format's fixed :class:`RowFormat` (every line a sample), or None.
+        row_format: the format's fixed [`RowFormat`][] (every line a sample), or None.
         builder: ``builder(paths, *, strict, report) -> (RowFormat, files)`` for a row format
             that depends on the files (its labels come from a file read up front), or None.
     """
@@ -161,21 +161,21 @@ EXPECTS: dict[str, str] = {n: f.expects for n, f in FORMATS.items()}
 
 def row_format_for(format_name: str, paths: PathsLike, *, strict: bool = False,
                    report: ParseReport | None = None) -> tuple[RowFormat, list[Path]]:
-    """The :class:`RowFormat` that reads ``paths`` as ``format_name``, and the files it reads.
+    """The [`RowFormat`][] that reads ``paths`` as ``format_name``, and the files it reads.
 
-    For the plain row formats (:data:`ROW_FORMATS`) that is the registered format and all the
-    files. For the session logs (:data:`SESSION_LOG_FORMATS`) the purchases file among ``paths``
+    For the plain row formats ([`ROW_FORMATS`][]) that is the registered format and all the
+    files. For the session logs ([`SESSION_LOG_FORMATS`][]) the purchases file among ``paths``
     is read here, once, into the returned format's labels, and the files returned are the others.
 
     Args:
         format_name: the config's ``dataset.format``.
         paths: the raw files.
-        strict: raise :class:`MalformedInputError` at the first malformed row of a purchases
+        strict: raise [`MalformedInputError`][] at the first malformed row of a purchases
             file (the returned files are checked when they are read).
         report: receives the purchases files and their malformed rows (None: only logged).
 
     Returns:
-        ``(format, files)``: read the files with ``format.batches`` or :func:`parse_rows`.
+        ``(format, files)``: read the files with ``format.batches`` or [`parse_rows`][].
 
     Raises:
         ValueError: ``format_name`` is not a row format (a directory format, or unknown).
@@ -200,7 +200,7 @@ def parse(format: str, paths: PathsLike, *,  # noqa: A002 (the config word)
     the file, the first bad lines, what ``format`` expects and what the file looks like.
 
     Args:
-        format: a key of :data:`FORMATS`.
+        format: a key of [`FORMATS`][].
         paths: passed to the parser.
         max_malformed_fraction: the largest share of malformed rows accepted (None: any).
         **kw: passed to the parser (``strict``, ``max_rows``, ``history_length``...).

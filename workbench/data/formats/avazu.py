@@ -8,9 +8,9 @@ Format
         Monday .. ``"6"``); the raw ``hour`` is not a feature. The other 21 columns are
         categorical string tokens. No dense features.
 
-A :class:`~workbench.data.formats.engine.RowFormat` format (every line is one sample, so it
+A [`RowFormat`][workbench.data.formats.engine.RowFormat] format (every line is one sample, so it
 streams); malformed rows (also an ``hour`` that is not ``YYMMDDHH``) as in
-:mod:`workbench.data.formats.engine`.
+[`workbench.data.formats.engine`][].
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def parse_avazu_csv(paths: PathsLike, *, strict: bool = False, max_rows: int | N
 
     Args:
         paths: one file or several (each with the header; plain or gzip).
-        strict: raise :class:`MalformedInputError` at the first malformed row.
+        strict: raise [`MalformedInputError`][] at the first malformed row.
         max_rows: keep at most this many rows.
         block_size: bytes per parsed block.
 

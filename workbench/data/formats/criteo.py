@@ -14,8 +14,8 @@ Formats
         ``criteo_tsv``. This is the sample many libraries ship (DeepCTR's ``criteo_sample.txt``,
         written by pandas: ``I1..I13`` as floats such as ``260.0``, empty cells for missing).
 
-Both are :class:`~workbench.data.formats.engine.RowFormat` formats (every line is one sample, so
-they stream); malformed rows as in :mod:`workbench.data.formats.engine`.
+Both are [`RowFormat`][workbench.data.formats.engine.RowFormat] formats (every line is one sample,
+so they stream); malformed rows as in [`workbench.data.formats.engine`][].
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def parse_criteo_tsv(paths: PathsLike, *, strict: bool = False, max_rows: int | 
 
     Args:
         paths: one file or several (read in order; plain or gzip).
-        strict: raise :class:`MalformedInputError` at the first malformed row.
+        strict: raise [`MalformedInputError`][] at the first malformed row.
         max_rows: keep at most this many rows.
         block_size: bytes per parsed block.
 
@@ -112,6 +112,6 @@ def parse_criteo_csv(paths: PathsLike, *, strict: bool = False, max_rows: int | 
     ``label,I1..I13,C1..C26``, or ``id,label,...`` with an id column that is dropped.
 
     Returns:
-        As :func:`parse_criteo_tsv`.
+        As [`parse_criteo_tsv`][].
     """
     return parse_rows(CRITEO_CSV, paths, strict=strict, max_rows=max_rows, block_size=block_size)

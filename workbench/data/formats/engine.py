@@ -1,19 +1,19 @@
 """The reader engine of the raw formats: delimited files -> validated blocks -> ``RawTable``.
 
 Every parser has the signature ``parse_xxx(paths, *, strict=False, max_rows=None, ...)`` and
-returns a :class:`~workbench.data.schema.RawTable` whose categorical columns still hold *raw
+returns a [`RawTable`][workbench.data.schema.RawTable] whose categorical columns still hold *raw
 tokens* (the encode step maps them to ids later). Files may be plain or gzip-compressed (detected
 from the gzip magic bytes, so the ``.gz`` suffix is optional). Reading is vectorised:
-:mod:`pyarrow.csv` streams each file in blocks with every column as a string, and columns are
+`pyarrow.csv` streams each file in blocks with every column as a string, and columns are
 validated and converted with Arrow compute and numpy kernels; Python only loops over malformed
 rows.
 
 This module is the machinery every format shares (the format modules of
-:mod:`workbench.data.formats` import it; it imports none of them):
+[`workbench.data.formats`][] import it; it imports none of them):
 
     files --pyarrow CSV, block by block--> string columns --convert(columns, Checks)--> good rows
-    (:func:`iter_delimited`; :func:`read_delimited` gathers them); a :class:`RowFormat` names a
-    line-per-sample format, and :func:`parse_rows` reads it in memory: every block, then the
+    (iter_delimited; read_delimited gathers them); a RowFormat names a
+    line-per-sample format, and parse_rows reads it in memory: every block, then the
     stable sort by ``order_by`` and the history sequence.
 
 Malformed rows
@@ -21,7 +21,7 @@ Malformed rows
     integer column, a label outside the format's label set, an unparsable timestamp or a blank
     line. By default such rows are dropped and counted in ``report.malformed`` with up to 10
     examples ``"<file>:<line>: <reason>"``; with ``strict=True`` the first one (in file order)
-    raises :class:`MalformedInputError` with the same ``"<file>:<line>: <reason>"`` message.
+    raises [`MalformedInputError`][] with the same ``"<file>:<line>: <reason>"`` message.
     ``<file>`` is the path as given; ``<line>`` is the 1-based physical line number in the
     (decompressed) file, counting header lines, so ``sed -n <line>p`` shows the row.
     Malformed rows of side files (the MovieLens users and items, the purchases of a session log)
@@ -30,7 +30,7 @@ Malformed rows
 
 Unreadable files
     A file whose bytes cannot be read to the end (a gzip stream cut short or corrupt, an I/O
-    error) raises :class:`UnreadableInputError`: ``"<file>: gzip stream ends early (truncated at
+    error) raises [`UnreadableInputError`][]: ``"<file>: gzip stream ends early (truncated at
     byte N?) — re-download or re-compress it"``, whatever the mode (no row count is right then).
 
 History sequences (MovieLens, Taobao, session logs)
@@ -141,9 +141,9 @@ class _MalformedLog:
     """Malformed-row accounting for one file: line numbers, counts, examples, strict mode.
 
     The pyarrow ``invalid_row_handler`` feeds wrong-field-count rows (with their physical line
-    numbers) through :meth:`on_invalid_row`; value errors found by :class:`Checks` come through
-    :meth:`add_batch_errors`. Good rows of each batch get their line numbers from
-    :meth:`assign_lines` (the physical lines not skipped by the handler).
+    numbers) through [`on_invalid_row`][]; value errors found by [`Checks`][] come through
+    [`add_batch_errors`][]. Good rows of each batch get their line numbers from
+    [`assign_lines`][] (the physical lines not skipped by the handler).
     """
 
     def __init__(self, file: str, report: ParseReport, strict: bool, first_line: int,
@@ -299,7 +299,7 @@ def binary_label(arr: pa.Array, name: str, checks: Checks) -> np.ndarray:
 
 
 def as_paths(paths: PathsLike) -> list[Path]:
-    """``paths`` (one path or several) as a list of :class:`~pathlib.Path`."""
+    """``paths`` (one path or several) as a list of `Path`."""
     if isinstance(paths, (str, Path)):
         return [Path(paths)]
     return [Path(p) for p in paths]
@@ -368,7 +368,7 @@ def _undecodable(path: Path, compression: str | None, encoding: str) -> bool:
 @contextlib.contextmanager
 def _quiet_undecodable_rows() -> Iterator[None]:
     """Silence pyarrow's "Exception ignored" report of an undecodable malformed row (it fails the
-    read, which :func:`read_delimited` then repeats through :class:`_RepairedText`)."""
+    read, which [`read_delimited`][] then repeats through `_RepairedText`)."""
     default = sys.unraisablehook
 
     def hook(unraisable: Any) -> None:
@@ -438,7 +438,7 @@ def iter_delimited(
     """Read delimited files batch by batch as string columns, validate them, yield good rows.
 
     Memory is one parsed block at a time: the streaming preprocess
-    (:mod:`workbench.data.streaming`) consumes the batches as they come; :func:`read_delimited`
+    ([`workbench.data.streaming`][]) consumes the batches as they come; [`read_delimited`][]
     gathers them.
 
     Args:
@@ -449,11 +449,11 @@ def iter_delimited(
             output columns (numpy arrays or Arrow arrays of the batch length), recording bad rows
             in ``checks``.
         report: receives files, malformed counts and examples (``rows`` is left to the caller).
-        strict: raise :class:`MalformedInputError` at the first malformed row.
+        strict: raise [`MalformedInputError`][] at the first malformed row.
         max_rows: stop after this many good rows (over all files).
         header: when given, the first line of each file must be exactly these names; or a
             function of (the header's names, the file) returning the file's fields (it raises
-            :class:`MalformedInputError` for a header it does not accept).
+            [`MalformedInputError`][] for a header it does not accept).
         encoding: the files' text encoding.
         quoted: honour ``"`` quoting (only the MovieLens 20M ``movies.csv`` needs it).
         block_size: bytes per parsed block (tests use small blocks).
@@ -621,7 +621,7 @@ def _first_long_line(path: Path, compression: str | None,
 def read_delimited(paths: PathsLike, *, fields: Sequence[str], sep: str,
                     convert: Callable[[dict[str, pa.Array], Checks], dict[str, Any]],
                     **kwargs: Any) -> dict[str, Any]:
-    """:func:`iter_delimited`'s good rows gathered into whole columns.
+    """[`iter_delimited`][]'s good rows gathered into whole columns.
 
     Returns:
         Output column name -> numpy array or Arrow ChunkedArray, over the good rows.
@@ -721,7 +721,7 @@ def sort_order(*keys: np.ndarray) -> np.ndarray:
 
 
 def check_history_length(history_length: int) -> None:
-    """Raise :class:`ValueError` for a negative ``history_length``."""
+    """Raise `ValueError` for a negative ``history_length``."""
     if history_length < 0:
         raise ValueError(f"history_length must be >= 0, got {history_length}")
 
@@ -733,17 +733,17 @@ def check_history_length(history_length: int) -> None:
 class RowFormat:
     """A format in which every line is one sample: parsed block by block, so it can stream.
 
-    ``convert`` turns one block's raw string columns into the :class:`RawTable` columns, in
+    ``convert`` turns one block's raw string columns into the [`RawTable`][] columns, in
     schema order (label, dense, categorical, then session and timestamp when present). A few
     steps need the whole table and are applied after the blocks (in memory by
-    :func:`parse_rows`, out of core by :mod:`workbench.data.streaming`): a stable sort by
+    [`parse_rows`][], out of core by [`workbench.data.streaming`][]): a stable sort by
     ``order_by``, and the history sequence of ``history_item`` within a session.
 
     Attributes:
         name: the config's ``dataset.format``.
         fields: the fields of one line, in file order.
         sep: the field separator.
-        convert: block converter (see :func:`iter_delimited`).
+        convert: block converter (see [`iter_delimited`][]).
         dense: dense feature columns.
         categorical: categorical feature columns.
         user_side: categorical features constant within a session.
@@ -771,14 +771,14 @@ class RowFormat:
 
     @property
     def columns(self) -> list[str]:
-        """The :class:`RawTable` columns ``convert`` yields, in schema order."""
+        """The [`RawTable`][] columns ``convert`` yields, in schema order."""
         return [LABEL, *self.dense, *self.categorical, *([SESSION] if self.has_session else []),
                 *([TIMESTAMP] if self.has_timestamp else [])]
 
     def batches(self, paths: PathsLike, report: ParseReport, *, strict: bool = False,
                 max_rows: int | None = None, block_size: int = BLOCK_SIZE
                 ) -> Iterator[dict[str, Any]]:
-        """The good rows of ``paths``, block by block (see :func:`iter_delimited`)."""
+        """The good rows of ``paths``, block by block (see [`iter_delimited`][])."""
         return iter_delimited(paths, fields=self.fields, sep=self.sep, convert=self.convert,
                                report=report, strict=strict, max_rows=max_rows,
                                header=self.header, encoding=self.encoding,
@@ -788,12 +788,12 @@ class RowFormat:
 def parse_rows(fmt: RowFormat, paths: PathsLike, *, strict: bool = False,
                max_rows: int | None = None, history_length: int = 0,
                block_size: int = BLOCK_SIZE) -> RawTable:
-    """Parse a :class:`RowFormat` in memory: every block, then the sort and the history.
+    """Parse a [`RowFormat`][] in memory: every block, then the sort and the history.
 
     Args:
         fmt: the format.
         paths: one file or several (read in order; plain or gzip).
-        strict: raise :class:`MalformedInputError` at the first malformed row.
+        strict: raise [`MalformedInputError`][] at the first malformed row.
         max_rows: keep at most this many rows (the first of the files, before sorting).
         history_length: add ``hist_item_id`` with up to this many previous items when > 0
             (formats with a ``history_item`` only).

@@ -21,10 +21,10 @@ Rules
     token, from the release date (100k) or the ``(YYYY)`` suffix of the
     title; missing when absent). ``session`` = user id (int64), ``timestamp`` = rating time;
     rows sorted by (user, timestamp, item). ``user_side`` = user id + demographics.
-    ``history_length`` > 0 adds ``hist_item_id`` (see :mod:`workbench.data.formats.engine`).
+    ``history_length`` > 0 adds ``hist_item_id`` (see [`workbench.data.formats.engine`][]).
 
 Malformed rows
-    As in :mod:`workbench.data.formats.engine`. Malformed rows of the side files (users, items)
+    As in [`workbench.data.formats.engine`][]. Malformed rows of the side files (users, items)
     are reported the same way; they do not drop rating rows: ratings of a user or item without a
     valid side row get missing features.
 
@@ -226,7 +226,7 @@ def parse_movielens_100k(paths: PathsLike, *, strict: bool = False, max_rows: in
 
     Args:
         paths: the directory holding the files (or the three files).
-        strict: raise :class:`MalformedInputError` at the first malformed row.
+        strict: raise [`MalformedInputError`][] at the first malformed row.
         max_rows: keep at most this many ratings (the first of ``u.data``, before sorting).
         history_length: add ``hist_item_id`` with up to this many previous items when > 0.
 
@@ -274,7 +274,7 @@ def parse_movielens_1m(paths: PathsLike, *, strict: bool = False, max_rows: int 
 
     Args:
         paths: the directory holding the files (or the three files).
-        strict: raise :class:`MalformedInputError` at the first malformed row.
+        strict: raise [`MalformedInputError`][] at the first malformed row.
         max_rows: keep at most this many ratings (the first of ``ratings.dat``).
         history_length: add ``hist_item_id`` with up to this many previous items when > 0.
 
@@ -322,7 +322,7 @@ def parse_movielens_20m(paths: PathsLike, *, strict: bool = False, max_rows: int
 
     Args:
         paths: the directory holding the files (or the two files).
-        strict: raise :class:`MalformedInputError` at the first malformed row.
+        strict: raise [`MalformedInputError`][] at the first malformed row.
         max_rows: keep at most this many ratings (the first of ``ratings.csv``).
         history_length: add ``hist_item_id`` with up to this many previous items when > 0.
 

@@ -1,15 +1,15 @@
 """Session click logs: YOOCHOOSE (RecSys Challenge 2015) and DIGINETICA (CIKM Cup 2016).
 
-Both are :class:`~workbench.data.formats.engine.RowFormat` formats (every line is one sample, so
-they stream), labelled from a second, much smaller file of purchases: a click is positive when
+Both are [`RowFormat`][workbench.data.formats.engine.RowFormat] formats (every line is one sample,
+so they stream), labelled from a second, much smaller file of purchases: a click is positive when
 its session bought its item. The purchases are read once, when the format is made for a given set of
-files (:func:`session_clicks_format`, :func:`diginetica_views_format`), into a sorted array of
-packed ``(session, item)`` pairs; each block's labels are then one vectorised lookup, so the
-clicks are still read block by block.
+files ([`session_clicks_format`][], [`diginetica_views_format`][]), into a sorted array of packed
+``(session, item)`` pairs; each block's labels are then one vectorised lookup, so the clicks are
+still read block by block.
 
 Formats
     ``session_clicks`` (YOOCHOOSE ``yoochoose-clicks.dat``)
-        No header; 4 comma-separated fields per line::
+        No header; 4 comma-separated fields per line:
 
             session_id,timestamp,item_id,category
             1,2014-04-07T10:51:09.277Z,214536502,0
@@ -17,7 +17,7 @@ Formats
         ``session_id`` and ``item_id`` are integers; ``timestamp`` is ISO-8601 UTC,
         ``YYYY-MM-DDThh:mm:ss[.fff]Z``; ``category`` is a token (``0`` = unknown, ``S`` = a
         special offer, ``1``..``12`` a category, or a longer number = a brand), kept as a string
-        (empty -> missing). The labels file is YOOCHOOSE ``yoochoose-buys.dat``, no header::
+        (empty -> missing). The labels file is YOOCHOOSE ``yoochoose-buys.dat``, no header:
 
             session_id,timestamp,item_id,price,quantity
             420374,2014-04-06T18:44:58.314Z,214537888,12462,1
@@ -26,7 +26,7 @@ Formats
         ``item_id`` are used). Other files are clicks, read in order (``yoochoose-test.dat``
         has the clicks layout too: leave it out unless it is wanted).
     ``diginetica_views`` (DIGINETICA ``train-item-views.csv``)
-        Semicolon-separated with the header ``session_id;user_id;item_id;timeframe;eventdate``::
+        Semicolon-separated with the header ``session_id;user_id;item_id;timeframe;eventdate``:
 
             1;NA;81766;526309;2016-05-09
 
@@ -51,13 +51,13 @@ Columns
     missing; user-side) and ``item_id`` (int64 tokens), ``session`` = session id, ``timestamp`` =
     unix seconds of ``eventdate`` + ``timeframe // 1000``. Both are stably sorted by
     (session, timestamp), and ``history_length`` > 0 adds ``hist_item_id``: the same session's
-    previous items (see :mod:`workbench.data.formats.engine`).
+    previous items (see [`workbench.data.formats.engine`][]).
 
 Malformed rows
     A row is malformed when it has the wrong number of fields, an empty or non-integer id, or an
     unparsable timestamp (not ISO-8601 UTC, an impossible date or time, a bad ``eventdate`` or a
     negative or non-integer ``timeframe``); rows are dropped and counted, or raise in strict mode,
-    as described in :mod:`workbench.data.formats.engine`. Malformed rows of the purchases file do
+    as described in [`workbench.data.formats.engine`][]. Malformed rows of the purchases file do
     not drop clicks: they are counted in the same report (a purchases file without a single good
     row is an error).
 """
@@ -205,7 +205,7 @@ def _read_purchases(files: list[Path], *, fmt: str, marker: str, what: str,
                     header: Callable[[list[str], str], Sequence[str]] | None,
                     session_field: str, item_field: str, strict: bool,
                     report: ParseReport | None) -> _PairSet | None:
-    """Read the purchases files into a :class:`_PairSet` (None when no file is given).
+    """Read the purchases files into a `_PairSet` (None when no file is given).
 
     Args:
         files: the purchases files (possibly none).
@@ -333,11 +333,11 @@ def session_clicks_format(paths: PathsLike, *, strict: bool = False,
 
     Args:
         paths: the clicks file(s) and optionally the buys file(s) (plain or gzip).
-        strict: raise :class:`MalformedInputError` at the first malformed buys row.
+        strict: raise [`MalformedInputError`][] at the first malformed buys row.
         report: receives the buys files and their malformed rows (None: they are only logged).
 
     Returns:
-        ``(format, clicks files)``: pass the files to :func:`parse_rows` or ``format.batches``.
+        ``(format, clicks files)``: pass the files to [`parse_rows`][] or ``format.batches``.
 
     Raises:
         MalformedInputError: only buys files given, or a buys file without a good row.
@@ -362,7 +362,7 @@ def parse_session_clicks(paths: PathsLike, *, strict: bool = False, max_rows: in
     Args:
         paths: the clicks file(s) and optionally the buys file (``yoochoose-buys.dat``: any
             name containing ``buys``); plain or gzip.
-        strict: raise :class:`MalformedInputError` at the first malformed row.
+        strict: raise [`MalformedInputError`][] at the first malformed row.
         max_rows: keep at most this many clicks (the first of the files, before sorting).
         history_length: add ``hist_item_id`` with up to this many previous items of the session
             when > 0.
@@ -382,7 +382,7 @@ def parse_session_clicks(paths: PathsLike, *, strict: bool = False, max_rows: in
 
 def _header_check(expected: Sequence[str], fmt: str, what: str
                   ) -> Callable[[list[str], str], Sequence[str]]:
-    """A header check for :func:`read_delimited` that names the format in its error."""
+    """A header check for [`read_delimited`][] that names the format in its error."""
     def check(names: list[str], file: str) -> Sequence[str]:
         got = [n.strip() for n in names]
         if got:
@@ -420,7 +420,7 @@ def diginetica_views_format(paths: PathsLike, *, strict: bool = False,
     Args:
         paths: ``train-item-views.csv`` (or several views files) and optionally the purchases
             file; plain or gzip.
-        strict: raise :class:`MalformedInputError` at the first malformed purchases row.
+        strict: raise [`MalformedInputError`][] at the first malformed purchases row.
         report: receives the purchases files and their malformed rows (None: only logged).
 
     Returns:
@@ -456,7 +456,7 @@ def parse_diginetica_views(paths: PathsLike, *, strict: bool = False,
     Args:
         paths: the views file(s) and optionally the purchases file (any name containing
             ``purchases``); plain or gzip.
-        strict: raise :class:`MalformedInputError` at the first malformed row.
+        strict: raise [`MalformedInputError`][] at the first malformed row.
         max_rows: keep at most this many views (the first of the files, before sorting).
         history_length: add ``hist_item_id`` with up to this many previous items of the session
             when > 0.
@@ -476,7 +476,7 @@ def _parse_log(build: Callable[..., tuple[RowFormat, list[Path]]], paths: PathsL
                strict: bool, max_rows: int | None, history_length: int, block_size: int
                ) -> RawTable:
     """Parse a session log in memory: its format for these files (the purchases read once),
-    then :func:`parse_rows` over the sample files; the purchases' rows join the report."""
+    then [`parse_rows`][] over the sample files; the purchases' rows join the report."""
     side = ParseReport()
     fmt, files = build(paths, strict=strict, report=side)
     table = parse_rows(fmt, files, strict=strict, max_rows=max_rows,

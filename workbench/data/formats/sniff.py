@@ -1,6 +1,6 @@
 """Sniffing a raw file: what its first lines look like, and the known format they match.
 
-:func:`describe_file` reads the head of a file (plain or gzip; 64 KiB, at most ``lines`` lines)
+[`describe_file`][] reads the head of a file (plain or gzip; 64 KiB, at most ``lines`` lines)
 and names its shape, for the errors of a file given in the wrong format:
 
     directory | empty file | blank lines | binary data (U+FFFD and unprintable first line)

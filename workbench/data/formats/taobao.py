@@ -7,10 +7,10 @@ Format
         engagement beyond a page view), 0.0 for pv. Categorical int64 tokens ``user_id``,
         ``item_id``, ``category_id``; ``session`` = user id; rows stably sorted by
         (user, timestamp). ``user_side`` = ``[user_id]``. ``history_length`` > 0 adds
-        ``hist_item_id`` (the user's previous items; see :mod:`workbench.data.formats.engine`).
+        ``hist_item_id`` (the user's previous items; see [`workbench.data.formats.engine`][]).
 
-A :class:`~workbench.data.formats.engine.RowFormat` format (every line is one sample, so it
-streams); malformed rows as in :mod:`workbench.data.formats.engine`.
+A [`RowFormat`][workbench.data.formats.engine.RowFormat] format (every line is one sample, so it
+streams); malformed rows as in [`workbench.data.formats.engine`][].
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def parse_taobao_user_behavior(paths: PathsLike, *, strict: bool = False,
 
     Args:
         paths: one file or several (plain or gzip).
-        strict: raise :class:`MalformedInputError` at the first malformed row.
+        strict: raise [`MalformedInputError`][] at the first malformed row.
         max_rows: keep at most this many rows (the first of the file, before sorting).
         history_length: add ``hist_item_id`` with up to this many previous items when > 0.
         block_size: bytes per parsed block.

@@ -5,20 +5,20 @@ module per paper or study; every name is importable from here).
 ==========================  =====================================================================
 schema                      stage module
 ==========================  =====================================================================
-``DatasetStatsConfig``      :mod:`workbench.experiments.dataset_stats`
-``HetCacheConfig``          :mod:`workbench.experiments.het_cache`
-``HetTrainConfig``          :mod:`workbench.experiments.het_train`
-``HetTimeConfig``           :mod:`workbench.experiments.het_time`
-``HetScaleConfig``          :mod:`workbench.experiments.het_scale`
-``HetEpochConfig``          :mod:`workbench.experiments.het_epoch`
-``HetLongConfig``           :mod:`workbench.experiments.het_long`
-``EsdConfig``               :mod:`workbench.experiments.esd`
-``RecdConfig``              :mod:`workbench.experiments.dedup`, :mod:`workbench.experiments.recd`
-``HotlineConfig``           :mod:`workbench.experiments.hotline`
-``FlexShardConfig``         :mod:`workbench.experiments.flexshard`
-``DistributedCheckConfig``  :mod:`workbench.experiments.distributed_check`
-``CalibrationConfig``       :mod:`workbench.experiments.calibrate`
-``CombinedConfig``          :mod:`workbench.experiments.combined`
+``DatasetStatsConfig``      [`workbench.experiments.dataset_stats`][]
+``HetCacheConfig``          [`workbench.experiments.het_cache`][]
+``HetTrainConfig``          [`workbench.experiments.het_train`][]
+``HetTimeConfig``           [`workbench.experiments.het_time`][]
+``HetScaleConfig``          [`workbench.experiments.het_scale`][]
+``HetEpochConfig``          [`workbench.experiments.het_epoch`][]
+``HetLongConfig``           [`workbench.experiments.het_long`][]
+``EsdConfig``               [`workbench.experiments.esd`][]
+``RecdConfig``              [`workbench.experiments.dedup`][], [`workbench.experiments.recd`][]
+``HotlineConfig``           [`workbench.experiments.hotline`][]
+``FlexShardConfig``         [`workbench.experiments.flexshard`][]
+``DistributedCheckConfig``  [`workbench.experiments.distributed_check`][]
+``CalibrationConfig``       [`workbench.experiments.calibrate`][]
+``CombinedConfig``          [`workbench.experiments.combined`][]
 ==========================  =====================================================================
 
 Each schema is mounted at ``experiments.<stage module>`` (``RecdConfig`` at

@@ -17,7 +17,7 @@ class CombinedConfig:
     Attributes:
         dataset: the dataset trained on.
         model: the model trained (a key of ``models``).
-        mechanisms: the mechanisms the ablation switches (a subset of :data:`MECHANISMS`);
+        mechanisms: the mechanisms the ablation switches (a subset of [`MECHANISMS`][]);
             the runs are: none, each alone, all, all but each, and all with LAIA dispatching.
         pairs: pairs of mechanisms also run together alone (their interaction: does one
             shrink the other's gain?).

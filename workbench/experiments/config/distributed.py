@@ -13,7 +13,7 @@ class DistributedCheckConfig:
     """The emulator checked against real processes (the ``distributed_check`` stage).
 
     The same small run goes through the emulated cluster and through the distributed backend
-    (:mod:`workbench.training.distributed`): W worker processes and a parameter-server process
+    ([`workbench.training.distributed`][]): W worker processes and a parameter-server process
     on loopback, links shaped in the sender. Model and dataset are ``het_train``'s (so the
     calibrated compute cost exists); the cluster is this section's.
 
@@ -49,7 +49,7 @@ class DistributedCheckConfig:
             before the launcher stops the run naming it.
         deadline_s: wall-clock limit of one distributed run (at least ``timeout_s``).
         dense_modes: the dense synchronisation modes every run is made in
-            (:mod:`workbench.training.dense_reducer`): ``after_backward`` (one flat
+            ([`workbench.training.dense_reducer`][]): ``after_backward`` (one flat
             all_reduce), ``overlapped`` (DDP's buckets during backward) and ``concurrent``
             (one all_reduce beside the embedding push, HET's Fig. 5).
         bucket_mb: DDP's bucket size of the ``overlapped`` runs, MiB (every bucket, the first
@@ -57,7 +57,7 @@ class DistributedCheckConfig:
         networks: where the runs' links are shaped, each run on each: ``token_bucket`` (every
             process on this machine's loopback, each link shaped in its sender) and
             ``kernel`` (one network namespace per process, links shaped by the kernel's
-            ``tc``, one ``torchrun`` per node: :mod:`workbench.cluster.edge_network`); where
+            ``tc``, one ``torchrun`` per node: [`workbench.cluster.edge_network`][]); where
             namespaces are not permitted the kernel network is skipped with its reason in
             ``summary.json`` and the report (at least one network must run).
     """

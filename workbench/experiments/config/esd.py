@@ -43,7 +43,7 @@ class EsdConfig:
             N x W seconds: deterministic) or ``online`` (fitted a + b V to observed solves).
         hybrid_lookahead: the batches this stage's hybriddis may decide ahead of the training,
             so the most decision budgets it saves for the exact solver (1: none; see
-            :mod:`workbench.dispatch.hybriddis`). The combined and real-process stages decide
+            [`workbench.dispatch.hybriddis`][]). The combined and real-process stages decide
             one batch at a time.
         heuristic_rounds: swap rounds of ``esd_heuristic`` (regret greedy + swaps).
         capacity: samples per worker: ``equal`` shares, or ``proportional`` to each worker's

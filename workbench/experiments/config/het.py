@@ -119,7 +119,7 @@ class HetTrainConfig:
             bounds in HET's unit) with seeds ``seed + r``: replicate 0 is the main run, the
             others each draw a new initialisation and a new data order (HET: 5 runs averaged).
         dense_mode: where the dense AllReduce runs in these runs (the register's committed
-            placement; :mod:`workbench.cluster.dense_sync`): ``concurrent`` beside the
+            placement; [`workbench.cluster.dense_sync`][]): ``concurrent`` beside the
             embeddings' Write, as HET's workflow (Fig. 5) runs it.
         dense_link: the ring's link under ``concurrent``: ``shared`` (the worker's one NIC,
             as on HET's cluster A) or ``separate``.
@@ -194,7 +194,7 @@ class HetTimeConfig:
 
 
 def check_dense_modes(key: str, modes: list[str]) -> None:
-    """Each of ``modes`` one of :data:`workbench.cluster.dense_sync.DENSE_MODES`, once."""
+    """Each of ``modes`` one of [`workbench.cluster.dense_sync.DENSE_MODES`][], once."""
     from workbench.cluster.dense_sync import DENSE_MODES
     check_each(key, modes, lambda m: m in DENSE_MODES, f"one of {DENSE_MODES}")
     if len(set(modes)) != len(modes):
@@ -203,7 +203,7 @@ def check_dense_modes(key: str, modes: list[str]) -> None:
 
 @dataclass(frozen=True)
 class HetScaleConfig:
-    """HET's replays against the table size (:mod:`workbench.experiments.het_scale`).
+    """HET's replays against the table size ([`workbench.experiments.het_scale`][]).
 
     Attributes:
         dataset: the synthetic dataset whose generator draws the keys (its skew; the table
@@ -226,7 +226,7 @@ class HetScaleConfig:
 @dataclass(frozen=True)
 class HetEpochConfig:
     """HET's replay claims from one whole Criteo Kaggle epoch
-    (:mod:`workbench.experiments.het_epoch`).
+    ([`workbench.experiments.het_epoch`][]).
 
     Attributes:
         dataset: the synthetic dataset whose generator draws the keys (its skew).
@@ -271,7 +271,7 @@ class HetEpochConfig:
 
 @dataclass(frozen=True)
 class HetLongConfig:
-    """HET's Tables 1 and 2 from long training runs (:mod:`workbench.experiments.het_long`).
+    """HET's Tables 1 and 2 from long training runs ([`workbench.experiments.het_long`][]).
 
     The model, the dense placement and the cluster are ``het_train``'s; the target AUC is the
     dataset's ``target_auc``.

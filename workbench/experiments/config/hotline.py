@@ -52,7 +52,7 @@ class HotlineConfig:
             memory; fails without a GPU) or ``auto`` (cuda when available).
         threads: torch intra-op threads of the compute (Hotline's gather thread is one more).
         capture: how each micro-batch's forward and backward runs
-            (:mod:`workbench.training.capture`): ``eager`` (the reference), ``compile``
+            ([`workbench.training.capture`][]): ``eager`` (the reference), ``compile``
             (``torch.compile``), ``cuda_graphs`` (``torch.compile`` replaying CUDA graphs: a
             CUDA device only).
         timeline_step: the mini-batch (1-based, after the first evaluation) whose phases the

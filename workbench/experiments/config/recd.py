@@ -10,7 +10,7 @@ from workbench.utils.validation import ConfigError, check_each, in_range, nonemp
 
 @dataclass(frozen=True)
 class TransformStepConfig:
-    """One preprocessing transform of a sparse feature (:mod:`workbench.sparse.transforms`).
+    """One preprocessing transform of a sparse feature ([`workbench.sparse.transforms`][]).
 
     Attributes:
         op: ``hash`` (id -> splitmix64(id, salt) mod num_buckets), ``remap`` (id -> table[id]),
@@ -33,7 +33,8 @@ class TransformStepConfig:
     keep: Literal["last", "first"] = "last"
 
     def spec(self) -> dict[str, Any]:
-        """The step as :func:`~workbench.sparse.transforms.from_spec` reads it (its own args)."""
+        """The step as [`from_spec`][workbench.sparse.transforms.from_spec] reads it (its own
+        args)."""
         args = {"hash": ("num_buckets", "salt"), "remap": ("table",),
                 "bucketize": ("boundaries",), "truncate": ("max_length", "keep")}[self.op]
         out: dict[str, Any] = {"op": self.op}
