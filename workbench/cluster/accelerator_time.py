@@ -1,10 +1,10 @@
 r"""Hotline's time model: one mini-batch of each scheme on an accelerator server, as a timeline.
 
 Our formalisation (Hotline's method section is unavailable; the pipeline of
-[`workbench.training.hotline`][]). The rates come from a [`\
-HardwareConfig`][workbench.cluster.config.\
-HardwareConfig] (a V100 / A100-class server from ``workbench/conf/hardware/``, or this machine's
-rates fitted from the measured runs). With ``r = 4 D`` bytes per row and ``F`` the training FLOPs
+[`workbench.training.hotline`][]). The rates come from a
+[`HardwareConfig`][workbench.cluster.config.HardwareConfig] (a V100 / A100-class server from
+``workbench/conf/hardware/``, or this machine's rates fitted from the measured runs). With
+``r = 4 D`` bytes per row and ``F`` the training FLOPs
 (3 x forward) of one sample:
 
     compute(n)  = [n > 0] (overhead + n F / (peak x efficiency))    one micro-batch's fwd + bwd

@@ -133,7 +133,8 @@ def figures(paper: str, root: Path = REPO_ROOT) -> str:
             if item["kind"] != "figure" or not any(c["paper"] == paper for c in shown):
                 continue
             keys = ", ".join(f"`{c['key']}`" for c in shown if c["paper"] == paper)
-            lines += [f"![{_cell(item['caption'])}](../figures/{name}/{item['file']})", "",
+            alt = _cell(item["caption"]).split(" - ")[0].split(":")[0][:80]
+            lines += [f"![{alt}](../figures/{name}/{item['file']})", "",
                       f"*{_cell(item['caption'])}* (`reports/{name}/`; shows {keys})", ""]
     return "\n".join(lines) if lines else "No figure of the report shows these claims yet.\n"
 

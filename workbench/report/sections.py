@@ -28,10 +28,10 @@ Provenance ([`provenance`][]): the commit the report was built from and, when tr
 differ from it (anything outside the generated [`GENERATED`][] paths), the list of them.
 
 Each figure and table names the files it is drawn from (``reads=``, required: ``()`` for one
-drawn from the register or the notebook's own numbers). A [`
-ReadLog`][workbench.report.lineage.
-ReadLog] holds every name to what the notebook really opened (a path it never opened is an
-error), and [`Section.save`][] maps each file to the stage output holding it with that
+drawn from the register or the notebook's own numbers). A
+[`ReadLog`][workbench.report.lineage.ReadLog] holds every name to what the notebook really
+opened (a path it never opened is an error), and [`Section.save`][] maps each file to the
+stage output holding it with that
 output's ``dvc.lock`` hash ([`workbench.report.lineage`][]); the page shows them under each
 item and, under ``## Provenance``, the commit, the digest of the notebook's configuration
 ([`config_digest`][]) and every stage output read:
