@@ -117,7 +117,7 @@ def markdown(table: pd.DataFrame, costs: dict[str, dict[str, Any]]) -> str:
     rerun = sorted(s for s, c in costs.items() if c.get("rerun_into_copy"))
     if rerun:
         lines += ["", "Measured by rerunning the stage into a copy of `results/` (`python -m "
-                  "workbench.stages.costs measure`; the committed outputs are an earlier run's "
+                  "workbench.stages.cost_rerun`; the committed outputs are an earlier run's "
                   "of the same command): " + ", ".join(f"`{s}`" for s in rerun) + "."]
     return "\n".join(lines) + "\n"
 
