@@ -581,3 +581,10 @@ def test_the_index_rows_of_similar_claims_stay_distinguishable() -> None:
     assert len(set(cells)) == len(cells)  # every row of the index tells its claim apart
     index = (REPO_ROOT / "reports" / "README.md").read_text()
     assert all(f"| {c} |" in index for c in cells if "|" not in c)
+
+
+def test_every_measured_claim_of_the_index_links_a_figure_or_table() -> None:
+    index = (REPO_ROOT / "reports" / "README.md").read_text()
+    rows = [line for line in index.splitlines() if "README.md#claim-" in line]
+    assert rows and all("· [figure](" in r or "· [table](" in r for r in rows), \
+        [r[:80] for r in rows if "· [" not in r]

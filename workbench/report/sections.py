@@ -382,13 +382,21 @@ class Section:
                               if p not in named]}
 
     def _link_claims(self) -> None:
-        """Give every figure and table the numbers of the claims it shows ([`shows`][])."""
+        """Give every figure and table the numbers of the claims it shows: the items that read
+        the file the claim is measured from ([`shows`][]), else, when none does, those that read
+        any file of its stage (a figure of the medians beside a claim measured per round)."""
         register = reg.load()
-        for item in self.items:
-            if "reads" in item:
-                item["claims"] = [n for n, c in enumerate(self.claims, 1)
-                                  if c.key in register.keys()
-                                  and shows(register[c.key].measured_by, item["reads"])]
+        drawn = [i for i in self.items if "reads" in i]
+        for item in drawn:
+            item["claims"] = []
+        for n, c in enumerate(self.claims, 1):
+            if c.key not in register.keys():
+                continue
+            by = register[c.key].measured_by
+            found = ([i for i in drawn if shows(by, i["reads"])]
+                     or [i for i in drawn if shows({"stage": by["stage"]}, i["reads"])])
+            for item in found:
+                item["claims"].append(n)
 
     def save(self) -> None:
         """Write ``section.json`` and the section's page ``README.md`` (both atomically); show
