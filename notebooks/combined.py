@@ -112,7 +112,6 @@ section.table(table, "ablation", "Each mechanism on and off, the configured pair
               "together, all but each: bytes moved, emulated time and test AUC",
               setting=setting, floatfmt=".4g",
               reads=[res / "ablation.csv", res / "summary.json"])
-table
 
 # %%
 long = ablation.melt(id_vars="run", value_vars=["ps_bytes", "allreduce_bytes"],
@@ -197,7 +196,6 @@ if len(pairs):
 every = gain("all", "none")
 total_alone = float(gains["time saved alone"].sum())
 laia = gain("all", "all (laia)") if "all (laia)" in t.index else np.nan
-gains
 
 # %%
 lines = [f"**All together** save {every:.1%} of the emulated time of `none` "

@@ -91,7 +91,6 @@ section.table(table, "dataset_statistics", "Dataset statistics (train split)",
               setting=f"profile {cfg.profile.name}; encoding fitted on the train split; "
                       "shares pooled over all embedding tables", floatfmt=".3g",
               reads=[results / n / "stats.json" for n in shown])
-table
 
 # %%
 per_feature_table = features.rename(columns={

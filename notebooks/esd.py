@@ -190,7 +190,6 @@ if len(quality):
                   "esd_heuristic at every point where esd_exact beats a baseline: does the "
                   "heuristic beat it too, and its cost gap to exact", floatfmt=".3g",
                   reads=[res / "cost.csv"])
-base_table
 
 # %%
 esd = esd_claims.dispatcher(measured)
@@ -241,7 +240,6 @@ section.figure(fig, "decision_vs_cost", "Decision time against cost quality",
                reads=[res / "decision.csv", res / "cost.csv"])
 section.table(dec, "decision_vs_cost", "Decision time and cost per dispatcher", floatfmt=".4g",
               reads=[res / "decision.csv", res / "cost.csv"])
-dec
 
 # %% [markdown]
 # ## HybridDis per batch: which solver ran, its time, the cost it gained
@@ -512,7 +510,6 @@ if len(rep_pair):
                   "order each) at the base spread", floatfmt=".4g",
                   reads=[res / "summary.json"])
 section.record(claims.measure(claims_register["esd.speedup"], measured))
-runs
 
 # %%
 section.save()

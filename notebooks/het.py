@@ -151,7 +151,6 @@ measured_fig8 = miss.pivot_table(index=["dataset", "policy"], columns="cache siz
 section.table(measured_fig8, "fig8_measured", "Measured miss rates (cache full)",
               setting=f"bound s = {exp.miss_rate_bound}", floatfmt=".3f",
               reads=files(results, datasets, "miss_rate.csv"))
-measured_fig8
 
 # %%
 # LFU against LRU, and LFUOpt against LFU, on the register's committed trace (the other traces
@@ -199,7 +198,6 @@ if "Hybrid, no cache" in moved and cache_col in moved:
                  + ". HET's 'up to 88% less communication' headline is Fig. 7a's communication "
                    "time (8.2x for WDL at 1 Gb/s), which the het_train section measures and "
                    "judges; rows moved are its input, not the same quantity.")
-systems[["dataset", "system", "rows_moved_per_epoch", "miss_rate"]]
 
 # %% [markdown]
 # ## Rows moved and miss rate against the staleness bound and the number of workers

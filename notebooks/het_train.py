@@ -138,7 +138,6 @@ section.table(sw_table, "calibration_software",
               "Measured software cost of a parameter-server exchange per embedding width",
               floatfmt=".3g",
               reads=[results / "calibration" / "calibration.json"])
-cal_table
 
 
 paper_model = het.paper_model  # WDL, DFM, DCN as HET's figures name them
@@ -184,7 +183,6 @@ paper_table1 = pd.DataFrame(
 section.table(paper_table1, "table1_paper", "HET Table 1 as published [P] (cluster A, 1 Gb/s)",
               reads=())
 train_model = summary["model"]
-table1
 
 # %% [markdown]
 # ## Table 2: final test AUC against the staleness bound
@@ -205,7 +203,6 @@ section.table(stale.drop(columns="het_bound"), "table2_staleness",
               f"{summary['iterations']} / {summary['het_iterations']:,} iterations of a HET "
               "epoch)", setting=setting(), floatfmt=".4f",
               reads=[train_dir / "replicates.csv", train_dir / "summary.json"])
-stale
 
 # %% [markdown]
 # ## Tables 1 and 2 from long runs: s = 100 is 1% of the run
@@ -278,7 +275,6 @@ section.table(long_t2.reset_index(), "table2_long",
               floatfmt=".4f",
               reads=[long_dir])
 section.record(claims.measure(claims_register["het.table2_staleness"], res))
-long_t1
 
 # %% [markdown]
 # ## Fig. 2: communication share of epoch time (one worker, embeddings on a remote PS)
