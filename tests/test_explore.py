@@ -285,8 +285,9 @@ def test_papermill_parameter_sets_the_initial_value(ci_pipeline: Path, tmp_path:
     nb = json.loads(executed.read_text())
     last = [c for c in nb["cells"] if c["cell_type"] == "code"][-1]
     assert "explorers.show" in "".join(last["source"])
-    printed = "".join("".join(o.get("text", "")) for o in last["outputs"])
-    assert "bandwidth_spread = 100," in printed
+    shown = "".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+                    for o in last["outputs"])
+    assert "bandwidth_spread = 100," in shown  # the "ran with" line under the plot
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {})
                for o in last["outputs"])
     # the explorer's figure: a PNG in the cell's outputs (a display updated in place)
