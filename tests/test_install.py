@@ -79,7 +79,7 @@ def test_console_command_forwards_its_arguments(monkeypatch: pytest.MonkeyPatch)
 
     seen: list[tuple[str, list[str] | None, list[str]]] = []
     for module in (workbench.stages, workbench.replay, workbench.config):
-        monkeypatch.setattr(module, "main", lambda argv=None, name=module.__name__:
+        monkeypatch.setattr(module, "main", lambda argv=None, name=module.__name__, **_:
                             seen.append((name, argv, list(sys.argv))))
     monkeypatch.setattr(workbench.sweep, "main",
                         lambda: seen.append(("workbench.sweep", None, list(sys.argv))))

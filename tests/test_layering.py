@@ -146,7 +146,7 @@ def test_benchmarks_use_public_names_only() -> None:
 def _doc_layers() -> dict[str, int]:
     """Every unit the package docstring's layer table names, with its layer number."""
     doc = workbench.__doc__ or ""
-    table = doc[doc.index("::\n\n") + 4:doc.index("\n\nEach package")]
+    table = doc[doc.index(":\n\n") + 3:doc.index("\n\nEach package")]
     found: dict[str, int] = {}
     layer = None
     for line in table.splitlines():
@@ -164,7 +164,7 @@ def test_the_layer_tables_are_workbench_layers() -> None:
     and its module table puts every package at its layer."""
     assert _doc_layers() == LAYERS
     doc = workbench.__doc__ or ""
-    block = doc[doc.index("::\n\n") + 4:doc.index("\n\nEach package")].replace("``", "`")
+    block = doc[doc.index(":\n\n") + 3:doc.index("\n\nEach package")].replace("``", "`")
     design = (PACKAGE.parent / "docs" / "design.md").read_text()
     assert f"```\n{block}\n```" in design
     rows = re.findall(r"^\| (\d+) \| ([^|]+) \|", design, re.M)

@@ -159,4 +159,4 @@ def test_a_claim_links_the_figure_and_table_that_show_it(tmp_path: Path) -> None
     row = next(c for c in claims if c["key"] == "hotline.speedup")
     assert row["shown"] == "fig-speedups"
     assert ("[hotline #1](hotline/README.md#claim-1) · "
-            "[figure](hotline/README.md#fig-speedups)") in "\n".join(claim_lines(claims))
+            "[fig](hotline/README.md#fig-speedups)") in "\n".join(claim_lines(claims))

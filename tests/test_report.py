@@ -586,5 +586,5 @@ def test_the_index_rows_of_similar_claims_stay_distinguishable() -> None:
 def test_every_measured_claim_of_the_index_links_a_figure_or_table() -> None:
     index = (REPO_ROOT / "reports" / "README.md").read_text()
     rows = [line for line in index.splitlines() if "README.md#claim-" in line]
-    assert rows and all("· [figure](" in r or "· [table](" in r for r in rows), \
+    assert rows and all("· [fig](" in r or "· [table](" in r for r in rows), \
         [r[:80] for r in rows if "· [" not in r]

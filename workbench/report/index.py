@@ -47,7 +47,7 @@ from workbench.report.verdict import DEFINITIONS, STATES, SUMMARIES
 from workbench.utils.io import write_text
 
 ROW_WIDTH = 300  # the most characters of one line of the index's claims table
-CELL_WIDTHS = {"paper": 12, "claim": 80, "paper_value": 32, "measured": 40, "holds": 60}
+CELL_WIDTHS = {"paper": 12, "claim": 80, "paper_value": 32, "measured": 40, "holds": 40}
 METRICS_FILE = "claims_metrics.json"
 CURVES_DIR = "claims_curves"
 MAPS_DIR = "verdict_maps"
@@ -162,7 +162,7 @@ def claim_lines(claims: list[dict[str, Any]]) -> list[str]:
         link = (f"[{name} #{number}]({name}/{PAGE_FILE}#{claim_anchor(number)})"
                 if name and number else "-")
         if name and c.get("shown"):
-            kind = "figure" if c["shown"].startswith("fig-") else "table"
+            kind = "fig" if c["shown"].startswith("fig-") else "table"
             link += f" · [{kind}]({name}/{PAGE_FILE}#{c['shown']})"
         lines.append(_row([cell(c["paper"], CELL_WIDTHS["paper"]),
                            _escape(clip_claim(c["claim"], CELL_WIDTHS["claim"]))]
