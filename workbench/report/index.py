@@ -47,7 +47,7 @@ from workbench.report.verdict import DEFINITIONS, STATES, SUMMARIES
 from workbench.utils.io import write_text
 
 ROW_WIDTH = 300  # the most characters of one line of the index's claims table
-CELL_WIDTHS = {"paper": 12, "claim": 80, "paper_value": 32, "measured": 40, "holds": 40}
+CELL_WIDTHS = {"paper": 12, "claim": 74, "paper_value": 32, "measured": 36, "holds": 40}
 METRICS_FILE = "claims_metrics.json"
 CURVES_DIR = "claims_curves"
 MAPS_DIR = "verdict_maps"
