@@ -182,15 +182,18 @@ class ReadLog:
         if name.startswith(self._prefixes):
             self.files.add(Path(name))
 
+    def _over(self, roots: Iterable[Path]) -> bool:
+        """Whether this log watches exactly ``roots``."""
+        return {os.path.abspath(r) for r in self.roots} == {os.path.abspath(r) for r in roots}
+
     @classmethod
     def shared(cls, roots: Iterable[Path]) -> ReadLog:
         """The active log over exactly ``roots`` (started earlier in this process, e.g. by
         [`workbench.report.notebook.notebook_config`][] before a notebook reads its results),
         or a new one, started."""
         roots = tuple(roots)
-        wanted = {os.path.abspath(r) for r in roots}
         for log in _LOGS:
-            if {os.path.abspath(r) for r in log.roots} == wanted:
+            if log._over(roots):
                 return log
         return cls(roots).start()
 
@@ -199,9 +202,8 @@ class ReadLog:
         """A new log over ``roots``, started, replacing any active one over the same roots (a
         notebook run again in the same kernel starts from nothing)."""
         roots = tuple(roots)
-        wanted = {os.path.abspath(r) for r in roots}
         for log in list(_LOGS):
-            if {os.path.abspath(r) for r in log.roots} == wanted:
+            if log._over(roots):
                 log.stop()
         return cls(roots).start()
 

@@ -23,8 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from workbench.report.lineage import load_lock
 from workbench.stages.costs import COSTS_DIR
 from workbench.utils.errors import UserError
 from workbench.utils.io import write_json
@@ -66,7 +65,7 @@ def measure(stage_ids: Sequence[str], root: Path = REPO_ROOT) -> list[Path]:
         UserError: a stage not in ``dvc.lock`` or writing outside ``results/``, or a run that
             failed (the copy is left for a look).
     """
-    lock = yaml.safe_load((root / "dvc.lock").read_text()) or {}
+    lock = load_lock(root)
     commands = {s: _command(s, lock) for s in stage_ids}  # every id checked before any run
     copy = root / COPY
     written = []
