@@ -40,7 +40,7 @@ import pandas as pd
 import seaborn as sns
 
 from workbench.explorers import notebook_config
-from workbench.report.plotting import set_theme
+from workbench.report.plotting import legend_below, set_theme
 from workbench.report.sections import Section
 
 set_theme()
@@ -121,7 +121,7 @@ long["traffic"] = long["traffic"].map({"ps_bytes": "PS (rows, keys)",
                                        "allreduce_bytes": "AllReduce (dense + replicated)"})
 split = ablation.melt(id_vars="run", value_vars=["compute_s", "comm_s", "decision_s"],
                       var_name="part", value_name="seconds")
-fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
+fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.6), sharey=True)
 order = list(ablation["run"])
 sns.barplot(data=long, y="run", x="MB", hue="traffic", order=order, ax=axes[0])
 axes[0].set(xlabel="MB moved (all workers)", ylabel="")
@@ -132,7 +132,7 @@ for part, colour in zip(("compute_s", "comm_s", "decision_s"), sns.color_palette
                  label=part.replace("_s", ""))
     left += piv[part].to_numpy()
 axes[1].set(xlabel="emulated seconds (compute, communication, decision overrun)")
-axes[1].legend(fontsize=7)
+legend_below(fig, ncol=5)
 section.figure(fig, "ablation", "Bytes moved and emulated time per run of the ablation",
                setting=setting,
                reads=[res / "ablation.csv", res / "summary.json"])
@@ -144,7 +144,7 @@ sns.lineplot(data=train[train["run"].isin(shown)], x="time_s", y="test_auc", hue
              hue_order=shown, marker="o", markersize=3, ax=ax)
 ax.axhline(summary["target_auc"], color="grey", ls="--", lw=0.8)
 ax.set(xlabel="emulated time (s)", ylabel="test AUC")
-ax.legend(fontsize=7)
+legend_below(fig)
 section.figure(fig, "auc_vs_time", "Test AUC against emulated time: none, each mechanism "
                "alone, all together", setting=setting,
                reads=[res / "train.csv"])

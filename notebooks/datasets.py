@@ -38,7 +38,7 @@ import seaborn as sns
 from workbench import claims
 from workbench.explorers import notebook_config
 from workbench.report import register
-from workbench.report.plotting import set_theme
+from workbench.report.plotting import legend_below, set_theme
 from workbench.report.sections import Section
 
 set_theme()
@@ -115,9 +115,10 @@ claim_x, claim_y = stats_cfg.skew_claim_fraction, stats_cfg.skew_claim_share
 ax_cum.axvline(claim_x, color="grey", ls="--", lw=0.8)
 ax_cum.axhline(claim_y, color="grey", ls=":", lw=0.8)
 ax_cum.annotate(f"HET: top {claim_x:.0%} -> {claim_y:.0%}", (claim_x, claim_y),
-                textcoords="offset points", xytext=(4, -12), fontsize=7)
+                textcoords="offset points", xytext=(4, -12))
 ax_cum.set(xscale="log", xlabel="fraction of embedding rows (most accessed first)",
            ylabel="share of lookups", title="Cumulative share", ylim=(0, 1.02))
+legend_below(fig)
 section.figure(fig, "het_fig3_access_skew",
                "HET Fig. 3 - embedding popularity skew: lookups per row against its rank",
                setting=f"train split of each dataset; all tables pooled; profile "
@@ -130,7 +131,8 @@ per_feature = features[features["dataset"].isin([dataset] if dataset else
                                                  ["synthetic", "criteo_sample"])]
 sns.barplot(data=per_feature, x="feature", y="table_rows", hue="dataset", ax=ax)
 ax.set(yscale="log", ylabel="embedding rows", xlabel="", title="Rows per table")
-ax.tick_params(axis="x", rotation=90, labelsize=6)
+ax.tick_params(axis="x", rotation=90)
+legend_below(fig)
 section.figure(fig, "table_sizes", "Embedding-table rows per categorical feature",
                setting=f"{dataset}: distinct values in its train split" if dataset else
                        "synthetic: Criteo Kaggle cardinalities x the scale factor (declared "

@@ -40,8 +40,8 @@ import seaborn as sns
 from workbench import claims
 from workbench.claims import esd as esd_claims
 from workbench.explorers import notebook_config
-from workbench.report import register
-from workbench.report.plotting import set_theme
+from workbench.report import palette, register
+from workbench.report.plotting import THEME_MIN_PT, legend_below, set_theme
 from workbench.report.sections import Section
 
 set_theme()
@@ -97,20 +97,21 @@ sweeps = [("workers", "workers"), ("cache_ratio", "cache ratio"),
 # and every other dispatcher has hollow markers, so lines that coincide (random and contiguous,
 # esd_heuristic and hybriddis) stay visible on top of each other
 DISPATCHERS = list(dict.fromkeys(cost["dispatcher"]))
-_PALETTE = sns.color_palette(n_colors=10)
-# (palette index, marker, line style, hollow) per known dispatcher; others cycle below
-_KNOWN_STYLE = {"random": (0, "o", "-", False), "contiguous": (1, "s", (0, (5, 2)), True),
-                "laia": (2, "^", (0, (1, 1.5)), False),
-                "esd_greedy": (3, "v", (0, (6, 2, 1, 2)), True),
-                "esd_heuristic": (4, "D", "-", False), "esd_exact": (5, "P", (0, (5, 2)), True),
-                "hybriddis": (9, "o", (0, (1, 1.5)), True)}
-_CYCLE = [(7, "h", (0, (3, 1, 1, 1)), False), (8, "<", (0, (8, 3)), True)]
+# each dispatcher's colour is the report's (workbench.report.palette); (marker, line style,
+# hollow) per known dispatcher, others cycle below
+DISPATCH_COLOUR = palette.colors(DISPATCHERS)
+_KNOWN_STYLE = {"random": ("o", "-", False), "contiguous": ("s", (0, (5, 2)), True),
+                "laia": ("^", (0, (1, 1.5)), False), "esd_greedy": ("v", (0, (6, 2, 1, 2)), True),
+                "esd_heuristic": ("D", "-", False), "esd_exact": ("P", (0, (5, 2)), True),
+                "hybriddis": ("o", (0, (1, 1.5)), True)}
+_CYCLE = [("h", (0, (3, 1, 1, 1)), False), ("<", (0, (8, 3)), True)]
 DISPATCH_STYLE = {}
 for i, disp in enumerate(DISPATCHERS):
-    colour, marker, dash, hollow = _KNOWN_STYLE.get(disp, _CYCLE[i % len(_CYCLE)])
-    DISPATCH_STYLE[disp] = {"color": _PALETTE[colour], "marker": marker, "ls": dash,
+    marker, dash, hollow = _KNOWN_STYLE.get(disp, _CYCLE[i % len(_CYCLE)])
+    colour = DISPATCH_COLOUR[disp]
+    DISPATCH_STYLE[disp] = {"color": colour, "marker": marker, "ls": dash,
                             "ms": 9 if hollow else 5, "mew": 1.4, "lw": 1.4,
-                            "mfc": "none" if hollow else _PALETTE[colour]}
+                            "mfc": "none" if hollow else colour}
 fig, axes = plt.subplots(2, 2, figsize=(10, 6.6))
 for ax, (sweep, label) in zip(axes.flat, sweeps):
     part = cost[cost["sweep"] == sweep].sort_values(sweep)
@@ -127,7 +128,7 @@ for ax, (sweep, label) in zip(axes.flat, sweeps):
         ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
         ax.minorticks_off()
 handles, labels = axes.flat[0].get_legend_handles_labels()
-fig.legend(handles, labels, title="dispatcher", fontsize=8, title_fontsize=8,
+fig.legend(handles, labels, title="dispatcher",
            loc="outside right center")
 section.figure(fig, "cost_sweeps",
                "Weighted embedding transmission cost per batch against workers, cache ratio, "
@@ -231,9 +232,11 @@ methods = base_decision.groupby("dispatcher")["method"].agg(lambda m: ", ".join(
     f"{k} x{v}" for k, v in m.value_counts().items())).rename("solver runs")
 dec = dec.merge(methods, on="dispatcher")
 fig, ax = plt.subplots(figsize=(5, 3.4))
-sns.scatterplot(data=dec, x="decision_ms", y="transfer_s", hue="dispatcher", s=60, ax=ax)
+sns.scatterplot(data=dec, x="decision_ms", y="transfer_s", hue="dispatcher", s=60,
+                palette=DISPATCH_COLOUR, ax=ax)
 ax.set(xscale="symlog", xlabel="decision time per batch (ms, wall clock)",
        ylabel="transmission cost (s / batch)")
+legend_below(fig, ncol=3)
 section.figure(fig, "decision_vs_cost", "Decision time against cost quality",
                setting=base_setting() + "; decision time is wall clock on this machine (not "
                        "part of the emulated clock: HybridDis overlaps it with compute)",
@@ -318,7 +321,7 @@ if len(cap_rows):
     grid = sns.catplot(data=cap_long, x="dispatcher", y="seconds per batch", hue="capacity",
                        col="objective", kind="bar", height=3, aspect=1.5, sharey=False)
     for ax in grid.axes.flat:
-        ax.tick_params(axis="x", rotation=45, labelsize=7)
+        ax.tick_params(axis="x", rotation=45)
     section.figure(grid.figure, "capacity", "Total cost and makespan per dispatcher with equal "
                    "and speed-proportional capacities", setting=base_setting(),
                    reads=[res / "cost.csv", res / "summary.json"])
@@ -375,9 +378,10 @@ for disp_name, row in base_cost.iterrows():
         comm_rows.append({"dispatcher": disp_name, "worker": w, "comm_s": c})
 comm_frame = pd.DataFrame(comm_rows)
 fig, ax = plt.subplots(figsize=(7, 3.2))
-sns.barplot(data=comm_frame, x="worker", y="comm_s", hue="dispatcher", ax=ax)
+sns.barplot(data=comm_frame, x="worker", y="comm_s", hue="dispatcher", palette=DISPATCH_COLOUR,
+            ax=ax)
 ax.set(xlabel="worker (slowest link first)", ylabel="communication s / batch")
-ax.legend(fontsize=6, ncol=2)
+legend_below(fig, ncol=4)
 section.figure(fig, "worker_comm", "Per-worker communication time per batch: the BSP makespan "
                "is the tallest bar of each dispatcher", setting=base_setting()
                + f"; capacities: {exp.capacity}",
@@ -389,10 +393,11 @@ section.figure(fig, "worker_comm", "Per-worker communication time per batch: the
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.6))
 sns.lineplot(data=train, x="time_s", y="test_auc", hue="dispatcher", marker="o",
-             markersize=3, ax=ax)
+             markersize=3, palette=palette.colors(train["dispatcher"]), ax=ax)
 target = summary["train"]["target_auc"]
 ax.axhline(target, color="grey", ls="--", lw=0.8)
 ax.set(xlabel="emulated time (s)", ylabel="test AUC")
+legend_below(fig)
 train_setting = esd_claims.train_setting(measured)
 section.figure(fig, "auc_vs_time", "Test AUC against emulated time per dispatcher",
                setting=train_setting,
@@ -453,7 +458,7 @@ if "speedup_vs_random" in modes_all and esd in set(modes_all["dispatcher"]):
         ax.axhline(1.0, color="grey", lw=0.6)
         ax.set(xlabel="dense synchronisation / step", title=f"{esd} against {against}",
                ylabel=f"time-to-target speedup of {esd}", xlim=(-0.02, 1.0))
-        ax.legend(fontsize=6, loc="center left")
+    legend_below(fig, ncol=4)
     section.figure(fig, "speedup_vs_dense_share",
                    f"End-to-end speedup of {esd} against the share of the step spent on dense "
                    "synchronisation, per dense mode and bandwidth spread; along each line the "
@@ -473,7 +478,7 @@ grid_runs = every_latency[(every_latency["spread"] == exp.bandwidth_spread)
                           & (every_latency["dense_mode"] == dense_mode)]
 column = f"speedup_vs_{baseline}"
 if column in grid_runs and grid_runs["latency_ms"].nunique() > 1 and "embedding_share" in grid_runs:
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, (who, value, title, fmt) in zip(axes, (
             (esd, column, f"{esd} / {baseline} time to target", ".2f"),
             (baseline, "embedding_share", f"{baseline}: embedding transmission / step",
@@ -481,7 +486,7 @@ if column in grid_runs and grid_runs["latency_ms"].nunique() > 1 and "embedding_
         grid = grid_runs[grid_runs["dispatcher"] == who].pivot(
             index="dense_scale", columns="latency_ms", values=value).sort_index(ascending=False)
         sns.heatmap(grid, annot=True, fmt=fmt, cmap="viridis", ax=ax, cbar=False,
-                    annot_kws={"fontsize": 7})
+                    annot_kws={"fontsize": THEME_MIN_PT})
         ax.set(title=title, xlabel="link latency (ms)", ylabel="dense bytes (x the model's)")
         for i, scale in enumerate(grid.index):  # outline the committed cell
             for j, lat in enumerate(grid.columns):

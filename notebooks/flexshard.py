@@ -38,7 +38,7 @@ import seaborn as sns
 from workbench import claims
 from workbench.claims import flexshard as flexshard_claims
 from workbench.explorers import notebook_config
-from workbench.report import register
+from workbench.report import palette, register
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Section, files, per_dataset
 
@@ -90,8 +90,9 @@ curve = data["fraction_curve"]
 claims_register = register.load()  # the paper's numbers: workbench/conf/claims.yaml
 paper_inter_reduction = claims_register["flexshard.a2a_traffic"].rule["paper"][0]  # "over"
 paper_latency_x = claims_register["flexshard.comm_latency"].paper_number  # "almost"
-CURVE_STYLE = {"hot_dp": ("o", "C0", "replicated tier only (t2 = 0)"),
-               "flexshard": ("s", "C1", "FlexShard (+ node tier within RW's memory)")}
+CURVE_STYLE = {"hot_dp": ("o", palette.COLORS["hot_dp"], "replicated tier only (t2 = 0)"),
+               "flexshard": ("s", palette.COLORS["flexshard"],
+                             "FlexShard (+ node tier within RW's memory)")}
 ncols = min(2, len(datasets))
 nrows = -(-len(datasets) // ncols)
 fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.9 * nrows), squeeze=False)
@@ -125,7 +126,7 @@ handles = {label: plt.Line2D([], [], color=colour, marker=marker, mfc="white", l
 for ax in axes.flat[:len(datasets)]:
     for h, lab in zip(*ax.get_legend_handles_labels()):
         handles.setdefault(lab, h)
-fig.legend(handles.values(), handles.keys(), fontsize=8, loc="outside lower center", ncol=3)
+fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=3)
 fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap="viridis"), ax=axes, shrink=0.8,
              label="rows replicated on every device (% of the table)")
 section.figure(fig, "memory_vs_savings",
@@ -186,14 +187,14 @@ _PLAN_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<"]
 _PLAN_DASHES = ["-", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (0, (3, 1.5)),
                 (0, (8, 2, 2, 2)), (0, (2, 2)), (0, (4, 1, 1, 1))]
 PLAN_STYLE = {}
-for i, (plan, colour) in enumerate(zip(PLAN_ORDER, sns.color_palette(n_colors=len(PLAN_ORDER)))):
+for i, (plan, colour) in enumerate(palette.colors(PLAN_ORDER).items()):
     hollow = i % 2 == 1
     PLAN_STYLE[plan] = {"color": colour, "marker": _PLAN_MARKERS[i % len(_PLAN_MARKERS)],
                         "ls": _PLAN_DASHES[i % len(_PLAN_DASHES)], "lw": 1.4, "mew": 1.4,
                         "ms": (9, 12)[(i // 2) % 2] if hollow else 6,
                         "mfc": "none" if hollow else colour,
                         "label": LABEL[plan]}
-fig, axes = plt.subplots(2, 3, figsize=(14, 6.8), sharex="col")
+fig, axes = plt.subplots(2, 3, figsize=(10.5, 6.8), sharex="col")
 for col, (key, x, xlabel) in enumerate((("device_sweep", "devices", "devices"),
                                         ("link_sweep", "link_ratio",
                                          "NVLink / NIC bandwidth per device (x)"),
@@ -235,7 +236,7 @@ handles = {}
 for ax in axes.flat:
     for h, lab in zip(*ax.get_legend_handles_labels()):
         handles.setdefault(lab, h)
-fig.legend(handles.values(), handles.keys(), fontsize=8, loc="outside right center")
+fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=3)
 section.figure(fig, "sweeps", "Inter-node bytes and all-to-all time per plan against the "
                "number of devices (nodes of "
                f"{topo_cfg.devices_per_node}; one node has no inter-node traffic, not drawn on "

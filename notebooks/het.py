@@ -41,7 +41,7 @@ import seaborn as sns
 from workbench import claims
 from workbench.explorers import notebook_config
 from workbench.report import register
-from workbench.report.plotting import set_theme
+from workbench.report.plotting import MAX_WIDTH_IN, legend_below, panels, set_theme
 from workbench.report.sections import Section, files, per_dataset
 
 set_theme()
@@ -91,7 +91,8 @@ paper_fig8_gap = tuple(fig8_entry.rule["paper_gap"])  # LFU below LRU, points (G
 paper_gap = paper_fig8.set_index("paper workload (GNN, cluster A)")
 POLICY_ORDER = [p for p in ("lru", "lfu", "lfuopt") if p in set(miss["policy"])]
 POLICY_ORDER += [p for p in dict.fromkeys(miss["policy"]) if p not in POLICY_ORDER]
-fig, axes = plt.subplots(2, len(datasets), figsize=(4.6 * len(datasets), 6.4), squeeze=False)
+fig, axes = plt.subplots(2, len(datasets), figsize=(min(MAX_WIDTH_IN, 4.6 * len(datasets)), 6.4),
+                         squeeze=False)
 replayed = {}
 for j, name in enumerate(datasets):
     part = miss[miss["dataset"] == name]
@@ -107,7 +108,6 @@ for j, name in enumerate(datasets):
                   "LRU thrashes")
     ax.set(title=title, xlabel="cache size (share of the table)",
            ylabel="miss rate (cache full)", ylim=(0, 1))
-    ax.legend(fontsize=7, title="policy", title_fontsize=7)
     # the LFU-LRU gap, against the paper's (LRU - LFU, in points: positive = LFU lower)
     ax = axes[1, j]
     by_policy = part.pivot_table(index="cache size", columns="policy", values="miss_rate")
@@ -115,7 +115,7 @@ for j, name in enumerate(datasets):
     if {"lru", "lfu"} <= set(by_policy.columns):
         gap8 = 100 * (by_policy["lru"] - by_policy["lfu"]).reindex(sizes8)
         bars = ax.bar(x8, gap8.to_numpy(), width=0.5, color="C1", label="ours: LRU - LFU")
-        ax.bar_label(bars, fmt="%+.1f", fontsize=6, padding=1)
+        ax.bar_label(bars, fmt="%+.1f", padding=1)
     ax.axhspan(*paper_fig8_gap, color="0.5", alpha=0.25, zorder=0,
                label=f"paper: LFU lower by {paper_fig8_gap[0]}-{paper_fig8_gap[1]} points "
                      "(GNN traces) [P]")
@@ -130,7 +130,7 @@ for j, name in enumerate(datasets):
     ax.set(xlabel="cache size (share of the table)",
            ylabel="LRU - LFU miss rate (points)", title=f"{name}: LFU's advantage over LRU")
     ax.margins(y=0.15)
-    ax.legend(fontsize=6, loc="upper left")
+legend_below(fig, ncol=4)
 section.figure(fig, "fig8_miss_rate",
                "HET Fig. 8 - top: cache miss rate against cache size (share of the table) and "
                "policy, ours; bottom: LFU's advantage over LRU (LRU - LFU, points), ours as bars "
@@ -164,15 +164,15 @@ for key in ("het.fig8_lfu_lru", "het.fig8_lfuopt"):
 
 # %%
 systems = tables["systems"].copy()
-fig, axes = plt.subplots(1, len(datasets), figsize=(4.6 * len(datasets), 3.4), squeeze=False)
-for ax, name in zip(axes[0], datasets):
+fig, axes = panels(len(datasets), (4.6, 3.4))
+for ax, name in zip(axes, datasets):
     part = systems[systems["dataset"] == name]
     sns.barplot(data=part, x="system", y="rows_moved_per_epoch", ax=ax, color="C0")
     hybrid = float(part.loc[part["system"] == "Hybrid, no cache",
                             "rows_moved_per_epoch"].iloc[0])
     for i, value in enumerate(part["rows_moved_per_epoch"]):
         ax.annotate(f"{1 - value / hybrid:.0%} less" if value < hybrid else "",
-                    (i, value), ha="center", va="bottom", fontsize=7)
+                    (i, value), ha="center", va="bottom")
     ax.set(title=name, xlabel="", ylabel="embedding rows moved per epoch")
     ax.tick_params(axis="x", rotation=30)
 section.figure(fig, "rows_moved_per_system",
@@ -222,6 +222,7 @@ sns.lineplot(data=workers, x="workers", y="miss_rate", hue="dataset", marker="o"
              ax=axes[1, 1], legend=False)
 axes[1, 1].set(xscale="log", ylabel="miss rate (cache full)")
 axes[1, 1].set_xticks(exp.worker_sweep, [str(w) for w in exp.worker_sweep])
+legend_below(fig)
 section.figure(fig, "sweeps_bound_workers",
                "Rows moved and miss rate against the staleness bound s (left) and the number "
                "of workers (right; rows per sample, since a larger global batch drops a larger "

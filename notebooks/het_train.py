@@ -58,8 +58,8 @@ from workbench import claims
 from workbench.claims import het
 from workbench.claims.het import CRITEO_KAGGLE_ROWS, CRITEO_KAGGLE_SAMPLES
 from workbench.explorers import notebook_config
-from workbench.report import register
-from workbench.report.plotting import set_theme
+from workbench.report import palette, register
+from workbench.report.plotting import legend_below, set_theme
 from workbench.report.sections import Section
 
 set_theme()
@@ -152,11 +152,12 @@ paper_fig7 = {bw: {e.key.rsplit(".", 1)[1]: e.paper_number for e in claims_regis
 systems = metrics[metrics["group"] == "systems"]
 fig, ax = plt.subplots(figsize=(6.5, 3.8))
 sns.lineplot(data=systems, x="time_s", y="test_auc", hue="system", marker="o", markersize=3,
-             ax=ax)
+             palette=palette.colors(systems["system"]), ax=ax)
 ax.axhline(summary["target_auc"], color="grey", ls="--", lw=0.8)
 ax.annotate(f"target AUC {summary['target_auc']}", (ax.get_xlim()[1], summary["target_auc"]),
-            ha="right", va="bottom", fontsize=7)
+            ha="right", va="bottom")
 ax.set(xlabel="emulated time (s)", ylabel="test AUC", title="HET Fig. 6 (WDL)")
+legend_below(fig, ncol=2)
 section.figure(fig, "fig6_auc_vs_time", "HET Fig. 6 - test AUC against emulated training time",
                setting=setting(),
                reads=[train_dir / "metrics.csv", train_dir / "summary.json"])
@@ -221,14 +222,13 @@ long_dir = results / "het_long" / cfg.experiments.het_long.dataset
 long_summary = json.loads((long_dir / "summary.json").read_text())
 long_curves = pd.read_csv(long_dir / "metrics.csv")
 long_runs = het.long_runs(res)["runs"]
-fig, (ax_c, ax_r, ax_t) = plt.subplots(1, 3, figsize=(14, 3.8))
+fig, (ax_c, ax_r, ax_t) = plt.subplots(1, 3, figsize=(11, 3.6))
 sns.lineplot(data=long_curves, x="time_s", y="test_auc", hue="system", errorbar=("pi", 100),
-             ax=ax_c, lw=1)
+             palette=palette.colors(long_curves["system"]), ax=ax_c, lw=1)
 ax_c.axhline(long_summary["target_auc"], color="grey", ls="--", lw=0.8)
 ax_c.set(xscale="log", xlabel="emulated time (s)", ylabel="test AUC",
          ylim=(max(0.5, long_curves["test_auc"].min()), None),
          title=f"{long_summary['iterations']:,} iterations, {long_summary['seeds']} seeds")
-ax_c.legend(fontsize=7)
 # Table 1's ratio against the target AUC: the committed target and the register's range shaded
 t1_target = next(a for a in t1_entry.assumed if a.name == "target AUC")
 levels = np.round(np.arange(0.70, long_curves["test_auc"].max(), 0.005), 3)
@@ -240,7 +240,6 @@ ax_r.axvspan(t1_target.lo, t1_target.hi, color="grey", alpha=0.15, label="regist
 ax_r.axvline(long_summary["target_auc"], color="grey", ls="--", lw=0.8, label="committed")
 ax_r.axhline(t1_entry.paper_number, color="k", ls=":", lw=0.8, label="paper [P]")
 ax_r.set(title="Table 1's ratio against the target")
-ax_r.legend(fontsize=7)
 bound_name = {0: "s=0", 100: "s=100", 10_000: "s=10k", -1: "s=inf"}
 short_t2 = het.train(res)["reps"]
 short_t2 = short_t2[(short_t2["group"] == "staleness") & (short_t2["unit"] == "paper")]
@@ -254,6 +253,7 @@ sns.pointplot(data=t2_plot, x="bound", y="final_auc", hue="run", errorbar=("pi",
               order=list(bound_name.values()), dodge=0.3, ax=ax_t)
 ax_t.set(xlabel="staleness bound (HET's clock)", ylabel="final test AUC",
          title="Table 2 (WDL)")
+legend_below(fig, ncol=4)
 section.figure(fig, "het_long",
                "HET Tables 1 and 2 from long runs: test AUC against emulated time per system, "
                "Table 1's ratio against the target AUC, and the final AUC per staleness bound "
@@ -290,6 +290,7 @@ plot2 = fig2.melt(id_vars="model", value_vars=["comm_share", "paper [P]"], var_n
 sns.barplot(data=plot2, x="model", y="share", hue="source", ax=ax)
 ax.set(ylim=(0, 1), ylabel="communication / epoch time", xlabel="",
        title="HET Fig. 2")
+legend_below(fig)
 section.figure(fig, "fig2_comm_share", "HET Fig. 2 - share of epoch time spent communicating",
                setting=het.fig2_setting(res) + "; " + "; ".join(
                    f"{m.upper()}: {het.epoch_clock_text(res, m, int(fig2['dim'].iloc[0]))}"
@@ -332,7 +333,7 @@ emb["paper [P]"] = [paper7[bw].get(m, np.nan) for bw, m in zip(emb["bandwidth_gb
                                                                emb["model"])]
 emb["panel"] = [f"{het.paper_model(m)}, {bw:g} Gb/s" for bw, m in zip(emb["bandwidth_gbps"],
                                                                       emb["model"])]
-fig, (ax_e, ax_s) = plt.subplots(1, 2, figsize=(11, 3.8))
+fig, (ax_e, ax_s) = plt.subplots(1, 2, figsize=(10, 3.8))
 long_e = emb.melt(id_vars="panel", value_vars=["ours", "paper [P]"], var_name="source",
                   value_name="Hybrid / Cache s=100")
 sns.barplot(data=long_e, x="panel", y="Hybrid / Cache s=100", hue="source", ax=ax_e)
@@ -346,7 +347,7 @@ ax_s.set(xscale="log", yscale="log", xlabel="workers", ylabel="speedup over 1 wo
          title="Fig. 9a: Cache s=100, WDL")
 ax_s.set_xticks(sorted(paper9), [str(w) for w in sorted(paper9)])
 ax_s.minorticks_off()
-ax_s.legend(fontsize=7, loc="upper left")
+legend_below(fig, ncol=3)
 section.figure(fig, "het_epoch",
                "HET at the paper's setting (one whole Criteo Kaggle epoch): Fig. 7's embedding "
                "communication ratio per model and bandwidth beside the paper's, and Fig. 9a's "
@@ -391,7 +392,7 @@ bws = sorted(fig7["bandwidth_gbps"].unique())
 models = list(dict.fromkeys(fig7["model"]))
 FIG7_PANEL = {1.0: "Fig. 7a", 10.0: "Fig. 7b"}  # HET Fig. 7: (a) 1 Gb/s, (b) 10 Gb/s
 fig, axes = plt.subplots(len(bws), len(models) + 1,
-                         figsize=(3.1 * (len(models) + 1), 3.1 * len(bws)), squeeze=False)
+                         figsize=(2.7 * (len(models) + 1), 3.0 * len(bws)), squeeze=False)
 for i, bw in enumerate(bws):
     for j, model in enumerate(models):
         ax = axes[i, j]
@@ -402,10 +403,10 @@ for i, bw in enumerate(bws):
         ax.hlines(part["compute_s"], x - 0.4, x + 0.4, color="k", lw=1.2,
                   label="compute per epoch")
         for k, comm in enumerate(part["comm_total_s"]):
-            ax.annotate(f"x{comm / ref:.1f}", (k, comm), ha="center", va="bottom", fontsize=6)
+            ax.annotate(f"x{comm / ref:.1f}", (k, comm), ha="center", va="bottom")
         ax.margins(y=0.12)
         ax.set_xticks(x, [s.split(",")[0].replace(" (sparse AllGather)", "")
-                          for s in part["system"]], rotation=45, ha="right", fontsize=6)
+                          for s in part["system"]], rotation=45, ha="right")
         ax.set(title=f"{paper_model(model)}, {bw:g} Gb/s", xlabel="",
                ylabel="communication per epoch (s)" if j == 0 else "")
     # ours against the paper's Hybrid / Cache s=100 communication factor, per model
@@ -415,19 +416,18 @@ for i, bw in enumerate(bws):
     ours7 = (comm7["Hybrid, no cache"] / comm7["Cache s=100"]).reindex(models)
     x = np.arange(len(models))
     bars = ax.bar(x - 0.2, ours7.to_numpy(), width=0.4, color="C1", label="ours")
-    ax.bar_label(bars, fmt="%.1fx", fontsize=6, padding=1)
+    ax.bar_label(bars, fmt="%.1fx", padding=1)
     paper_idx = [k for k, m in enumerate(models) if m in paper_fig7.get(bw, {})]
     if paper_idx:
         bars = ax.bar(x[paper_idx] + 0.2, [paper_fig7[bw][models[k]] for k in paper_idx],
                       width=0.4, color="0.45", hatch="//", label="paper [P]")
-        ax.bar_label(bars, fmt="%.1fx", fontsize=6, padding=1)
+        ax.bar_label(bars, fmt="%.1fx", padding=1)
     ax.axhline(1, color="grey", lw=0.6)
     ax.margins(y=0.3)
-    ax.set_xticks(x, [paper_model(m) for m in models], fontsize=7)
+    ax.set_xticks(x, [paper_model(m) for m in models])
     ax.set(title=f"{FIG7_PANEL.get(bw, f'{bw:g} Gb/s')}: Hybrid / Cache s=100",
            ylabel="communication factor (x)", xlabel="")
-    ax.legend(fontsize=6, loc="upper center", ncol=2)
-axes[0, 0].legend(fontsize=6, loc="upper right")
+legend_below(fig)
 section.figure(fig, "fig7_comm_time",
                "HET Fig. 7 - communication time per epoch (hidden behind compute or not) per "
                "system; bar labels: the same quantity relative to Cache s=100; black ticks: "
@@ -483,8 +483,8 @@ if len(row_cost):
     fig, axes = plt.subplots(1, sens["model"].nunique(), figsize=(3.4 * sens["model"].nunique(),
                                                                   3.0), squeeze=False, sharey=True)
     for ax, (model, part) in zip(axes[0], sens.groupby("model", sort=False)):
-        sns.lineplot(data=part, x="row_us", y="ratio", hue="bandwidth_gbps", marker="o",
-                     palette="deep", ax=ax)
+        part = part.assign(link=[f"ours, {bw:g} Gb/s" for bw in part["bandwidth_gbps"]])
+        sns.lineplot(data=part, x="row_us", y="ratio", hue="link", marker="o", ax=ax)
         for bw, style in ((1.0, ":"), (10.0, "--")):
             if model in paper_fig7[bw]:
                 ax.axhline(paper_fig7[bw][model], color="k", ls=style, lw=0.8,
@@ -492,7 +492,7 @@ if len(row_cost):
         ax.axvline(calibrated_row_us[model], color="grey", lw=0.6, label="calibrated (client)")
         ax.set(xscale="log", xlabel="per-row cost, client and server each (us)",
                ylabel="Hybrid / Cache s=100 communication", title=model.upper())
-        ax.legend(fontsize=6, title="Gb/s", title_fontsize=6)
+    legend_below(fig, ncol=3)
     section.figure(fig, "fig7_row_cost",
                    "Fig. 7's communication ratio against the per-row software cost (a cost per "
                    "key that does not shrink with bandwidth): the paper's gain collapses from "
@@ -531,7 +531,7 @@ if (scale_dir / "summary.json").exists():
                    label=f"paper, WDL communication at {bw:g} Gb/s [P]")
     ax.set(xscale="log", xlabel="table rows (26 features, Criteo Kaggle's shape)",
            ylabel="Hybrid / Cache s=100")
-    ax.legend(fontsize=6)
+    legend_below(fig, ncol=2)
     peak = max(r["peak_rss_gb"] for r in scale_runs)
     full = [r for r in scale_runs if r["scale"] == max(scale_summary["scales"])]
     section.figure(
@@ -587,8 +587,8 @@ fig9w_modes = pd.read_csv(time_dir / "fig9_workers.csv")
 fig9w = fig9w_modes[fig9w_modes["dense_mode"] == dense_mode].drop(columns="dense_mode")
 fig9d = pd.read_csv(time_dir / "fig9_dim.csv")
 systems9 = list(dict.fromkeys([*fig9w["system"], *fig9d["system"]]))
-color9 = dict(zip(systems9, sns.color_palette(n_colors=len(systems9))))
-fig, (ax_w, ax_d, ax_r) = plt.subplots(1, 3, figsize=(13, 3.8))
+color9 = palette.colors(systems9)
+fig, (ax_w, ax_d, ax_r) = plt.subplots(1, 3, figsize=(11, 3.8))
 sns.lineplot(data=fig9w, x="workers", y="speedup", hue="system", palette=color9, marker="o",
              ax=ax_w)
 workers9 = sorted(fig9w["workers"].unique())
@@ -603,12 +603,10 @@ ax_w.set(xscale="log", yscale="log", xlabel="workers",
          ylabel="speedup (samples/s over 1 worker, x)", title="Fig. 9a: scaling with workers")
 ax_w.set_xticks(workers9, [str(w) for w in workers9])
 ax_w.minorticks_off()
-ax_w.legend(fontsize=6, loc="upper left")
 sns.barplot(data=fig9d, x="dim", y="epoch_s", hue="system", palette=color9, saturation=1,
             ax=ax_d)
 ax_d.set(yscale="log", xlabel="embedding width D", ylabel="per-epoch time (s)",
          title="Fig. 9c: per-epoch time (time model only)")
-ax_d.legend(fontsize=6)
 # Fig. 9c as the paper states it: each baseline's per-epoch time over Cache s=100's at every D
 # (the register's paper_table); our stand-ins for its baselines are the HET-kernel PS and Hybrid
 # without cache (see the claims' note)
@@ -629,7 +627,7 @@ for ours, theirs, marker in (("PS (ASP), no cache", "TF PS", "X"),
     for d in ends:
         ax_r.annotate(f"{paper_fig9c[theirs][d]:g}x", (d, paper_fig9c[theirs][d]),
                       xytext=(9, 0) if d == min(ends) else (-9, 0), textcoords="offset points",
-                      ha="left" if d == min(ends) else "right", va="center", fontsize=6)
+                      ha="left" if d == min(ends) else "right", va="center")
 ax_r.axhline(1, color="grey", lw=0.6)
 dims9 = sorted(set(ratio9.index) | {d for table in paper_fig9c.values() for d in table})
 ax_r.set(xscale="log", yscale="log", xlabel="embedding width D",
@@ -637,7 +635,7 @@ ax_r.set(xscale="log", yscale="log", xlabel="embedding width D",
          title="Fig. 9c: baselines over Cache s=100")
 ax_r.set_xticks(dims9, [str(d) for d in dims9])
 ax_r.minorticks_off()
-ax_r.legend(fontsize=6)
+legend_below(fig, ncol=3)
 section.figure(fig, "fig9_scaling",
                "HET Fig. 9 - speedup against workers (left; stars: the paper's Cache s=100 at "
                f"{', '.join(map(str, paper_workers))} workers, read off its plot, "

@@ -44,8 +44,8 @@ from workbench.claims import hotline as hotline_claims
 from workbench.cluster.accelerator_time import step_seconds
 from workbench.cluster.config import HardwareConfig
 from workbench.explorers import notebook_config
-from workbench.report import register
-from workbench.report.plotting import set_theme
+from workbench.report import palette, register
+from workbench.report.plotting import legend_below, set_theme
 from workbench.report.sections import Section, files, per_dataset
 from workbench.training.hotline import MicroBatchCounts
 
@@ -115,10 +115,10 @@ for ax, y, label in ((axes[0], "popular_fraction", "popular inputs (share)"),
                      .groupby("fae_budget_mb")["budget_fraction"].first().items()):
         ax.axvline(frac, color="grey", lw=0.6, ls=":")
         if ax is axes[0]:
-            ax.text(frac, 1.0, f"{mb:g} MiB", fontsize=6, rotation=90, va="top", ha="right")
+            ax.text(frac, 1.0, f"{mb:g} MiB", rotation=90, va="top", ha="right")
     ax.set(xscale="log", ylim=(0, 1.02), ylabel=label,
            xlabel="hot-memory budget (fraction of the table bytes)")
-axes[0].legend(fontsize=6)
+legend_below(fig, ncol=4)
 section.figure(fig, "popular_fraction",
                "Share of popular inputs (every lookup hot) and of lookups that hit, against the "
                f"hot-memory budget; solid: the {100 * exp.profile_rate:g}% profile, dashed: a full "
@@ -156,7 +156,7 @@ def colour(phase: str):
 
 
 sources = ["measured", main_server]
-fig, axes = plt.subplots(1, len(sources), figsize=(12, 4.2))
+fig, axes = plt.subplots(1, len(sources), figsize=(10.5, 4.6))
 for ax, source in zip(axes, sources, strict=True):
     part = timeline[timeline["source"] == source]
     labels = list(dict.fromkeys(part["label"]))
@@ -172,14 +172,13 @@ for ax, source in zip(axes, sources, strict=True):
             ylabels.append(f"{label}: {lane}")
             y += 1
         y += 0.6
-    ax.set_yticks(yticks, ylabels, fontsize=6)
+    ax.set_yticks(yticks, ylabels)
     ax.invert_yaxis()
     ax.set(xlabel="ms from the start of the mini-batch",
            title="measured on this machine" if source == "measured"
            else f"modelled: {SERVER_LABEL[source]}")
 handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in PHASE_COLOR.values()]
-fig.legend(handles, list(PHASE_COLOR), fontsize=6, ncol=6, loc="lower center",
-           bbox_to_anchor=(0.5, -0.08))
+fig.legend(handles, list(PHASE_COLOR), ncol=6, loc="outside lower center")
 section.figure(fig, "timeline",
                "One mini-batch per scheme, lane by lane: what overlapped in the measured run "
                "(left; the popular micro-batch's compute beside the background gather) and what "
@@ -206,9 +205,9 @@ axes[1].set(xscale="log", xlabel="mini-batch", title=f"budget {exp.budget_mb:g} 
 for ax in axes:
     ax.axhline(1, color="grey", lw=0.8)
     ax.axhline(paper_v2, color="black", lw=0.8, ls="--")
-axes[0].text(axes[0].get_xlim()[0], paper_v2, f" paper (v2): {paper_v2:g}x", fontsize=7,
+axes[0].text(axes[0].get_xlim()[0], paper_v2, f" paper (v2): {paper_v2:g}x",
              va="bottom")
-axes[0].legend(fontsize=6)
+legend_below(fig, ncol=3)
 section.figure(fig, "speedup_sweep",
                "Hotline's speedup over the CPU-GPU hybrid on the same mini-batches: measured "
                f"(median of {exp.sweep_steps} steps each, alternating) and modelled "
@@ -234,16 +233,16 @@ section.table(sw[sw["source"] != "measured"][["source", "budget_mb_full", "batch
 # ## Accuracy parity: test AUC against time for every scheme
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), sharey=True)
+fig, axes = plt.subplots(1, 3, figsize=(11, 3.6), sharey=True)
 for ax, col, title in ((axes[0], "step", "mini-batches"),
                        (axes[1], "wall_s", "measured seconds (this machine)"),
                        (axes[2], f"model_{main_server}_s",
                         f"seconds, {SERVER_LABEL[main_server]}")):
     sns.lineplot(data=metrics.assign(label=metrics["scheme"].map(LABELS)), x=col, y="auc",
                  hue="label", hue_order=[LABELS[s] for s in ORDER], style="label",
-                 ax=ax, legend=ax is axes[0])
+                 palette=palette.colors(LABELS[s] for s in ORDER), ax=ax, legend=ax is axes[0])
     ax.set(xlabel=title, ylabel="test AUC")
-axes[0].legend(fontsize=6)
+legend_below(fig, ncol=5)
 section.figure(fig, "auc_vs_time", "Test AUC of every scheme against mini-batches, measured "
                "time and modelled time: Hotline and accelerator-only follow the hybrid's curve "
                "(same parameters), FAE's phases change the sample order", setting=setting(),
@@ -301,6 +300,7 @@ ax.axhline(paper_v2, color="black", lw=0.8, ls="--")
 ax.axvline(servers[main_server]["host_gbps"], color="grey", lw=0.8, ls=":")
 ax.set(xscale="log", xlabel="host-memory gather rate (GB/s), all else as the server",
        ylabel="modelled hybrid / Hotline")
+legend_below(fig)
 section.figure(fig, "sensitivity_host_rate",
                f"Modelled speedup on the recorded mini-batches against the host gather rate "
                f"({SERVER_LABEL[main_server]}; dotted: the assumed rate); rows counted per "

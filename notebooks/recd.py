@@ -43,7 +43,7 @@ from workbench import claims
 from workbench.claims import recd as recd_claims
 from workbench.explorers import notebook_config
 from workbench.report import register
-from workbench.report.plotting import set_theme
+from workbench.report.plotting import legend_below, panels, set_theme
 from workbench.report.sections import Section, files
 
 set_theme()
@@ -107,7 +107,7 @@ sns.lineplot(data=by_window, x="window", y="dedup_factor", hue="dataset",
              hue_order=datasets, style="layout", ax=axes[1], legend=False, **LAYOUT_STYLE)
 axes[1].set(xscale="log", yscale="log", xlabel="partition window (rows)", ylabel="",
             title=f"batch size {mid}")
-axes[0].legend(fontsize=7)
+legend_below(fig, ncol=4)
 section.figure(fig, "dedup_factor",
                "Dedup factor of the user group (rows / unique rows per batch) against batch "
                "size and clustering window, shuffled vs session-clustered partitions",
@@ -135,7 +135,6 @@ stacked = classes.pivot_table(index=["dataset", "layout"], columns="column_class
                               values="bytes", aggfunc="sum") / 1e6
 stacked.plot.barh(stacked=True, ax=axes[0], width=0.7)
 axes[0].set(xlabel="MB (compressed column chunks)", ylabel="(dataset, layout)")
-axes[0].legend(fontsize=7, loc="lower right")
 totals = storage[storage["column_class"] == "total"]
 ratio = recd_claims.storage_ratios(measured)
 curves = ratio.melt(id_vars=["dataset", "window"], value_vars=["storage_ratio", "session_ratio"],
@@ -151,7 +150,7 @@ axes[1].axhline(paper_storage_x, color="k", ls="--", lw=1,
 axes[1].set(xscale="log", xlabel="partition window (rows)",
             ylabel="storage saving (bytes shuffled / layout, x)",
             title="storage saving against the shuffled rows")
-axes[1].legend(fontsize=7)
+legend_below(fig, ncol=4)
 section.figure(fig, "storage",
                "Partition bytes by column class at the configured window, and the storage "
                "saving of the clustered rows and of the session layout against the window "
@@ -167,10 +166,10 @@ section.table(ratio, "storage", "Partition bytes per layout and window", floatfm
 
 # %%
 pre = timing[timing["phase"] == "preprocess"]
-fig, axes = plt.subplots(1, len(datasets), figsize=(4 * len(datasets), 3.4), squeeze=False)
-for ax, name in zip(axes[0], datasets):
+fig, axes = panels(len(datasets), (3.6, 3.4))
+for ax, name in zip(axes, datasets):
     sns.lineplot(data=pre[pre["dataset"] == name], x="batch_size", y="samples_per_s",
-                 hue="path", style="layout", ax=ax, legend=ax is axes[0][-1], **LAYOUT_STYLE)
+                 hue="path", style="layout", ax=ax, legend=ax is axes[0], **LAYOUT_STYLE)
     sizes = sorted(pre.loc[pre["dataset"] == name, "batch_size"].unique())
     ax.set(xscale="log", yscale="log", title=name, xlabel="reader batch size",
            ylabel="preprocessing samples / s")
@@ -178,7 +177,7 @@ for ax, name in zip(axes[0], datasets):
     ax.minorticks_off()
     ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
     ax.yaxis.set_major_formatter(EngFormatter())
-axes[0][-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1, 1))
+legend_below(fig, ncol=6)
 transforms_text = recd_claims.transforms_text(measured)
 section.figure(fig, "preprocess_throughput",
                "Preprocessing throughput (columnar batch -> transformed sparse batch) of the "
@@ -207,7 +206,7 @@ ax.set(xscale="log", xlabel="reader batch size",
        ylabel="preprocessing speedup IKJT / KJT (x)")
 ax.set_xticks(pre_sizes, [f"{s:,}" for s in pre_sizes])
 ax.minorticks_off()
-ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1, 1))
+ax.legend(loc="upper left", bbox_to_anchor=(1, 1))
 section.figure(fig, "preprocess_speedup",
                "Preprocessing speedup of RecD's IKJT reader over the KJT path against the "
                f"reader batch size (ours), against the paper's {paper_preprocess_x:g}x (dashed, its "
@@ -228,17 +227,15 @@ nearest = min(exp.batch_sizes, key=lambda b: abs(b - exp.train_batch_size))
 train_factor = user[(user["window"] == exp.window) & (user["batch_size"] == nearest)]
 train_speed = train_speed.merge(train_factor[["dataset", "layout", "dedup_factor"]],
                                 on=["dataset", "layout"])
-fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
+fig, axes = plt.subplots(1, 3, figsize=(11, 3.8))
 sns.barplot(data=train, x="dataset", y="samples_per_s", order=datasets,
             hue=train["layout"] + " " + train["path"], ax=axes[0])
 axes[0].set(ylabel="training samples / s", xlabel="")
-axes[0].tick_params(axis="x", labelsize=7)
-axes[0].legend(fontsize=7)
+axes[0].tick_params(axis="x", rotation=20)
 clustered_losses = losses[losses["layout"] == "clustered"]
 sns.lineplot(data=clustered_losses, x="step", y="loss", hue="dataset", hue_order=datasets,
              style="path", ax=axes[1])
 axes[1].set(ylabel="train loss (clustered)", xlabel="step")
-axes[1].legend(fontsize=7)
 sns.scatterplot(data=train_speed, x="dedup_factor", y="IKJT / KJT", hue="dataset",
                 hue_order=datasets, style="layout", style_order=["clustered", "shuffled"],
                 markers={"clustered": "o", "shuffled": "X"}, s=70, ax=axes[2])
@@ -251,7 +248,7 @@ axes[2].set(xscale="log", xlabel=f"user-group dedup factor (batch {nearest})",
 axes[2].xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
 axes[2].xaxis.set_major_formatter(ScalarFormatter())
 axes[2].xaxis.set_minor_formatter(NullFormatter())
-axes[2].legend(fontsize=7)
+legend_below(fig, ncol=5)
 section.figure(fig, "training",
                "Training throughput (forward, backward with row-indexed sparse table gradients, "
                "Adagrad step on the rows read) on KJT and IKJT batches, "

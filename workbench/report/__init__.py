@@ -24,7 +24,9 @@
                        cost records and ``dvc.lock``
 ``fragments``          the claim counts and values of the README and docs, generated from
                        ``reports/claims.csv`` (``--check``: a test holds them)
-``plotting``           the one seaborn theme, byte-deterministic figures
+``plotting``           the one seaborn theme, byte-deterministic figures, each measured for
+                       how it reads at the width it is shown at (text size, legends on data)
+``palette``            one colour per system, the same in every figure
 ``explore``            the notebooks' widgets: a live run, its plot redrawn in place, in the
                        background with progress
 =====================  ========================================================================

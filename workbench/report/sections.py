@@ -45,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import platform
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -57,7 +58,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.claims import Measurement
-from workbench.report import display, lineage
+from workbench.report import display, lineage, plotting
 from workbench.report import register as reg
 from workbench.report.notebook_registry import NOTEBOOKS
 from workbench.report.plotting import save_figure
@@ -65,6 +66,8 @@ from workbench.report.verdict import STATES, Verdict
 from workbench.utils.errors import MissingInputError, UserError, WorkbenchError
 from workbench.utils.io import write_json, write_text
 from workbench.utils.paths import REPO_ROOT, notebook_output, repo_relative
+
+log = logging.getLogger(__name__)
 
 SECTION_FILE = "section.json"
 PAGE_FILE = "README.md"  # the section's page, beside its section.json
@@ -299,10 +302,16 @@ class Section:
 
         Returns nothing, so a cell ending in this call shows the figure, not a path."""
         files = self._reads(f"figure {name!r}", reads)
-        path = save_figure(fig, self._out / f"{name}.png")
+        path = save_figure(fig, self._out / f"{name}.png", close=False)
+        readable = plotting.readability(fig, path)
+        plotting.plt.close(fig)
         self.items.append({"kind": "figure", "file": path.name, "caption": caption,
-                           "setting": setting, "reads": files})
+                           "setting": setting, "reads": files,
+                           "readability": readable.record()})
         display.image(path)
+        for problem in readable.problems():  # the committed figures are held to none (tests)
+            log.warning("figure %s: %s", name, problem)
+            display.markdown(f"*Hard to read: {problem}.*")
 
     def table(self, frame: pd.DataFrame, name: str, caption: str, setting: str = "",
               floatfmt: str = ".4g", *, reads: Sequence[Path | str]) -> None:

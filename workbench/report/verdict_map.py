@@ -82,39 +82,69 @@ def rows_of(claims: list[dict[str, Any]], register: reg.Register, paper: str
     return out
 
 
+#: The most cells on one line of a map (a longer sweep goes on over further lines), so the map
+#: is shown at its full width (workbench.report.plotting.MAX_WIDTH_IN).
+MAX_CELLS = 7
+#: The longest swept value kept on one line of a cell.
+CELL_CHARS = 14
+
+
+def _wrap(text: str) -> str:
+    """``text`` with a swept value longer than [`CELL_CHARS`][] broken after each ``/``."""
+    setting, _, rest = text.partition("\n")
+    if len(setting) > CELL_CHARS:
+        setting = setting.replace("/", "/\n")
+    return f"{setting}\n{rest}" if rest else setting
+
+
 def draw(claims: list[dict[str, Any]], register: reg.Register, paper: str, path: Path) -> Path:
     """Draw ``paper``'s verdict map into ``path`` (PNG)."""
+    from workbench.report.plotting import save_figure
+
+    return save_figure(figure(claims, register, paper), path)
+
+
+def figure(claims: list[dict[str, Any]], register: reg.Register, paper: str) -> Any:
+    """``paper``'s verdict map, a matplotlib figure (laid out to read at the report's width)."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, Rectangle
 
-    from workbench.report.plotting import save_figure
+    from workbench.report.plotting import THEME_MIN_PT
 
     rows = rows_of(claims, register, paper)
-    width = max(len(cells) for _, cells in rows)
-    fig, ax = plt.subplots(figsize=(3.2 + 1.05 * width, 0.9 + 0.46 * len(rows)))
-    for i, (_, cells) in enumerate(rows):
+    # a row of more cells than fit the shown width goes on over further lines (label on the
+    # first); labels on two lines: the claim, then the parameter
+    lines = [(label.replace(" | ", "\n") if k == 0 else "", cells[k:k + MAX_CELLS])
+             for label, cells in rows for k in range(0, max(1, len(cells)), MAX_CELLS)]
+    # a long swept value ("concurrent/separate") breaks after its "/" to stay within its cell
+    lines = [(label, [(_wrap(text), state, committed) for text, state, committed in cells])
+             for label, cells in lines]
+    width = max(len(cells) for _, cells in lines)
+    text_lines = max(text.count("\n") + 1 for _, cells in lines for text, _, _ in cells)
+    fig, ax = plt.subplots(figsize=(2.4 + 1.1 * width, 1.3 + (0.1 + 0.2 * text_lines) * len(lines)))
+    for i, (_, cells) in enumerate(lines):
         for j, (text, state, committed) in enumerate(cells):
             ax.add_patch(Rectangle((j, i), 0.96, 0.9, facecolor=STATE_COLOURS[state],
                                    edgecolor="black" if committed else "white",
                                    linewidth=1.6 if committed else 0.5))
-            ax.text(j + 0.48, i + 0.45, text, ha="center", va="center", fontsize=6,
-                    linespacing=1.1)
+            ax.text(j + 0.48, i + 0.45, text, ha="center", va="center", linespacing=1.1,
+                    fontsize=THEME_MIN_PT)
     ax.set_xlim(0, width)
-    ax.set_ylim(len(rows), 0)
-    ax.set_yticks([i + 0.45 for i in range(len(rows))], [label for label, _ in rows],
-                  fontsize=7)
+    ax.set_ylim(len(lines), 0)
+    ax.set_yticks([i + 0.45 for i in range(len(lines))], [label for label, _ in lines])
+    ax.tick_params(axis="y", length=0)
+    ax.grid(False)
     ax.set_xticks([])
-    ax.set_xlabel("swept value of the assumed parameter and the value measured there (outlined: "
-                  "the committed setting; ^ beyond the paper's value, v short of it, = within "
-                  "its range)", fontsize=7)
+    ax.set_xlabel("each cell: the assumed parameter's swept value, the value measured there\n"
+                  "(outlined: the committed setting; ^ beyond the paper's value, v short of it, "
+                  "= within its range)")
     for spine in ax.spines.values():
         spine.set_visible(False)
     used = [s for s in STATES if any(s == st for _, cells in rows for _, st, _ in cells)]
-    ax.legend(handles=[Patch(facecolor=STATE_COLOURS[s], label=s) for s in used],
-              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
-    ax.set_title(f"{paper}: verdict against each assumed parameter ({register.label()})",
-                 fontsize=8)
-    return save_figure(fig, path)
+    fig.legend(handles=[Patch(facecolor=STATE_COLOURS[s], label=s) for s in used],
+               loc="outside lower center", ncol=len(used), frameon=False)
+    ax.set_title(f"{paper}: verdict against each assumed parameter\n({register.label()})")
+    return fig
 
 
 def draw_all(claims: list[dict[str, Any]], register: reg.Register, out: Path) -> list[Path]:

@@ -73,7 +73,7 @@ def _field_rows(cls: type, value: object, prefix: str) -> list[tuple[str, str, s
     import dataclasses
     import typing
 
-    from workbench.utils.validation import _range_text
+    from workbench.utils.validation import range_text
 
     rows = []
     hints = typing.get_type_hints(cls)
@@ -85,7 +85,7 @@ def _field_rows(cls: type, value: object, prefix: str) -> list[tuple[str, str, s
         tp = hints[f.name]
         allowed = ("one of " + ", ".join(map(str, typing.get_args(tp)))
                    if typing.get_origin(tp) is typing.Literal
-                   else _range_text(dict(f.metadata)).strip())
+                   else range_text(dict(f.metadata)).strip())
         if "nonempty" in f.metadata:
             allowed = ("non-empty; " + allowed).strip("; ")
         rows.append((key, str(current), allowed))

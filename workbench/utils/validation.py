@@ -122,7 +122,7 @@ def _convert(value: Any, tp: Any, key: str, meta: dict[str, Any] | None = None) 
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key} = {value!r}: must be an integer{_range_text(meta)}")
+            raise ConfigError(f"{key} = {value!r}: must be an integer{range_text(meta)}")
         _check_range(value, key, meta)
         if abs(value) >= INT_LIMIT:  # every count, size and bound is an int64 in the kernels
             raise ConfigError(f"{key} = {value}: must be below 2**62 in size (counts, sizes "
@@ -130,9 +130,9 @@ def _convert(value: Any, tp: Any, key: str, meta: dict[str, Any] | None = None) 
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{key} = {value!r}: must be a number{_range_text(meta)}")
+            raise ConfigError(f"{key} = {value!r}: must be a number{range_text(meta)}")
         if not math.isfinite(value):
-            raise ConfigError(f"{key} = {value!r}: must be a finite number{_range_text(meta)}")
+            raise ConfigError(f"{key} = {value!r}: must be a finite number{range_text(meta)}")
         _check_range(float(value), key, meta)
         return float(value)
     if tp is str:
@@ -142,7 +142,9 @@ def _convert(value: Any, tp: Any, key: str, meta: dict[str, Any] | None = None) 
     raise TypeError(f"unsupported config type {tp} at {key}")
 
 
-def _range_text(meta: dict[str, Any] | None) -> str:
+def range_text(meta: dict[str, Any] | None) -> str:
+    """A field's allowed range as the errors and ``--help`` show it (``" >= 1 and <= 64"``), or
+    ``""`` when its metadata gives none."""
     if not meta or "range" not in meta:
         return ""
     lo, hi, lo_open, hi_open = meta["range"]
@@ -162,7 +164,7 @@ def _check_range(value: float, key: str, meta: dict[str, Any] | None) -> None:
           (hi is not None and (value > hi or (hi_open and value == hi)))
     if bad:
         kind = "an integer" if isinstance(value, int) else "a number"
-        raise ConfigError(f"{key} = {value!r}: must be {kind}{_range_text(meta)}")
+        raise ConfigError(f"{key} = {value!r}: must be {kind}{range_text(meta)}")
 
 
 def unknown_key(prefix: str, name: str, allowed: Iterable[str]) -> ConfigError:
