@@ -25,6 +25,8 @@ for path in sorted(PACKAGE.rglob("*.py")):
     if parts[-1] == "__init__":
         parts = parts[:-1]
         doc_path = Path(*parts, "index.md")
+    elif parts[-1] == "index":  # index.md is its package's page: workbench.report.index
+        doc_path = Path(*parts[:-1], "index_module.md")
     else:
         doc_path = Path(*parts).with_suffix(".md")
     nav[parts] = doc_path.as_posix()

@@ -30,26 +30,14 @@ from pathlib import Path
 
 import pytest
 
+from helpers.browser import CHROMIUM, playwright
 from workbench.utils.paths import NOTEBOOK_DIR, REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-CHROMIUM = os.environ.get("WORKBENCH_CHROMIUM") or shutil.which("chromium")
-HOW_TO_GET = ("needs Debian's chromium and playwright: `apt-get install chromium` and "
-              "`pip install -e '.[dev]'` (.ci/run installs both)")
 #: seconds: generous, the suite runs on a slow, busy machine (nothing here is a speed check)
 RUN_ALL_TIMEOUT = float(os.environ.get("WORKBENCH_BROWSER_TIMEOUT", 600))
 UPDATE_TIMEOUT = 300
-
-
-def _playwright():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip(f"playwright is not installed: {HOW_TO_GET}")
-    if not CHROMIUM or not Path(CHROMIUM).exists():
-        pytest.skip(f"chromium not found: {HOW_TO_GET}")
-    return sync_playwright
 
 
 def _free_port() -> int:
@@ -79,7 +67,7 @@ def _lab_notebook(name: str, workspace: Path, params: Path, out_dir: Path) -> Pa
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory, ci_pipeline: Path) -> Iterator[dict]:
     """A JupyterLab server on 127.0.0.1 over a fresh workspace; yields its url and folders."""
-    _playwright()
+    playwright()
     root = tmp_path_factory.mktemp("lab")
     workspace = root / "workspace"
     workspace.mkdir()
@@ -137,7 +125,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, ci_pipeline: Path) -> Iterator
 
 @pytest.fixture(scope="module")
 def browser(lab: dict) -> Iterator:
-    sync_playwright = _playwright()
+    sync_playwright = playwright()
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True)
         try:

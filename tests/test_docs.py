@@ -79,12 +79,19 @@ def test_mkdocs_build_is_strict_clean(tmp_path: Path) -> None:
     site = tmp_path / "site"
     leftovers = {}
     role = re.compile(r":(?:class|func|mod|meth|data|attr|exc|obj):(?:`|<code>)|"
-                      r"\[<code>[^<]*</code>\]\[|\[`[^`]*`\]\[")
+                      r"\[<code>[^<]*</code>\]\[|\[`[^`]*`\]\[|={5,} +={5,}")  # or a reST table
     for page in (site / "reference").rglob("*.html"):
         found = role.findall(page.read_text())
         if found:
             leftovers[str(page.relative_to(site))] = found[:3]
     assert not leftovers, f"literal roles or unresolved references in the site: {leftovers}"
+    # a package's page is its own docstring (not a module's page written over it), its
+    # modules' table rendered as a table
+    report = (site / "reference" / "workbench" / "report" / "index.html").read_text()
+    assert "Layer 9, report" in report and "<li><code>palette</code>" in report
+    assert "<table>" in (site / "reference" / "workbench" / "cluster" / "index.html").read_text()
+    assert "verdict_maps" in (site / "reference" / "workbench" / "report" / "index_module" /
+                       "index.html").read_text()
     # the paper pages show their key figures as images the site holds
     het = (site / "papers" / "het" / "index.html").read_text()
     assert '<img alt="' in het and 'src="../../figures/het_train/' in het

@@ -36,6 +36,21 @@ def test_every_package_docstring_names_every_module() -> None:
     assert not missing, "package docstrings do not name: " + ", ".join(missing)
 
 
+def test_module_docstrings_open_with_a_short_summary() -> None:
+    """The reference reads top down: a summary of at most three lines, then the formal model,
+    lists and Markdown tables (a reST table renders as one run-on paragraph)."""
+    long, rest_tables = [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        summary = doc.split("\n\n")[0].splitlines()
+        if len(summary) > 3:
+            long.append(f"{path.relative_to(PACKAGE)}: {len(summary)} lines")
+        if re.search(r"^ *={5,} +={5,}", doc, re.M):
+            rest_tables.append(str(path.relative_to(PACKAGE)))
+    assert not long, f"module summaries over three lines: {long}"
+    assert not rest_tables, f"reST tables (write a Markdown table or a list): {rest_tables}"
+
+
 def test_no_module_is_over_900_lines() -> None:
     sizes = {str(p.relative_to(PACKAGE.parent)): len(p.read_text().splitlines())
              for p in PACKAGE.rglob("*.py")}

@@ -8,21 +8,18 @@
     api.dispatch(data, ["random", "laia", "hybriddis"], cfg, bandwidth_spread=100)
     api.train(data, cfg, steps=40, mechanisms=["esd", "het", "recd"])
 
-=================  =======================================================  ==================
-call               what it runs                                             returns
-=================  =======================================================  ==================
-``config``         compose ``workbench/conf/`` (or read a params file)      WorkbenchConfig
-                   + overrides
-``load``           a processed dataset's train / test splits                [`Data`][]
-``cluster``        the emulated edge cluster of the config (links, caches)  EdgeCluster
-``replay_cache``   samples' keys through HET caches, one setting per call   DataFrame, 1 row
-``dispatch``       dispatchers on ESD's edge cluster, warmed, then measured DataFrame, 1 / disp.
-``train``          N steps through the cluster with any mechanisms on       DataFrame per eval
-``ikjt``           batches of a table as RecD IKJTs: dedup per group        DataFrame per group
-``access_skew``    share of lookups taken by the top fractions of rows      DataFrame / fraction
-``hot_tier``       Hotline's hot set per budget: popular inputs, hot hits   DataFrame / budget
-``flexshard``      FlexShard's replicated tier against row-wise sharding    DataFrame / fraction
-=================  =======================================================  ==================
+| call | what it runs | returns |
+| --- | --- | --- |
+| ``config`` | compose ``workbench/conf/`` (or read a params file) + overrides | WorkbenchConfig |
+| ``load`` | a processed dataset's train / test splits | [`Data`][] |
+| ``cluster`` | the emulated edge cluster of the config (links, caches) | EdgeCluster |
+| ``replay_cache`` | samples' keys through HET caches, one setting per call | DataFrame, 1 row |
+| ``dispatch`` | dispatchers on ESD's edge cluster, warmed, then measured | DataFrame, 1 / disp. |
+| ``train`` | N steps through the cluster with any mechanisms on | DataFrame per eval |
+| ``ikjt`` | batches of a table as RecD IKJTs: dedup per group | DataFrame per group |
+| ``access_skew`` | share of lookups taken by the top fractions of rows | DataFrame / fraction |
+| ``hot_tier`` | Hotline's hot set per budget: popular inputs, hot hits | DataFrame / budget |
+| ``flexshard`` | FlexShard's replicated tier against row-wise sharding | DataFrame / fraction |
 
 Every call is deterministic for a given config and seed. The pipeline's stages call the same
 experiment functions at full size; these run small variants of them.

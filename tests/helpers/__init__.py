@@ -10,5 +10,6 @@ fixtures pytest discovers by itself).
 ``reference_het``   an independent model of HET's cache protocol (equivalence tests)
 ``public_sources``  the real samples' public sources served from 127.0.0.1
 ``claim_directions``  the claims' expected directions on the ci data
+``browser``         Debian's chromium through playwright, or a skip saying how to get it
 ==================  ===========================================================================
 """

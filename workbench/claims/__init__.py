@@ -14,14 +14,12 @@ stage call them without running a notebook:
 Imports ``config``, ``training`` and lower; never ``report`` (the register hands each measure
 what it reads from an entry: key, committed setting, paper table).
 
-==================  =============================================================================
-``measurement``     [`Measurement`][], the [`Results`][] reader, [`Estimate`][]
-``het``             HET: Fig. 2, 3, 7a/b, 8, 9a; Tables 1, 2
-``esd``             ESD: transmission cost, end-to-end speedup
-``recd``            RecD: training, preprocessing, storage
-``hotline``         Hotline: v2 speedup, v1 against the hybrid (modelled)
-``flexshard``       FlexShard: inter-node traffic, all-to-all latency
-==================  =============================================================================
+* ``measurement``: [`Measurement`][], the [`Results`][] reader, [`Estimate`][]
+* ``het``: HET: Fig. 2, 3, 7a/b, 8, 9a; Tables 1, 2
+* ``esd``: ESD: transmission cost, end-to-end speedup
+* ``recd``: RecD: training, preprocessing, storage
+* ``hotline``: Hotline: v2 speedup, v1 against the hybrid (modelled)
+* ``flexshard``: FlexShard: inter-node traffic, all-to-all latency
 """
 
 from __future__ import annotations

@@ -1,13 +1,27 @@
-"""Layer 2, the emulated edge cluster: HET's bounded-staleness caches (``cache``, numba kernels on
-the state and replacement policies of ``cache_policy`` and the arrays of ``linked_list``), W
-workers over a parameter server (``edge_cluster``) and the clock that turns their counters into
-bytes and seconds (``time_model``), a system's dense and sparse routes it charges (``routes``) and
-its dense synchronisation modes (``dense_sync``), with Hotline's accelerator timeline
-(``accelerator_time``) and two-tier embedding storage (``tiered_store``); the software cost of a PS
-exchange (``software_cost``), measured on a minimal PS protocol (``ps_protocol``) served from a
-hash-map shard (``shard_table``), and the committed calibration the clock reads (``calibration``);
-HET's cache protocol between real processes (``remote_ps``) over framed messages (``wire``) through
-sender-shaped links (``shaped_link``) or a real network of namespaces whose links the kernel shapes
-(``edge_network``); the config schema (``config``) and the clusters built from an experiment's
-settings (``construction``: heterogeneous edge links, a cluster resized). Imports ``data`` and
-``utils``."""
+"""Layer 2, the emulated edge cluster: W workers with HET's bounded-staleness caches over a
+parameter server, the clock that turns their traffic into seconds, and its real-process twin.
+
+Imports ``data`` and ``utils``.
+
+| module | what it holds |
+| --- | --- |
+| ``cache`` | HET's per-worker embedding cache: numba kernels on its state |
+| ``cache_policy`` | the replacement policies (LRU, LFU, LFU-opt) |
+| ``linked_list`` | the arrays of the policies' ordered lists |
+| ``edge_cluster`` | W workers over a parameter server: the counters of every iteration |
+| ``time_model`` | the clock: counters to bytes and seconds |
+| ``routes`` | the dense and sparse routes a system charges |
+| ``dense_sync`` | the dense synchronisation modes |
+| ``accelerator_time`` | Hotline's accelerator timeline |
+| ``tiered_store`` | two-tier embedding storage (accelerator and host memory) |
+| ``software_cost`` | the software cost of a PS exchange |
+| ``ps_protocol`` | the minimal PS protocol that cost is measured on |
+| ``shard_table`` | the hash-map shard serving it |
+| ``calibration`` | the committed calibration the clock reads |
+| ``remote_ps`` | HET's cache protocol between real processes |
+| ``wire`` | framed messages |
+| ``shaped_link`` | sender-shaped links (token bucket) |
+| ``edge_network`` | a real network of namespaces whose links the kernel shapes |
+| ``config`` | the config schema |
+| ``construction`` | clusters built from an experiment's settings (heterogeneous links, resized) |
+"""

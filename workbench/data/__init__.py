@@ -1,10 +1,23 @@
-"""Layer 1, data: dataset registry (the real samples' pinned sources included) and resumable
-verified downloads from mirrors or the network (``registry``, ``download``), digests and the
-acquisition's errors (``verify``), safe archive extraction (``archive``), the raw formats (the
-``formats`` package: the reader ``engine`` and one module per format), the Criteo-calibrated
-synthetic default (``synthetic``) and its keys alone, drawn in chunks or into a memory-mapped
-file (``synthetic_keys``), the one columnar schema (``schema``), encoding and splits in
-memory (``preprocess``) and out of core (``streaming``), the download / preprocess stages
-(``pipeline``), global embedding keys (``keys``), RecD's session-clustered partitions
-(``partition``), FAE's access profiles and hot sets (``popularity``) and the config schema of a
-dataset (``config``). Imports only ``workbench.utils``."""
+"""Layer 1, data: from a public source to the one columnar schema, with the partitions and
+profiles the papers' systems read.
+
+Imports only ``workbench.utils``.
+
+| module | what it holds |
+| --- | --- |
+| ``registry`` | the dataset registry, the real samples' pinned sources included |
+| ``download`` | resumable, verified downloads from mirrors or the network |
+| ``verify`` | digests and the acquisition's errors |
+| ``archive`` | safe archive extraction |
+| ``formats`` | the raw formats: the reader ``engine`` and one module per format |
+| ``synthetic`` | the Criteo-calibrated synthetic default |
+| ``synthetic_keys`` | its keys alone, drawn in chunks or into a memory-mapped file |
+| ``schema`` | the one columnar schema |
+| ``preprocess`` | encoding and splits in memory |
+| ``streaming`` | the same out of core |
+| ``pipeline`` | the download and preprocess stages |
+| ``keys`` | global embedding keys |
+| ``partition`` | RecD's session-clustered partitions |
+| ``popularity`` | FAE's access profiles and hot sets |
+| ``config`` | the config schema of a dataset |
+"""

@@ -1,16 +1,14 @@
 """Dispatchers by name: what the ``esd`` stage, the trainer and ``workbench.replay`` build.
 
-=================  =================================================  ==========================
-name               what it does                                       strategy class
-=================  =================================================  ==========================
-``contiguous``     consecutive slices of the batch                    ``base.Contiguous``
-``random``         a seeded permutation, then slices                  ``base.RandomPermutation``
-``laia``           Herald's hit-count greedy on its LRU snapshots     ``laia.LaiaBaseline``
-``esd_heuristic``  regret-ordered greedy + swaps on the dedup cost    ``hybriddis.EsdHeuristic``
-``esd_greedy``     the plain greedy in batch order (a named variant)  ``hybriddis.EsdGreedy``
-``esd_exact``      transportation optimum or deduplicated ILP         ``hybriddis.EsdExact``
-``hybriddis``      heuristic, plus the exact solver when it fits      ``hybriddis.HybridDis``
-=================  =================================================  ==========================
+| name | what it does | strategy class |
+| --- | --- | --- |
+| ``contiguous`` | consecutive slices of the batch | ``base.Contiguous`` |
+| ``random`` | a seeded permutation, then slices | ``base.RandomPermutation`` |
+| ``laia`` | Herald's hit-count greedy on its LRU snapshots | ``laia.LaiaBaseline`` |
+| ``esd_heuristic`` | regret-ordered greedy + swaps on the dedup cost | ``hybriddis.EsdHeuristic`` |
+| ``esd_greedy`` | the plain greedy in batch order (a named variant) | ``hybriddis.EsdGreedy`` |
+| ``esd_exact`` | transportation optimum or deduplicated ILP | ``hybriddis.EsdExact`` |
+| ``hybriddis`` | heuristic, plus the exact solver when it fits | ``hybriddis.HybridDis`` |
 
 A name is resolved to its strategy class once ([`strategy`][]; an unknown name is a one-line
 [`ConfigError`][workbench.utils.validation.ConfigError] naming the allowed ones), and

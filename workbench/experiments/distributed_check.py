@@ -1,7 +1,8 @@
 r"""The emulator checked against real processes: the same runs, emulated and distributed, on
-each network of ``exp.networks`` (the sender-shaped token bucket on loopback, and the
-kernel-shaped edge network of [`workbench.cluster.edge_network`][], skipped with its reason
-where namespaces are not permitted).
+each network of ``exp.networks``.
+
+The networks: the sender-shaped token bucket on loopback, and the kernel-shaped edge network of
+[`workbench.cluster.edge_network`][], skipped with its reason where namespaces are not permitted.
 
 Two parts, on ``het_train``'s dataset and model (their compute cost is calibrated):
 

@@ -1,14 +1,12 @@
 """Building blocks of the CTR models ([`workbench.models.ctr`][]): MLP stacks and the feature
 interaction operators, each with its forward FLOPs per sample.
 
-=======================  =====================================================================
-block                    computes (B samples, F vectors of width D, x0 of width d)
-=======================  =====================================================================
-``MLP``                  Linear + ReLU stack (ReLU after the last layer optional)
-``DotInteraction``       DLRM: the n(n-1)/2 pairwise dot products <v_i, v_j>, i < j
-``FactorizationMachine`` DeepFM: 0.5 * sum_d [(sum_f e_fd)^2 - sum_f e_fd^2]
-``CrossNet``             DCN: x_{l+1} = x0 * (x_l . w_l) + b_l + x_l, L layers
-=======================  =====================================================================
+| block | computes (B samples, F vectors of width D, x0 of width d) |
+| --- | --- |
+| ``MLP`` | Linear + ReLU stack (ReLU after the last layer optional) |
+| ``DotInteraction`` | DLRM: the n(n-1)/2 pairwise dot products ``<v_i, v_j>``, ``i < j`` |
+| ``FactorizationMachine`` | DeepFM: ``0.5 * sum_d [(sum_f e_fd)^2 - sum_f e_fd^2]`` |
+| ``CrossNet`` | DCN: ``x_{l+1} = x0 * (x_l . w_l) + b_l + x_l``, L layers |
 
 The FLOP convention is the one in [`workbench.models.ctr`][].
 """

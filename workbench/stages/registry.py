@@ -8,18 +8,16 @@ r"""The stage registry: every pipeline stage, named once, with its entry point a
 
 A [`Stage`][] says what the command line, the tests and ``dvc.yaml`` need to know:
 
-==============  ===============================================================================
-``name``        the command-line name (``het-cache``); ``dvc.yaml`` names it ``het_cache``
-``run``         the entry point: ``run(StageRun) -> Path`` (the adapter below the entry, which
-                hands the stage module its own config objects)
-``config``      its stage config, ``experiments.<config>`` (``workbench/conf/stages/<config>.yaml``)
-``datasets``    the config key listing the datasets ``dvc.yaml`` runs it on (a matrix stage)
-``dataset``     the config key naming the one dataset it runs on when none is picked
-``module``      the module that implements it (``dvc.yaml`` lists it among the stage's deps)
-``output``      where it writes (``<dataset>`` stands for the dataset's name)
-``costed``      whether a run records its cost ([`workbench.stages.costs`][]); not the report,
-                which reads the records (its own would make it stale after every run)
-==============  ===============================================================================
+* ``name``: the command-line name (``het-cache``); ``dvc.yaml`` names it ``het_cache``
+* ``run``: the entry point: ``run(StageRun) -> Path`` (the adapter below the entry, which hands the
+  stage module its own config objects)
+* ``config``: its stage config, ``experiments.<config>`` (``workbench/conf/stages/<config>.yaml``)
+* ``datasets``: the config key listing the datasets ``dvc.yaml`` runs it on (a matrix stage)
+* ``dataset``: the config key naming the one dataset it runs on when none is picked
+* ``module``: the module that implements it (``dvc.yaml`` lists it among the stage's deps)
+* ``output``: where it writes (``<dataset>`` stands for the dataset's name)
+* ``costed``: whether a run records its cost ([`workbench.stages.costs`][]); not the report, which
+  reads the records (its own would make it stale after every run)
 
 Adding a stage touches three places: its module (``workbench/experiments/<stage>.py``), its
 config (``workbench/conf/stages/<stage>.yaml`` + its schema) and one entry here (with its

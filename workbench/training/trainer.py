@@ -48,15 +48,13 @@ iteration calls the dispatcher's ``decide``.
 
 Systems (HET's, section 5):
 
-============  ======================  ==================  =====================
-system        embeddings              dense parameters    synchronisation
-============  ======================  ==================  =====================
-``plain``     local table             local               one process
-``ps``        PS, no cache            PS push/pull        ASP (delayed gradient)
-``hybrid``    PS, no cache            AllReduce           BSP
-``allreduce`` replicated, AllGather   AllReduce           BSP
-``cache``     HET cache (bound s)     AllReduce           BSP
-============  ======================  ==================  =====================
+| system | embeddings | dense parameters | synchronisation |
+| --- | --- | --- | --- |
+| ``plain`` | local table | local | one process |
+| ``ps`` | PS, no cache | PS push/pull | ASP (delayed gradient) |
+| ``hybrid`` | PS, no cache | AllReduce | BSP |
+| ``allreduce`` | replicated, AllGather | AllReduce | BSP |
+| ``cache`` | HET cache (bound s) | AllReduce | BSP |
 """
 
 from __future__ import annotations
@@ -94,15 +92,13 @@ log = logging.getLogger(__name__)
 class SystemKind(StrEnum):
     """HET's training systems, and a single process as the reference.
 
-    ==========  ==========================================================  =======  ==========
-    kind        what it is                                                  dense    embeddings
-    ==========  ==========================================================  =======  ==========
-    plain       one process, no cluster (the reference)                     -        -
-    ps          parameter server, asynchronous (ASP: per-worker clocks)     ps       ps
-    hybrid      HET's Hybrid: embeddings on the PS, no cache                ring     ps
-    allreduce   embeddings replicated, updates all-gathered                 ring     allgather
-    cache       Hybrid with HET's bounded-staleness cache per worker        ring     ps
-    ==========  ==========================================================  =======  ==========
+    | kind | what it is | dense | embeddings |
+    | --- | --- | --- | --- |
+    | plain | one process, no cluster (the reference) | - | - |
+    | ps | parameter server, asynchronous (ASP: per-worker clocks) | ps | ps |
+    | hybrid | HET's Hybrid: embeddings on the PS, no cache | ring | ps |
+    | allreduce | embeddings replicated, updates all-gathered | ring | allgather |
+    | cache | Hybrid with HET's bounded-staleness cache per worker | ring | ps |
     """
 
     PLAIN = "plain"

@@ -2,24 +2,22 @@
 (``het``, ``esd``, ``recd``, ``hotline``, ``flexshard``, ``distributed``, ``combined``: one
 module per paper or study; every name is importable from here).
 
-==========================  =====================================================================
-schema                      stage module
-==========================  =====================================================================
-``DatasetStatsConfig``      [`workbench.experiments.dataset_stats`][]
-``HetCacheConfig``          [`workbench.experiments.het_cache`][]
-``HetTrainConfig``          [`workbench.experiments.het_train`][]
-``HetTimeConfig``           [`workbench.experiments.het_time`][]
-``HetScaleConfig``          [`workbench.experiments.het_scale`][]
-``HetEpochConfig``          [`workbench.experiments.het_epoch`][]
-``HetLongConfig``           [`workbench.experiments.het_long`][]
-``EsdConfig``               [`workbench.experiments.esd`][]
-``RecdConfig``              [`workbench.experiments.dedup`][], [`workbench.experiments.recd`][]
-``HotlineConfig``           [`workbench.experiments.hotline`][]
-``FlexShardConfig``         [`workbench.experiments.flexshard`][]
-``DistributedCheckConfig``  [`workbench.experiments.distributed_check`][]
-``CalibrationConfig``       [`workbench.experiments.calibrate`][]
-``CombinedConfig``          [`workbench.experiments.combined`][]
-==========================  =====================================================================
+| schema | stage module |
+| --- | --- |
+| ``DatasetStatsConfig`` | [`workbench.experiments.dataset_stats`][] |
+| ``HetCacheConfig`` | [`workbench.experiments.het_cache`][] |
+| ``HetTrainConfig`` | [`workbench.experiments.het_train`][] |
+| ``HetTimeConfig`` | [`workbench.experiments.het_time`][] |
+| ``HetScaleConfig`` | [`workbench.experiments.het_scale`][] |
+| ``HetEpochConfig`` | [`workbench.experiments.het_epoch`][] |
+| ``HetLongConfig`` | [`workbench.experiments.het_long`][] |
+| ``EsdConfig`` | [`workbench.experiments.esd`][] |
+| ``RecdConfig`` | [`workbench.experiments.dedup`][], [`workbench.experiments.recd`][] |
+| ``HotlineConfig`` | [`workbench.experiments.hotline`][] |
+| ``FlexShardConfig`` | [`workbench.experiments.flexshard`][] |
+| ``DistributedCheckConfig`` | [`workbench.experiments.distributed_check`][] |
+| ``CalibrationConfig`` | [`workbench.experiments.calibrate`][] |
+| ``CombinedConfig`` | [`workbench.experiments.combined`][] |
 
 Each schema is mounted at ``experiments.<stage module>`` (``RecdConfig`` at
 ``experiments.recd``).
