@@ -238,7 +238,7 @@ sns.lineplot(data=by_level, x="target AUC", y="Hybrid / Cache s=100", errorbar=(
              marker="o", markersize=3, ax=ax_r)
 ax_r.axvspan(t1_target.lo, t1_target.hi, color="grey", alpha=0.15, label="register's range")
 ax_r.axvline(long_summary["target_auc"], color="grey", ls="--", lw=0.8, label="committed")
-ax_r.axhline(t1_entry.paper_number, color="k", ls=":", lw=0.8, label="paper [P]")
+ax_r.axhline(t1_entry.paper_number, color="k", ls=":", lw=0.8, label="paper: Table 1 [P]")
 ax_r.set(title="Table 1's ratio against the target")
 bound_name = {0: "s=0", 100: "s=100", 10_000: "s=10k", -1: "s=inf"}
 short_t2 = het.train(res)["reps"]

@@ -99,6 +99,20 @@ def test_a_legend_below_the_axes_covers_nothing(tmp_path: Path) -> None:
     assert _measure(fig, tmp_path / "below.png").legend_overlaps == ()
 
 
+def test_legend_below_keeps_a_label_two_panels_draw_differently(tmp_path: Path) -> None:
+    fig, (a, b) = plt.subplots(1, 2, figsize=(8, 3))
+    a.axhline(1, color="k", ls=":", label="paper [P]")
+    b.plot([0, 1], [0, 1], color="C2", marker="o", label="paper [P]")
+    b.set_title("Table 2")
+    _lines(a)
+    _lines(b)  # the same look in both panels: one entry
+    legend_below(fig)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels.count("rising") == 1
+    assert "paper [P]" in labels and "paper [P] (Table 2)" in labels
+    plt.close(fig)
+
+
 def test_section_records_readability_and_says_what_is_hard_to_read(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     sec = Section("demo", "Demo", tmp_path / "demo")

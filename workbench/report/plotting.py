@@ -101,17 +101,40 @@ def panels(n: int, panel: tuple[float, float] = (4.0, 3.2), *, max_cols: int | N
     return fig, flat[:n]
 
 
+def _look(handle: Any) -> tuple[str, ...]:
+    """What a legend handle looks like: its colours, line style and marker."""
+    from matplotlib.colors import to_hex
+
+    parts = []
+    for getter in ("get_color", "get_facecolor", "get_edgecolor", "get_linestyle",
+                   "get_marker", "get_hatch"):
+        try:
+            value = getattr(handle, getter)()
+        except (AttributeError, TypeError):
+            continue
+        try:
+            value = to_hex(np.asarray(value).reshape(-1, 4)[0] if np.ndim(value) == 2 else value)
+        except (ValueError, TypeError, IndexError):
+            pass
+        parts.append(str(value))
+    return tuple(parts)
+
+
 def legend_below(fig: matplotlib.figure.Figure, axes: Any = None, *, ncol: int | None = None,
                  title: str | None = None, extra: Any = ()) -> None:
     """One legend under the figure, outside every axes: the entries of ``axes`` (default: all;
-    one per label, first seen first) and ``extra`` handles; the axes' own legends removed.
+    one per label, first seen first) and ``extra`` handles; the axes' own legends removed. A
+    label two panels draw differently is kept twice, each with its panel's title.
 
     The figure must use the constrained layout (the theme's), which makes room for it."""
     handles: dict[str, Any] = {}
     for ax in (fig.axes if axes is None else list(np.atleast_1d(axes))):
         for handle, label in zip(*ax.get_legend_handles_labels()):
-            if label and not label.startswith("_"):
-                handles.setdefault(label, handle)
+            if not label or label.startswith("_"):
+                continue
+            if label in handles and _look(handles[label]) != _look(handle):
+                label = f"{label} ({ax.get_title() or 'another panel'})"
+            handles.setdefault(label, handle)
         own = ax.get_legend()
         if own is not None:
             own.remove()
