@@ -108,9 +108,9 @@ pop_notes = [f"{name} ({s['train_samples']:,} inputs x {s['features']} features,
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharex=True)
 for ax, y, label in ((axes[0], "popular_fraction", "popular inputs (share)"),
                      (axes[1], "lookup_hit_share", "lookups hitting the hot set (share)")):
-    sns.lineplot(data=pop, x="budget_fraction", y=y, hue="dataset", style="profile",
-                 style_order=["profile", "full pass"], markers=True, ax=ax,
-                 legend=ax is axes[0])
+    sns.lineplot(data=pop.rename(columns={"profile": "hot set from"}), x="budget_fraction", y=y,
+                 hue="dataset", style="hot set from", style_order=["profile", "full pass"],
+                 markers=True, ax=ax, legend=ax is axes[0])
     for mb, frac in (pop.dropna(subset=["fae_budget_mb"])
                      .groupby("fae_budget_mb")["budget_fraction"].first().items()):
         ax.axvline(frac, color="grey", lw=0.6, ls=":")

@@ -103,6 +103,8 @@ def test_legend_below_keeps_a_label_two_panels_draw_differently(tmp_path: Path) 
     fig, (a, b) = plt.subplots(1, 2, figsize=(8, 3))
     a.axhline(1, color="k", ls=":", label="paper [P]")
     b.plot([0, 1], [0, 1], color="C2", marker="o", label="paper [P]")
+    a.bar([0.5], [1.0], width=0.1, color="C3", label="ours")  # a container's colour
+    b.bar([0.5], [1.0], width=0.1, color="C4", label="ours")
     b.set_title("Table 2")
     _lines(a)
     _lines(b)  # the same look in both panels: one entry
@@ -110,6 +112,7 @@ def test_legend_below_keeps_a_label_two_panels_draw_differently(tmp_path: Path) 
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels.count("rising") == 1
     assert "paper [P]" in labels and "paper [P] (Table 2)" in labels
+    assert "ours" in labels and "ours (Table 2)" in labels
     plt.close(fig)
 
 

@@ -101,40 +101,53 @@ def panels(n: int, panel: tuple[float, float] = (4.0, 3.2), *, max_cols: int | N
     return fig, flat[:n]
 
 
-def _look(handle: Any) -> tuple[str, ...]:
-    """What a legend handle looks like: its colours, line style and marker."""
+def _look(handle: Any) -> str:
+    """The colour a legend handle shows ("" for an invisible one: seaborn's group titles)."""
     from matplotlib.colors import to_hex
+    from matplotlib.container import Container
 
-    parts = []
-    for getter in ("get_color", "get_facecolor", "get_edgecolor", "get_linestyle",
-                   "get_marker", "get_hatch"):
+    if isinstance(handle, Container):  # bars, error bars: their first artist
+        children = handle.get_children()
+        if not children:
+            return ""
+        handle = children[0]
+    if not handle.get_visible():
+        return ""
+    for getter in ("get_color", "get_facecolor"):
         try:
-            value = getattr(handle, getter)()
-        except (AttributeError, TypeError):
+            colour = getattr(handle, getter)()
+        except (AttributeError, TypeError, ValueError):
             continue
+        if not isinstance(colour, str) and np.ndim(colour) == 2:  # a collection's: the first
+            colour = tuple(colour[0]) if len(colour) else "none"
         try:
-            value = to_hex(np.asarray(value).reshape(-1, 4)[0] if np.ndim(value) == 2 else value)
-        except (ValueError, TypeError, IndexError):
-            pass
-        parts.append(str(value))
-    return tuple(parts)
+            return to_hex(colour, keep_alpha=True)
+        except (ValueError, TypeError):
+            continue
+    return ""
 
 
 def legend_below(fig: matplotlib.figure.Figure, axes: Any = None, *, ncol: int | None = None,
                  title: str | None = None, extra: Any = ()) -> None:
     """One legend under the figure, outside every axes: the entries of ``axes`` (default: all;
     one per label, first seen first) and ``extra`` handles; the axes' own legends removed. A
-    label two panels draw differently is kept twice, each with its panel's title.
+    label two panels draw in different colours is kept twice, the second with its panel's
+    title.
 
     The figure must use the constrained layout (the theme's), which makes room for it."""
     handles: dict[str, Any] = {}
+    where: dict[str, Any] = {}
     for ax in (fig.axes if axes is None else list(np.atleast_1d(axes))):
         for handle, label in zip(*ax.get_legend_handles_labels()):
             if not label or label.startswith("_"):
                 continue
             if label in handles and _look(handles[label]) != _look(handle):
-                label = f"{label} ({ax.get_title() or 'another panel'})"
+                # one label, two colours: in one panel both stay (a group title and a level of
+                # the same name); across panels the second names its panel
+                label = (label + " " if where[label] is ax
+                         else f"{label} ({ax.get_title() or 'another panel'})")
             handles.setdefault(label, handle)
+            where.setdefault(label, ax)
         own = ax.get_legend()
         if own is not None:
             own.remove()
