@@ -15,6 +15,7 @@ import pytest
 from workbench import explorers
 from workbench.config import load
 from workbench.report.explore import Explorer, dropdown, slider
+from workbench.report.plotting import readability
 
 
 def _artists(ax) -> list[np.ndarray]:
@@ -255,7 +256,8 @@ def test_every_notebook_with_an_explorer_has_a_case() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_notebook_explorer_reruns_on_ci_data(name: str, ci_pipeline: Path) -> None:
+def test_notebook_explorer_reruns_on_ci_data(name: str, ci_pipeline: Path,
+                                             tmp_path: Path) -> None:
     initial, change, column = CASES[name]
     explorer = explorers.BUILDERS[name](load(params=ci_pipeline), **initial)
     assert {k: explorer.values[k] for k in initial} == initial
@@ -267,6 +269,10 @@ def test_notebook_explorer_reruns_on_ci_data(name: str, ci_pipeline: Path) -> No
     old, new = before[column].to_numpy(float), after[column].to_numpy(float)
     assert old.shape != new.shape or not np.allclose(old, new, equal_nan=True)
     assert not _same(drawn, _artists(explorer.ax)), "the plot is redrawn with the new data"
+    # the plot reads in its cell as the report's figures do (tests/test_readability.py)
+    (tmp_path / "plot.png").write_bytes(explorer.png)
+    problems = readability(explorer.figure, tmp_path / "plot.png").problems()
+    assert not problems, problems
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

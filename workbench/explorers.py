@@ -135,7 +135,7 @@ def _mark(ax, x: float, text: str) -> None:
     """A dashed vertical line at the chosen value of a sweep."""
     ax.axvline(x, color="0.3", ls="--", lw=0.8)
     ax.annotate(text, (x, 0.02), xycoords=("data", "axes fraction"), xytext=(3, 0),
-                textcoords="offset points", fontsize=7)
+                textcoords="offset points")
 
 
 def _processed(cfg: WorkbenchConfig, names: Sequence[str]) -> list[str]:
@@ -197,7 +197,7 @@ def datasets(cfg: WorkbenchConfig, *, dataset: str | None = None, samples: int |
         _mark(ax, pick["fraction"], f"top {pick['fraction']:.2%}: {pick['lookup_share']:.1%}")
         ax.set(xscale="log", ylim=(0, 1.02), xlabel="fraction of embedding rows (most "
                "accessed first)", ylabel="share of lookups")
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(loc="upper left")
 
     return Explorer(run, plot, {
         "dataset": _choice(dataset, names, "dataset"),
@@ -242,7 +242,7 @@ def het(cfg: WorkbenchConfig, *, policy: str | None = None, cache_ratio: float |
                f"{len(data.train):,} samples" + (f"\ncaches never fill from cache ratio "
                                                  f"{cold.min():g} on: cold start only"
                                                  if len(cold) else ""))
-        ax.legend(fontsize=7)
+        ax.legend()
 
     return Explorer(run, plot, {
         "policy": _choice(_or(policy, exp.policy), exp.policies, "policy"),
@@ -310,7 +310,7 @@ def _auc_vs_time(frame: pd.DataFrame, ax, title: str) -> None:
         ax.plot(part["time_s"], part["test_auc"], marker="o", label=f"{system}: "
                 f"{last['time_s']:.2f} s, {last['bytes'] / 1e6:,.1f} MB")
     ax.set(xlabel="emulated time (s)", ylabel="test AUC", title=title)
-    ax.legend(fontsize=7)
+    ax.legend()
 
 
 def het_train(cfg: WorkbenchConfig, *, bound: int | None = None,
@@ -369,7 +369,7 @@ def esd(cfg: WorkbenchConfig, *, bandwidth_spread: float | None = None,
                       color=[f"C{i}" for i in range(len(frame))])
         base = float(frame["transfer_s_per_batch"].iloc[0])
         ax.bar_label(bars, [f"{v:.3g} s" + (f" ({v / base - 1:+.0%})" if i else "")
-                            for i, v in enumerate(frame["transfer_s_per_batch"])], fontsize=7)
+                            for i, v in enumerate(frame["transfer_s_per_batch"])])
         ax.set(ylabel="transmission cost (s / batch)", xlabel="",
                title=f"{data.name}, {exp.workers} workers; change against "
                      f"{frame['dispatcher'].iloc[0]}")
@@ -424,7 +424,7 @@ def recd(cfg: WorkbenchConfig, *, dedup_group: str | None = None,
                ylabel="dedup factor (rows / unique rows)",
                title=f"{meta['dataset']}, group {frame['group'].iloc[0]}, batch "
                      f"{int(frame['rows'].iloc[0]):,}, window {meta['window']:,}")
-        ax.legend(fontsize=7)
+        ax.legend()
 
     first = next(iter(groups))
     if dedup_group is not None and dedup_group not in groups:
@@ -468,7 +468,7 @@ def hotline(cfg: WorkbenchConfig, *, hot_fraction: float | None = None,
         ax.set(xscale="log", ylim=(0, 1.02), xlabel="hot-memory budget (fraction of the rows)",
                ylabel="share", title=f"{data.name}, {len(data.train):,} inputs, profile "
                f"{pick['profile_rate']:g}")
-        ax.legend(fontsize=6, loc="upper left")
+        ax.legend(loc="upper left")
 
     return Explorer(run, plot, {
         "hot_fraction": _log(_or(hot_fraction, budget), -3.5, 0, "hot fraction"),
@@ -501,7 +501,7 @@ def flexshard(cfg: WorkbenchConfig, *, replicated_fraction: float | None = None,
                 label="replicated tier only (t2 = 0)")
         for _, r in frame.iloc[::2].iterrows():
             ax.annotate(f"{100 * r['replicated_fraction']:.2g}%",
-                        (r["savings_vs_rw_ms"], r["memory_vs_rw_mib"]), fontsize=6,
+                        (r["savings_vs_rw_ms"], r["memory_vs_rw_mib"]),
                         xytext=(2, 2), textcoords="offset points")
         pick = frame[frame["chosen"]].iloc[0]
         ax.plot([pick["savings_vs_rw_ms"]], [pick["memory_vs_rw_mib"]], "r*", ms=10,
@@ -511,7 +511,7 @@ def flexshard(cfg: WorkbenchConfig, *, replicated_fraction: float | None = None,
         ax.set(xlabel="all-to-all savings vs RW (ms / iteration)",
                ylabel="memory vs RW (MiB, largest device)",
                title=f"{dataset}: {pick['devices']} devices x {pick['per_device']} samples")
-        ax.legend(fontsize=7)
+        ax.legend()
 
     devices_now = topo.nodes * topo.devices_per_node
     return Explorer(run, plot, {
@@ -558,11 +558,11 @@ def distributed(cfg: WorkbenchConfig, *, bandwidth_gbps: float | None = None,
                 label="communication")
         for y, total in enumerate(frame["iteration_ms"]):
             ax.annotate(f"{total:.1f} ms / iteration", (total, y), xytext=(3, 0),
-                        textcoords="offset points", va="center", fontsize=7)
+                        textcoords="offset points", va="center")
         ax.set(xlabel="emulated ms per iteration",
                title=f"{exp.workers} workers x {per_worker} samples, {steps} iterations"
                      f"{fewer}")
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(loc="lower right")
 
     return Explorer(run, plot, {
         "bandwidth_gbps": _log(_or(bandwidth_gbps, exp.bandwidth_gbps[0]), -2, 1,

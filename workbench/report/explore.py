@@ -38,6 +38,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from workbench.report.display import in_kernel
+from workbench.report.plotting import legend_below
 from workbench.utils.errors import UserError
 
 __all__ = ["Explorer", "KnobRangeError", "slider", "log_slider", "int_slider", "dropdown"]
@@ -138,8 +139,8 @@ class Explorer:
 
         self._run, self._plot, self.controls, self.title = run, plot, dict(controls), title
         self.background = in_kernel() if background is None else background
-        # tight, not the theme's constrained layout (tight_layout below would warn on every run)
-        self.figure, self.ax = plt.subplots(figsize=figsize, layout="tight")
+        # the theme's constrained layout: it makes room for the legend under the axes
+        self.figure, self.ax = plt.subplots(figsize=figsize, layout="constrained")
         plt.close(self.figure)  # shown through a display handle, not by the inline backend
         # The plot is a display with an id, updated in place (update_display_data), not an
         # ipywidgets Output: nbclient (papermill) could wait forever on an Output's capture.
@@ -304,8 +305,10 @@ class Explorer:
     def _draw(self, values: dict[str, Any], frame: pd.DataFrame) -> None:
         """Plot ``frame`` (the run at ``values``) and update the shown image and status."""
         self.ax.clear()
+        for legend in list(self.figure.legends):  # the last run's
+            legend.remove()
         self._plot(frame, self.ax)
-        self.figure.tight_layout()
+        legend_below(self.figure, self.ax, ncol=2)  # off the data, at the theme's size
         self.data, self.values = frame, values
         self.status.value = "<i>" + html.escape(self.ran_with().partition(": ")[2]
                                                 if self.title else self.ran_with()) + "</i>"

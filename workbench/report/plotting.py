@@ -279,10 +279,13 @@ def _drawn_in(ax: Any, box: Any, renderer: Any) -> list[str]:
 
 def legend_overlaps(fig: matplotlib.figure.Figure) -> list[str]:
     """One line per legend covering what an axes draws (``fig`` drawn at its own dpi first)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.transforms import Bbox
 
+    if not isinstance(fig.canvas, FigureCanvasAgg):  # a closed figure's base canvas
+        FigureCanvasAgg(fig)
     fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg (set above)
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg
     out = []
     for legend in _legends(fig):
         box = legend.get_window_extent(renderer)
