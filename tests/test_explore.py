@@ -14,6 +14,7 @@ import pytest
 
 from workbench import explorers
 from workbench.config import load
+from workbench.report import palette
 from workbench.report.explore import Explorer, dropdown, slider
 from workbench.report.plotting import readability
 
@@ -251,6 +252,11 @@ CASES = {
 }
 
 
+#: the explorers whose colours are the systems (the column naming them); distributed's colours
+#: are the parts of an iteration
+SYSTEM_COLOURED = {"esd": "dispatcher", "het_train": "system", "combined": "system"}
+
+
 def test_every_notebook_with_an_explorer_has_a_case() -> None:
     assert set(CASES) == set(explorers.BUILDERS)
 
@@ -273,6 +279,14 @@ def test_notebook_explorer_reruns_on_ci_data(name: str, ci_pipeline: Path,
     (tmp_path / "plot.png").write_bytes(explorer.png)
     problems = readability(explorer.figure, tmp_path / "plot.png").problems()
     assert not problems, problems
+    # a system's colour is the report's (workbench/report/palette.py), where colour is the system
+    from matplotlib.colors import to_hex
+    key = SYSTEM_COLOURED.get(name)
+    if key:
+        drawn_colours = {to_hex(p.get_facecolor()) for p in explorer.ax.patches} | {
+            to_hex(line.get_color()) for line in explorer.ax.get_lines()}
+        wanted = {to_hex(c) for c in palette.colors(after[key]).values()}
+        assert wanted <= drawn_colours, (wanted, drawn_colours)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -37,6 +37,7 @@ from workbench import api
 from workbench.arguments import Arg, ArgumentError, check
 from workbench.cluster.config import CachePolicy
 from workbench.config import WorkbenchConfig
+from workbench.report import palette
 from workbench.report.explore import Explorer, dropdown, log_slider
 from workbench.report.notebook_registry import NOTEBOOKS
 from workbench.utils.errors import UserError
@@ -305,9 +306,11 @@ def _trainer(cfg: WorkbenchConfig, dataset: str, steps: int, per_step: int,
 
 def _auc_vs_time(frame: pd.DataFrame, ax, title: str) -> None:
     """Test AUC against emulated time, one line per system (its time and bytes in the legend)."""
+    colours = palette.colors(frame["system"])  # each system's colour in every figure
     for system, part in frame.groupby("system", sort=False):
         last = part.iloc[-1]
-        ax.plot(part["time_s"], part["test_auc"], marker="o", label=f"{system}: "
+        ax.plot(part["time_s"], part["test_auc"], marker="o", color=colours[system],
+                label=f"{system}: "
                 f"{last['time_s']:.2f} s, {last['bytes'] / 1e6:,.1f} MB")
     ax.set(xlabel="emulated time (s)", ylabel="test AUC", title=title)
     ax.legend()
@@ -366,7 +369,7 @@ def esd(cfg: WorkbenchConfig, *, bandwidth_spread: float | None = None,
 
     def plot(frame: pd.DataFrame, ax) -> None:
         bars = ax.bar(frame["dispatcher"], frame["transfer_s_per_batch"],
-                      color=[f"C{i}" for i in range(len(frame))])
+                      color=list(palette.colors(frame["dispatcher"]).values()))
         base = float(frame["transfer_s_per_batch"].iloc[0])
         ax.bar_label(bars, [f"{v:.3g} s" + (f" ({v / base - 1:+.0%})" if i else "")
                             for i, v in enumerate(frame["transfer_s_per_batch"])])
