@@ -144,9 +144,11 @@ def test_hotline_step_is_bitwise_the_unfused_reference() -> None:
 def test_a_plan_made_before_a_reprofile_is_made_again() -> None:
     # online re-profiling every 2 mini-batches: the plan prefetched during the re-profiled step
     # is stale; the step after it classifies on the critical path (as the first step, which
-    # had no previous one), the others only wait
+    # had no previous one), the others only wait. Planned in line (overlap=False), so the plan
+    # is always made before the re-profile: a planner thread scheduled after it (a loaded
+    # machine) makes a current plan, which the step rightly uses
     steps = _train("hotline", np.zeros(0, dtype=np.int64), online_every=2,
-                   budget_bytes=24 * 4 * 8)[3]
+                   budget_bytes=24 * 4 * 8, overlap=False)[3]
     phases = [{s.phase for s in step.spans} & {"classify", "wait for classify"}
               for step in steps]
     assert phases == [{"classify"}, {"wait for classify"}] * 3
