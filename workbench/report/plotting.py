@@ -127,10 +127,10 @@ def _look(handle: Any) -> str:
     return ""
 
 
-def legend_below(fig: matplotlib.figure.Figure, axes: Any = None, *, ncol: int | None = None,
-                 title: str | None = None, extra: Any = ()) -> None:
+def legend_below(fig: matplotlib.figure.Figure, axes: Any = None, *,
+                 ncol: int | None = None) -> None:
     """One legend under the figure, outside every axes: the entries of ``axes`` (default: all;
-    one per label, first seen first) and ``extra`` handles; the axes' own legends removed. A
+    one per label, first seen first); the axes' own legends removed. A
     label two panels draw in different colours is kept twice, the second with its panel's
     title.
 
@@ -151,16 +151,9 @@ def legend_below(fig: matplotlib.figure.Figure, axes: Any = None, *, ncol: int |
         own = ax.get_legend()
         if own is not None:
             own.remove()
-    for handle in extra:
-        handles.setdefault(handle.get_label(), handle)
     if handles:
         fig.legend(list(handles.values()), list(handles), loc="outside lower center",
-                   ncol=ncol or min(len(handles), 4), title=title)
-
-
-def legend_right(ax: Any, **kw: Any) -> None:
-    """``ax``'s legend outside it, on its right (top-aligned)."""
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kw)
+                   ncol=ncol or min(len(handles), 4))
 
 
 def png_size(path: Path | str) -> tuple[int, int]:
