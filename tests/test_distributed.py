@@ -312,6 +312,17 @@ def test_two_workers_and_a_server_match_the_emulated_cluster():
     assert np.isfinite(phases["loss"]).all()
 
 
+def test_the_hetu_recipe_trains_the_emulated_parameters():
+    """Hetu's step (each worker's mean loss, the gradients summed, rows at lr / W with
+    149095d's division) in real processes gives the emulated trainer's parameters."""
+    job, train = toy_job(steps=3), toy_split()
+    job = dataclasses.replace(job, model_cfg=dataclasses.replace(
+        job.model_cfg, recipe="hetu", init_scale=0.1, divide_by_workers=True))
+    real = run_distributed(job, train)
+    _, check = checked_against_emulator(job, train, real)
+    assert check["table_max_rel_diff"] < 1e-5 and check["dense_max_rel_diff"] < 1e-5
+
+
 def test_ddp_overlapped_mode_trains_the_same_parameters_in_buckets():
     """cluster.dense_mode = overlapped: DDP's bucketed reducer (with the summing hook) gives
     the parameters of the emulated run, in several buckets whose collectives overlap

@@ -6,6 +6,8 @@ the rows. Imports ``sparse`` and lower.
 | module | what it holds |
 | --- | --- |
 | ``ctr`` | DLRM, WDL, DeepFM and DCN, with their FLOP counts |
+| ``hetu`` | WDL, DeepFM and DCN as Hetu's ``examples/ctr`` builds them |
+| ``recipe`` | training recipes (ours, Hetu's): the step, the draw, the metric |
 | ``layers`` | their blocks |
 | ``recd`` | RecD's DLRM with a history tower on IKJT batches |
 | ``config`` | the config schema |

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from workbench.utils.validation import check_each, in_range
+from workbench.models.recipe import HETU_MODELS, Recipe
+from workbench.utils.validation import ConfigError, check_each, in_range
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,18 @@ class ModelConfig:
         lr_sparse: plain-SGD learning rate of the embedding rows (as in HET).
         optimizer: optimizer of the dense parameters.
         batch_size: global mini-batch size (all workers together).
-        init_scale: embedding rows start uniform in [-init_scale, init_scale].
+        init_scale: the initial draw's scale: embedding rows uniform in
+            ``[-init_scale, init_scale]`` (``workbench`` recipe); every weight and row from
+            ``N(0, init_scale^2)`` (``hetu``).
+        recipe: how the model is shaped, initialised, stepped and scored
+            ([`workbench.models.recipe`][]): ``workbench`` (our choice) or ``hetu`` (HET's
+            reference code; WDL, DeepFM and DCN, plain SGD).
+        divide_by_workers: ``hetu`` only: the parameter-server path's rate divided by the
+            workers, as Hsword/Hetu's initial commit (149095d) did.
+
+    Raises:
+        ConfigError: a width below 1; the ``hetu`` recipe on DLRM or with an optimizer other
+            than SGD; ``divide_by_workers`` without the ``hetu`` recipe.
     """
 
     name: Literal["dlrm", "wdl", "deepfm", "dcn"] = "dlrm"
@@ -38,7 +50,30 @@ class ModelConfig:
     optimizer: Literal["sgd", "adagrad", "adam"] = "adagrad"
     batch_size: int = field(default=1024, metadata=in_range(1, None))
     init_scale: float = field(default=0.05, metadata=in_range(0.0, None))
+    recipe: Literal["workbench", "hetu"] = "workbench"
+    divide_by_workers: bool = False
 
     def __post_init__(self) -> None:
         for key in ("bottom_mlp", "top_mlp", "deep_mlp"):
             check_each(key, getattr(self, key), lambda width: width >= 1, ">= 1")
+        if self.recipe == Recipe.HETU:
+            if self.name not in HETU_MODELS:
+                raise ConfigError(f"recipe = hetu, name = {self.name!r}: Hetu's examples/ctr "
+                                  f"defines {', '.join(HETU_MODELS)} only; pick one of them or "
+                                  "set recipe=workbench")
+            if self.optimizer != "sgd":
+                raise ConfigError(f"recipe = hetu, optimizer = {self.optimizer!r}: Hetu's "
+                                  "examples train every parameter with SGDOptimizer; set "
+                                  "optimizer=sgd (or recipe=workbench)")
+        elif self.divide_by_workers:
+            raise ConfigError("divide_by_workers = true: it is the hetu recipe's switch (Hetu "
+                              "149095d's parameter-server rate / workers); set recipe=hetu or "
+                              "divide_by_workers=false")
+
+    @property
+    def row_width(self) -> int:
+        """Floats per embedding row: ``embedding_dim``, plus one under the ``hetu`` recipe's
+        DeepFM (its first-order table of width 1, looked up with the same keys, kept as the
+        row's last column: [`workbench.models.hetu`][])."""
+        extra = self.recipe == Recipe.HETU and self.name == "deepfm"
+        return self.embedding_dim + int(extra)

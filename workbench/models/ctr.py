@@ -115,7 +115,14 @@ import torch
 from torch import Tensor, nn
 
 from workbench.models.config import ModelConfig
-from workbench.models.layers import MLP, CrossNet, DotInteraction, FactorizationMachine
+from workbench.models.layers import (
+    MLP,
+    CrossNet,
+    CTRModel,
+    DotInteraction,
+    FactorizationMachine,
+)
+from workbench.models.recipe import Recipe
 
 __all__ = [
     "DLRM",
@@ -129,52 +136,7 @@ __all__ = [
 ]
 
 
-class _CTRModel(nn.Module):
-    """Common input checks and the x0 = concat(dense, flatten(emb)) helper."""
-
-    def __init__(self, n_dense: int, n_sparse: int, embedding_dim: int) -> None:
-        super().__init__()
-        if n_dense < 0:
-            raise ValueError(f"n_dense = {n_dense}: must be >= 0")
-        if n_sparse < 1:
-            raise ValueError(f"n_sparse = {n_sparse}: must be >= 1")
-        if embedding_dim < 1:
-            raise ValueError(f"embedding_dim = {embedding_dim}: must be >= 1")
-        self.n_dense = n_dense
-        self.n_sparse = n_sparse
-        self.embedding_dim = embedding_dim
-
-    @property
-    def x0_width(self) -> int:
-        """d = n_dense + F * D."""
-        return self.n_dense + self.n_sparse * self.embedding_dim
-
-    def _check(self, dense: Tensor | None, emb: Tensor) -> Tensor:
-        """Validate shapes; return ``dense`` as a ``[B, n_dense]`` tensor."""
-        shape = (self.n_sparse, self.embedding_dim)
-        if emb.dim() != 3 or tuple(emb.shape[1:]) != shape:
-            raise ValueError(f"{type(self).__name__}: emb has shape {tuple(emb.shape)}, "
-                             f"expected [B, {shape[0]}, {shape[1]}]")
-        batch = emb.shape[0]
-        if dense is None:
-            if self.n_dense:
-                raise ValueError(f"{type(self).__name__}: dense is None, expected "
-                                 f"[B, {self.n_dense}]")
-            return emb.new_zeros(batch, 0)
-        if tuple(dense.shape) != (batch, self.n_dense):
-            raise ValueError(f"{type(self).__name__}: dense has shape {tuple(dense.shape)}, "
-                             f"expected [{batch}, {self.n_dense}]")
-        return dense
-
-    def _x0(self, dense: Tensor, emb: Tensor) -> Tensor:
-        return torch.cat([dense, emb.flatten(1)], dim=1)
-
-    def operator_flops(self) -> int:
-        """Forward FLOPs per sample of the model's non-``Linear`` operators (0 by default)."""
-        return 0
-
-
-class DLRM(_CTRModel):
+class DLRM(CTRModel):
     """DLRM with dot interaction (facebookresearch/dlrm; torchrec's ``DLRM`` structure).
 
     Args:
@@ -233,7 +195,7 @@ class DLRM(_CTRModel):
         return self.interaction_arch.flops(self.embedding_dim)
 
 
-class WDL(_CTRModel):
+class WDL(CTRModel):
     """Wide & Deep as HET trains it: a deep MLP over the dense features, and one linear layer
     over its output and the flattened embeddings.
 
@@ -272,7 +234,7 @@ class WDL(_CTRModel):
         return self.head(torch.cat([deep, emb.flatten(1)], dim=1)).squeeze(1)
 
 
-class DeepFM(_CTRModel):
+class DeepFM(CTRModel):
     """DeepFM: first-order linear part + FM second-order term + deep MLP.
 
     Args:
@@ -312,7 +274,7 @@ class DeepFM(_CTRModel):
         return FactorizationMachine.flops(self.n_sparse, self.embedding_dim)
 
 
-class DCN(_CTRModel):
+class DCN(CTRModel):
     """Deep & Cross Network: a cross network and a deep MLP over x0, joined by a linear layer.
 
     Args:
@@ -360,7 +322,7 @@ class DCN(_CTRModel):
         return self.cross.flops()
 
 
-MODELS: dict[str, type[_CTRModel]] = {"dlrm": DLRM, "wdl": WDL, "deepfm": DeepFM, "dcn": DCN}
+MODELS: dict[str, type[CTRModel]] = {"dlrm": DLRM, "wdl": WDL, "deepfm": DeepFM, "dcn": DCN}
 """Architecture name (``ModelConfig.name``) -> model class."""
 
 
@@ -372,7 +334,8 @@ def build_model(cfg: ModelConfig, n_dense: int, n_sparse: int) -> nn.Module:
     """Build the model a [`ModelConfig`][workbench.config.ModelConfig] names.
 
     Initialisation draws from torch's global generator only, so it is deterministic given
-    ``torch.manual_seed``.
+    ``torch.manual_seed``. Under the ``hetu`` recipe the model is Hetu's
+    ([`workbench.models.hetu`][]).
 
     Args:
         cfg: the model configuration (``name``, ``embedding_dim``, MLP widths, ``cross_layers``).
@@ -390,6 +353,10 @@ def build_model(cfg: ModelConfig, n_dense: int, n_sparse: int) -> nn.Module:
         >>> type(model).__name__
         'DeepFM'
     """
+    if cfg.recipe == Recipe.HETU:
+        from workbench.models.hetu import build_hetu_model
+
+        return build_hetu_model(cfg, n_dense, n_sparse)
     if cfg.name not in MODELS:
         raise ValueError(f"model name {cfg.name!r}: unknown, expected one of "
                          f"{', '.join(sorted(MODELS))}")
@@ -441,7 +408,7 @@ def flops_per_sample(model: nn.Module, n_dense: int, n_sparse: int, dim: int) ->
     """
     linear = sum(2 * m.in_features * m.out_features
                  for m in model.modules() if isinstance(m, nn.Linear))
-    if not isinstance(model, _CTRModel):
+    if not isinstance(model, CTRModel):
         return linear
     built = (model.n_dense, model.n_sparse, model.embedding_dim)
     if built != (n_dense, n_sparse, dim):

@@ -3,6 +3,7 @@ interaction operators, each with its forward FLOPs per sample.
 
 | block | computes (B samples, F vectors of width D, x0 of width d) |
 | --- | --- |
+| ``CTRModel`` | the models' base: input checks, ``x0 = concat(dense, flatten(emb))`` |
 | ``MLP`` | Linear + ReLU stack (ReLU after the last layer optional) |
 | ``DotInteraction`` | DLRM: the n(n-1)/2 pairwise dot products ``<v_i, v_j>``, ``i < j`` |
 | ``FactorizationMachine`` | DeepFM: ``0.5 * sum_d [(sum_f e_fd)^2 - sum_f e_fd^2]`` |
@@ -28,6 +29,7 @@ class MLP(nn.Sequential):
         widths: output width of each layer, in order (empty: the identity).
         last_activation: apply ReLU after the last layer too (DLRM's bottom MLP, DCN's deep part)
             instead of leaving its output linear (logit layers).
+        bias: give every layer a bias (Hetu's towers have none).
 
     Attributes:
         in_features: input width.
@@ -40,13 +42,13 @@ class MLP(nn.Sequential):
     """
 
     def __init__(self, in_features: int, widths: Sequence[int], *,
-                 last_activation: bool = False) -> None:
+                 last_activation: bool = False, bias: bool = True) -> None:
         layers: list[nn.Module] = []
         width_in = in_features
         for i, width in enumerate(widths):
             if width < 1:
                 raise ValueError(f"MLP layer {i} width = {width}: must be >= 1")
-            layers.append(nn.Linear(width_in, width))
+            layers.append(nn.Linear(width_in, width, bias=bias))
             if i < len(widths) - 1 or last_activation:
                 layers.append(nn.ReLU())
             width_in = width
@@ -195,3 +197,54 @@ class CrossNet(nn.Module):
             ``4 * d * L``.
         """
         return 4 * self.width * self.n_layers
+
+
+class CTRModel(nn.Module):
+    """Common input checks and the x0 = concat(dense, flatten(emb)) helper.
+
+    Attributes:
+        row_width: floats per looked-up row the model reads (``embedding_dim``; Hetu's DeepFM
+            reads one more: [`workbench.models.hetu`][]).
+    """
+
+    def __init__(self, n_dense: int, n_sparse: int, embedding_dim: int) -> None:
+        super().__init__()
+        if n_dense < 0:
+            raise ValueError(f"n_dense = {n_dense}: must be >= 0")
+        if n_sparse < 1:
+            raise ValueError(f"n_sparse = {n_sparse}: must be >= 1")
+        if embedding_dim < 1:
+            raise ValueError(f"embedding_dim = {embedding_dim}: must be >= 1")
+        self.n_dense = n_dense
+        self.n_sparse = n_sparse
+        self.embedding_dim = embedding_dim
+        self.row_width = embedding_dim
+
+    @property
+    def x0_width(self) -> int:
+        """d = n_dense + F * D."""
+        return self.n_dense + self.n_sparse * self.embedding_dim
+
+    def _check(self, dense: Tensor | None, emb: Tensor) -> Tensor:
+        """Validate shapes; return ``dense`` as a ``[B, n_dense]`` tensor."""
+        shape = (self.n_sparse, self.row_width)
+        if emb.dim() != 3 or tuple(emb.shape[1:]) != shape:
+            raise ValueError(f"{type(self).__name__}: emb has shape {tuple(emb.shape)}, "
+                             f"expected [B, {shape[0]}, {shape[1]}]")
+        batch = emb.shape[0]
+        if dense is None:
+            if self.n_dense:
+                raise ValueError(f"{type(self).__name__}: dense is None, expected "
+                                 f"[B, {self.n_dense}]")
+            return emb.new_zeros(batch, 0)
+        if tuple(dense.shape) != (batch, self.n_dense):
+            raise ValueError(f"{type(self).__name__}: dense has shape {tuple(dense.shape)}, "
+                             f"expected [{batch}, {self.n_dense}]")
+        return dense
+
+    def _x0(self, dense: Tensor, emb: Tensor) -> Tensor:
+        return torch.cat([dense, emb.flatten(1)], dim=1)
+
+    def operator_flops(self) -> int:
+        """Forward FLOPs per sample of the model's non-``Linear`` operators (0 by default)."""
+        return 0

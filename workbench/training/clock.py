@@ -35,9 +35,10 @@ from workbench.cluster.time_model import ComputeCost, SoftwareCost
 from workbench.dispatch.base import iter_trace
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, flops_per_sample
+from workbench.models.recipe import Recipe
 
 #: ModelConfig fields that do not change the compute of one step.
-NOT_COMPUTE = ("lr_dense", "lr_sparse", "batch_size", "init_scale")
+NOT_COMPUTE = ("lr_dense", "lr_sparse", "batch_size", "init_scale", "divide_by_workers")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,14 +52,21 @@ class ModelShape:
 
     @property
     def key(self) -> str:
-        """Its [`compute_key`][workbench.cluster.calibration.compute_key]."""
-        return compute_key(self.name, self.model.embedding_dim, self.n_dense, self.n_sparse)
+        """Its [`compute_key`][workbench.cluster.calibration.compute_key]; a recipe other
+        than ``workbench`` is part of the name (``wdl@hetu/D128/...``), so one calibration can
+        hold a model under both recipes."""
+        name = self.name if self.model.recipe == Recipe.WORKBENCH \
+            else f"{self.name}@{self.model.recipe}"
+        return compute_key(name, self.model.embedding_dim, self.n_dense, self.n_sparse)
 
 
 def fingerprint(model: ModelConfig) -> str:
     """A short hash of the fields of ``model`` that set its compute (not the learning rates
-    or the batch size)."""
+    or the batch size). The ``workbench`` recipe's name is left out, so a calibration made
+    before recipes existed still matches its model."""
     fields = {k: v for k, v in dataclasses.asdict(model).items() if k not in NOT_COMPUTE}
+    if fields["recipe"] == Recipe.WORKBENCH:
+        del fields["recipe"]
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 

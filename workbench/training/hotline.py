@@ -307,6 +307,11 @@ class TieredTrainer:
                  link_gbps: float | None = None, capture: Capture = EAGER):
         if len(table) != model.table_rows:
             raise ValueError(f"table of {len(table)} rows: the model's has {model.table_rows}")
+        if model.config.recipe != "workbench":
+            raise ValueError(f"model recipe {model.config.recipe!r}: Hotline's trainer steps the "
+                             "workbench recipe only (the emulated trainer, "
+                             "workbench.training.trainer, trains the hetu recipe); set "
+                             "recipe=workbench")
         torch.set_num_threads(threads)
         torch.manual_seed(seed)
         self.device = torch.device(device)

@@ -1,6 +1,6 @@
 """Evaluation metrics of a training run, numpy only (the claims' measures read them without
-torch): ROC AUC by rank sum, and the emulated time to a target AUC interpolated between
-evaluations."""
+torch): ROC AUC by rank sum, Hetu's mean per-batch AUC, and the emulated time to a target AUC
+interpolated between evaluations."""
 
 from __future__ import annotations
 
@@ -19,6 +19,44 @@ def auc_score(labels: np.ndarray, scores: np.ndarray) -> float:
         return math.nan
     ranks = pd.Series(scores).rank(method="average").to_numpy()
     return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def batched_auc(labels: np.ndarray, scores: np.ndarray, batch: int) -> float:
+    """Hetu's validation AUC: the mean ROC AUC of every full batch of ``batch`` consecutive
+    samples, the last partial batch dropped (``examples/ctr/run_hetu.py`` 39-60; Hetu's loader
+    drops it: [`workbench.models.recipe`][]).
+
+    A batch with one class has no AUC (sklearn's ``roc_auc_score`` raises there; Hetu's Criteo
+    batches always hold both): it is left out of the mean.
+
+    Args:
+        labels: 0/1 labels, in the test split's order.
+        scores: scores or logits (AUC is rank-based).
+        batch: samples per batch (Hetu: 128).
+
+    Returns:
+        The mean per-batch AUC; NaN when no full batch holds both classes.
+
+    Example:
+        >>> batched_auc(np.array([0, 1, 0, 1]), np.array([0.1, 0.9, 0.2, 0.8]), 2)
+        1.0
+    """
+    if batch < 1:
+        raise ValueError(f"batch = {batch}: must be >= 1")
+    full = len(labels) // batch * batch
+    y = (np.asarray(labels[:full]) > 0.5).reshape(-1, batch)
+    s = np.asarray(scores[:full], dtype=np.float64).reshape(-1, batch)
+    n_pos = y.sum(axis=1)
+    n_neg = batch - n_pos
+    both = (n_pos > 0) & (n_neg > 0)
+    if not both.any():
+        return math.nan
+    y, s, n_pos, n_neg = y[both], s[both], n_pos[both], n_neg[both]
+    # per-row average ranks (ties averaged), as auc_score's rank sum
+    ranks = pd.DataFrame(s.T).rank(method="average").to_numpy().T
+    pos_rank_sum = (ranks * y).sum(axis=1)
+    aucs = (pos_rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+    return float(aucs.mean())
 
 
 def time_to_target(metrics: pd.DataFrame, target: float, column: str = "time_s") -> float:

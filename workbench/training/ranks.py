@@ -30,6 +30,7 @@ from workbench.cluster.time_model import BYTES_PER_FLOAT
 from workbench.cluster.wire import Endpoint
 from workbench.dispatch.base import BaselineDispatcher, baseline
 from workbench.models.ctr import dense_parameter_count
+from workbench.models.recipe import Recipe
 from workbench.training.dense_reducer import DenseReducer
 from workbench.training.distributed_job import (
     DISPATCH_OP,
@@ -197,7 +198,7 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
     bandwidth, latency = links[w]
     workers = job.workers
     endpoint = Endpoint({SERVER_RANK: ShapedLink(bandwidth, latency)}, waiting=waiting)
-    cache = RemoteCache(job.cache_spec(), job.table_rows, cfg.embedding_dim, endpoint)
+    cache = RemoteCache(job.cache_spec(), job.table_rows, cfg.row_width, endpoint)
     model, _ = initial_parameters(cfg, job.n_dense, job.n_sparse, job.table_rows, job.seed)
     optimizer = dense_optimizer(cfg, model)
     dense_bytes = BYTES_PER_FLOAT * dense_parameter_count(model)
@@ -210,7 +211,12 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
     # the emulated trainer's dispatch stream, drawn by every worker (no dispatcher process)
     own = None if job.has_dispatcher else baseline(job.dispatcher)(
         workers, job.capacity_array(), job.seed)
-    f, dim = job.n_sparse, cfg.embedding_dim
+    f, dim = job.n_sparse, cfg.row_width
+    hetu = cfg.recipe == Recipe.HETU
+    # the recipe's row step (workbench.models.recipe): per-sample gradient x lr, or Hetu's
+    # per-worker mean (the loss below) x lr, / W on the PS path with divide_by_workers
+    row_step = (-cfg.lr_sparse / (workers if cfg.divide_by_workers else 1) if hetu
+                else -cfg.lr_sparse * batch)
     rows, last = [], cache.counters.copy()
     traffic_last = endpoint.traffic()
     kernel = _KernelCounters(job.network == "kernel")
@@ -232,7 +238,8 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
 
         dense_x, labels = torch.from_numpy(train.dense[idx]), torch.from_numpy(train.labels[idx])
         loss = reducer.forward_backward(functools.partial(_loss, dense=dense_x, emb=emb_t,
-                                                          labels=labels, batch=batch),
+                                                          labels=labels,
+                                                          batch=len(pos) if hetu else batch),
                                         1.0 / speed - 1.0)
         if not reducer.deferred:
             optimizer.step()
@@ -240,7 +247,7 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
         allreduce_s = time.perf_counter() - t1 - compute_s
         t3 = time.perf_counter()
         assert emb_t.grad is not None  # emb_t requires grad: backward() set it
-        updates = (-cfg.lr_sparse * batch) * emb_t.grad.numpy()
+        updates = row_step * emb_t.grad.numpy()
         cache.write(keys, updates.reshape(-1, dim))
         push_s = time.perf_counter() - t3
         if reducer.deferred:  # concurrent: the sum ran beside the push; wait for what is left
@@ -277,8 +284,10 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
 
 def _loss(module: torch.nn.Module, dense: torch.Tensor, emb: torch.Tensor, labels: torch.Tensor,
           batch: int) -> torch.Tensor:
-    """A worker's share of the batch loss: ``sum / global batch`` (summed over workers = the
-    batch mean, as in the emulated trainer)."""
+    """A worker's share of the batch loss: ``sum / batch``. The workbench recipe divides by the
+    global batch (summed over workers = the batch mean, as in the emulated trainer); Hetu's by
+    the worker's own samples (summed over workers = Hetu's NCCL sum of each worker's
+    ``reduce_mean``)."""
     return torch.nn.functional.binary_cross_entropy_with_logits(
         module(dense, emb), labels, reduction="sum") / batch
 

@@ -7,11 +7,17 @@ One iteration over a global batch of ``W x b`` samples:
     forward + backward of the whole batch at once, each sample with ITS worker's rows
     dense parameters: one optimizer step on the batch gradient (= AllReduce of the workers'
         gradients, BSP), or a gradient computed on parameters ``tau`` iterations old (ASP)
-    for each worker w:  cache_w.write(keys, -lr_sparse x per-sample embedding gradients)
+    for each worker w:  cache_w.write(keys, the recipe's per-occurrence row steps)
     clock: the cluster's time model on this iteration's counters + the compute cost
 
-Embedding rows get plain SGD on the per-sample loss (the mean-loss gradient times the batch
-size), as HET's cache path does; the dense optimizer is configurable.
+What one step moves is the model config's recipe ([`workbench.models.recipe`][], which holds
+the formulas): under ``workbench`` (our choice) embedding rows get plain SGD on the per-sample
+loss (the mean-loss gradient times the batch size) and the dense parameters the configured
+optimizer on the batch's mean loss; under ``hetu`` (HET's reference code) every worker's loss is
+the mean over its own samples, the dense gradient is the sum of the workers' (NCCL's sum) under
+SGD, and a row moves by ``lr_sparse / b_w`` times its sample's loss gradient (``/ W`` as well on
+a parameter-server path with ``divide_by_workers``); its test AUC is Hetu's mean per-batch AUC
+(``test_auc``; the pooled rank-sum AUC beside it as ``test_auc_pooled``).
 
 Three more mechanisms combine with any system (the ``combined`` experiment):
 
@@ -84,7 +90,8 @@ from workbench.dispatch.base import Dispatcher
 from workbench.dispatch.registry import DispatcherSpec
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, dense_parameter_count, flops_per_sample
-from workbench.training.metrics import auc_score
+from workbench.models.recipe import HETU_BATCH, Recipe
+from workbench.training.metrics import auc_score, batched_auc
 
 log = logging.getLogger(__name__)
 
@@ -368,13 +375,16 @@ class ClusterStore:
 def initial_parameters(cfg: ModelConfig, n_dense: int, n_sparse: int, table_rows: int,
                        seed: int) -> tuple[torch.nn.Module, np.ndarray]:
     """The model and the embedding table every backend starts from, fixed by ``seed``: the
-    model from torch's generator seeded with ``seed``, the table uniform in
-    ``+-cfg.init_scale`` from numpy's generator seeded with ``seed + 1``."""
+    model from torch's generator seeded with ``seed``, the table (``cfg.row_width`` wide) from
+    numpy's generator seeded with ``seed + 1``: uniform in ``+-cfg.init_scale`` (``workbench``
+    recipe) or ``N(0, cfg.init_scale^2)`` (``hetu``)."""
     torch.manual_seed(seed)
     model = build_model(cfg, n_dense, n_sparse)
-    table = np.random.default_rng(seed + 1).uniform(
-        -cfg.init_scale, cfg.init_scale, size=(table_rows, cfg.embedding_dim)).astype(np.float32)
-    return model, table
+    rng = np.random.default_rng(seed + 1)
+    shape = (table_rows, cfg.row_width)
+    table = (rng.normal(0.0, cfg.init_scale, size=shape) if cfg.recipe == Recipe.HETU
+             else rng.uniform(-cfg.init_scale, cfg.init_scale, size=shape))
+    return model, table.astype(np.float32)
 
 
 def dense_optimizer(cfg: ModelConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
@@ -444,7 +454,8 @@ class Trainer:
                 or self.capacities.sum() != model_cfg.batch_size:
             raise ValueError(f"capacities {self.capacities.tolist()}: need {self.workers} "
                              f"values >= 0 summing to the batch size {model_cfg.batch_size}")
-        self.dim = model_cfg.embedding_dim
+        self.dim = model_cfg.row_width
+        self.hetu = model_cfg.recipe == Recipe.HETU
         self.model, init = initial_parameters(model_cfg, model.n_dense, model.n_sparse,
                                               table_rows, seed)
         self.optimizer = dense_optimizer(model_cfg, self.model)
@@ -468,12 +479,19 @@ class Trainer:
         self.dispatcher: Dispatcher = dispatcher.build(self.cluster, self.capacities, seed=seed,
                                                        local=replicated)
         self.speed = np.array(cluster_cfg.per_worker("speed"))[: self.workers]
-        self.flops = 3 * flops_per_sample(self.model, model.n_dense, model.n_sparse, self.dim)
+        self.flops = 3 * flops_per_sample(self.model, model.n_dense, model.n_sparse,
+                                          model_cfg.embedding_dim)
         self.compute = (cluster.compute if cluster.compute is not None
                         else ComputeCost.from_flops(self.flops, cluster_cfg.gflops))
         self.dense_bytes = 4 * dense_parameter_count(self.model)
         self.tau = (self.workers - 1 if switches.asp_staleness is None
                     else switches.asp_staleness) if system.kind.asynchronous else 0
+        # Hetu 149095d's division by W of what goes through the parameter server
+        divide = 1.0 / self.workers if self.hetu and model_cfg.divide_by_workers else 1.0
+        routes = system.kind.routes
+        self.sparse_scale = divide if not system.kind.single \
+            and routes.sparse is SparseRoute.PS else 1.0
+        self.dense_scale = divide if routes.dense is DenseRoute.PS else 1.0
         self._stale_model = copy.deepcopy(self.model) if self.tau else None
         self._snapshots: deque[dict[str, torch.Tensor]] = deque()
         self.elapsed_s = 0.0
@@ -508,14 +526,24 @@ class Trainer:
         dense_t = torch.from_numpy(split.dense[idx])
         labels_t = torch.from_numpy(split.labels[idx])
         model = self._forward_model()
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(model(dense_t, emb_t),
-                                                                    labels_t)
+        logits = model(dense_t, emb_t)
+        if self.hetu:  # sum over workers of each one's mean loss (module docstring)
+            per_sample = torch.nn.functional.binary_cross_entropy_with_logits(
+                logits, labels_t, reduction="none")
+            weight = 1.0 / np.bincount(owner, minlength=self.workers)[owner]
+            objective = (per_sample * torch.from_numpy(weight.astype(np.float32))).sum()
+            loss = per_sample.detach().mean()
+            row_step = -self.cfg.lr_sparse * self.sparse_scale
+        else:  # the batch's mean loss; rows by the per-sample loss's gradient
+            objective = loss = torch.nn.functional.binary_cross_entropy_with_logits(logits,
+                                                                                 labels_t)
+            row_step = -self.cfg.lr_sparse * batch
         self.optimizer.zero_grad(set_to_none=True)
         model.zero_grad(set_to_none=True)
-        loss.backward()
+        objective.backward()
         self._dense_update(model)
         assert emb_t.grad is not None  # emb_t requires grad: backward() set it
-        updates = (-self.cfg.lr_sparse * batch) * emb_t.grad.numpy()
+        updates = row_step * emb_t.grad.numpy()
         touched = [self._write(w, plan, updates[pos].reshape(-1, self.dim))
                    for w, (pos, plan) in enumerate(zip(positions, plans))]
         hidden = 0.0
@@ -596,6 +624,10 @@ class Trainer:
         if model is not self.model:  # ASP: the stale gradient updates the live parameters
             for live, stale in zip(self.model.parameters(), model.parameters()):
                 live.grad = stale.grad
+        if self.dense_scale != 1.0:  # Hetu 149095d: the PS path's rate / W
+            for parameter in self.model.parameters():
+                if parameter.grad is not None:
+                    parameter.grad.mul_(self.dense_scale)
         self.optimizer.step()
 
     def _clock(self, hidden: np.ndarray | float = 0.0) -> None:
@@ -635,6 +667,14 @@ class Trainer:
             out.append(self.model(dense, emb).numpy())
         return np.concatenate(out) if out else np.zeros(0, np.float32)
 
+    def _auc(self, labels: np.ndarray, logits: np.ndarray) -> dict[str, float]:
+        """The recipe's test AUC (``test_auc``): rank-sum AUC over the split, or Hetu's mean
+        per-batch AUC with the pooled one beside it (``test_auc_pooled``)."""
+        pooled = auc_score(labels, logits)
+        if not self.hetu:
+            return {"test_auc": pooled}
+        return {"test_auc": batched_auc(labels, logits, HETU_BATCH), "test_auc_pooled": pooled}
+
     def fit(self, train: Split, test: Split, epochs: int = 1,
             eval_every: int | EvalSchedule = 25, progress: bool = False) -> pd.DataFrame:
         """Train for ``epochs``; evaluate every ``eval_every`` iterations (or on an
@@ -642,9 +682,10 @@ class Trainer:
 
         Returns:
             One row per evaluation: ``iteration``, ``samples``, ``epoch``, ``train_logloss``
-            (mean since the previous evaluation), ``test_auc``, ``test_logloss``,
-            ``time_s`` (emulated), ``compute_s``, ``decision_s`` (dispatch time charged beyond
-            its budget), ``comm_s`` (= time - compute - decision), ``bytes``.
+            (mean since the previous evaluation), ``test_auc`` (the recipe's; ``hetu`` adds
+            ``test_auc_pooled``), ``test_logloss``, ``time_s`` (emulated), ``compute_s``,
+            ``decision_s`` (dispatch time charged beyond its budget), ``comm_s``
+            (= time - compute - decision), ``bytes``.
         """
         batch = self.cfg.batch_size
         steps = len(train) // batch
@@ -666,7 +707,7 @@ class Trainer:
                         "iteration": self.iterations, "samples": self.iterations * batch,
                         "epoch": epoch + (step + 1) / steps,
                         "train_logloss": float(np.mean(losses)),
-                        "test_auc": auc_score(test.labels, logits),
+                        **self._auc(test.labels, logits),
                         "test_logloss": log_loss(test.labels, logits),
                         "time_s": self.elapsed_s, "compute_s": self.compute_s,
                         "decision_s": self.decision_s,
