@@ -20,7 +20,8 @@
 #   embeddings read through the cache of the worker it was dispatched to (so staleness changes
 #   what the model sees); the clock is the cluster's time model (below).
 # * `het_epoch`: the claims of Fig. 2, 7 and 9a at the paper's setting: one whole Criteo Kaggle
-#   epoch (45.8M samples) over its 33.76M rows, replayed by each system and clocked.
+#   epoch (45.8M samples) over its 33.76M rows, replayed by each system and clocked (its Fig. 8
+#   replays are the `het` notebook's).
 # * `het_time`: the same replays on the pipeline's 1% table (the quick setting, and Fig. 9c),
 #   turned into per-epoch times for any model, bandwidth, worker count or embedding width.
 #

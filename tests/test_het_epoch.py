@@ -46,15 +46,20 @@ def test_a_memory_mapped_epoch_replays_as_the_same_keys_in_memory(tmp_path: Path
 
 def test_placements_and_configurations() -> None:
     exp = HetEpochConfig(workers=[1, 4], dense_modes=["after_backward", "concurrent"],
-                         dense_links=["shared", "separate"])
+                         dense_links=["shared", "separate"], fig8_policies=["lru", "lfuopt"],
+                         fig8_ratios=[0.05, 0.1])
     assert [p.label for p in het_epoch.placements(exp)] == [
         "after_backward", "concurrent/shared", "concurrent/separate"]
     configs = het_epoch.replays(exp, 8, CacheConfig(policy="lru", ratio=0.1))
+    # Fig. 8's LRU 10% is Cache s=100's replay at 8 workers: not replayed twice
     assert [(c.system, c.workers) for c in configs] == [
         ("Hybrid, no cache", 1), ("Hybrid, no cache", 8), ("Cache s=100", 1),
-        ("Cache s=100", 4), ("Cache s=100", 8)]
-    cached = [c.cache for c in configs if c.system == "Cache s=100"]
+        ("Cache s=100", 4), ("Cache s=100", 8), ("LRU 5%", 8), ("LFUOpt 5%", 8),
+        ("LFUOpt 10%", 8)]
+    cached = [c.cache for c in configs if c.cache.policy != "none"]
     assert all(c.read_bound == c.write_bound == 100 and c.clock == HET_CLOCK for c in cached)
+    assert [(c.cache.policy, c.cache.ratio) for c in configs[-3:]] == [
+        ("lru", 0.05), ("lfuopt", 0.05), ("lfuopt", 0.1)]
 
 
 def test_the_memory_estimate_follows_the_measured_clusters() -> None:
@@ -124,6 +129,16 @@ def test_het_epoch_stage_outputs(ci_pipeline: Path) -> None:
     assert (fig7["comm_embedding_s"] <= fig7["comm_total_s"] * (1 + 1e-9)).all()
     assert len(fig7) == len(exp.models) * len(exp.bandwidths_gbps) * 2 * len(
         het_epoch.placements(exp))
+    fig8 = pd.read_csv(out / "fig8.csv")  # every policy at every size, 8 workers
+    assert sorted(zip(fig8["policy"], fig8["cache_ratio"])) == sorted(
+        (p, r) for p in exp.fig8_policies for r in exp.fig8_ratios)
+    assert (fig8["workers"] == cfg.cluster.workers).all()
+    assert fig8["miss_rate"].between(0, 1).all()
+    for policy, part in fig8.groupby("policy"):  # a larger cache misses less
+        assert part.sort_values("cache_ratio")["miss_rate"].is_monotonic_decreasing, policy
+    same = fig8[(fig8["policy"] == cfg.cache.policy) & (fig8["cache_ratio"] == cfg.cache.ratio)]
+    at8 = cache[cache["workers"] == cfg.cluster.workers]
+    assert len(same) == 1 and same["miss_rate"].tolist() == at8["miss_rate"].tolist()
     fig9 = pd.read_csv(out / "fig9_workers.csv")
     first = fig9[fig9["workers"] == min(exp.workers)]
     assert (first["speedup"] == 1).all()

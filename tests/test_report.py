@@ -236,7 +236,7 @@ def test_index_opens_with_counts_then_claims_then_sections(tmp_path: Path,
     assert counts < rules < claims < sections < text.index("## Provenance")
     rows = [[cell.strip() for cell in line.strip("|").split("|")]
             for line in text[counts:rules].splitlines()[2:] if line.startswith("|")]
-    assert rows[0][:4] == ["verdict", "claims", "HET", "ESD"]
+    assert rows[0][:4] == ["verdict", "measurements", "HET", "ESD"]
     assert [r[:4] for r in rows[2:]] == [
         ["reproduced", "1", "1", "0"], ["direction only", "1", "1", "0"], ["tie", "0", "0", "0"],
         ["modelled", "0", "0", "0"], ["contradicted", "1", "0", "1"],
@@ -424,7 +424,8 @@ def test_bad_rule_or_range_names_the_claim() -> None:
 
 def test_an_entry_names_the_register_version_that_rewrote_it() -> None:
     """An entry's ``version`` (default 1) is the claims table's ``register`` column, never above
-    the register's own; every HET entry was rewritten at v2 (issue 49: the paper's setting)."""
+    the register's own; every HET entry was rewritten at v2 or later (issue 49: the paper's
+    setting; v3: the long runs; v7: Fig. 8 at the paper's scale)."""
     register = reg.parse(TEST_REGISTER)
     assert register["het.a"].register == "v1"
     rewritten = reg.parse(TEST_REGISTER.replace("    paper_setting: the paper's\n",
@@ -437,7 +438,7 @@ def test_an_entry_names_the_register_version_that_rewrote_it() -> None:
                                             f"    paper_setting: the paper's\n    {bad}\n", 1))
     committed = reg.load()
     assert committed.version >= 4
-    assert {e.register for e in committed.entries if e.paper == "HET"} == {"v2", "v3"}
+    assert {e.register for e in committed.entries if e.paper == "HET"} == {"v2", "v3", "v7"}
 
 
 def test_a_value_from_a_time_model_is_modelled_never_reproduced() -> None:

@@ -2,9 +2,10 @@
 
 Reads ``results/het_long/<ds>/`` (long training runs through the emulated cluster: Tables 1 and
 2), ``results/het_train/<ds>/`` (the short runs: Fig. 6, Table 2's run-length condition),
-``results/het_time/<ds>/`` (the time model on the replayed traces: Fig. 2, 7, 9a),
+``results/het_epoch/<ds>/`` (the whole epoch at Criteo Kaggle's cardinality: Fig. 2, 7, 8, 9a),
+``results/het_time/<ds>/`` (the time model on the 1% table's replays),
 ``results/het_scale/<ds>/`` (Fig. 7's table-size sweep), ``results/het_cache/<ds>/`` (Fig. 8's
-miss rates) and ``results/dataset_stats/<ds>/`` (Fig. 3's skew). Each public ``fig*``/``table*``
+other traces) and ``results/dataset_stats/<ds>/`` (Fig. 3's skew). Each public ``fig*``/``table*``
 function is one register entry's measure; the helpers ([`train_setting`][],
 [`clock_text`][], ...) are the settings the notebooks print beside their figures, so a figure
 and its claim say the same thing.
@@ -391,9 +392,7 @@ def cache_runs(res: Results) -> dict[str, Any]:
                   for name in summaries]
         miss = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
             columns=["dataset", "cache_ratio", "policy", "miss_rate"])
-        by_policy = miss.pivot_table(index=["dataset", "cache_ratio"], columns="policy",
-                                     values="miss_rate")
-        return {"summaries": summaries, "miss": miss, "by_policy": by_policy}
+        return {"summaries": summaries, "miss": miss}
     return res.memo("het_cache", build)
 
 
@@ -420,12 +419,35 @@ def replayed_epochs(res: Results) -> dict[str, int]:
     return out
 
 
-def fig8_payload(res: Results, name: str) -> dict[str, Any]:
-    """LFU, LRU and LFUOpt miss rates of one trace at every filled cache size."""
-    by = cache_runs(res)["by_policy"]
-    part = by.loc[name].dropna() if name in by.index else by.iloc[:0]
+#: The trace of Fig. 8's committed measurement: ``het_epoch``'s whole epoch at Criteo Kaggle's
+#: cardinality (the ``het_cache`` traces, by dataset name, are the sweep's other points).
+EPOCH_TRACE = "full epoch"
+
+
+def _by_policy(miss: pd.DataFrame) -> dict[str, Any]:
+    """Miss rates per cache size (filled ones only) and policy."""
+    part = miss.pivot_table(index="cache_ratio", columns="policy", values="miss_rate").dropna()
     return {"sizes": [f"{r * 100:g}%" for r in part.index], "lfu": part.get("lfu"),
             "lru": part.get("lru"), "lfuopt": part.get("lfuopt")}
+
+
+def fig8_payload(res: Results, name: str) -> dict[str, Any]:
+    """LFU, LRU and LFUOpt miss rates of one trace at every filled cache size: ``het_epoch``'s
+    whole epoch ([`EPOCH_TRACE`][]) or a ``het_cache`` dataset."""
+    if name == EPOCH_TRACE:
+        return _by_policy(epoch_csv(res, "fig8"))
+    miss = cache_runs(res)["miss"]
+    return _by_policy(miss[miss["dataset"] == name])
+
+
+def fig8_setting(res: Results) -> str:
+    """The whole-epoch Fig. 8 replays' setting."""
+    f8 = epoch_summary(res)["fig8"]
+    policies = ", ".join(p.upper().replace("OPT", "Opt") for p in f8["policies"])
+    return (f"{epoch_scale(res)}; {f8['workers']} workers x "
+            f"{epoch_summary(res)['per_worker_batch']}, s = {f8['bound']} in HET's "
+            f"per-{f8['clock']} clock, {policies} at "
+            f"{', '.join(f'{100 * r:g}%' for r in f8['ratios'])} of the table")
 
 
 _UNFILLED = ("the caches never filled at any cache size (miss rates are counted once the "
@@ -433,10 +455,12 @@ _UNFILLED = ("the caches never filled at any cache size (miss rates are counted 
 
 
 def _fig8(res: Results, entry: EntryLike) -> tuple[str, dict[str, Any], dict[str, Any], str]:
-    trace = str(entry.ours["dataset"])  # the register's committed trace
-    traces = {n: fig8_payload(res, n) for n in cache_runs(res)["summaries"]}
+    trace = str(entry.ours["trace"])  # the register's committed trace
+    names = [EPOCH_TRACE, *cache_runs(res)["summaries"]]
+    traces = {n: fig8_payload(res, n) for n in names}
     committed = traces.get(trace, fig8_payload(res, trace))
-    setting = cache_setting(res, trace) if trace in cache_runs(res)["summaries"] else "-"
+    setting = (fig8_setting(res) if trace == EPOCH_TRACE else
+               cache_setting(res, trace) if trace in cache_runs(res)["summaries"] else "-")
     return trace, traces, committed, setting
 
 

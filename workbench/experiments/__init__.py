@@ -7,7 +7,7 @@ parts of the configuration it uses; [`workbench.stages.registry`][] hands them o
 * ``het_train``: HET training through the emulated cluster (Fig. 6, Tables 1-2)
 * ``het_time``: HET time model (Fig. 2, 7, 9)
 * ``het_scale``: HET's replays against the table size (1% .. 100% of Criteo Kaggle's)
-* ``het_epoch``: HET's replay claims from one whole Criteo Kaggle epoch (Fig. 2, 7, 9a)
+* ``het_epoch``: HET's replay claims from one whole Criteo Kaggle epoch (Fig. 2, 7, 8, 9a)
 * ``het_long``: HET's Tables 1-2 from long training runs (>= 10,000 iterations, seeds)
 * ``calibrate``: this machine's compute per model and software cost per width (the clock)
 * ``esd``: ESD's dispatchers: cost sweeps, decision time, end-to-end training

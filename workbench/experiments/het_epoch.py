@@ -8,6 +8,7 @@ the end) and read a window at a time by every replay:
 
     keys [45.8M, 26] (int32, on disk) --+--> Hybrid, no cache   at W in {1, 8}       --+
                                         +--> Cache s=100 (LRU 10%) at W in exp.workers --+
+                                        +--> LRU / LFU / LFUOpt at 3-15%, W = 8 (Fig. 8) --+
       each replay: its own process, flushed at the end (dirty rows pushed and counted)   |
                                                                                           v
       counters [iterations, W, counters] --clock--> model x bandwidth x dense placement
@@ -24,6 +25,10 @@ What each figure reads (the clock: [`workbench.cluster.time_model.epoch_time`][]
   ``comm_total_s`` (the dense sync added, hidden or not) and ``comm_s`` (not hidden);
   ``fig7_row_cost.csv``: the embedding communication at each per-row software cost of
   ``exp.row_cost_us_sweep``.
+* **Fig. 8** (``fig8.csv``): each policy of ``exp.fig8_policies`` at each cache size of
+  ``exp.fig8_ratios``, ``cluster.workers`` workers, s = 100 in HET's clock: the miss rate
+  (misses / unique keys over the reads that ended with the cache full, HET's
+  ``overall_miss_rate``) and the rows moved; the paper's sizes over the paper's whole epoch.
 * **Fig. 9a** (``fig9_workers.csv``): Cache s=100 at each worker count, 128 samples per worker
   and iteration (the paper's batch), ``exp.fig9_ps_shards`` servers: samples per second and the
   speedup over one worker, per dense placement.
@@ -111,13 +116,31 @@ def placements(exp: HetEpochConfig) -> list[Placement]:
     return out
 
 
+def fig8_label(policy: str, ratio: float) -> str:
+    """A Fig. 8 configuration's name in ``counts.csv`` (e.g. ``LFU 3%``)."""
+    return f"{policy.upper().replace('OPT', 'Opt')} {100 * ratio:g}%"
+
+
+def fig8_caches(exp: HetEpochConfig, cache: CacheConfig) -> dict[tuple[str, float], CacheConfig]:
+    """Fig. 8's caches, (policy, ratio) -> config: s = 100 in HET's clock, ``cache``'s other
+    settings."""
+    return {(policy, ratio): dataclasses.replace(cache, policy=policy, ratio=ratio,
+                                                 read_bound=CACHE_BOUND,
+                                                 write_bound=CACHE_BOUND, clock=HET_CLOCK)
+            for policy in exp.fig8_policies for ratio in exp.fig8_ratios}
+
+
 def replays(exp: HetEpochConfig, workers: int, cache: CacheConfig) -> list[Replay]:
     """The configurations: Hybrid at one worker (Fig. 2) and at ``workers`` (Fig. 7), Cache
-    s=100 at ``workers`` and at every count of ``exp.workers`` (Fig. 9a)."""
+    s=100 at ``workers`` and at every count of ``exp.workers`` (Fig. 9a), and every Fig. 8
+    cache at ``workers`` (Cache s=100's replay where it is the same cache)."""
     cached = dataclasses.replace(cache, read_bound=CACHE_BOUND, write_bound=CACHE_BOUND,
                                  clock=HET_CLOCK)
     out = [Replay(HYBRID_LABEL, w, CacheConfig(policy="none")) for w in sorted({1, workers})]
-    return out + [Replay(CACHE_LABEL, w, cached) for w in sorted({workers, *exp.workers})]
+    out += [Replay(CACHE_LABEL, w, cached) for w in sorted({workers, *exp.workers})]
+    return out + [Replay(fig8_label(policy, ratio), workers, config)
+                  for (policy, ratio), config in fig8_caches(exp, cache).items()
+                  if config != cached]
 
 
 def cluster_gb(rows: int, workers: int, lines: int) -> float:
@@ -321,6 +344,10 @@ def run(ctx: RunContext, exp: HetEpochConfig, *, synthetic: SyntheticConfig,
             fig9.append({"model": base_model, "dense_placement": place.label,
                          "workers": workers, "system": CACHE_LABEL, **t, "samples": samples,
                          "samples_per_s": samples / t["epoch_s"]})
+    cached = {c.cache: c for c in configs if c.workers == cluster.workers}
+    fig8 = pd.DataFrame([{"policy": policy, "cache_ratio": ratio,
+                          **counts(cached[config], results[cached[config]], per_worker)}
+                         for (policy, ratio), config in fig8_caches(exp, cache).items()])
     fig9w = pd.DataFrame(fig9)
     one = fig9w[fig9w["workers"] == min(exp.workers)].set_index("dense_placement")
     fig9w["speedup"] = fig9w["samples_per_s"] / fig9w["dense_placement"].map(
@@ -333,7 +360,10 @@ def run(ctx: RunContext, exp: HetEpochConfig, *, synthetic: SyntheticConfig,
                "cache_policy": cache.policy, "cache_ratio": cache.ratio,
                "cache_clock": HET_CLOCK, "cache_bound": CACHE_BOUND,
                "dense_placements": [p.label for p in placements(exp)],
-               "bandwidths_gbps": list(exp.bandwidths_gbps), "clock": clocks}
+               "bandwidths_gbps": list(exp.bandwidths_gbps), "clock": clocks,
+               "fig8": {"policies": list(exp.fig8_policies),
+                        "ratios": list(exp.fig8_ratios), "workers": cluster.workers,
+                        "bound": CACHE_BOUND, "clock": HET_CLOCK}}
     resources = {"draw_s": drawn, "jobs": exp.jobs, "budget_gb": budget,
                  "replays": [{"system": c.system, "workers": c.workers,
                               "replay_s": results[c]["replay_s"],
@@ -344,6 +374,7 @@ def run(ctx: RunContext, exp: HetEpochConfig, *, synthetic: SyntheticConfig,
                  "stage_s": time.perf_counter() - began}
     with atomic_dir(ctx.out) as tmp:
         for name, table in (("counts", count_table), ("fig7", pd.DataFrame(fig7)),
+                            ("fig8", fig8),
                             ("fig7_row_cost", pd.DataFrame(row_cost)), ("fig9_workers", fig9w),
                             ("fig2", pd.DataFrame(fig2))):
             table.to_csv(tmp / f"{name}.csv", index=False, float_format="%.6g")

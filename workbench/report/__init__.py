@@ -9,6 +9,8 @@
 * ``index``: the one-screen index ``reports/README.md`` (verdict counts, claims table, section
   links) and ``reports/claims.csv`` (every field), every claim measured from ``results/``
   ([`workbench.claims`][])
+* ``measurements``: claims read from one measurement, counted once (the index, the metrics, the
+  generated counts)
 * ``display``: each section's figures, tables and notes shown inline in the notebook
 * ``verdict``: the rules that grade each claim in direction and magnitude
 * ``register``: the claims register (conf/claims.yaml): one entry per claim, its measure, its rule,

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from workbench.report.measurements import counted, shared_with, variants
 from workbench.report.verdict import STATES
 from workbench.utils.io import write_text
 from workbench.utils.paths import REPO_ROOT
@@ -53,10 +54,26 @@ def _plural(n: int, state: str) -> str:
     return f"{n} ties" if state == "tie" and n != 1 else f"{n} {state}"
 
 
+def measured(claims: pd.DataFrame) -> pd.DataFrame:
+    """One row per measurement and state: claims read from one measurement count once
+    ([`workbench.report.measurements`][]; a table without the ``measurement_id`` column counts
+    every row)."""
+    return pd.DataFrame(counted(_records(claims)), columns=claims.columns)
+
+
+def _records(claims: pd.DataFrame) -> list[dict]:
+    """The rows as dicts, each with its ``measurement_id`` (its own key when the table has
+    none)."""
+    rows = claims.to_dict("records")
+    return [{**r, "measurement_id": r.get("measurement_id")
+             if isinstance(r.get("measurement_id"), str) else r["key"]} for r in rows]
+
+
 def states(claims: pd.DataFrame, zeros: bool = True) -> str:
-    """``"6 reproduced, 8 direction only, 1 tie, 0 contradicted, 3 not comparable"``: every state
-    a claim can be in (``not built`` only when one is; none at 0 without ``zeros``)."""
-    counts = claims["state"].value_counts()
+    """``"6 reproduced, 8 direction only, 1 tie, 0 contradicted, 3 not comparable"``: the
+    measurements in every state a claim can be in ([`measured`][]; ``not built`` only when one
+    is; none at 0 without ``zeros``)."""
+    counts = measured(claims)["state"].value_counts()
     return ", ".join(_plural(int(counts.get(s, 0)), s) for s in STATES
                      if counts.get(s, 0) or (zeros and s != "not built"))
 
@@ -64,17 +81,26 @@ def states(claims: pd.DataFrame, zeros: bool = True) -> str:
 def counts(claims: pd.DataFrame) -> str:
     """The whole register in one sentence."""
     formal = int((claims["basis"] == "our formalisation [A]").sum())
-    return (f"All {len(claims)} claims of the register: {states(claims)} ({formal} of them of "
-            "papers known from their abstract only, whose mechanism is our formalisation).\n")
+    return (f"All {len(claims)} claims of the register, {_measurements(claims)}: "
+            f"{states(claims)} ({formal} of the claims of papers known from their abstract only, "
+            "whose mechanism is our formalisation).\n")
+
+
+def _measurements(claims: pd.DataFrame) -> str:
+    n = len(measured(claims))
+    return (f"{n} measurements (claims read from one measurement count once)"
+            if n != len(claims) else f"{n} measurements")
 
 
 def papers(claims: pd.DataFrame, root: str) -> str:
     """The five papers' table, each with its claims' states (links relative to ``root``)."""
-    lines = ["| paper | mechanism | claims (states of the register's rows) |",
+    lines = ["| paper | mechanism | claims: states of their measurements |",
              "| --- | --- | --- |"]
     for paper, (page, venue, mechanism) in PAPERS.items():
         mine = claims[claims["paper"] == paper]
-        lines.append(f"| [{paper}]({root}{page}) ({venue}) | {mechanism} | {len(mine)}: "
+        n = len(measured(mine))
+        of = f" ({n} measurements)" if n != len(mine) else ""
+        lines.append(f"| [{paper}]({root}{page}) ({venue}) | {mechanism} | {len(mine)}{of}: "
                      f"{states(mine, zeros=False)} |")
     return "\n".join(lines) + "\n"
 
@@ -82,16 +108,26 @@ def papers(claims: pd.DataFrame, root: str) -> str:
 def summary(claims: pd.DataFrame, paper: str) -> str:
     """One paper's states in one line (its table says what each row measured)."""
     mine = claims[claims["paper"] == paper]
-    return (f"**How close:** {len(mine)} claims of the register, {states(mine, zeros=False)} "
-            "([the claims below](#claims-and-how-close), from `reports/claims.csv`).\n")
+    return (f"**How close:** {len(mine)} claims of the register, {_measurements(mine)}: "
+            f"{states(mine, zeros=False)} ([the claims below](#claims-and-how-close), from "
+            "`reports/claims.csv`).\n")
 
 
 def table(claims: pd.DataFrame, paper: str) -> str:
-    """One paper's claims as a table: paper value, ours, verdict, where it holds."""
+    """One paper's claims as a table, one row per measurement (claims read from one
+    measurement share a row, named by their keys' last parts): paper value, ours, verdict,
+    where it holds."""
     lines = ["| claim | paper | ours | verdict | holds |", "| --- | --- | --- | --- | --- |"]
-    for r in claims[claims["paper"] == paper].itertuples():
-        lines.append(f"| {_cell(r.claim)} | {_cell(r.paper_value)} | {_cell(r.measured)} | "
-                     f"{_cell(r.verdict)} | {_cell(r.holds)} |")
+    rows = _records(claims[claims["paper"] == paper])
+    groups = shared_with(rows)
+    for r in counted(rows):
+        group = groups[r["key"]]
+        claim, value = r["claim"], r["paper_value"]
+        if len(group) > 1:
+            claim = f"{variants([g['key'] for g in group])}: {claim}"
+            value = " / ".join(str(g["paper_value"]) for g in group)
+        lines.append(f"| {_cell(claim)} | {_cell(value)} | {_cell(r['measured'])} | "
+                     f"{_cell(r['verdict'])} | {_cell(r['holds'])} |")
     return "\n".join(lines) + "\n"
 
 

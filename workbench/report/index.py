@@ -35,6 +35,7 @@ import pandas as pd
 from workbench.claims import measure_all
 from workbench.config import WorkbenchConfig
 from workbench.report import register as reg
+from workbench.report.measurements import counted, measurement_keys, shared_with, variants
 from workbench.report.sections import (
     CLAIM_COLUMNS,
     PAGE_FILE,
@@ -131,21 +132,24 @@ def verdict_lines(claims: list[dict[str, Any]], register: reg.Register) -> list[
     """The verdict counts: one row per state (total and per paper, with its meaning), then the
     full rules, folded."""
     papers = _papers(claims)
-    counts = pd.crosstab(pd.Series([c["state"] for c in claims], dtype=object),
-                         pd.Series([c["paper"] for c in claims], dtype=object))
-    lines = [_row(["verdict", "claims", *papers, "meaning"]),
+    rows = counted(claims)  # one per measurement and state
+    counts = pd.crosstab(pd.Series([c["state"] for c in rows], dtype=object),
+                         pd.Series([c["paper"] for c in rows], dtype=object))
+    lines = [_row(["verdict", "measurements", *papers, "meaning"]),
              _row([":--", "--:", *["--:"] * len(papers), ":--"])]
     for state in STATES:
         per = [int(counts.at[state, p]) if state in counts.index else 0 for p in papers]
         lines.append(_row([state, str(sum(per)), *map(str, per), SUMMARIES[state]]))
-    lines.append(_row(["**total**", f"**{len(claims)}**",
-                       *[str(sum(c["paper"] == p for c in claims)) for p in papers], ""]))
+    lines.append(_row(["**total**", f"**{len(rows)}**",
+                       *[str(sum(c["paper"] == p for c in rows)) for p in papers], ""]))
     formal = sum(c.get("basis") == reg.BASES["formalisation"] for c in claims)
     return ["## Verdicts", "",
-            f"One row per claim of the claims {register.label()} "
+            f"The {len(claims)} claims of the claims {register.label()} "
             "([`workbench/conf/claims.yaml`](../workbench/conf/claims.yaml)), written before "
-            f"the run and judged from it; {formal} of the {len(claims)} claims are of papers "
-            "known from their abstract only, whose mechanism is our formalisation.", "",
+            f"the run and judged from it, are {len(rows)} measurements: claims read from one "
+            "measurement (the same stage, file and column, the same numbers) count once "
+            f"(`workbench/report/measurements.py`). {formal} of the {len(claims)} claims are of "
+            "papers known from their abstract only, whose mechanism is our formalisation.", "",
             *lines, "",
             "<details><summary>The verdict rules in full "
             "(<code>workbench/report/verdict.py</code>)</summary>", "",
@@ -157,7 +161,12 @@ def claim_lines(claims: list[dict[str, Any]]) -> list[str]:
     the register writes itself has no page)."""
     header = ["paper", "claim", "paper value", "ours", "verdict", "holds", "details"]
     lines = [_row(header), _row([":--"] * len(header))]
-    for c in claims:
+    groups = shared_with(claims)
+    for c in counted(claims):
+        group = groups[c["key"]]
+        if len(group) > 1:  # one measurement judged for several claims: one row, all named
+            c = {**c, "claim": f"{variants([g['key'] for g in group])}: {c['claim']}",
+                 "paper_value": " / ".join(str(g["paper_value"]) for g in group)}
         name, number = c.get("section"), c.get("number")
         link = (f"[{name} #{number}]({name}/{PAGE_FILE}#{claim_anchor(number)})"
                 if name and number else "-")
@@ -170,6 +179,8 @@ def claim_lines(claims: list[dict[str, Any]]) -> list[str]:
                           + [c["verdict"], cell(c.get("holds") or "-", CELL_WIDTHS["holds"]),
                              link]))
     return ["## Claims", "",
+            "One row per measurement: claims read from one measurement share a row, named "
+            "by their keys' last parts, their paper values side by side. "
             "Paper values: [P] from the paper's full text, [A] from its abstract. *Ours* is the "
             "mean over the seeds with its 95% interval where the claim ran several; *holds* is "
             "the state across each assumed parameter's plausible range. Cells are clipped; "
@@ -266,6 +277,8 @@ def build(reports: Path, sections: list[str], params: Path, repo: Path,
     """
     register = reg.load()
     loaded, claims = collected or collect(reports, sections, register)
+    for c, key in zip(claims, measurement_keys(claims, register)):
+        c.setdefault("measurement_id", key)
     prov = provenance(repo, params)
     shown, linked = _params_refs(reports, params, repo)
     digest = (f" (sha256 `{prov['params_sha256'][:12]}`)" if prov["params_sha256"]
@@ -290,9 +303,10 @@ def cost_lines(reports: Path) -> list[str]:
 
 
 def metrics(claims: list[dict[str, Any]], register: reg.Register) -> dict[str, Any]:
-    """The DVC metrics of the claims: the register's version, the count per state, and per
-    claim its mean, 95% interval, seeds and state (numbers where DVC can diff them)."""
-    states = pd.Series([c["state"] for c in claims], dtype=object).value_counts()
+    """The DVC metrics of the claims: the register's version, the count of measurements per
+    state ([`workbench.report.measurements.counted`][]), and per claim its mean, 95% interval,
+    seeds and state (numbers where DVC can diff them)."""
+    states = pd.Series([c["state"] for c in counted(claims)], dtype=object).value_counts()
     return {"register_version": register.version,
             "counts": {s.replace(" ", "_"): int(states.get(s, 0)) for s in STATES},
             "claims": {c["key"]: {"mean": c.get("mean"), "ci_low": c.get("ci_low"),
@@ -344,6 +358,8 @@ def write(reports: Path, sections: list[str], params: Path, repo: Path,
     measured = None if cfg is None else measure_all(
         [e for e in register.entries if e.section in sections], cfg)
     loaded, claims = collect(reports, sections, register, measured)
+    for c, key in zip(claims, measurement_keys(claims, register)):
+        c["measurement_id"] = key
     pages = [reports / sec["name"] / PAGE_FILE for sec in loaded
              if write_page(reports / sec["name"], sec)]
     write_text(reports / "claims.csv",

@@ -74,7 +74,7 @@ PAGE_FILE = "README.md"  # the section's page, beside its section.json
 PAGE_MARK = "from the run outputs; do not edit."  # in every page a notebook writes
 CLAIM_COLUMNS = ["key", "register", "paper", "claim", "basis", "paper_value", "measured", "mean",
                  "ci_low", "ci_high", "seeds", "ours", "setting", "assumed", "holds", "state",
-                 "verdict", "rule", "note"]
+                 "verdict", "rule", "note", "measurement_id"]
 GENERATED = ("results/", "reports/", "data/", "dvc.lock", "params.yaml")  # not "sources"
 PROVENANCE_PACKAGES = ["torch", "numpy", "pandas", "pyarrow", "scipy", "numba", "hydra-core",
                        "dvc", "papermill", "jupytext", "matplotlib", "seaborn"]

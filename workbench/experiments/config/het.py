@@ -241,6 +241,9 @@ class HetEpochConfig:
         fig9_ps_shards: servers of the scaling study (HET's four).
         row_cost_us_sweep: per-row software costs (us, client and server each) Fig. 7's
             embedding communication is clocked at beside the calibrated one.
+        fig8_policies: Fig. 8's cache policies, each replayed at every size of
+            ``fig8_ratios`` (``cluster.workers`` workers, s = 100 in HET's clock).
+        fig8_ratios: Fig. 8's cache sizes (fractions of the table).
         chunk_rows: samples whose keys are drawn at a time.
         jobs: replays run side by side (processes).
         memory_gb: the replays' memory budget (null: 80% of the available memory).
@@ -264,6 +267,10 @@ class HetEpochConfig:
     row_cost_us_sweep: list[float] = field(
         default_factory=lambda: [0.5, 1.0, 2.0, 5.0, 10.0, 20.0],
         metadata=nonempty(in_range(0.0, None)))
+    fig8_policies: list[Literal["lru", "lfu", "lfuopt"]] = field(
+        default_factory=lambda: ["lru", "lfu", "lfuopt"])
+    fig8_ratios: list[float] = field(default_factory=lambda: [0.03, 0.05, 0.10, 0.15],
+                                     metadata=in_range(0.0, 1.0, lo_open=True))
     chunk_rows: int = field(default=1_000_000, metadata=in_range(1, None))
     jobs: int = field(default=2, metadata=in_range(1, 256))
     memory_gb: float | None = field(default=None, metadata=in_range(0.0, None, lo_open=True))
