@@ -334,23 +334,30 @@ def test_every_committed_setting_is_a_point_of_its_sweep() -> None:
 
 def test_committed_het_rows_state_the_papers_setting() -> None:
     """Issue 49's registers in the committed claims table: every HET row names v2 (Tables 1
-    and 2: v3, the long runs) and our committed setting; the replay rows are measured on the
-    whole epoch at full size, in the unit, clock and dense placement the register states."""
+    and 2: v3, the long runs; Fig. 8: v7, the whole epoch) and our committed setting, with its
+    clock unit; the replay rows are measured on the whole epoch at full size, in the unit,
+    clock and dense placement the register states."""
     table = pd.read_csv(REPO_ROOT / "reports" / "claims.csv")
     het = table[table["paper"] == "HET"].set_index("key")
     assert len(het) == len([e for e in REGISTER.entries if e.paper == "HET"])
     measured = [k for k in het.index if REGISTER[k].kind != "not_comparable"]
     long_rows = ["het.table1_time_to_target", "het.table2_staleness"]
+    fig8 = ["het.fig8_lfu_lru", "het.fig8_lfuopt"]
     assert set(het.loc[long_rows, "register"]) == {"v3"}
-    assert set(het.drop(index=long_rows)["register"]) == {"v2"}
+    assert set(het.loc[fig8, "register"]) == {"v7"}
+    assert set(het.drop(index=long_rows + fig8)["register"]) == {"v2"}
     assert het.loc[measured, "ours"].str.contains("unit").all()
-    replayed = [k for k in het.index if k.startswith(("het.fig2_", "het.fig7", "het.fig9a"))]
-    assert len(replayed) == 10
+    assert het.loc[measured, "ours"].str.contains("clock").all()  # every one states its unit
+    replayed = [k for k in het.index
+                if k.startswith(("het.fig2_", "het.fig7", "het.fig8", "het.fig9a"))]
+    assert len(replayed) == 12
     for key in replayed:
         setting, ours = het.loc[key, "setting"], het.loc[key, "ours"]
         assert "33,762,577 rows" in setting and "45,840,617 samples" in setting, key
-        if not key.startswith("het.fig2_"):
+        if key.startswith(("het.fig7", "het.fig9a")):
             assert "clock" in ours and "dense_sync concurrent/shared" in ours, key
+        if key.startswith(("het.fig7", "het.fig8", "het.fig9a")):
+            assert "HET's per-iteration clock" in ours, key
     assert het.loc["het.fig7a_comm.wdl", "ours"].count("embedding communication") == 1
     for key in long_rows:
         assert "per-iteration clock" in het.loc[key, "ours"], key

@@ -451,15 +451,23 @@ def fig8_setting(res: Results) -> str:
 
 
 _UNFILLED = ("the caches never filled at any cache size (miss rates are counted once the "
-             "cache is full), or the committed trace was not run")
+             "cache is full), or the committed trace was not run (the whole epoch: dvc repro "
+             "het_epoch)")
+
+
+def epoch_fig8_ran(res: Results) -> bool:
+    """Whether ``het_epoch``'s Fig. 8 replays are in ``results/`` (a notebook shown on one's own
+    dataset may have only that dataset's stages)."""
+    return res.path("het_epoch", res.cfg.experiments.het_epoch.dataset, "fig8.csv").is_file()
 
 
 def _fig8(res: Results, entry: EntryLike) -> tuple[str, dict[str, Any], dict[str, Any], str]:
     trace = str(entry.ours["trace"])  # the register's committed trace
-    names = [EPOCH_TRACE, *cache_runs(res)["summaries"]]
-    traces = {n: fig8_payload(res, n) for n in names}
-    committed = traces.get(trace, fig8_payload(res, trace))
-    setting = (fig8_setting(res) if trace == EPOCH_TRACE else
+    names = [EPOCH_TRACE] if epoch_fig8_ran(res) else []
+    traces = {n: fig8_payload(res, n) for n in [*names, *cache_runs(res)["summaries"]]}
+    committed = traces.get(trace) or _by_policy(pd.DataFrame(
+        columns=["cache_ratio", "policy", "miss_rate"]))  # not run here: missing
+    setting = (fig8_setting(res) if trace == EPOCH_TRACE and names else
                cache_setting(res, trace) if trace in cache_runs(res)["summaries"] else "-")
     return trace, traces, committed, setting
 
