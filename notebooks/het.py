@@ -33,15 +33,13 @@ cache_ratio = None  # cache rows per worker, share of the table
 bound = None  # staleness bound s
 
 # %%
-import json
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
 
 from workbench import claims
-from workbench.claims.het import EPOCH_TRACE
+from workbench.claims.het import EPOCH_TRACE, epoch_csv, epoch_fig8_ran, fig8_setting
 from workbench.explorers import notebook_config
 from workbench.report import register
 from workbench.report.plotting import MAX_WIDTH_IN, legend_below, panels, set_theme
@@ -86,15 +84,16 @@ pd.DataFrame({n: summaries[n] for n in datasets}).T
 # %%
 # the claims' trace: het_epoch's whole epoch at Criteo Kaggle's cardinality (the paper's sizes);
 # het_cache's traces beside it
+# (read and described as the claims' measure reads and describes them: workbench/claims/het.py)
+res = claims.Results(cfg)
 epoch_dir = cfg.paths.resolve("results") / "het_epoch" / cfg.experiments.het_epoch.dataset
 EPOCH = EPOCH_TRACE
 epoch_reads = [epoch_dir / "fig8.csv", epoch_dir / "summary.json"]
-if (epoch_dir / "fig8.csv").is_file():
-    epoch_fig8 = pd.read_csv(epoch_dir / "fig8.csv").assign(dataset=EPOCH)
-    epoch_summary = json.loads((epoch_dir / "summary.json").read_text())
+if epoch_fig8_ran(res):
+    epoch_fig8 = epoch_csv(res, "fig8").assign(dataset=EPOCH)
     traces = [EPOCH, *datasets]
 else:  # e.g. shown on one's own dataset, in a results folder without the pipeline's epoch
-    epoch_fig8, epoch_summary, epoch_reads, traces = pd.DataFrame(), {}, [], list(datasets)
+    epoch_fig8, epoch_reads, traces = pd.DataFrame(), [], list(datasets)
     section.note("The claims' trace, the whole epoch at Criteo Kaggle's cardinality, is not in "
                  f"the results folder (`het_epoch/{cfg.experiments.het_epoch.dataset}`; `dvc "
                  f"repro het_epoch` replays it): Fig. 8 below shows {', '.join(datasets)} only.")
@@ -107,11 +106,7 @@ def trace_setting(name: str) -> str:
     """A trace's setting: the whole epoch's, or a het_cache dataset's."""
     if name != EPOCH:
         return setting(name) + f"; bound s = {exp.miss_rate_bound} in Hetu's per-update clock"
-    f8 = epoch_summary["fig8"]
-    return (f"{EPOCH}: {epoch_summary['samples']:,} samples over {epoch_summary['table_rows']:,} "
-            f"rows (Criteo Kaggle's epoch and cardinality), {f8['workers']} workers x "
-            f"{epoch_summary['per_worker_batch']}, bound s = {f8['bound']} in HET's "
-            f"per-{f8['clock']} clock")
+    return f"{EPOCH}: {fig8_setting(res)}"
 
 claims_register = register.load()  # the paper's numbers: workbench/conf/claims.yaml
 fig8_entry = claims_register["het.fig8_lfu_lru"]
@@ -188,7 +183,6 @@ section.table(measured_fig8, "fig8_measured", "Measured miss rates (cache full)"
 # LFU against LRU, and LFUOpt against LFU, on the register's committed trace, the whole epoch
 # (the other traces are its condition): workbench/claims/het.py measures them from
 # results/het_epoch and results/het_cache
-res = claims.Results(cfg)
 for key in ("het.fig8_lfu_lru", "het.fig8_lfuopt"):
     section.record(claims.measure(claims_register[key], res))
 

@@ -70,6 +70,22 @@ class ModelConfig:
                               "149095d's parameter-server rate / workers); set recipe=hetu or "
                               "divide_by_workers=false")
 
+    def ps_rate(self, workers: int) -> float:
+        """The factor on what goes through the parameter server: ``1 / workers`` under the
+        ``hetu`` recipe with ``divide_by_workers`` (Hetu 149095d), else 1."""
+        hetu = self.recipe == Recipe.HETU
+        return 1.0 / workers if hetu and self.divide_by_workers else 1.0
+
+    def row_step(self, workers: int, through_ps: bool) -> float:
+        """A row's update per occurrence, as a multiple of that occurrence's gradient of the
+        step's objective ([`workbench.models.recipe`][]): ``-lr_sparse x batch_size`` under
+        ``workbench`` (the objective is the batch mean: this is the per-sample gradient's SGD);
+        ``-lr_sparse`` under ``hetu`` (each worker's mean is already in the objective), times
+        [`ps_rate`][] when the rows go ``through_ps``."""
+        if self.recipe != Recipe.HETU:
+            return -self.lr_sparse * self.batch_size
+        return -self.lr_sparse * (self.ps_rate(workers) if through_ps else 1.0)
+
     @property
     def row_width(self) -> int:
         """Floats per embedding row: ``embedding_dim``, plus one under the ``hetu`` recipe's

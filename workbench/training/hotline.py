@@ -68,6 +68,7 @@ from torch import Tensor
 from workbench.cluster.tiered_store import TieredEmbeddingStore
 from workbench.data.popularity import OnlineProfile
 from workbench.models.ctr import build_model
+from workbench.models.recipe import Recipe
 from workbench.training.capture import EAGER, Capture, MicroBatchStep
 from workbench.training.metrics import auc_score
 from workbench.training.microbatch_plan import MicroBatchPlan, plan_minibatch
@@ -307,7 +308,7 @@ class TieredTrainer:
                  link_gbps: float | None = None, capture: Capture = EAGER):
         if len(table) != model.table_rows:
             raise ValueError(f"table of {len(table)} rows: the model's has {model.table_rows}")
-        if model.config.recipe != "workbench":
+        if model.config.recipe != Recipe.WORKBENCH:
             raise ValueError(f"model recipe {model.config.recipe!r}: Hotline's trainer steps the "
                              "workbench recipe only (the emulated trainer, "
                              "workbench.training.trainer, trains the hetu recipe); set "

@@ -10,15 +10,24 @@ import numpy as np
 import pandas as pd
 
 
+def _rank_sum_auc(labels: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """ROC AUC of each row of ``[rows, n]`` 0/1 ``labels`` and ``scores`` by the rank-sum
+    (Mann-Whitney) formula, ties averaged; NaN for a row with one class."""
+    y = np.asarray(labels) > 0.5
+    n_pos = y.sum(axis=1)
+    n_neg = y.shape[1] - n_pos
+    ranks = pd.DataFrame(np.asarray(scores).T).rank(method="average").to_numpy().T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        auc = (np.where(y, ranks, 0.0).sum(axis=1) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+    return np.where((n_pos > 0) & (n_neg > 0), auc, np.nan)
+
+
 def auc_score(labels: np.ndarray, scores: np.ndarray) -> float:
     """ROC AUC by the rank-sum (Mann-Whitney) formula, ties averaged; NaN with one class."""
-    labels = np.asarray(labels) > 0.5
-    n_pos = int(labels.sum())
-    n_neg = len(labels) - n_pos
-    if n_pos == 0 or n_neg == 0:
+    labels = np.asarray(labels)
+    if not len(labels):
         return math.nan
-    ranks = pd.Series(scores).rank(method="average").to_numpy()
-    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    return float(_rank_sum_auc(labels[None], np.asarray(scores)[None])[0])
 
 
 def batched_auc(labels: np.ndarray, scores: np.ndarray, batch: int) -> float:
@@ -44,19 +53,10 @@ def batched_auc(labels: np.ndarray, scores: np.ndarray, batch: int) -> float:
     if batch < 1:
         raise ValueError(f"batch = {batch}: must be >= 1")
     full = len(labels) // batch * batch
-    y = (np.asarray(labels[:full]) > 0.5).reshape(-1, batch)
-    s = np.asarray(scores[:full], dtype=np.float64).reshape(-1, batch)
-    n_pos = y.sum(axis=1)
-    n_neg = batch - n_pos
-    both = (n_pos > 0) & (n_neg > 0)
-    if not both.any():
-        return math.nan
-    y, s, n_pos, n_neg = y[both], s[both], n_pos[both], n_neg[both]
-    # per-row average ranks (ties averaged), as auc_score's rank sum
-    ranks = pd.DataFrame(s.T).rank(method="average").to_numpy().T
-    pos_rank_sum = (ranks * y).sum(axis=1)
-    aucs = (pos_rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
-    return float(aucs.mean())
+    aucs = _rank_sum_auc(np.asarray(labels[:full]).reshape(-1, batch),
+                         np.asarray(scores[:full]).reshape(-1, batch))
+    aucs = aucs[~np.isnan(aucs)]
+    return float(aucs.mean()) if len(aucs) else math.nan
 
 
 def time_to_target(metrics: pd.DataFrame, target: float, column: str = "time_s") -> float:

@@ -213,10 +213,7 @@ def _worker(rank: int, job: DistributedJob, train: Split, links, group,
         workers, job.capacity_array(), job.seed)
     f, dim = job.n_sparse, cfg.row_width
     hetu = cfg.recipe == Recipe.HETU
-    # the recipe's row step (workbench.models.recipe): per-sample gradient x lr, or Hetu's
-    # per-worker mean (the loss below) x lr, / W on the PS path with divide_by_workers
-    row_step = (-cfg.lr_sparse / (workers if cfg.divide_by_workers else 1) if hetu
-                else -cfg.lr_sparse * batch)
+    row_step = cfg.row_step(workers, through_ps=True)  # the rows go through the server
     rows, last = [], cache.counters.copy()
     traffic_last = endpoint.traffic()
     kernel = _KernelCounters(job.network == "kernel")

@@ -486,12 +486,12 @@ class Trainer:
         self.dense_bytes = 4 * dense_parameter_count(self.model)
         self.tau = (self.workers - 1 if switches.asp_staleness is None
                     else switches.asp_staleness) if system.kind.asynchronous else 0
-        # Hetu 149095d's division by W of what goes through the parameter server
-        divide = 1.0 / self.workers if self.hetu and model_cfg.divide_by_workers else 1.0
+        # the recipe's row step; Hetu 149095d's division by W of what goes through the PS
         routes = system.kind.routes
-        self.sparse_scale = divide if not system.kind.single \
-            and routes.sparse is SparseRoute.PS else 1.0
-        self.dense_scale = divide if routes.dense is DenseRoute.PS else 1.0
+        self.row_step = model_cfg.row_step(self.workers, not system.kind.single
+                                           and routes.sparse is SparseRoute.PS)
+        self.dense_scale = (model_cfg.ps_rate(self.workers) if routes.dense is DenseRoute.PS
+                            else 1.0)
         self._stale_model = copy.deepcopy(self.model) if self.tau else None
         self._snapshots: deque[dict[str, torch.Tensor]] = deque()
         self.elapsed_s = 0.0
@@ -533,17 +533,15 @@ class Trainer:
             weight = 1.0 / np.bincount(owner, minlength=self.workers)[owner]
             objective = (per_sample * torch.from_numpy(weight.astype(np.float32))).sum()
             loss = per_sample.detach().mean()
-            row_step = -self.cfg.lr_sparse * self.sparse_scale
         else:  # the batch's mean loss; rows by the per-sample loss's gradient
             objective = loss = torch.nn.functional.binary_cross_entropy_with_logits(logits,
                                                                                  labels_t)
-            row_step = -self.cfg.lr_sparse * batch
         self.optimizer.zero_grad(set_to_none=True)
         model.zero_grad(set_to_none=True)
         objective.backward()
         self._dense_update(model)
         assert emb_t.grad is not None  # emb_t requires grad: backward() set it
-        updates = row_step * emb_t.grad.numpy()
+        updates = self.row_step * emb_t.grad.numpy()
         touched = [self._write(w, plan, updates[pos].reshape(-1, self.dim))
                    for w, (pos, plan) in enumerate(zip(positions, plans))]
         hidden = 0.0
