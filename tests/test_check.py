@@ -91,7 +91,23 @@ def test_a_results_folder_from_elsewhere_is_judged_claim_by_claim(
 
 def test_one_claims_stages_and_a_misspelt_key(capsys: pytest.CaptureFixture) -> None:
     """``make claim KEY=...`` reruns the stages ``--stages --claim KEY`` prints."""
+    from workbench.repro import load_pipeline, to_run
+    from workbench.utils.paths import REPO_ROOT
+
     assert check.main(["--stages", "--claim", "recd.storage"]) == 0
-    assert capsys.readouterr().out.split() == ["dedup"]
+    printed = capsys.readouterr().out.split()
+    assert printed == ["dedup"]
+    # what it prints, the runner accepts: the group's items and what they depend on
+    picked = [s.name for s in to_run(load_pipeline(REPO_ROOT), force=True, changed=None,
+                                     targets=printed)]
+    assert picked and all(n.split("@")[0] in ("download", "preprocess", "dedup")
+                          for n in picked) and any(n.startswith("dedup@") for n in picked)
+    for key in ("het.fig8_lfu_lru", "het.fig7a_comm.wdl", "esd.cost"):  # every measured kind
+        assert check.main(["--stages", "--claim", key]) == 0
+        assert to_run(load_pipeline(REPO_ROOT), force=True, changed=None,
+                      targets=capsys.readouterr().out.split())
+    # a claim no stage measures: an error, not an empty list (`make claim` would rerun all)
+    assert check.main(["--stages", "--claim", "het.table1_tf_parallax"]) == 2
+    assert "measured by no stage" in capsys.readouterr().err
     assert check.main(["--stages", "--claim", "recd.strage"]) == 2
     assert "did you mean 'recd.storage'" in capsys.readouterr().err

@@ -70,6 +70,13 @@ def test_to_run_picks_changed_stages_and_what_depends_on_them() -> None:
     assert names(to_run(PIPELINE, force=False, changed={"b"}, targets=["x"])) == ["b", "x"]
     with pytest.raises(UserError, match="nope: not a stage of dvc.yaml"):
         to_run(PIPELINE, force=True, changed=None, targets=["nope"])
+    # a foreach group's name stands for its items, as for dvc repro
+    grouped = [Stage("g@p", frozenset()), Stage("g@q", frozenset()),
+               Stage("gx", frozenset()), Stage("h", frozenset({"g@q"}))]
+    assert names(to_run(grouped, force=True, changed=None, targets=["g"])) == ["g@p", "g@q"]
+    assert names(to_run(grouped, force=True, changed=None, targets=["h"])) == ["g@q", "h"]
+    with pytest.raises(UserError, match="g@: not a stage"):
+        to_run(grouped, force=True, changed=None, targets=["g@"])
 
 
 def test_stages_run_after_their_inputs_two_at_a_time_and_an_exclusive_one_alone(

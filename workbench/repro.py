@@ -110,20 +110,23 @@ def to_run(stages: Sequence[Stage], force: bool, changed: set[str] | None,
         force: every stage but the frozen ones (``dvc repro -f``).
         changed: without ``force``, the stages ``dvc status`` reports changed; they and
             everything downstream of them run.
-        targets: only these stages and what they depend on (empty: the whole pipeline).
+        targets: only these stages and what they depend on (empty: the whole pipeline); a
+            ``foreach`` group's name (``dedup``) stands for every item of it (``dedup@...``), as
+            it does for ``dvc repro``.
 
     Raises:
-        UserError: a target that is not a stage of the pipeline.
+        UserError: a target that is neither a stage nor a group of the pipeline.
     """
     by_name = {s.name: s for s in stages}
-    unknown = [t for t in targets if t not in by_name]
+    items = {t: [n for n in by_name if n == t or n.startswith(f"{t}@")] for t in targets}
+    unknown = [t for t, names in items.items() if not names]
     if unknown:
         raise UserError(f"{', '.join(unknown)}: not a stage of dvc.yaml (stages: "
                         f"{', '.join(by_name)})")
     wanted = set(by_name)
     if targets:
         wanted = set()
-        todo = list(targets)
+        todo = [n for names in items.values() for n in names]
         while todo:
             name = todo.pop()
             if name not in wanted:

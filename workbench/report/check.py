@@ -246,10 +246,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.stages:
         try:
-            print(" ".join(claim_stages(key=args.claim)))
+            stages = claim_stages(key=args.claim)
         except MissingInputError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
+        if not stages:  # an empty list would make `make claim` rerun the whole pipeline
+            print(f"error: claim {args.claim!r} is measured by no stage (the register judges "
+                  "it not comparable, with its reason: reports/claims.csv); pick a measured "
+                  "claim from reports/costs.md", file=sys.stderr)
+            return 2
+        print(" ".join(stages))
         return 0
     if args.results is not None and args.committed is None:
         from workbench.utils.paths import REPO_ROOT
