@@ -3,7 +3,8 @@
 #   make test    virtualenv + install (with dev extras) + the whole test suite
 # make check recomputes the claims' stages (dvc repro -f, no notebook) and checks every claim against the committed one.
 # Also: make lab (JupyterLab on the notebooks), make notebooks (their .ipynb, for papermill),
-# make params, make calibrate, make het-long, make bench, make lint (ruff + mypy), make clean.
+# make params, make calibrate, make het-long, make bench, make lint (ruff + mypy), make clean,
+# make torchrec (TorchRec 1.8.0 on the CPU fbgemm-gpu-cpu 1.8.0; make test installs it too).
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
@@ -12,7 +13,7 @@ PY     := $(BIN)/python
 # pytest workers: 2 cores here and in CI.
 JOBS   ?= 2
 
-.PHONY: repro check claim test lab notebooks params calibrate het-long install install-dev bench lint clean
+.PHONY: repro check claim test lab notebooks params calibrate het-long install install-dev torchrec bench lint clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -22,12 +23,22 @@ $(VENV)/.installed: $(BIN)/activate pyproject.toml
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-dev: $(VENV)/.installed
+$(VENV)/.installed-dev: $(VENV)/.installed-torchrec
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-install: $(VENV)/.installed
+# TorchRec beside the pinned torch (pyproject.toml's torchrec extra says why): the extra (the CPU
+# fbgemm-gpu-cpu 1.8.0 and torchrec's other dependencies), then torchrec 1.8.0 without its
+# dependencies (they name the CUDA fbgemm-gpu), then the check that the pair is fbgemm's own.
+$(VENV)/.installed-torchrec: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[torchrec]'
+	$(PY) -m pip install --quiet --no-deps "$$($(PY) -m workbench.utils.torchrec --pin)"
+	$(PY) -m workbench.utils.torchrec
+	touch $@
+
+install: $(VENV)/.installed-torchrec
 install-dev: $(VENV)/.installed-dev
+torchrec: $(VENV)/.installed-torchrec
 
 params: install
 	$(PY) -m workbench.config dump -o params.yaml
@@ -49,18 +60,18 @@ check: params
 	cp reports/claims.csv scratch/claims.committed.csv
 	@test -d .dvc || $(BIN)/dvc init -q
 	$(PY) -m workbench.utils.dvc_lock
-	PATH="$(abspath $(BIN)):$$PATH" $(PY) -m workbench.repro -f $$($(PY) -m workbench.report.check --stages)
+	PATH="$(abspath $(BIN)):$$PATH" $(PY) -m workbench.repro --claims
 	$(PY) -m workbench.report.check --committed scratch/claims.committed.csv --params params.yaml
 
 # Reproduce one claim (reports/costs.md lists each claim's command and cost): every stage behind
 # it, forced, then that claim measured and judged against the committed report.
+# KEY reaches the runner through the environment, never pasted into the recipe's shell.
+export KEY
 claim: params
-	@test -n "$(KEY)" || { echo "usage: make claim KEY=<claim key> (reports/costs.md lists them)"; exit 2; }
+	@test -n "$$KEY" || { echo "usage: make claim KEY=<claim key> (reports/costs.md lists them)"; exit 2; }
 	@test -d .dvc || $(BIN)/dvc init -q
 	$(PY) -m workbench.utils.dvc_lock
-	stages=$$($(PY) -m workbench.report.check --stages --claim $(KEY)) && \
-	  PATH="$(abspath $(BIN)):$$PATH" $(PY) -m workbench.repro -f $$stages
-	$(PY) -m workbench.report.check --results results --claim $(KEY)
+	PATH="$(abspath $(BIN)):$$PATH" $(PY) -m workbench.repro --claim "$$KEY"
 
 # Re-measure this machine's compute and software costs (results/calibration, a frozen DVC stage
 # that `dvc repro` never reruns by itself; it reads the preprocessed datasets' shapes, so their

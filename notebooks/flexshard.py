@@ -72,7 +72,8 @@ summaries, data = per_dataset(results, exp.datasets,
 datasets = list(summaries)
 claims_ds = exp.claims_dataset
 base = summaries[claims_ds]
-PLAN_ORDER = [p for p in exp.plans]
+# the configured plans that were planned somewhere (TorchRec's planner may find no plan)
+PLAN_ORDER = [p for p in exp.plans if p in set(data["plans"]["plan"])]
 LABEL = dict(zip(data["plans"]["plan"], data["plans"]["label"], strict=False))
 
 

@@ -87,6 +87,12 @@ def test_a_results_folder_from_elsewhere_is_judged_claim_by_claim(
             shutil.rmtree(folder)
         assert check.main(["--results", str(bad)]) == 2
         assert says in capsys.readouterr().err
+    empty = tmp_path / "empty"  # a stage folder with nothing in it: no claim checked, not 0
+    (empty / "esd").mkdir(parents=True)
+    assert check.main(["--results", str(empty)]) == 2
+    assert "nothing in " in capsys.readouterr().err
+    assert check.main(["--results", str(empty), "--claim", "esd.cost"]) == 2
+    assert "could be measured for 'esd.cost'" in capsys.readouterr().err
 
 
 def test_one_claims_stages_and_a_misspelt_key(capsys: pytest.CaptureFixture) -> None:
@@ -111,3 +117,39 @@ def test_one_claims_stages_and_a_misspelt_key(capsys: pytest.CaptureFixture) -> 
     assert "measured by no stage" in capsys.readouterr().err
     assert check.main(["--stages", "--claim", "recd.strage"]) == 2
     assert "did you mean 'recd.storage'" in capsys.readouterr().err
+
+
+def test_the_runner_takes_a_claim_and_refuses_what_it_cannot_run(
+        capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``make claim`` / ``make check`` hand the key to ``python -m workbench.repro --claim``
+    (never to a shell): a stage-less or unknown key runs nothing and says why in one line; a
+    measured key forces its stages, then judges the claim."""
+    from workbench import repro
+    from workbench.utils.paths import REPO_ROOT
+
+    monkeypatch.chdir(REPO_ROOT)
+    ran: list[list[str]] = []
+
+    class Recorder:
+        def __init__(self, chosen, jobs, *, force, root):  # type: ignore[no-untyped-def]
+            ran.append([s.name for s in chosen])
+            assert force
+
+        def run(self) -> int:
+            return 0
+
+    judged: list[list[str]] = []
+    monkeypatch.setattr(repro, "Scheduler", Recorder)
+    monkeypatch.setattr(check, "main", lambda argv: judged.append(argv) or 0)
+    assert repro.main(["--claim", "het.table1_tf_parallax"]) == 2
+    assert "measured by no stage" in capsys.readouterr().err and not ran
+    assert repro.main(["--claim", "recd.storage; touch pwned"]) == 2
+    assert "is no claim of the register" in capsys.readouterr().err and not ran
+    assert repro.main(["--claim", "recd.storage", "esd"]) == 2
+    assert "not both" in capsys.readouterr().err and not ran
+    assert repro.main(["--claim", "recd.storage"]) == 0
+    assert any(n.startswith("dedup@") for n in ran[0])
+    assert judged == [["--results", str(REPO_ROOT / "results"), "--claim", "recd.storage"]]
+    assert repro.main(["--claims"]) == 0
+    assert {n.split("@")[0] for n in ran[1]} >= {"esd", "het_epoch", "flexshard", "dedup"}
+    assert "export KEY" in (REPO_ROOT / "Makefile").read_text()

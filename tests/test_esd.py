@@ -265,3 +265,33 @@ def test_cost_model_equals_its_definition_per_worker(seed, workers) -> None:
     sync = np.array([model.tau[j] * states[j][2] for j in range(workers)])
     expected += sync.sum(axis=0) - sync
     np.testing.assert_allclose(model.key_costs(uniq), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dim", [8, 512])
+def test_the_makespan_is_clocked_at_the_configured_width(dim: int) -> None:
+    """cost.csv's makespan_s_per_batch and worker_comm_s are at the model's D, as transfer_s is:
+    every worker's communication carries at least its rows x D x 4 bytes over its own link (a
+    replay cluster clocked at its 4-wide stored rows gave 5.9 ms where D = 512 over 100 Mb/s is
+    about 190 ms)."""
+    from workbench.cluster.time_model import ComputeCost
+    from workbench.experiments.esd import EsdPoint, one_run
+
+    exp = load(["profile=ci"]).experiments.esd
+    exp = exp.__class__(**{**exp.__dict__, "batches": 4, "warmup_max": 4})
+    point = EsdPoint.base(exp)
+    n = point.workers * point.per_worker
+    keys = np.random.default_rng(0).integers(0, 400, (n * 12, 6))
+    row, kept = one_run(keys, 400, exp, "laia", point, wire_dim=dim, seed=0,
+                        compute=ComputeCost(1e-3, 0.0, "test"))
+    for rec in kept:  # transfer_s = rows x D x 4 / B_j: the link arithmetic, per worker
+        rows = rec["pulled_rows"] + rec["pushed_rows"]
+        assert np.all(rec["comm_s"] >= rec["transfer_s"] * (1 - 1e-9))
+        assert np.any(rows > 0)
+    assert row["makespan_s_per_batch"] >= np.mean([r["transfer_s"].max() for r in kept]) > 0
+    per_worker = np.array(row["worker_comm_s"].split(), float)
+    assert np.all(per_worker >= np.mean([r["transfer_s"] for r in kept], axis=0) * (1 - 1e-6))
+    wrong = EdgeCluster(ClusterConfig(workers=2), CacheConfig(policy="lru", rows=4), 20, 4)
+    with pytest.raises(ValueError, match="wire_dim 512 differs from the cluster's 4"):
+        run_dispatch(wrong, keys[:8] % 20, make_dispatcher(
+            "random", wrong, np.array([2, 2]), SolverOptions(), wire_dim=512, seed=0), 1,
+            wire_dim=512)

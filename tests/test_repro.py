@@ -8,6 +8,7 @@ pipeline and checks that a plain ``dvc repro`` afterwards reruns nothing.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -148,23 +149,31 @@ time.sleep(120)
 """
 
 
+def _runner(root: Path, stages: str, fake: str):  # type: ignore[no-untyped-def]
+    """The runner in its own process, SIGTERM handled as ``python -m workbench.repro`` does,
+    over ``Scheduler(<stages>, command=(python, root / <fake>...))``."""
+    import subprocess
+
+    return subprocess.Popen([sys.executable, "-c", (
+        "import signal, sys; from pathlib import Path; "
+        "from workbench.repro import Scheduler, Stage, _sigterm; "
+        "signal.signal(signal.SIGTERM, _sigterm); "
+        f"root = Path({str(root)!r}); "
+        f"sys.exit(Scheduler({stages}, root=root, "
+        f"command=(sys.executable, str(root / {fake})).run())")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
 def test_sigterm_stops_the_stages_and_leaves_the_lock_complete(tmp_path: Path) -> None:
     import os
     import signal
-    import subprocess
     import time
 
     lock = "schema: '2.0'\nstages:\n  a:\n    cmd: x\n"
     (tmp_path / "dvc.lock").write_text(lock)
     (tmp_path / "slow_dvc.py").write_text(SLOW_DVC)
-    runner = subprocess.Popen([sys.executable, "-c", (
-        "import signal, sys; from pathlib import Path; "
-        "from workbench.repro import Scheduler, Stage, _sigterm; "
-        "signal.signal(signal.SIGTERM, _sigterm); "
-        f"root = Path({str(tmp_path)!r}); "
-        "sys.exit(Scheduler([Stage('a', frozenset()), Stage('b', frozenset())], 2, root=root, "
-        "command=(sys.executable, str(root / 'slow_dvc.py'), str(root))).run())")],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    runner = _runner(tmp_path, "[Stage('a', frozenset()), Stage('b', frozenset())], 2",
+                     "'slow_dvc.py'), str(root)")
     pids = [tmp_path / "a.pid", tmp_path / "b.pid"]
     deadline = time.monotonic() + 60
     while not all(p.exists() and p.read_text() for p in pids) and time.monotonic() < deadline:
@@ -177,3 +186,95 @@ def test_sigterm_stops_the_stages_and_leaves_the_lock_complete(tmp_path: Path) -
             os.kill(int(p.read_text()), 0)
     assert (tmp_path / "dvc.lock").read_text() == lock  # cut by the stage, restored
     assert "dvc.lock was cut by the interruption; restored" in out
+
+
+OUT_DVC = """
+import os, shutil, signal, sys, time
+root, mode, name = sys.argv[1], sys.argv[2], sys.argv[-1]
+out = os.path.join(root, "results", name)
+shutil.rmtree(out)                      # what DVC does before the command runs
+os.makedirs(out)
+open(os.path.join(out, "half.csv"), "w").write("cut")
+if mode == "fail":
+    sys.exit(2)
+if mode == "slow":
+    signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
+    open(os.path.join(root, "started"), "w").write(str(os.getpid()))
+    time.sleep(120)
+open(os.path.join(out, "half.csv"), "w").write("new, whole")
+"""
+
+
+def _committed(tmp_path: Path, name: str) -> Path:
+    out = tmp_path / "results" / name
+    (out / "sub").mkdir(parents=True)
+    (out / "summary.json").write_text('{"committed": true}')
+    (out / "sub" / "curve.csv").write_text("1,2\n")
+    (out / "link").symlink_to("summary.json")
+    return out
+
+
+def _tree(path: Path) -> dict[str, str]:
+    return {str(p.relative_to(path)): (f"-> {os.readlink(p)}" if p.is_symlink()
+                                       else p.read_text() if p.is_file() else "/")
+            for p in sorted(path.rglob("*"))}
+
+
+@pytest.mark.parametrize("mode", ["fail", "ok"])
+def test_a_stage_that_does_not_finish_gets_its_outputs_back(tmp_path: Path, mode: str,
+                                                             capsys) -> None:
+    """DVC deletes a stage's outputs before its command: the runner keeps hard-linked copies
+    and puts them back when the stage fails; a stage that finishes keeps its new output."""
+    out = _committed(tmp_path, "a")
+    before = _tree(out)
+    (tmp_path / "out_dvc.py").write_text(OUT_DVC)
+    code = Scheduler([Stage("a", frozenset(), outs=("results/a",))], 1, root=tmp_path,
+                     command=(sys.executable, str(tmp_path / "out_dvc.py"), str(tmp_path),
+                              mode)).run()
+    if mode == "fail":
+        assert code == 1 and _tree(out) == before
+        assert "its outputs from before the run are back (results/a)" in capsys.readouterr().out
+    else:
+        assert code == 0 and _tree(out) == {"half.csv": "new, whole"}
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["a"]  # no copy left
+
+
+def test_an_interrupted_stage_gets_its_outputs_back(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    out = _committed(tmp_path, "a")
+    before = _tree(out)
+    (tmp_path / "out_dvc.py").write_text(OUT_DVC)
+    runner = _runner(tmp_path, "[Stage('a', frozenset(), outs=('results/a',))], 1",
+                     "'out_dvc.py'), str(root), 'slow'")
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _tree(out) == {"half.csv": "cut"}  # DVC deleted it, the stage began its own
+    runner.send_signal(signal.SIGTERM)
+    text, _ = runner.communicate(timeout=60)
+    assert runner.returncode == 130, text
+    assert _tree(out) == before and "outputs from before the run are back" in text
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["a"]
+
+
+def test_a_copy_a_killed_runner_left_is_put_back_before_the_next_run(tmp_path: Path) -> None:
+    """A runner killed outright (SIGKILL) after DVC deleted an output leaves only the kept copy:
+    the next run puts it back before anything else, and keeps its own copy of it."""
+    from workbench.repro import drop_kept, keep_outputs
+
+    out = _committed(tmp_path, "a")
+    before = _tree(out)
+    stage = Stage("a", frozenset(), outs=("results/a",))
+    keep_outputs(tmp_path, stage)
+    import shutil
+
+    shutil.rmtree(out)  # DVC's delete; then the runner dies
+    keep_outputs(tmp_path, stage)  # the next run
+    assert _tree(out) == before
+    kept = tmp_path / "results" / ".a.kept-by-repro"
+    assert _tree(kept) == before and (kept / "summary.json").stat().st_ino == (
+        out / "summary.json").stat().st_ino  # a hard link, no data copied
+    drop_kept(tmp_path, stage)
+    assert not kept.exists() and _tree(out) == before

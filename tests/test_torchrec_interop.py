@@ -1,15 +1,19 @@
-"""TorchRec interop: KJT and IKJT round trips through TorchRec's own KeyedJaggedTensor.
+"""TorchRec interop: the install check, KJT and IKJT round trips through TorchRec's own
+KeyedJaggedTensor, and an IKJT through TorchRec's EmbeddingBagCollection.
 
-Skips without TorchRec (the message gives the install command). torchrec 1.9.2, the newest on
-the index, imports fbgemm_gpu from its package ``__init__``, and fbgemm_gpu 1.9.0's operators do
-not load against the pinned torch 2.13 (undefined symbols). TorchRec's KJT module itself is pure
-torch when offsets are given, so where the package does not load the tests load that one module
-from the installed TorchRec (its parent packages left empty) and test against its class.
+``make test`` installs TorchRec (``make torchrec``), and in CI (``CI=true``) the tests require the
+full package: a missing or mismatched install fails there instead of skipping. Elsewhere they
+skip without TorchRec (the message gives the install command); where TorchRec is installed but
+its package does not load, the KJT tests load TorchRec's KJT module alone (pure torch when offsets
+are given) and test against its class.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -23,12 +27,13 @@ from hypothesis import strategies as st
 
 from workbench.sparse import torchrec_interop as tri
 from workbench.sparse.jagged_tensor import KeyedJaggedTensor, to_ikjt
+from workbench.utils import torchrec as wtr
 
 
 def _kjt_module_alone() -> Any:
     spec = importlib.util.find_spec("torchrec")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip(f"TorchRec is not installed: {tri.INSTALL}")
+        pytest.skip(f"TorchRec is not installed: {wtr.INSTALL}")
     root = Path(next(iter(spec.submodule_search_locations)))
     saved = {n: sys.modules.get(n) for n in ("torchrec", "torchrec.sparse", "torchrec.pt2")}
     try:
@@ -46,12 +51,30 @@ def _kjt_module_alone() -> Any:
                 sys.modules[name] = module
 
 
+_CI = os.environ.get("CI", "").lower() == "true"
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def torchrec_package() -> Any:
+    """The full ``torchrec`` package, checked by `check_install` (CI: required, else skip)."""
+    try:
+        wtr.check_install()
+    except wtr.TorchRecUnavailable as err:
+        if _CI:
+            pytest.fail(f"CI runs the interop tests against the full package: {err}")
+        pytest.skip(str(err))
+    return importlib.import_module("torchrec")
+
+
 @pytest.fixture(scope="module")
 def trkjt() -> type:
     """TorchRec's KeyedJaggedTensor class (the package's, or its module's alone)."""
+    if _CI:  # the full package, never the one-module fallback
+        wtr.check_install()
     try:
         return tri.torchrec_kjt_class()
-    except tri.TorchRecUnavailable as err:
+    except wtr.TorchRecUnavailable as err:
         if "not installed" in str(err):
             pytest.skip(str(err))
     return _kjt_module_alone().KeyedJaggedTensor  # type: ignore[no-any-return]
@@ -119,5 +142,92 @@ def test_without_torchrec_the_error_gives_the_install_command(
     monkeypatch.setitem(sys.modules, "torchrec", None)  # import torchrec fails: not found
     monkeypatch.delitem(sys.modules, "torchrec.sparse", raising=False)
     monkeypatch.delitem(sys.modules, "torchrec.sparse.jagged_tensor", raising=False)
-    with pytest.raises(tri.TorchRecUnavailable, match=r"pip install 'workbench\[torchrec\]'"):
+    with pytest.raises(wtr.TorchRecUnavailable, match=r"make torchrec \(or: pip install "
+                       r"'workbench\[torchrec\]' && pip install --no-deps 'torchrec==1\.8\.0'"):
         tri.torchrec_kjt_class()
+
+
+def test_the_install_pins_the_pair_of_fbgemms_own_table() -> None:
+    """pyproject's extra names the CPU build whose release number is torchrec's, and no CUDA one."""
+    text = (_ROOT / "pyproject.toml").read_text()
+    extra = re.search(r"^torchrec = \[(.*?)\]", text, re.S | re.M)
+    assert extra is not None
+    pins = dict(re.findall(r'"([a-z-]+)==([0-9.]+)"', extra.group(1)))
+    assert "fbgemm-gpu" not in pins and "torchrec" not in pins  # torchrec: --no-deps, after it
+    assert pins["fbgemm-gpu-cpu"] == wtr.TORCHREC.split("==")[1]
+    torch_pin = re.search(r'"torch==([0-9.]+)"', text)
+    assert torch_pin is not None and torch_pin.group(1).startswith("2.13")
+    made = subprocess.run([sys.executable, "-m", "workbench.utils.torchrec", "--pin"],
+                          capture_output=True, text=True, check=True, cwd=_ROOT)
+    assert made.stdout.strip() == wtr.TORCHREC  # what make torchrec installs
+    assert "workbench.utils.torchrec --pin" in (_ROOT / "Makefile").read_text()
+
+
+def test_the_check_passes_on_the_installed_pair(torchrec_package: Any) -> None:
+    found = wtr.check_install()
+    assert found.variant == "cpu" and found.table_torch == "2.13"
+    assert found.torch.startswith("2.13") and found.fbgemm.startswith("1.8")
+    assert found.torchrec.startswith("1.8")
+    assert "pairs fbgemm 1.8 with torch 2.13" in found.line()
+
+
+def test_the_check_names_a_wrong_install_and_its_fix(torchrec_package: Any,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    fbgemm_gpu = importlib.import_module("fbgemm_gpu")
+    with monkeypatch.context() as m:
+        m.setattr(fbgemm_gpu, "__variant__", "cuda")
+        with pytest.raises(wtr.TorchRecUnavailable, match="the cuda build, not cpu: pip "
+                           "uninstall -y fbgemm-gpu fbgemm-gpu-cpu, then make torchrec"):
+            wtr.check_install()
+    with monkeypatch.context() as m:
+        m.setattr(fbgemm_gpu, "_fbgemm_torch_compat_table", {"1.8": "2.12"})
+        with pytest.raises(wtr.TorchRecUnavailable, match="pairs with torch 2.12 in its "
+                           "compatibility table, this is torch 2.13"):
+            wtr.check_install()
+    real = wtr._distribution
+    with monkeypatch.context() as m:
+        m.setattr(wtr, "_distribution", lambda n: "1.9.0" if n == "fbgemm-gpu" else real(n))
+        with pytest.raises(wtr.TorchRecUnavailable, match="the CUDA build fbgemm-gpu 1.9.0 is "
+                           "installed"):
+            wtr.check_install()
+    with monkeypatch.context() as m:
+        m.setattr(wtr, "_distribution", lambda n: "1.9.2" if n == "torchrec" else real(n))
+        with pytest.raises(wtr.TorchRecUnavailable, match="torchrec 1.9.2 does not match "
+                           "fbgemm_gpu 1.8"):
+            wtr.check_install()
+    with monkeypatch.context() as m:
+        m.setattr(wtr, "_distribution", lambda n: None if n == "torchrec" else real(n))
+        with pytest.raises(wtr.TorchRecUnavailable, match="TorchRec is not installed: make "
+                           "torchrec"):
+            wtr.check_install()
+
+
+def test_an_ikjt_through_torchrecs_embedding_bag_collection_equals_the_kjt(
+        torchrec_package: Any) -> None:
+    """RecD's IKJT, kept deduplicated as TorchRec's variable-batch KJT, pools through TorchRec's
+    own EmbeddingBagCollection to exactly the expanded KJT's output, and to the workbench's
+    dedup_pooled_lookup on the same weights."""
+    from workbench.sparse.jagged_tensor import dedup_pooled_lookup
+
+    rng = np.random.default_rng(7)
+    batch, rows = 64, 50
+    keys, groups = ["u", "h", "i"], [["u", "h"], ["i"]]
+    users = rng.integers(0, 8, batch)  # 8 sessions: the user features repeat within one
+    data = {"u": [[int(u)] for u in users],
+            "h": [[int(u * 3 + j) % rows for j in range(1 + u % 4)] for u in users],
+            "i": [[int(x)] for x in rng.integers(0, rows, batch)]}
+    kjt = KeyedJaggedTensor.from_dict(data)
+    ikjt = to_ikjt(kjt, groups)
+    assert ikjt.num_values() < kjt.num_values()
+    tr = torchrec_package
+    ebc = tr.EmbeddingBagCollection(tables=[
+        tr.EmbeddingBagConfig(name=f"t_{k}", embedding_dim=8, num_embeddings=rows,
+                              feature_names=[k]) for k in keys], device=torch.device("cpu"))
+    expanded = ebc(tri.to_torchrec(ikjt.expand())).to_dict()
+    kept = ebc(tri.ikjt_to_torchrec(ikjt)).to_dict()
+    for k in keys:
+        assert kept[k].shape == (batch, 8)
+        assert torch.equal(kept[k], expanded[k])
+        weight = ebc.embedding_bags[f"t_{k}"].weight
+        ours = dedup_pooled_lookup(weight, ikjt, k)
+        assert torch.allclose(ours, kept[k], rtol=0, atol=1e-6)

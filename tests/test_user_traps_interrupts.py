@@ -202,3 +202,37 @@ def test_a_dedup_point_partitions_its_own_copy(tmp_path: Path) -> None:
                      tmp_path / "job") == "dedup"
     assert plain.paths.data == str(tmp_path / "job" / "data")
     assert (tmp_path / "job" / "data" / "processed" / "synthetic_sessions" / "meta.json").is_file()
+
+
+@pytest.mark.parametrize("wrapped", ["set_name", "hydra", "config"])
+def test_a_ctrl_c_wrapped_by_a_library_is_still_an_interrupt(
+        wrapped: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """A Ctrl-C in a stage's first seconds arrives wrapped: Python's ``__set_name__`` makes it a
+    RuntimeError, Hydra's compose a config error ("bad override ...: " with an empty reason).
+    Either ends as the interrupt: one line, exit 130."""
+    from hydra.errors import HydraException
+
+    from workbench import config
+    from workbench.stages import cli
+    from workbench.utils.validation import ConfigError
+
+    def interrupted(*_a: object, **_k: object) -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as ki:
+            if wrapped == "set_name":
+                raise RuntimeError("Error calling __set_name__ on '_Field' instance") from ki
+            if wrapped == "hydra":
+                raise HydraException("") from ki
+            raise ConfigError("bad override or config group: ") from ki
+
+    if wrapped == "hydra":  # the real compose, its Hydra call interrupted
+        monkeypatch.setattr("hydra.compose", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            config.compose(["seed=1"])
+    monkeypatch.setattr(cli, "run", interrupted)
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["het-train"])
+    assert stop.value.code == 130
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("interrupted: the stage stopped") and "\n" not in err

@@ -9,7 +9,10 @@ file or link planted beside its outputs says: a commit journal naming other fold
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -142,6 +145,32 @@ def test_a_notebook_out_dir_at_or_above_the_project_root_is_refused(out_dir: str
         notebook_output("esd", out_dir)
 
 
+@pytest.mark.parametrize("out_dir,says", [
+    ("reports/het", "inside notebook het's section"), ("reports", "the project's reports/"),
+    ("reports/het/sub", "notebook het's section"), ("docs/figs", "the project's docs/"),
+    ("results/esd", "the project's results/"), ("link to reports/het", "notebook het's section")])
+def test_a_notebook_out_dir_over_another_section_or_committed_files_is_refused(
+        out_dir: str, says: str) -> None:
+    """``out_dir=reports/het`` for the esd notebook would replace het's committed page and
+    section.json (so would a link to it); only reports/esd is the esd notebook's own."""
+    from workbench.utils.paths import REPO_ROOT, SCRATCH_DIR, notebook_output
+
+    link = None
+    if out_dir.startswith("link"):
+        SCRATCH_DIR.mkdir(parents=True, exist_ok=True)
+        link = SCRATCH_DIR / f"to_het_{os.getpid()}"
+        link.symlink_to(REPO_ROOT / "reports" / "het")
+        out_dir = str(link)
+    try:
+        with pytest.raises(ConfigError, match=f"{says}.*e.g. out_dir=scratch/esd"):
+            notebook_output("esd", out_dir)
+    finally:
+        if link is not None:
+            link.unlink()
+    assert notebook_output("esd", "reports/esd") == REPO_ROOT / "reports" / "esd"
+    assert notebook_output("esd", "scratch/mine") == REPO_ROOT / "scratch" / "mine"
+
+
 def test_a_readme_no_notebook_wrote_is_never_overwritten(tmp_path: Path) -> None:
     from workbench.report.sections import write_page
     from workbench.utils.errors import UserError
@@ -174,8 +203,29 @@ def test_replay_out_never_replaces_a_link_or_a_device(tmp_path: Path, kind: str)
     else:
         out = Path("/dev/null")
     with pytest.raises(TraceError, match="a link or a special file"):
-        _check_out(out)
+        _check_out(out, tmp_path / "trace.npy")
     assert _intact(victim) and (kind != "link" or out.is_symlink())
+
+
+@pytest.mark.parametrize("spelling", ["same", "dotted", "hard link"])
+def test_replay_out_is_never_the_trace_it_reads(tmp_path: Path, spelling: str) -> None:
+    """``replay cache --trace t.npy --out t.npy`` would replace the trace with the result."""
+    import numpy as np
+
+    trace = tmp_path / "trace.npy"
+    np.save(trace, np.zeros((2, 1, 3), np.int64))
+    before = trace.read_bytes()
+    out = {"same": trace, "dotted": tmp_path / "." / "sub" / ".." / "trace.npy",
+           "hard link": tmp_path / "other.npy"}[spelling]
+    (tmp_path / "sub").mkdir()
+    if spelling == "hard link":
+        os.link(trace, out)
+    done = subprocess.run([sys.executable, "-m", "workbench.replay", "cache", "--trace",
+                           str(trace), "--cache-rows", "2", "--out", str(out)],
+                          capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert "that is the --trace it reads" in done.stderr and len(done.stderr.splitlines()) == 1
+    assert trace.read_bytes() == before
 
 
 def test_a_training_stage_on_labels_of_one_class_stops_instead_of_reporting_nan(
@@ -296,7 +346,15 @@ def _laughs() -> str:
     ("a:\n\tb: 1\n", ":2: found character '\\t' that cannot start any token"),
     ("a: 1\na: 2\n", ":2: found duplicate key a"),
     ('a: !!python/object/apply:os.system ["true"]\n', ":1: could not determine a constructor"),
-    ("- 1\n- 2\n", "the top level must be a mapping"),
+    ("- 1\n- 2\n", "the top level must be a mapping (key: value), not a list"),
+    ("~\n", "not null; is it a params file?"),  # was blamed on pipeline.datasets
+    ("1.5: x\n", "the key 1.5 under the top level is a float, not a name"),  # a traceback
+    ("a: {2: 3}\n", "the key 2 under a is a int, not a name"),
+    ("seed: " + "9" * 5001 + "\n", "Exceeds the limit (4300 digits)"),
+    ("seed: !!set {a, b}\n", "Value 'set' is not a supported primitive type"),
+    ("seed: 1\n", "has no pipeline and no datasets section: it is not a whole params file"),
+    ("root:x:0:0:root:/root:/bin/bash\nbin:x:2:2:bin:/bin:/usr/sbin/nologin\n",
+     "not a single text value"),  # /etc/passwd: never echoed
     ("a: " + "[" * 5000 + "]" * 5000 + "\n", ":1: nested deeper than 64 levels"),
     ("a: 1\n".encode("utf-16"), "UTF-16 text; save it as UTF-8"),
     (b"\x00\x01\x02binary", "binary bytes, not YAML text"),
@@ -313,6 +371,17 @@ def test_a_malformed_params_file_is_one_line(tmp_path: Path, content: str | byte
         load(params=path)
     message = str(info.value)
     assert says in message and "\n" not in message and "make params" in message
+    assert "root:x" not in message and len(message) - len(str(path)) < 350
+
+
+def test_an_unknown_key_is_shown_short() -> None:
+    """A long unknown key (a file that is no params file, a pasted line) is cut in the error."""
+    with pytest.raises(ConfigError) as info:  # Hydra took it for a file name: OSError
+        load([f"{'x' * 2000}=1"])
+    assert "(2,000 characters)" in str(info.value) and len(str(info.value)) < 300
+    with pytest.raises(ConfigError) as info:
+        load([f"experiments.{'y' * 150}=1"])
+    assert "experiments.yyy" in str(info.value) and "(150 characters)" in str(info.value)
 
 
 def test_a_bad_override_with_a_params_file_is_one_line() -> None:
@@ -392,3 +461,81 @@ def test_replay_checks_memory_before_reading_a_huge_trace(tmp_path: Path, capsys
                           "would take")
     assert err.endswith("of memory: replay a part of it (e.g. save np.load(path, "
                         "mmap_mode='r')[:steps] alone)")
+
+
+def _contend(dest: Path, seconds: float, out) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    from workbench.utils.io import ConcurrentRunError, writing
+
+    inside, overlaps, end = dest.with_name("inside"), 0, time.monotonic() + seconds
+    entered = 0
+    while time.monotonic() < end:
+        try:
+            with writing(dest):
+                entered += 1
+                try:  # exclusive: nobody else is inside
+                    fd = os.open(inside, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                except FileExistsError:
+                    overlaps += 1
+                    continue
+                os.close(fd)
+                os.unlink(inside)
+        except ConcurrentRunError:
+            pass
+    out.put((entered, overlaps))
+
+
+def test_the_writer_lock_admits_one_run_at_a_time_under_contention(tmp_path: Path) -> None:
+    """Four processes taking and leaving one output's writer lock as fast as they can are never
+    inside together (the holder unlinks the lock as it leaves; a run that opened the file just
+    before must not count the unlinked file's lock as the lock)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    dest = tmp_path / "results" / "x"
+    dest.parent.mkdir(parents=True)
+    procs = [ctx.Process(target=_contend, args=(dest, 3.0, out)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    counts = [out.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(30)
+    assert sum(e for e, _ in counts) > 100  # they did take turns
+    assert sum(o for _, o in counts) == 0
+    assert sorted(p.name for p in dest.parent.iterdir()) == []  # no lock file left behind
+
+
+@pytest.mark.parametrize("name", ["synthetic", "synthetic_long", "synthetic_sessions_full"])
+def test_an_own_dataset_may_not_take_a_configured_datasets_name(tmp_path: Path,
+                                                                name: str) -> None:
+    """Every dataset the configuration mounts owns its data/ and results/ (synthetic_long, the
+    long HET runs', is in no pipeline.datasets list): an own dataset of that name is refused
+    with a name that works; the dataset itself still loads."""
+    from workbench.utils.validation import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"dataset.name = '{name}' is a dataset of the "
+                                          rf"pipeline .*dataset.name=my_{name}$"):
+        load(["dataset=local", f"dataset.name={name}", f"dataset.path={tmp_path}"])
+    assert load(["dataset=local", f"dataset.name=my_{name}", f"dataset.path={tmp_path}"])
+    assert load([f"dataset={name}"]).dataset.name == name
+
+
+@pytest.mark.parametrize("kind", ["link", "folder"])
+def test_a_writer_lock_that_is_a_link_or_a_folder_is_one_line(tmp_path: Path, kind: str) -> None:
+    from workbench.utils.io import ConcurrentRunError
+
+    dest = tmp_path / "results" / "x"
+    dest.parent.mkdir(parents=True)
+    lock = dest.with_name(".x.writing.lock")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    if kind == "link":
+        lock.symlink_to(victim)
+    else:
+        lock.mkdir()
+    with pytest.raises(ConcurrentRunError, match=f"is a {kind}, which no run makes.*remove it"):
+        with atomic_dir(dest) as tmp:
+            (tmp / "out").write_text("new")
+    assert victim.read_text() == "keep" and not dest.exists()

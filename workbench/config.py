@@ -52,6 +52,7 @@ from workbench.utils.paths import (
     known_notebooks,
     resolve,
 )
+from workbench.utils.signals import wraps_interrupt
 from workbench.utils.validation import (
     ConfigError,
     from_dict,
@@ -215,14 +216,16 @@ class WorkbenchConfig:
         for key, ds in self.datasets.items():
             if ds.name != key:
                 raise ConfigError(f"datasets.{key}.name = {ds.name!r}: must equal its key {key!r}")
+        # every configured dataset (the pipeline's, and those its stages name: synthetic_long,
+        # the claims datasets) owns its data/ and results/ folders
         taken = self.datasets.get(self.dataset.name)
-        if self.dataset.name in self.pipeline.datasets and taken is not None and any(
-                getattr(self.dataset, k) != getattr(taken, k)
-                for k in ("source", "registry", "path")):
+        if taken is not None and any(getattr(self.dataset, k) != getattr(taken, k)
+                                     for k in ("source", "registry", "path")):
             raise ConfigError(
                 f"dataset.name = {self.dataset.name!r} is a dataset of the pipeline "
-                f"(pipeline.datasets) with another source: its data/ and results/ would be "
-                f"replaced; give yours another name, e.g. dataset.name=my_{self.dataset.name}")
+                f"(datasets.{self.dataset.name}) with another source: its data/ and results/ "
+                f"would be replaced; give yours another name, e.g. "
+                f"dataset.name=my_{self.dataset.name}")
 
     def dataset_named(self, name: str | None) -> DatasetConfig:
         """The dataset config ``datasets[name]``, or ``dataset`` when ``name`` is None."""
@@ -257,10 +260,18 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     from hydra.errors import HydraException
 
     GlobalHydra.instance().clear()
+    for item in overrides or []:  # Hydra looks a key up as a file name: one that long crashes
+        key = str(item).split("=", 1)[0]
+        if len(key) > 200:
+            raise ConfigError(f"override {key[:40]}... ({len(key):,} characters): no config "
+                              "key is that long; overrides are key=value with a dotted key, "
+                              "e.g. experiments.esd.workers=4")
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             return hydra_compose(config_name="config", overrides=list(overrides or []))
     except HydraException as err:
+        if wraps_interrupt(err):  # a Ctrl-C while composing: the interrupt, not a bad override
+            raise KeyboardInterrupt from None
         missing = re.search(r"Could not override '([^']+)'", str(err))
         if missing:
             raise override_error(missing[1]) from None
@@ -317,6 +328,11 @@ def load(overrides: list[str] | None = None, params: Path | str | None = None) -
                 f"{REPO_ROOT})")
         raise ConfigError(f"params file {path} not found: {hint}")
     cfg = read_params_file(path)
+    lacking = [k for k in ("pipeline", "datasets") if k not in cfg]
+    if lacking:  # else the first check to trip names a key the file never meant to set
+        raise ConfigError(f"params file {path} has no {' and no '.join(lacking)} section: it is "
+                          f"not a whole params file (a composed configuration); {_REGENERATE}, "
+                          "and pass changes as key=value overrides")
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise ConfigError(f"override {bad[0]!r} is not key=value")
@@ -334,6 +350,37 @@ MAX_PARAMS_DEPTH = 64
 #: The largest params file read (``params.yaml`` is about 30 KB).
 MAX_PARAMS_BYTES = 16 << 20
 _REGENERATE = "regenerate it with `make params` (or `python -m workbench.config dump -o FILE`)"
+
+
+def _create(path: Path, text: str) -> Any:
+    """OmegaConf's reading of ``text``; what YAML allows and a config cannot hold (a number or
+    a mapping as a key, a ``!!set``, an integer of thousands of digits) is one line."""
+    import yaml
+
+    try:
+        cfg = OmegaConf.create(text)
+        _names_only(OmegaConf.to_container(cfg, resolve=False), "")
+        return cfg
+    except yaml.YAMLError:
+        raise
+    except Exception as err:  # noqa: BLE001 - OmegaConf's and Python's own, on any value
+        first = " ".join(str(err).split())[:160] or type(err).__name__
+        raise ConfigError(f"params file {path}: YAML a config cannot hold (keys are names, values "
+                          f"plain numbers, strings, lists and mappings): {first}; "
+                          f"{_REGENERATE}") from None
+
+
+def _names_only(node: Any, where: str) -> None:
+    """Raise ``TypeError`` at the first mapping key that is not a name (a number, a bool)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if not isinstance(key, str):
+                raise TypeError(f"the key {key!r} under {where or 'the top level'} is a "
+                                f"{type(key).__name__}, not a name")
+            _names_only(value, f"{where}.{key}" if where else key)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _names_only(value, f"{where}[{i}]")
 
 
 def read_params_file(path: Path) -> DictConfig:
@@ -370,9 +417,19 @@ def read_params_file(path: Path) -> DictConfig:
     def where(mark: Any) -> str:
         return f"{path}:{mark.line + 1}" if mark is not None else str(path)
 
-    depth = 0
+    depth, top = 0, None
     try:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if top is None and isinstance(event, yaml.NodeEvent):
+                top = event
+                if not isinstance(event, yaml.MappingStartEvent):  # never echo what it holds
+                    kind = ("a list" if isinstance(event, yaml.SequenceStartEvent) else
+                            "null" if isinstance(event, yaml.ScalarEvent)
+                            and event.value in ("", "~", "null", "Null", "NULL")
+                            else "a single text value")
+                    raise ConfigError(f"params file {path}: the top level must be a mapping "
+                                      f"(key: value), not {kind}; is it a params file? "
+                                      f"{_REGENERATE}")
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 raise ConfigError(f"params file {where(event.start_mark)}: anchors and aliases "
                                   f"(&name / *name) are not read in a params file; write the "
@@ -384,7 +441,7 @@ def read_params_file(path: Path) -> DictConfig:
                                       f"than {MAX_PARAMS_DEPTH} levels; {_REGENERATE}")
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
-        cfg = OmegaConf.create(text)
+        cfg = _create(path, text)
     except yaml.MarkedYAMLError as err:
         what = " ".join(str(err.problem or err.context or "not valid YAML").split())
         raise ConfigError(f"params file {where(err.problem_mark)}: {what}; fix that line, or "

@@ -227,12 +227,15 @@ def compact(keys: np.ndarray) -> tuple[np.ndarray, int]:
     return inverse.reshape(keys.shape).astype(np.int64), int(len(uniq))
 
 
-def _check_out(out: Path | None) -> None:
+def _check_out(out: Path | None, trace: Path) -> None:
     """``--out`` must name a regular file (or a new one) in an existing directory, never a link
     or a device such as ``/dev/stdout`` (the result is written atomically: it would replace the
-    link itself); checked before any work."""
+    link itself), and never the trace it reads; checked before any work."""
     if out is None:
         return
+    if out.exists() and trace.exists() and out.samefile(trace):  # a hard link too
+        raise TraceError(f"--out {out}: that is the --trace it reads, which the result would "
+                         f"replace; give another file, e.g. {out.with_suffix('.json')}")
     if out.is_dir() and not out.is_symlink():
         raise TraceError(f"--out {out}: a directory; give a file path, e.g. {out / 'result.json'}")
     if out.is_symlink() or (out.exists() and not out.is_file()):
@@ -291,7 +294,7 @@ def run_cache(args: argparse.Namespace) -> dict:
     from workbench.cluster.config import CacheConfig, CachePolicy, ClusterConfig
     from workbench.cluster.edge_cluster import EdgeCluster, replay, summarize
 
-    _check_out(args.out)
+    _check_out(args.out, args.trace)
     default = 100 if args.bound is None else args.bound
     read_bound = default if args.read_bound is None else args.read_bound
     write_bound = default if args.write_bound is None else args.write_bound
@@ -337,7 +340,7 @@ def run_dispatch_command(args: argparse.Namespace) -> dict:
     from workbench.dispatch.registry import make_dispatcher
     from workbench.utils.validation import ConfigError
 
-    _check_out(args.out)
+    _check_out(args.out, args.trace)
     _options("dispatch", **{
         "--workers": (args.workers, arg(int, 1)),  # its upper bound: the trace's samples
         "--per-worker": (args.per_worker, arg(int, 1)),

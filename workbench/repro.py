@@ -17,6 +17,11 @@ time (the machine's cores by default):
                         stage still runs; at the end, exit 1 with a summary: each failed
                         stage with its error line, and what did not run because of it
 
+**Outputs survive a stage that does not finish**: DVC deletes a stage's outputs before its
+command runs. The runner first keeps a hard-linked copy of each beside it
+(``.<name>.kept-by-repro``, no data copied); a stage that fails or is interrupted gets them back
+(whatever it left in their place is removed), a stage that finishes drops the copy.
+
 DVC itself does everything that makes a run a ``dvc repro``: it checks each stage against
 ``dvc.lock``, runs its command, and records it, under its repository lock (``--wait-for-lock``:
 two stages finishing together queue for the lock rather than fail). A second run reruns
@@ -70,12 +75,14 @@ class Stage:
         upstream: the stages it depends on (their outputs are its inputs).
         exclusive: runs with no other stage beside it (``meta: {exclusive: true}``).
         frozen: DVC never runs it (``frozen: true``).
+        outs: its outputs, relative to the project root.
     """
 
     name: str
     upstream: frozenset[str]
     exclusive: bool = False
     frozen: bool = False
+    outs: tuple[str, ...] = ()
 
 
 def load_pipeline(root: Path) -> list[Stage]:
@@ -89,7 +96,8 @@ def load_pipeline(root: Path) -> list[Stage]:
             meta = stage.meta if isinstance(stage.meta, dict) else {}
             stages.append(Stage(stage.addressing,
                                 frozenset(s.addressing for s in graph.successors(stage)),
-                                bool(meta.get("exclusive", False)), bool(stage.frozen)))
+                                bool(meta.get("exclusive", False)), bool(stage.frozen),
+                                tuple(os.path.relpath(o.fs_path, root) for o in stage.outs)))
     return stages
 
 
@@ -200,7 +208,8 @@ class Scheduler:
         return [*self.command, *(["--force"] if self.force else []), stage.name]
 
     def _start(self, stage: Stage) -> _Running:
-        env = {**os.environ, "TQDM_DISABLE": "1",
+        keep_outputs(self.root, stage)
+        env = {**os.environ, "TQDM_DISABLE": "1", RUNNER_ENV: "1",
                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
         process = subprocess.Popen(self._argv(stage), cwd=self.root, env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -293,11 +302,13 @@ class Scheduler:
                     running.remove(r)
                     took = _duration(time.monotonic() - r.started)
                     if code == 0:
+                        drop_kept(self.root, r.stage)
                         self.done.append(r.stage.name)
                         self._keep_lock()
                         self.say(f"repro: done {r.stage.name} in {took} "
                                  f"[{len(self.done)}/{total}]")
                     else:
+                        self._put_back(r.stage)
                         self.failed.append(r.stage.name)
                         if r.error:
                             self.errors[r.stage.name] = r.error[0]
@@ -320,6 +331,8 @@ class Scheduler:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(r.process.pid, signal.SIGKILL)
                     r.process.wait()
+            for r in running:
+                self._put_back(r.stage)
             self._restore_lock()
             self.say("repro: interrupted; stopped " + ", ".join(r.stage.name for r in running))
             return 130
@@ -330,6 +343,13 @@ class Scheduler:
                  f" ({self.jobs} at a time)")
         return 0
 
+
+    def _put_back(self, stage: Stage) -> None:
+        """A stage that failed or was stopped: its outputs as they were before it started."""
+        restored = restore_kept(self.root, stage)
+        if restored:
+            self.say(f"repro: {stage.name} did not finish; its outputs from before the run are "
+                     f"back ({', '.join(restored)})")
 
     def summary(self, total: int) -> str:
         """What failed and why (each stage's error line), and what did not run because of it."""
@@ -346,6 +366,73 @@ class Scheduler:
                                    initial_indent="  ", subsequent_indent="      ",
                                    break_on_hyphens=False)
         return "\n".join(lines)
+
+
+#: Set for the stages the runner starts: their interrupt message can say the runner puts
+#: their previous outputs back.
+RUNNER_ENV = "WORKBENCH_REPRO"
+
+
+def _kept(root: Path, out: str) -> Path:
+    path = root / out
+    return path.with_name(f".{path.name}.kept-by-repro")
+
+
+def keep_outputs(root: Path, stage: Stage) -> None:
+    """Keep a hard-linked copy of each of ``stage``'s outputs beside it before DVC runs it.
+
+    DVC deletes a stage's outputs before its command runs; a stage writes its new output whole
+    and replaces the old one only at the end, so a failure or an interruption in between would
+    otherwise leave the committed output deleted. The copy costs no data: every file is a hard
+    link (a stage never writes into an old file; its new files are new inodes). Links inside an
+    output are copied as links, never followed."""
+    import shutil
+
+    for out in stage.outs:
+        path, kept = root / out, _kept(root, out)
+        if kept.is_dir() and not kept.is_symlink() and not path.exists():
+            os.replace(kept, path)  # a runner killed mid-stage left the only copy: it is back
+        elif kept.is_symlink() or kept.is_file():
+            kept.unlink()
+        elif kept.exists():
+            shutil.rmtree(kept)
+        if path.is_symlink() or not path.exists():
+            continue
+        if path.is_dir():
+            shutil.copytree(path, kept, symlinks=True, copy_function=os.link)
+        else:
+            os.link(path, kept)
+
+
+def drop_kept(root: Path, stage: Stage) -> None:
+    """The stage finished: its kept copies go."""
+    import shutil
+
+    for out in stage.outs:
+        kept = _kept(root, out)
+        if kept.is_dir() and not kept.is_symlink():
+            shutil.rmtree(kept)
+        elif kept.exists() or kept.is_symlink():
+            kept.unlink()
+
+
+def restore_kept(root: Path, stage: Stage) -> list[str]:
+    """The stage did not finish: each output it no longer has whole is its kept copy again
+    (what was written in its place is removed). Returns the outputs put back."""
+    import shutil
+
+    back = []
+    for out in stage.outs:
+        path, kept = root / out, _kept(root, out)
+        if not (kept.exists() and not kept.is_symlink()):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        os.replace(kept, path)
+        back.append(out)
+    return back
 
 
 def _complete_lock(path: Path) -> bytes | None:
@@ -371,7 +458,7 @@ def _duration(seconds: float) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m workbench.repro [-f] [--jobs N] [STAGE ...]``."""
+    """``python -m workbench.repro [-f] [--jobs N] [STAGE ... | --claim KEY | --claims]``."""
     parser = argparse.ArgumentParser(
         prog="python -m workbench.repro",
         description="dvc repro with independent stages in parallel (module docstring).")
@@ -382,11 +469,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-j", "--jobs", type=int, default=len(os.sched_getaffinity(0))
                         if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
                         help="stages at a time (default: the cores this process may use)")
+    chosen_claims = parser.add_mutually_exclusive_group()
+    chosen_claims.add_argument("--claim", metavar="KEY",
+                               help="make claim: force every stage the claim is measured from "
+                                    "(and what they depend on), then judge it against the "
+                                    "committed report")
+    chosen_claims.add_argument("--claims", action="store_true",
+                               help="make check: force every stage a claim is measured from")
     args = parser.parse_args(argv)
     root = Path.cwd()
     try:
         if not (root / "dvc.yaml").is_file():
             raise UserError(f"no dvc.yaml in {root.name}/: run this from the project's root")
+        if args.claim is not None or args.claims:
+            if args.targets:
+                raise UserError("give stages or a claim, not both")
+            from workbench.report.check import claim_targets
+
+            args.targets, args.force = claim_targets(args.claim), True
         stages = load_pipeline(root)
         changed = None if args.force else changed_stages(root)
         chosen = to_run(stages, args.force, changed, args.targets)
@@ -396,7 +496,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"repro: {len(chosen)} stages to hand to DVC, {args.jobs} at a time"
               + ("" if args.force else " (changed, and what depends on them)"), flush=True)
         signal.signal(signal.SIGTERM, _sigterm)
-        return Scheduler(chosen, args.jobs, force=args.force, root=root).run()
+        code = Scheduler(chosen, args.jobs, force=args.force, root=root).run()
+        if code or args.claim is None:
+            return code
+        from workbench.report import check
+
+        return check.main(["--results", str(root / "results"), "--claim", args.claim])
     except UserError as err:
         print(f"{type(err).__name__}: {err}", file=sys.stderr)
         return 2

@@ -9,7 +9,9 @@ speed).
 * ``flexshard.a2a_traffic``: 1 - FlexShard / RW inter-node bytes per iteration;
 * ``flexshard.comm_latency``: RW / FlexShard all-to-all seconds per iteration (forward +
   backward); the devices, the link ratio, the slow-node NIC speed and the dataset are the
-  conditions of both (a device count whose replay reused profiled samples is left out).
+  conditions of both (a device count whose replay reused profiled samples is left out), and so
+  is the baseline (register v6): the workbench's RW, or TorchRec's planner's own plan
+  (``summary.json``'s ``torchrec``) within RW's memory or within the device's HBM.
 
 A replay that reuses samples the planner profiled (``replay_in_profile`` > 0: a split too short
 for a held-out replay) is no measurement of either claim: the planner has seen the lookups it is
@@ -23,6 +25,10 @@ from typing import Any
 
 from workbench.claims.measurement import EntryLike, Measurement, Results
 
+#: the baseline condition's values: the workbench's row-wise plan, and TorchRec's planner's own
+#: plan (``torchrec_plan.json``) within RW's memory and within the device's HBM
+BASELINES = {"rw (own)": None, "torchrec (RW's memory)": "torchrec",
+             "torchrec (device HBM)": "torchrec_hbm"}
 #: each swept condition: its name in the register, its sweep file and the file's column
 SWEEPS = {"devices": ("device_sweep.csv", "devices"),
           "NVLink/NIC ratio": ("link_sweep.csv", "link_ratio"),
@@ -54,7 +60,7 @@ def _setting_note(res: Results) -> tuple[dict[str, Any], str, str]:
     base = runs(res)["summaries"][exp.claims_dataset]
     setting = (ds_setting(res, exp.claims_dataset) + f"; FlexShard t1 = "
                f"{base['flexshard']['t1']:,}, t2 = {base['flexshard']['t2']:,}; memory limit "
-               f"{exp.memory_limit}")
+               f"{exp.memory_limit}; " + baseline_source(base))
     note = ("our formalisation and assumed topology; the claims dataset is the session "
             "generator at Criteo's full cardinality, its replay held out from the profile "
             "(datasets that reuse profiled samples are left out of the dataset condition); "
@@ -85,6 +91,36 @@ def sweep_points(res: Results, condition: str, column: str,
                 else by["rw"] / by["flexshard"]
             out.append({"value": float(point), "values": [float(value)]})
     return out
+
+
+def baseline_points(base: dict[str, Any], column: str) -> list[dict[str, Any]]:
+    """FlexShard's ``column`` (a summary value against a baseline) against each of
+    [`BASELINES`][] that the stage planned (a refused ratio is left out)."""
+    planned = base.get("torchrec", {})
+    out = []
+    for label, name in BASELINES.items():
+        value = base.get(column) if name is None else planned.get(name, {}).get(column)
+        if value is not None and (name is None or name in planned):
+            out.append({"value": label, "values": [float(value)]})
+    return out
+
+
+def baseline_source(base: dict[str, Any]) -> str:
+    """Where the committed baseline comes from, in words (TorchRec's plan beside it)."""
+    planned = base.get("torchrec", {})
+    if "torchrec" not in planned:
+        return "baseline: the workbench's row-wise plan (TorchRec's planner did not run)"
+
+    def chose(t: dict[str, Any]) -> str:
+        return ("found no plan" if "no_plan" in t
+                else f"chose {t['sharding_type']} ({t['compute_kernel']})")
+
+    t, hbm = planned["torchrec"], planned.get("torchrec_hbm")
+    same = ("" if "no_plan" in t else ", which places every row where it does"
+            if t["same_rows_as_rw"] else ", which places the rows differently")
+    other = f"; with the device's HBM it {chose(hbm)}" if hbm else ""
+    return (f"baseline: the workbench's row-wise plan (contiguous blocks of ceil(N/P) ids); "
+            f"TorchRec's planner, given RW's memory per device, {chose(t)}{same}{other}")
 
 
 def held_out(summary: dict[str, Any]) -> bool:
@@ -119,7 +155,8 @@ def a2a_traffic(res: Results, entry: EntryLike) -> Measurement:
         {**{c: sweep_points(res, c, "replay_inter_bytes", "reduction") for c in SWEEPS},
          "dataset": [{"value": n, "values": [s["inter_traffic_reduction"]]}
                      for n, s in summaries.items()
-                     if s["inter_traffic_reduction"] is not None and held_out(s)]},
+                     if s["inter_traffic_reduction"] is not None and held_out(s)],
+         "baseline": baseline_points(base, "inter_traffic_reduction") if held_out(base) else []},
         note)
 
 
@@ -134,5 +171,6 @@ def comm_latency(res: Results, entry: EntryLike) -> Measurement:
         {"values": [speedup] if speedup is not None else None, "missing": missing},
         {**{c: sweep_points(res, c, "replay_seconds", "speedup") for c in SWEEPS},
          "dataset": [{"value": n, "values": [s["latency_speedup"]]}
-                     for n, s in summaries.items() if s["latency_speedup"] and held_out(s)]},
+                     for n, s in summaries.items() if s["latency_speedup"] and held_out(s)],
+         "baseline": baseline_points(base, "latency_speedup") if held_out(base) else []},
         note + "; the all-to-all time of one iteration (forward + backward), not the whole step")

@@ -54,8 +54,11 @@ class EdgeCluster:
         cluster: links, speeds and workers.
         cache: policy, capacity and bounds (the same for every worker).
         table_rows: rows of the (concatenated) embedding table.
-        dim: embedding width D.
+        dim: embedding width D of the rows the caches and the server hold.
         init_values: initial table ``[table_rows, dim]`` (default: zeros).
+        wire_dim: width of a row on the wire, which every byte and second of
+            [`end_iteration`][] counts (None: ``dim``). A counter-only replay holds narrow rows
+            (the counters do not depend on the width) and clocks them at the model's D.
         software: the resolved per-message / per-row software cost of the clock (None: none;
             ``workbench.training.clock.clock_costs`` resolves the config's).
 
@@ -69,10 +72,13 @@ class EdgeCluster:
 
     def __init__(self, cluster: ClusterConfig, cache: CacheConfig, table_rows: int, dim: int,
                  init_values: np.ndarray | None = None,
-                 software: SoftwareCost | None = None) -> None:
+                 software: SoftwareCost | None = None, wire_dim: int | None = None) -> None:
         self.links = Links.from_config(cluster, software)
         self.workers = cluster.workers
         self.dim = dim
+        self.wire_dim = dim if wire_dim is None else int(wire_dim)
+        if self.wire_dim < 1:
+            raise ValueError(f"wire_dim must be at least 1, got {wire_dim}")
         values = np.zeros((table_rows, dim), np.float32) if init_values is None else init_values
         if values.shape != (table_rows, dim):
             raise ValueError(f"init_values has shape {values.shape}; expected "
@@ -91,8 +97,8 @@ class EdgeCluster:
 
     @property
     def row_bytes(self) -> int:
-        """Bytes of one embedding row on the wire (fp32)."""
-        return self.dim * BYTES_PER_FLOAT
+        """Bytes of one embedding row on the wire (fp32, ``wire_dim`` wide)."""
+        return self.wire_dim * BYTES_PER_FLOAT
 
     def read(self, worker: int, keys: np.ndarray, want_values: bool = True) -> np.ndarray:
         """Worker ``worker`` reads ``keys`` through its cache (one row per occurrence)."""
@@ -128,7 +134,7 @@ class EdgeCluster:
         delta = now - self._last
         self._last = now
         record = {k: v[0] for k, v in time_model(
-            delta[None], self.links, self.dim, compute_s, dense_bytes, routes,
+            delta[None], self.links, self.wire_dim, compute_s, dense_bytes, routes,
             hidden_s).items()}
         self.clock_s += record["iter_s"] + record["dense_s"]
         self._deltas.append(delta)

@@ -286,12 +286,19 @@ def run_dispatch(cluster: EdgeCluster, keys: np.ndarray, dispatcher: Dispatcher,
     Returns:
         One record per batch: ``assignment``, ``method``, ``decision_s``, ``predicted_cost``,
         ``sync_plan_sizes``, and per worker ``pulled_rows``, ``pushed_rows``, ``comm_s`` and
-        ``transfer_s`` (rows x tau_j: the weighted transmission cost, latency excluded).
+        ``transfer_s`` (rows x tau_j: the weighted transmission cost, latency excluded), both
+        at the cluster's ``wire_dim``.
+
+    Raises:
+        ValueError: ``wire_dim`` is given and is not the cluster's.
     """
     from tqdm.auto import tqdm
 
     n = int(dispatcher.capacities.sum())
-    dim = cluster.dim if wire_dim is None else wire_dim
+    dim = cluster.wire_dim if wire_dim is None else wire_dim
+    if dim != cluster.wire_dim:  # comm_s is clocked by the cluster: one width for both
+        raise ValueError(f"wire_dim {dim} differs from the cluster's {cluster.wire_dim}: build "
+                         f"the EdgeCluster with wire_dim={dim}")
     tau = dim * 4 / cluster.links.bandwidth_Bps
     out = []
     for t in tqdm(range(start, start + batches), disable=not progress, desc=dispatcher.name,

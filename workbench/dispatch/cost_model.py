@@ -46,7 +46,7 @@ class CostModel:
                  local: np.ndarray | None = None) -> None:
         self.cluster = cluster
         self.local = local
-        dim = cluster.dim if wire_dim is None else wire_dim
+        dim = cluster.wire_dim if wire_dim is None else wire_dim
         self.tau = dim * 4 / cluster.links.bandwidth_Bps  # seconds per row, per worker
         self._scratch = np.empty(0)  # sample_costs' key costs, reused
 

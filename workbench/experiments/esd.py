@@ -15,7 +15,8 @@
 * ``train.csv`` / ``train_summary.json``: the model trained end to end through the cluster with
   each of ``train_dispatchers`` (test AUC against emulated time; time to target); the summary's
   ``replicates`` holds each dispatcher's time to target in ``train_replicates`` runs at the base
-  spread (seed + r: a new initialisation and data order each; replicate 0 is the main run).
+  spread (seed + r: a new initialisation and data order each; replicate 0 is the main run);
+  ``train_replicates.csv`` every replicate's evaluations (AUC and emulated time).
 * ``train_modes.csv``: every end-to-end run (each dispatcher at each of ``train_spreads``)
   clocked in each dense synchronisation mode of ``train_dense_modes``
   ([`workbench.cluster.dense_sync`][]; exact: the counters and compute of a run do not
@@ -58,15 +59,18 @@ if TYPE_CHECKING:  # the trainer imports torch: loaded by the training only
     from workbench.training.trainer import ClusterSetup
 
 log = logging.getLogger(__name__)
-VALUE_DIM = 4  # rows moved in the replay; bytes use the model's embedding width
+VALUE_DIM = 4  # width of the rows the replay holds (its counters do not depend on it)
 
 
-def edge_cluster(exp: EsdConfig, links: ClusterConfig, rows: int,
-                 cache_ratio: float) -> EdgeCluster:
+def edge_cluster(exp: EsdConfig, links: ClusterConfig, rows: int, cache_ratio: float,
+                 wire_dim: int) -> EdgeCluster:
     """The emulated edge cluster of one ESD point: ``links`` ([`edge_cluster_config`][]),
-    LRU HET caches of ``cache_ratio`` with read and write bound ``exp.bound``."""
+    LRU HET caches of ``cache_ratio`` with read and write bound ``exp.bound``, holding
+    ``VALUE_DIM``-wide rows and clocking every byte and second at ``wire_dim`` (the model's D:
+    ``transfer_s``, ``comm_s`` and the makespan alike)."""
     return EdgeCluster(links, CacheConfig(policy="lru", ratio=cache_ratio, read_bound=exp.bound,
-                                          write_bound=exp.bound), rows, VALUE_DIM)
+                                          write_bound=exp.bound), rows, VALUE_DIM,
+                       wire_dim=wire_dim)
 
 
 def worker_capacities(cluster: ClusterConfig, per_worker: int, mode: str) -> np.ndarray:
@@ -161,7 +165,7 @@ def one_run(keys: np.ndarray, rows: int, exp: EsdConfig, dispatcher: str, point:
     on the slowest-loaded worker (``compute``: the calibrated clock); ``point.capacity`` is
     ``equal`` or ``proportional`` ([`worker_capacities`][])."""
     links = edge_cluster_config(exp, point.workers, point.spread)
-    cluster = edge_cluster(exp, links, rows, point.cache_ratio)
+    cluster = edge_cluster(exp, links, rows, point.cache_ratio, wire_dim)
     caps = worker_capacities(links, point.per_worker, point.capacity)
     disp = make_dispatcher(dispatcher, cluster, caps, solver_options(exp), wire_dim=wire_dim,
                            seed=seed)
@@ -209,7 +213,7 @@ def dedup_ilp_probe(keys: np.ndarray, rows: int, exp: EsdConfig, wire_dim: int,
     from workbench.dispatch.hybriddis import EsdDispatcher
 
     links = edge_cluster_config(exp, exp.workers, exp.bandwidth_spread)
-    cluster = edge_cluster(exp, links, rows, exp.cache_ratio)
+    cluster = edge_cluster(exp, links, rows, exp.cache_ratio, wire_dim)
     caps = worker_capacities(links, exp.per_worker, "equal")
     disp = make_dispatcher("esd_heuristic", cluster, caps,
                            SolverOptions(heuristic_rounds=exp.heuristic_rounds),
@@ -318,7 +322,7 @@ def run(ctx: RunContext, exp: EsdConfig, *, train: HetTrainConfig, dataset: Data
         return ClusterSetup(links, CacheConfig(policy="lru", ratio=exp.cache_ratio), compute,
                             software, worker_capacities(links, exp.per_worker, exp.capacity))
 
-    train_frame, modes_frame, train_summary = train_end_to_end(ctx, meta, exp, train, model,
+    train_frame, modes_frame, curves, train_summary = train_end_to_end(ctx, meta, exp, train, model,
                                                                dataset.target_auc, setup_at)
     summary = {"dataset": meta.name, "table_rows": rows, "samples": int(len(keys)),
                "wire_dim": wire_dim, **dataclasses.asdict(exp), "train": train_summary,
@@ -332,6 +336,7 @@ def run(ctx: RunContext, exp: EsdConfig, *, train: HetTrainConfig, dataset: Data
         pd.DataFrame(decisions).to_csv(tmp / "decision.csv", index=False, float_format="%.6g")
         train_frame.to_csv(tmp / "train.csv", index=False, float_format="%.6g")
         modes_frame.to_csv(tmp / "train_modes.csv", index=False, float_format="%.6g")
+        curves.to_csv(tmp / "train_replicates.csv", index=False, float_format="%.8g")
         # wall-clock bound like decision.csv: whether a solve is proven depends on the machine
         probe.to_csv(tmp / "dedup_ilp.csv", index=False, float_format="%.6g")
         write_json(tmp / "summary.json", summary)
@@ -340,7 +345,7 @@ def run(ctx: RunContext, exp: EsdConfig, *, train: HetTrainConfig, dataset: Data
 def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
                      train_exp: HetTrainConfig, model: ModelConfig, target: float,
                      setup_at: Callable[[float], ClusterSetup]
-                     ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+                     ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """Train ``model`` through the edge cluster with each train dispatcher at each spread, and
     clock every run in each dense synchronisation mode.
 
@@ -359,7 +364,9 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
         ``train.csv`` (the evaluations of the base spread's runs, clocked in the cluster's
         mode), ``train_modes.csv`` (per dispatcher, spread and dense mode: the time to target,
         the step, the dense synchronisation's share of it, the speedup against ``random`` and
-        ``laia``) and the summary.
+        ``laia``), ``train_replicates.csv`` (every replicate's evaluations at the base spread:
+        test AUC and emulated time per evaluated iteration, from which the claim reads the time
+        to any target and the steady-state time per iteration) and the summary.
     """
     from workbench.cluster.edge_cluster import reclock
     from workbench.cluster.time_model import Links
@@ -392,6 +399,7 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
     modes = list(dict.fromkeys([base.cluster.dense_mode, *exp.train_dense_modes]))
     latencies = list(dict.fromkeys([exp.latency_ms, *exp.train_latencies_ms]))
     frames: list[pd.DataFrame] = []
+    curves: list[pd.DataFrame] = []
     by_mode: list[dict[str, Any]] = []
     summary: dict[str, Any] = {"target_auc": target, "runs": [], "spreads": spreads,
                                "dense_mode": base.cluster.dense_mode, "dense_modes": modes,
@@ -435,6 +443,7 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
                 continue
             metrics.insert(0, "dispatcher", name)
             frames.append(metrics)
+            curves.append(_curve(metrics, 0, ctx.seed))
             decided = getattr(trainer.dispatcher, "decided", {})  # the ESD dispatchers'
             summary["runs"].append({"dispatcher": name,
                                     "methods": dict(sorted(decided.items())),
@@ -455,6 +464,7 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
             summary["replicates"].append({"replicate": r, "seed": ctx.seed + r,
                                           "dispatcher": name,
                                           "time_to_target_s": time_to_target(metrics, target)})
+            curves.append(_curve(metrics.assign(dispatcher=name), r, ctx.seed + r))
     times = {r["dispatcher"]: r["time_s"] for r in summary["runs"]}
     for reference in ("random", "laia"):
         if "hybriddis" in times and reference in times:
@@ -469,4 +479,11 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
             keys = pd.MultiIndex.from_frame(modes_frame[cols])
             modes_frame[f"speedup_vs_{reference}"] = (
                 ref.reindex(keys).to_numpy() / modes_frame["time_to_target_s"].to_numpy())
-    return pd.concat(frames, ignore_index=True), modes_frame, summary
+    return (pd.concat(frames, ignore_index=True), modes_frame,
+            pd.concat(curves, ignore_index=True), summary)
+
+
+def _curve(metrics: pd.DataFrame, replicate: int, seed: int) -> pd.DataFrame:
+    """One run's evaluations as ``train_replicates.csv`` keeps them."""
+    return metrics.loc[:, ["dispatcher", "iteration", "test_auc", "time_s", "decision_s"]].assign(
+        replicate=replicate, seed=seed)

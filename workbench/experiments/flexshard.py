@@ -8,7 +8,8 @@ history) feature:
     profile: the lookups of the first ``profile_batches`` iterations -> p_r per row (per occurrence;
              unseen rows share the Good-Turing missing mass, estimated per iteration: see
              missing_mass); rows ranked by their profiled lookups
-    plans at the base topology: tw, rw (baseline), cw, twrw, hot_dp, flexshard
+    plans at the base topology: tw, rw (baseline), cw, twrw, hot_dp, flexshard, and TorchRec's
+        planner's own choice (torchrec: in RW's memory; torchrec_hbm: in the device's HBM)
         (hot_dp and flexshard: cut points by the planner within RW's memory)
     replay: the next ``replay_batches`` iterations through every plan -> bytes per device pair,
         all-to-all seconds (forward + backward), memory (weights + the largest buffers)
@@ -21,7 +22,11 @@ history) feature:
 
 Outputs (``results/flexshard/<ds>/``): ``plans.csv``, ``fraction_curve.csv``,
 ``device_sweep.csv``, ``skew_sweep.csv``, ``link_sweep.csv``, ``link_traffic.csv`` (the base
-replay's bytes per device pair for RW and FlexShard), ``summary.json``.
+replay's bytes per device pair for RW and FlexShard), ``torchrec_plan.json`` (TorchRec's
+planner's plans at the base topology, shard by shard: ``torchrec`` within RW's memory,
+``torchrec_hbm`` with the device's HBM; [`workbench.sharding.torchrec_plan`][]), and
+``summary.json`` (its ``torchrec`` part: each TorchRec plan's type, whether it places the rows
+as the workbench's RW does, and FlexShard's reduction and speedup against it).
 Everything is deterministic (no wall clock).
 
 The profile's reach: ``replay_unseen_share`` (summary and every sweep point) is the share of
@@ -68,6 +73,7 @@ from workbench.sharding.plans import (
     tiered,
 )
 from workbench.sharding.topology import Topology
+from workbench.sharding.torchrec_plan import plan_table, to_plan
 from workbench.sharding.traffic import expected_traffic, memory, replay_traffic, traffic_summary
 from workbench.utils.errors import UserError
 from workbench.utils.validation import ConfigError
@@ -76,7 +82,9 @@ log = logging.getLogger(__name__)
 
 LABELS = {"tw": "table-wise (TW)", "rw": "row-wise (RW)", "cw": "column-wise (CW)",
           "twrw": "table-row-wise (TWRW)", "hot_dp": "hot rows data-parallel (HugeCTR-style)",
-          "flexshard": "FlexShard (tiered)"}
+          "flexshard": "FlexShard (tiered)",
+          "torchrec": "TorchRec's planner (RW's memory)",
+          "torchrec_hbm": "TorchRec's planner (the device's HBM)"}
 MIB = 2**20
 
 
@@ -205,8 +213,19 @@ def build_plans(exp: FlexShardConfig, probability: np.ndarray, topo: Topology,
         "hot_dp": [(evaluate_cuts(probability, topo, lookups, row_bytes, cuts, node_tier=False,
                                   weighted=False, order=order), False)]}
     plans: dict[str, Plan] = {}
+    torchrec: dict[str, Any] = {}
+    hbm = {"torchrec": rw_memory, "torchrec_hbm": exp.device_hbm_gib * 2**30}
     for name in exp.plans:
-        if name in searches:
+        if name in hbm:
+            try:
+                planned = plan_table(n, exp.embedding_dim, topo, exp.per_device_batch,
+                                     lookups / exp.per_device_batch, hbm[name])
+            except ValueError as err:  # its own memory estimate fits nowhere: no such plan
+                torchrec[name] = {"no_plan": str(err)}
+                continue
+            plans[name] = to_plan(planned, n, exp.embedding_dim, name)
+            torchrec[name] = planned.record()
+        elif name in searches:
             plans[name] = _planned(name, searches[name], probability, topo, limit, rw_seconds, rw,
                                    order)
         else:
@@ -214,7 +233,7 @@ def build_plans(exp: FlexShardConfig, probability: np.ndarray, topo: Topology,
                            "cw": lambda: column_wise(n, exp.cw_shards, 0, topo),
                            "twrw": lambda: table_row_wise(n, topo, 0)}[name]()
     return {"plans": plans, "searches": {k: v[0][0] for k, v in searches.items()},
-            "rw_memory": rw_memory, "limit": limit}
+            "rw_memory": rw_memory, "limit": limit, "torchrec": torchrec}
 
 
 def _planned(name: str, searches: list, probability: np.ndarray, topo: Topology,
@@ -406,13 +425,16 @@ def run(processed: Path, out: Path, exp: FlexShardConfig, *, topology: TopologyC
             / by.loc["rw", "expected_memory"],
             "unseen_mass_estimate": float(probability[counts == 0].sum()),
             "replay_unseen_share": unseen,
-            "replay_in_profile": overlap}
+            "replay_in_profile": overlap,
+            "torchrec": _torchrec_summary(built, by, n)}
         warn_over_memory(processed.name, by, exp.memory_limit)
         plans.to_csv(tmp / "plans.csv", index=False, float_format="%.6g")
         curve.to_csv(tmp / "fraction_curve.csv", index=False, float_format="%.6g")
         for name, rows in sweeps.items():
             pd.DataFrame(rows).to_csv(tmp / f"{name}.csv", index=False, float_format="%.6g")
         links.to_csv(tmp / "link_traffic.csv", index=False, float_format="%.6g")
+        if built["torchrec"]:
+            write_json(tmp / "torchrec_plan.json", built["torchrec"])
         write_json(tmp / "summary.json", summary)
     inter, speedup = summary["inter_traffic_reduction"], summary["latency_speedup"]
     inter_note, speed_note = (summary["inter_traffic_reduction_note"],
@@ -424,6 +446,28 @@ def run(processed: Path, out: Path, exp: FlexShardConfig, *, topology: TopologyC
              f"{speedup:.2f}x lower than RW" if speedup is not None
              else "no ratio (the same reason)" if speed_note == inter_note
              else f"no ratio: {speed_note}", summary["memory_vs_rw"])
+
+
+def _torchrec_summary(built: dict[str, Any], by: pd.DataFrame, n: int) -> dict[str, Any]:
+    """Per TorchRec plan: its sharding type and kernel, whether it places every row where the
+    workbench's RW does, and FlexShard against it as [`versus_rw`][] states it against RW (the
+    same refusals)."""
+    own = built["plans"]["rw"]
+    out: dict[str, Any] = {}
+    for name, record in built["torchrec"].items():
+        if "no_plan" in record:
+            out[name] = {"no_plan": record["no_plan"]}
+            continue
+        plan = built["plans"][name]
+        against = versus_rw(by.drop(index="rw").rename(index={name: "rw"}), n)
+        out[name] = {"sharding_type": record["sharding_type"],
+                     "compute_kernel": record["compute_kernel"],
+                     "hbm_bytes": record["hbm_bytes"],
+                     "same_rows_as_rw": bool(plan.column_devices is None
+                                             and np.array_equal(plan.tier, own.tier)
+                                             and np.array_equal(plan.owner, own.owner)),
+                     **against}
+    return out
 
 
 def versus_rw(by: pd.DataFrame, n: int) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from typing import Any
 import pandas as pd
 
 from workbench.report import register as reg
-from workbench.utils.errors import MissingInputError, WorkbenchError
+from workbench.utils.errors import MissingInputError, UserError, WorkbenchError
 
 REL_TOL = 1e-6  # a deterministic value "equals" the committed one to this relative tolerance
 
@@ -87,6 +87,23 @@ def claim_stages(register: reg.Register | None = None, key: str | None = None) -
         entries = [e for e in entries if e.key == key]
     return list(dict.fromkeys(stage for e in entries if e.kind != "not_comparable"
                               for stage in e.stages))
+
+
+def claim_targets(key: str | None = None, register: reg.Register | None = None) -> list[str]:
+    """[`claim_stages`][] as the runner's targets (``python -m workbench.repro`` expands a
+    foreach group's name to its items): what ``--stages``, ``make check`` and ``make claim`` run.
+
+    Raises:
+        MissingInputError: ``key`` is no claim of the register.
+        UserError: the claim is measured by no stage (an empty target list would rerun the
+            whole pipeline).
+    """
+    stages = claim_stages(register, key)
+    if not stages:
+        raise UserError(f"claim {key!r} is measured by no stage (the register judges it not "
+                        "comparable, with its reason: reports/claims.csv); pick a measured "
+                        "claim from reports/costs.md")
+    return stages
 
 
 def measured_table(cfg: Any, register: reg.Register | None = None,
@@ -246,14 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.stages:
         try:
-            stages = claim_stages(key=args.claim)
-        except MissingInputError as err:
+            stages = claim_targets(args.claim)
+        except UserError as err:
             print(f"error: {err}", file=sys.stderr)
-            return 2
-        if not stages:  # an empty list would make `make claim` rerun the whole pipeline
-            print(f"error: claim {args.claim!r} is measured by no stage (the register judges "
-                  "it not comparable, with its reason: reports/claims.csv); pick a measured "
-                  "claim from reports/costs.md", file=sys.stderr)
             return 2
         print(" ".join(stages))
         return 0
@@ -281,6 +293,14 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         table = table[table["key"] == args.claim]
     print(render(table))
+    if ("problem" in table and table["problem"].notna().any()
+            and table["recomputed_mean"].isna().all()):  # the not-comparable rows have none
+        where = args.results if args.results is not None else "the results"
+        print(f"error: nothing in {where} could be measured"
+              + (f" for {args.claim!r}" if args.claim else "")
+              + " (each claim's reason is printed under it): no claim was checked",
+              file=sys.stderr)
+        return 2
     return 1 if table["changed"].any() else 0
 
 

@@ -55,6 +55,8 @@ FAMILIES: dict[str, dict[str, str]] = {
         "twrw": "#AA3377",
         "hot_dp": "#EE7733",
         "flexshard": "#228833",
+        "torchrec": "#332288",
+        "torchrec_hbm": "#555555",
     },
 }
 #: Colours for names no family knows, in the order they are handed out.

@@ -18,6 +18,8 @@ every row ``r`` of an N-row table a tier and an owner:
     hot_dp      hottest t1 rows tier 0, the rest tier 2       interleaved by rank (below)
     flexshard   hottest t1 rows tier 0, next t2 tier 1,        interleaved by rank, weighted by
                 the rest tier 2                                the devices' inter-node bandwidth
+    torchrec    what TorchRec's planner chose, converted shard by shard
+    torchrec_hbm  ([`workbench.sharding.torchrec_plan`][]; two memories)
 
 FlexShard's rows are taken in descending access probability (ties to the smaller id); tier 1's
 owners cycle over the G local devices by rank, and tier 2's follow a weighted interleave of the
@@ -40,7 +42,7 @@ __all__ = ["TIER_GLOBAL", "TIER_NODE", "TIER_SHARDED", "PLANS", "Plan", "weighte
            "table_row_wise", "tiered"]
 
 TIER_GLOBAL, TIER_NODE, TIER_SHARDED = 0, 1, 2
-PLANS = ("tw", "rw", "cw", "twrw", "hot_dp", "flexshard")
+PLANS = ("tw", "rw", "cw", "twrw", "hot_dp", "flexshard", "torchrec", "torchrec_hbm")
 
 
 @dataclass

@@ -1,7 +1,7 @@
 r"""TorchRec interop: the workbench's KJT and IKJT as ``torchrec.KeyedJaggedTensor`` and back.
 
-An optional extra (``pip install 'workbench[torchrec]'``); nothing else in the workbench imports
-TorchRec. Both sides use the same layout (key-major ``lengths``, ``values`` concatenated in the
+TorchRec is installed by ``make torchrec`` ([`workbench.utils.torchrec`][] says how and checks
+the pair). Both sides use the same layout (key-major ``lengths``, ``values`` concatenated in the
 same order), so a conversion copies arrays and never reorders them:
 
     KeyedJaggedTensor(keys, values, lengths) [+ weights]
@@ -38,18 +38,10 @@ from workbench.sparse.jagged_tensor import (
     KeyedJaggedTensor,
     partition_groups,
 )
-from workbench.utils.errors import UserError
+from workbench.utils.torchrec import INSTALL, TorchRecUnavailable
 
-__all__ = ["INSTALL", "TorchRecUnavailable", "Converted", "torchrec_kjt_class", "to_torchrec",
-           "from_torchrec", "ikjt_to_torchrec", "ikjt_from_torchrec"]
-
-#: The command that installs the extra.
-INSTALL = "pip install 'workbench[torchrec]'"
-
-
-class TorchRecUnavailable(UserError, ImportError):
-    """TorchRec is not installed, or is installed but does not load against this torch."""
-
+__all__ = ["Converted", "torchrec_kjt_class", "to_torchrec", "from_torchrec", "ikjt_to_torchrec",
+           "ikjt_from_torchrec"]
 
 def torchrec_kjt_class() -> type:
     """``torchrec.KeyedJaggedTensor``.
@@ -211,3 +203,4 @@ def ikjt_from_torchrec(trkjt: Any, groups: Iterable[Sequence[str]] | None = None
             raise ValueError(f"the keys of group {g} have different inverse_indices rows")
     return InverseKeyedJaggedTensor(keys, groups, per_key_val, per_key_len,
                                     [inverse[index[g[0]]] for g in groups])
+

@@ -17,6 +17,7 @@ import os
 import sys
 import textwrap
 from pathlib import Path
+from typing import NoReturn
 
 from workbench.config import WorkbenchConfig, load
 from workbench.stages.costs import Meter
@@ -24,7 +25,7 @@ from workbench.stages.registry import STAGES, Stage, StageRun
 from workbench.utils.errors import UserError, one_line
 from workbench.utils.io import DiskFullError, is_disk_full
 from workbench.utils.paths import REPO_ROOT, cli_path
-from workbench.utils.signals import exit_on_signals
+from workbench.utils.signals import exit_on_signals, wraps_interrupt
 
 log = logging.getLogger("workbench.stages")
 
@@ -193,25 +194,46 @@ def stage_id(stage: Stage, dataset: str, name: str | None) -> str:
     return f"{stage.dvc_name}@{dataset}" if stage.datasets else stage.dvc_name
 
 
+def _previous_output() -> str:
+    """What is true of a stopped stage's previous output: untouched when run by itself; under
+    DVC, which deletes it before the command runs, put back by the runner (``make repro``) or
+    by git."""
+    if not os.environ.get("DVC_STAGE"):
+        return "its previous output is untouched"
+    if os.environ.get("WORKBENCH_REPRO"):  # workbench.repro.RUNNER_ENV (a higher layer)
+        return ("DVC removed its previous output before it started, and the runner (make "
+                "repro) puts it back")
+    return ("DVC removed its previous output before it started (git checkout brings a "
+            "committed one back; make repro keeps it)")
+
+
+def _interrupted() -> NoReturn:
+    """Exit 130 with one line that says what is true of the stage's previous output."""
+    print(f"interrupted: the stage stopped; its temporary files are removed and "
+          f"{_previous_output()} (run it again to finish)", file=sys.stderr)
+    sys.exit(130)
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m workbench.stages") -> None:
     """Entry point: a user error prints one line and exits with status 2 (no traceback)."""
     try:
         with exit_on_signals():  # SIGTERM/SIGHUP unwind as Ctrl-C does: temporaries removed
             out = run(argv, prog)
     except KeyboardInterrupt:
-        print("interrupted: the stage stopped; its temporary files are removed and its "
-              "previous output is untouched (run it again to finish)", file=sys.stderr)
-        sys.exit(130)
+        _interrupted()
+    except UserError as err:
+        if wraps_interrupt(err):  # Hydra turned a Ctrl-C while composing into "bad override"
+            _interrupted()
+        print(one_line(err), file=sys.stderr)
+        sys.exit(2)
     except SystemExit as stop:  # a signal (exit_on_signals), or argparse's own exit
         if stop.code in (143, 129):
             print(f"stopped by {'SIGTERM' if stop.code == 143 else 'SIGHUP'}: the stage's "
-                  "temporary files are removed and its previous output is untouched",
-                  file=sys.stderr)
+                  f"temporary files are removed and {_previous_output()}", file=sys.stderr)
         raise
-    except UserError as err:
-        print(one_line(err), file=sys.stderr)
-        sys.exit(2)
     except Exception as err:  # a full disk is the user's to fix; anything else keeps its trace
+        if wraps_interrupt(err):  # a Ctrl-C while a module loads (RuntimeError: __set_name__)
+            _interrupted()
         if not is_disk_full(err):
             raise
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

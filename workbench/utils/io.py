@@ -100,7 +100,10 @@ def writing(dest: Path) -> Iterator[None]:
     Two runs writing one output (the same stage twice at once, a sweep's points on one
     dataset) would race in the directory replace; the second gets one line instead. Once the
     lock is held, the temporaries a killed earlier writer left are removed
-    (`_drop_stale_temporaries`).
+    (`_drop_stale_temporaries`). The holder unlinks the lock file when it leaves (no file stays
+    behind), so a run that opened the file just before is left holding a lock on an unlinked
+    file: it checks that the path is still its file and otherwise locks again, so the lock
+    stays exclusive.
 
     Raises:
         ConcurrentRunError: another process holds the lock.
@@ -112,14 +115,30 @@ def writing(dest: Path) -> Iterator[None]:
         return
     lock = dest.with_name(f".{dest.name}.writing.lock")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666 & ~_UMASK)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
+                         0o666 & ~_UMASK)
+        except OSError:
+            if not (lock.is_symlink() or lock.is_dir()):
+                raise
+            kind = "a link" if lock.is_symlink() else "a folder"
+            raise ConcurrentRunError(
+                f"{lock}: the writer lock of {dest.name} is {kind}, which no run makes (a run's "
+                f"lock is a plain file it removes); remove it (rm {'-r ' * lock.is_dir()}"
+                f"'{lock}') and run again") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ConcurrentRunError(
+                f"another run is writing {dest} now (it holds {lock}): wait for it to finish, "
+                "or give this run other paths (paths.data / paths.results)") from None
+        if _same_file(fd, lock):
+            break
+        # the holder released and unlinked the file this fd opened: a lock on it excludes
+        # nobody (a third run may hold the new file's), so take the lock again on the path's
         os.close(fd)
-        raise ConcurrentRunError(
-            f"another run is writing {dest} now (it holds {lock}): wait for it to finish, or "
-            "give this run other paths (paths.data / paths.results)") from None
     try:
         _drop_stale_temporaries(dest)
         yield
@@ -127,6 +146,15 @@ def writing(dest: Path) -> Iterator[None]:
         with contextlib.suppress(OSError):
             lock.unlink()
         os.close(fd)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` (not followed) is still the file ``fd`` opened."""
+    try:
+        held, named = os.fstat(fd), os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
 
 
 def _drop_stale_temporaries(dest: Path) -> None:

@@ -126,13 +126,22 @@ def cli_path(text: str) -> Path:
     return Path(text).absolute()
 
 
+#: The project's own folders (committed files, or the pipeline's data and results): a
+#: notebook's out_dir may not lie in one (reports/<name> is the notebook stage's own).
+PROJECT_FOLDERS = frozenset({".git", ".dvc", ".ci", "workbench", "docs", "tests", "notebooks",
+                             "benchmarks", "data", "results", "reports", "site"})
+
+
 def notebook_output(name: str, out_dir: Path | str | None) -> Path:
     """Where notebook ``name`` writes its figures, tables and ``section.json``.
 
     ``None`` (a notebook opened in JupyterLab or run by hand) is ``scratch/<name>``; the
     pipeline's ``notebook`` stage passes ``reports/<name>``. A relative path is relative to the
     project root, wherever the kernel started. An empty value, the project root or a folder
-    above it is refused (``ConfigError``): the section's ``README.md`` would replace another.
+    above it is refused (``ConfigError``): the section's ``README.md`` would replace another;
+    so is a folder inside one of [`PROJECT_FOLDERS`][] (another notebook's section under
+    ``reports/``, ``docs/``, ``results/``...) other than ``reports/<name>`` (the path is
+    resolved: a link to one is refused too).
     """
     if out_dir is None:
         return SCRATCH_DIR / name
@@ -144,6 +153,17 @@ def notebook_output(name: str, out_dir: Path | str | None) -> Path:
     if path.resolve() == root or path.resolve() in root.parents:
         raise ConfigError(f"out_dir = {str(out_dir)!r} is the project's root or above it: its "
                           f"README.md would be overwritten; give a folder of its own, e.g. "
+                          f"out_dir=scratch/{name}")
+    try:
+        inside = path.resolve().relative_to(root).parts
+    except ValueError:
+        return path
+    if inside and inside[0] in PROJECT_FOLDERS and inside != ("reports", name):
+        what = (f"notebook {inside[1]}'s section" if inside[0] == "reports" and len(inside) > 1
+                else f"the project's {inside[0]}/")
+        raise ConfigError(f"out_dir = {str(out_dir)!r} is inside {what}, whose committed files "
+                          f"its figures, tables and section.json would replace (only the "
+                          f"pipeline writes reports/{name}); give a folder of its own, e.g. "
                           f"out_dir=scratch/{name}")
     return path
 

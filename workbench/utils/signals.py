@@ -35,3 +35,17 @@ def exit_on_signals() -> Iterator[None]:
     finally:
         for s, handler in saved.items():
             signal.signal(s, handler)
+
+
+def wraps_interrupt(err: BaseException) -> bool:
+    """Whether a Ctrl-C lies in ``err``'s cause chain: Hydra turns one raised while it composes
+    into a config error, and Python one raised in a class body's ``__set_name__`` into a
+    ``RuntimeError``; the command line reports either as the interrupt it is."""
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False

@@ -176,7 +176,8 @@ def unknown_key(prefix: str, name: str, allowed: Iterable[str]) -> ConfigError:
     allowed = sorted(allowed)
     close = difflib.get_close_matches(name, allowed, n=1)
     hint = f"did you mean {dot}{close[0]}? " if close else ""
-    return ConfigError(f"unknown key {dot}{name}: {hint}allowed keys of "
+    shown = name if len(name) <= 60 else f"{name[:40]}... ({len(name):,} characters)"
+    return ConfigError(f"unknown key {dot}{shown}: {hint}allowed keys of "
                        f"{prefix or 'the config'} are {allowed}")
 
 

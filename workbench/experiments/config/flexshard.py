@@ -26,7 +26,10 @@ class FlexShardConfig:
             one profiled iteration / all lookups, so a row the profile missed is not free for
             the planner; the seen rows' frequencies are scaled by the rest) or
             ``frequency`` (raw frequencies: unseen rows have probability 0).
-        plans: the plans compared (``tw``, ``rw``, ``cw``, ``twrw``, ``hot_dp``, ``flexshard``).
+        plans: the plans compared (``tw``, ``rw``, ``cw``, ``twrw``, ``hot_dp``, ``flexshard``,
+            and TorchRec's planner's own: ``torchrec`` within RW's memory per device,
+            ``torchrec_hbm`` with ``device_hbm_gib`` per device; ``make torchrec``).
+        device_hbm_gib: the accelerator memory per device ``torchrec_hbm`` is planned with.
         cw_shards: column shards of ``cw`` (must divide ``embedding_dim``).
         memory_limit: ``rw`` (FlexShard and hot_dp may use at most RW's memory per device,
             weights + buffers) or ``none``.
@@ -52,6 +55,7 @@ class FlexShardConfig:
     probability_estimator: Literal["good_turing", "frequency"] = "good_turing"
     plans: list[str] = field(default_factory=lambda: ["tw", "rw", "cw", "twrw", "hot_dp",
                                                       "flexshard"], metadata=nonempty())
+    device_hbm_gib: float = field(default=80.0, metadata=in_range(0.001, 1e6))
     cw_shards: int = field(default=4, metadata=in_range(1, 4096))
     memory_limit: Literal["rw", "none"] = "rw"
     candidate_cuts: int = field(default=256, metadata=in_range(2, 100_000))
@@ -70,7 +74,7 @@ class FlexShardConfig:
         if self.claims_dataset not in self.datasets:
             raise ConfigError(f"claims_dataset = {self.claims_dataset!r}: must be one of "
                               f"datasets {self.datasets}")
-        allowed = ("tw", "rw", "cw", "twrw", "hot_dp", "flexshard")
+        allowed = ("tw", "rw", "cw", "twrw", "hot_dp", "flexshard", "torchrec", "torchrec_hbm")
         check_each("plans", self.plans, lambda p: p in allowed, f"one of {allowed}")
         for need in ("rw", "flexshard"):
             if need not in self.plans:
