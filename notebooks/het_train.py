@@ -70,10 +70,12 @@ results = cfg.paths.resolve("results")
 train_dir = results / "het_train" / train_exp.dataset
 time_dir = results / "het_time" / time_exp.dataset
 epoch_dir = results / "het_epoch" / cfg.experiments.het_epoch.dataset
-summary = json.loads((train_dir / "summary.json").read_text())
-time_summary = json.loads((time_dir / "summary.json").read_text())
-metrics = pd.read_csv(train_dir / "metrics.csv")
-res = claims.Results(cfg)  # the claims' measures and this notebook read the same files
+# read through the claims' Results: the same files the measures read, and a missing one is
+# one line that names the command which writes it
+res = claims.Results(cfg)
+summary = res.json("het_train", train_exp.dataset, "summary.json")
+time_summary = res.json("het_time", time_exp.dataset, "summary.json")
+metrics = res.csv("het_train", train_exp.dataset, "metrics.csv")
 runs = het.train(res)["runs"].copy()
 claims_register = register.load()  # the paper's numbers: workbench/conf/claims.yaml
 section = Section(
@@ -115,7 +117,7 @@ def clock_text(model: str, dim: int) -> str:
 # fitted as `per message + per row x rows`.
 
 # %%
-calibration = json.loads((results / "calibration" / "calibration.json").read_text())
+calibration = res.json("calibration", "calibration.json")
 cal_table = pd.DataFrame([
     {"model / shape": key, "ms per sample": 1e3 * v["per_sample_s"],
      "ms per step": 1e3 * v["per_batch_s"],
@@ -220,8 +222,8 @@ section.table(stale.drop(columns="het_bound"), "table2_staleness",
 
 # %%
 long_dir = results / "het_long" / cfg.experiments.het_long.dataset
-long_summary = json.loads((long_dir / "summary.json").read_text())
-long_curves = pd.read_csv(long_dir / "metrics.csv")
+long_summary = res.json("het_long", cfg.experiments.het_long.dataset, "summary.json")
+long_curves = res.csv("het_long", cfg.experiments.het_long.dataset, "metrics.csv")
 long_runs = het.long_runs(res)["runs"]
 fig, (ax_c, ax_r, ax_t) = plt.subplots(1, 3, figsize=(11, 3.6))
 sns.lineplot(data=long_curves, x="time_s", y="test_auc", hue="system", errorbar=("pi", 100),

@@ -362,3 +362,21 @@ def test_committed_het_rows_state_the_papers_setting() -> None:
     for key in long_rows:
         assert "per-iteration clock" in het.loc[key, "ours"], key
         assert "10,019 iterations" in het.loc[key, "setting"], key
+
+
+def test_a_missing_frozen_stage_output_names_its_make_target(tmp_path: Path) -> None:
+    """The long HET runs and the calibration are frozen stages: ``dvc repro`` never writes them,
+    so the one line names the make target that does (the het_train notebook on the ci profile
+    ended in a raw FileNotFoundError for results/het_long/synthetic)."""
+    from workbench.claims.measurement import Results
+    from workbench.config import load
+    from workbench.utils.errors import MissingInputError
+
+    res = Results(load(["profile=ci", f"paths.results={tmp_path}"]))
+    with pytest.raises(MissingInputError, match=r"het_long stage has not run here \(make "
+                                                r"het-long: .*results/het_long/synthetic_long\)"):
+        res.json("het_long", "synthetic", "summary.json")
+    with pytest.raises(MissingInputError, match=r"\(make calibrate\)"):
+        res.json("calibration", "calibration.json")
+    with pytest.raises(MissingInputError, match=r"\(dvc repro esd, or make repro\)"):
+        res.csv("esd", "synthetic", "cost.csv")

@@ -278,3 +278,26 @@ def test_a_copy_a_killed_runner_left_is_put_back_before_the_next_run(tmp_path: P
         out / "summary.json").stat().st_ino  # a hard link, no data copied
     drop_kept(tmp_path, stage)
     assert not kept.exists() and _tree(out) == before
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_a_ctrl_c_while_the_pipeline_loads_is_one_line(tmp_path: Path, monkeypatch, capsys,
+                                                       wrapped: bool) -> None:
+    """Ctrl-C while DVC reads the pipeline (seconds at the start of every make repro) ends in
+    one line and exit 130, also when DVC wraps it in its own error."""
+    import workbench.repro as repro
+
+    def loading(root: Path) -> list[Stage]:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as ki:
+            if wrapped:
+                raise RuntimeError("while collecting stages") from ki
+            raise
+
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(repro, "load_pipeline", loading)
+    assert repro.main([]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err == "repro: interrupted before any stage started; nothing was run or changed"

@@ -368,6 +368,8 @@ class Scheduler:
         return "\n".join(lines)
 
 
+#: A Ctrl-C before any stage started (while DVC reads the pipeline).
+INTERRUPTED_EARLY = "repro: interrupted before any stage started; nothing was run or changed"
 #: Set for the stages the runner starts: their interrupt message can say the runner puts
 #: their previous outputs back.
 RUNNER_ENV = "WORKBENCH_REPRO"
@@ -502,9 +504,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         from workbench.report import check
 
         return check.main(["--results", str(root / "results"), "--claim", args.claim])
+    except KeyboardInterrupt:  # before any stage started (DVC's graph loading): nothing ran
+        print(INTERRUPTED_EARLY, file=sys.stderr)
+        return 130
     except UserError as err:
         print(f"{type(err).__name__}: {err}", file=sys.stderr)
         return 2
+    except Exception as err:  # DVC wraps a Ctrl-C while it reads the pipeline
+        from workbench.utils.signals import wraps_interrupt
+
+        if not wraps_interrupt(err):
+            raise
+        print(INTERRUPTED_EARLY, file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

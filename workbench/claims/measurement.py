@@ -33,6 +33,11 @@ from workbench.config import WorkbenchConfig
 from workbench.utils.errors import MissingInputError
 
 CONFIDENCE = 0.95  # the interval of a mean over seeds
+#: The results folders of the frozen stages (``dvc repro`` never reruns them) and the command
+#: that writes each.
+FROZEN = {"het_long": "make het-long: the long runs, about an hour on 2 cores, on their own "
+                      "dataset (the committed ones are in results/het_long/synthetic_long)",
+          "calibration": "make calibrate"}
 
 
 class EntryLike(Protocol):
@@ -89,8 +94,9 @@ class Results:
     def _existing(self, parts: tuple[str, ...]) -> Path:
         path = self.path(*parts)
         if not path.is_file():
+            how = FROZEN.get(parts[0], f"dvc repro {parts[0]}, or make repro")
             raise MissingInputError(f"{path} not found: the {parts[0]} stage has not run here "
-                                    f"(dvc repro {parts[0]}, or make repro)")
+                                    f"({how})")
         return path
 
     def json(self, *parts: str) -> Any:

@@ -19,7 +19,7 @@ every row ``r`` of an N-row table a tier and an owner:
     flexshard   hottest t1 rows tier 0, next t2 tier 1,        interleaved by rank, weighted by
                 the rest tier 2                                the devices' inter-node bandwidth
     torchrec    what TorchRec's planner chose, converted shard by shard
-    torchrec_hbm  ([`workbench.sharding.torchrec_plan`][]; two memories)
+    torchrec_hbm  (workbench.sharding.torchrec_plan; two memories)
 
 FlexShard's rows are taken in descending access probability (ties to the smaller id); tier 1's
 owners cycle over the G local devices by rank, and tier 2's follow a weighted interleave of the

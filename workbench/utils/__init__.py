@@ -9,5 +9,8 @@
 * ``bitset``: a two-level bitmap that de-duplicates and sorts integer keys (numba)
 * ``prefetch``: a software prefetch for numba kernels that chase pointers
 * ``dvc_lock``: detecting a damaged ``dvc.lock`` before trusting it
-* ``signals``: SIGTERM and SIGHUP as ``SystemExit``, so cleanup runs on them as on Ctrl-C
+* ``signals``: SIGTERM and SIGHUP as ``SystemExit``, so cleanup runs on them as on Ctrl-C;
+  a Ctrl-C a library wrapped, recognised
+* ``torchrec``: the TorchRec install ``make torchrec`` makes (torchrec 1.8.0 on the CPU
+  fbgemm-gpu-cpu 1.8.0) and the check of that pair
 """
