@@ -380,3 +380,20 @@ def test_a_missing_frozen_stage_output_names_its_make_target(tmp_path: Path) -> 
         res.json("calibration", "calibration.json")
     with pytest.raises(MissingInputError, match=r"\(dvc repro esd, or make repro\)"):
         res.csv("esd", "synthetic", "cost.csv")
+
+
+def test_a_huge_file_in_a_results_folder_is_refused_unread(tmp_path: Path) -> None:
+    """``check --results DIR`` on a folder from elsewhere: a 1 GiB CSV where a stage writes a
+    few KB is refused in one line, never read whole (a sparse file: no disk used)."""
+    from workbench.claims.measurement import Results
+    from workbench.config import load
+    from workbench.utils.errors import MissingInputError
+
+    big = tmp_path / "esd" / "synthetic" / "cost.csv"
+    big.parent.mkdir(parents=True)
+    with open(big, "wb") as f:
+        f.truncate(2**30)
+    res = Results(load(["profile=ci", f"paths.results={tmp_path}"]))
+    with pytest.raises(MissingInputError, match=r"cost.csv: 1,024 MiB, larger than any file a "
+                                                r"stage writes there"):
+        res.csv("esd", "synthetic", "cost.csv")

@@ -120,3 +120,28 @@ def test_measure_reruns_into_a_copy_and_keeps_only_the_record(
         stage_costs.measure(["notebook@esd"], root=tmp_path)
     with pytest.raises(UserError, match="'nope' is not a stage of dvc.lock"):
         stage_costs.measure(["nope"], root=tmp_path)
+
+
+@pytest.mark.parametrize("argv,record", [
+    ([], "het_train"),  # the pipeline's own run
+    (["dataset=local", "dataset.name=mine", "dataset.path=/nonexistent"], "het_train@mine"),
+    (["--dataset", "criteo_sample"], "het_train@criteo_sample"),
+    (["experiments.het_train.dataset=criteo_sample"], "het_train@criteo_sample"),
+    (["seed=3"], "het_train"),  # an override that keeps the dataset
+])
+def test_a_run_on_another_dataset_never_replaces_the_pipelines_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], record: str) -> None:
+    """A single-dataset stage's record is keyed by its dvc.yaml id only for the pipeline's own
+    dataset; an own-data run (here het-train on a local folder) records under
+    <stage>@<dataset> (it used to overwrite results/costs/het_train.json, which feeds
+    reports/costs.md)."""
+    import dataclasses
+
+    from workbench.stages import cli
+
+    out = tmp_path / "out"
+    out.mkdir()
+    fake = dataclasses.replace(STAGES["het-train"], run=lambda run: out)
+    monkeypatch.setitem(cli.STAGES, "het-train", fake)
+    cli.run(["het-train", *argv, f"paths.results={tmp_path / 'results'}"])
+    assert [p.name for p in (tmp_path / "results" / "costs").iterdir()] == [f"{record}.json"]

@@ -539,3 +539,42 @@ def test_a_writer_lock_that_is_a_link_or_a_folder_is_one_line(tmp_path: Path, ki
         with atomic_dir(dest) as tmp:
             (tmp / "out").write_text("new")
     assert victim.read_text() == "keep" and not dest.exists()
+
+
+def test_replay_out_with_a_long_name_is_refused_before_any_work(tmp_path: Path) -> None:
+    """``--out`` of a 300-character name failed with ENAMETOOLONG at the write, after the whole
+    replay, as a traceback."""
+    import numpy as np
+
+    trace = tmp_path / "trace.npy"
+    np.save(trace, np.zeros((2, 1, 3), np.int64))
+    done = subprocess.run([sys.executable, "-m", "workbench.replay", "cache", "--trace",
+                           str(trace), "--cache-rows", "2", "--out",
+                           str(tmp_path / ("r" * 300 + ".json"))], capture_output=True, text=True)
+    assert done.returncode == 2 and "a file name may have at most 255" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_replay_out_on_a_full_disk_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture) -> None:
+    import errno
+
+    import numpy as np
+
+    from workbench import replay
+    from workbench.utils import io
+
+    trace = tmp_path / "trace.npy"
+    np.save(trace, np.zeros((2, 1, 3), np.int64))
+
+    def full(path: Path, doc: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(io, "write_json", full)
+    with pytest.raises(SystemExit) as stop:
+        replay.main(["cache", "--trace", str(trace), "--cache-rows", "2", "--out",
+                     str(tmp_path / "r.json")])
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the replay's own warnings
+    assert stop.value.code == 2 and err.startswith("TraceError: --out ")
+    assert "could not write the result (the disk is full); free space" in err
+    assert not (tmp_path / "r.json").exists()

@@ -233,6 +233,9 @@ def _check_out(out: Path | None, trace: Path) -> None:
     link itself), and never the trace it reads; checked before any work."""
     if out is None:
         return
+    if len(out.name.encode()) > 255:  # the OS refuses it (ENAMETOOLONG) only at the write
+        raise TraceError(f"--out {out.name[:40]}... ({len(out.name.encode()):,} bytes): a file "
+                         "name may have at most 255; give a shorter one")
     if out.exists() and trace.exists() and out.samefile(trace):  # a hard link too
         raise TraceError(f"--out {out}: that is the --trace it reads, which the result would "
                          f"replace; give another file, e.g. {out.with_suffix('.json')}")
@@ -443,8 +446,17 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     if args.out is None:
         sys.stdout.write(json.dumps(result, indent=2, allow_nan=True) + "\n")
-    else:
+        return
+    try:
         write_json(args.out, result)
+    except OSError as err:  # a full disk, a read-only folder: one line, nothing half-written
+        from workbench.utils.io import is_disk_full
+
+        why = "the disk is full" if is_disk_full(err) else (err.strerror or str(err))
+        print(one_line(TraceError(f"--out {args.out}: could not write the result ({why}); "
+                                  "free space or give another --out (nothing was written)")),
+              file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

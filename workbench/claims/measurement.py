@@ -33,6 +33,8 @@ from workbench.config import WorkbenchConfig
 from workbench.utils.errors import MissingInputError
 
 CONFIDENCE = 0.95  # the interval of a mean over seeds
+#: The largest results file read (the stages' own are under 1 MiB; results/ is about 5 MB).
+MAX_RESULT_BYTES = 64 * 2**20
 #: The results folders of the frozen stages (``dvc repro`` never reruns them) and the command
 #: that writes each.
 FROZEN = {"het_long": "make het-long: the long runs, about an hour on 2 cores, on their own "
@@ -97,6 +99,11 @@ class Results:
             how = FROZEN.get(parts[0], f"dvc repro {parts[0]}, or make repro")
             raise MissingInputError(f"{path} not found: the {parts[0]} stage has not run here "
                                     f"({how})")
+        size = path.stat().st_size
+        if size > MAX_RESULT_BYTES:  # a folder from elsewhere: never read a huge file whole
+            raise MissingInputError(f"{path}: {size / 2**20:,.0f} MiB, larger than any file a "
+                                    f"stage writes there ({MAX_RESULT_BYTES / 2**20:.0f} MiB at "
+                                    "most); is this the stage's results folder?")
         return path
 
     def json(self, *parts: str) -> Any:

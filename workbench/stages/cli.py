@@ -169,7 +169,11 @@ def run(argv: list[str] | None = None, prog: str = "python -m workbench.stages")
     bars = cfg.profile.progress and sys.stderr.isatty()  # a log file or a pipe gets log lines
     if not bars:
         os.environ["TQDM_DISABLE"] = "1"
-    meter = Meter(stage_id(stage, ds.name, args.name))
+    # the pipeline's own run (no --dataset, no override of its dataset) keeps the dvc.yaml id;
+    # a run on another dataset records under <stage>@<dataset>, never over the committed record
+    own = (None if stage.datasets or (not picked and not args.overrides) else
+           stage.dataset_of(load([], args.params) if args.overrides else cfg, None, False).name)
+    meter = Meter(stage_id(stage, ds.name, args.name, own))
     out = stage.run(StageRun(cfg, ds, picked=picked, params=args.params, name=args.name,
                              offline=args.offline, overrides=tuple(args.overrides),
                              progress_bars=bars))
@@ -186,12 +190,16 @@ def costs_root(cfg: WorkbenchConfig, stage: Stage) -> Path:
     return cfg.paths.resolve("data" if stage.writes_data else "results")
 
 
-def stage_id(stage: Stage, dataset: str, name: str | None) -> str:
+def stage_id(stage: Stage, dataset: str, name: str | None, own: str | None = None) -> str:
     """The stage's name in ``dvc.yaml``: ``<stage>@<item>`` for a matrix stage (per dataset, or
-    per notebook), else ``<stage>``."""
+    per notebook), else ``<stage>``; a single-dataset stage run on another dataset than its own
+    (``own``: the dataset the pipeline runs it on) is ``<stage>@<dataset>``, so its cost record
+    never replaces the pipeline run's."""
     if stage.name == "notebook" and name:
         return f"notebook@{name}"
-    return f"{stage.dvc_name}@{dataset}" if stage.datasets else stage.dvc_name
+    if stage.datasets or (own is not None and dataset != own):
+        return f"{stage.dvc_name}@{dataset}"
+    return stage.dvc_name
 
 
 def _previous_output() -> str:

@@ -3,7 +3,8 @@ r"""What a stage run cost, recorded when it ran: the inputs of the claim -> comm
 Every successful ``python -m workbench.stages <stage>`` (which is what ``dvc repro`` runs)
 writes ``<results>/costs/<stage id>.json`` (``<data>/costs/`` for the data stages, whose outputs
 are not committed and which a fresh clone reruns), the stage id being its name in ``dvc.yaml``
-(``dedup@taobao_sample``, ``notebook@esd``, ``het_train``):
+(``dedup@taobao_sample``, ``notebook@esd``, ``het_train``; a single-dataset stage run on
+another dataset than the pipeline's records as ``het_train@<dataset>``, never over its record):
 
     seconds       wall time of the stage, from its start to its output written
     cpu_seconds   user + system CPU of the process and the children it waited for
