@@ -165,3 +165,16 @@ def test_validate_accepts_plain_dicts() -> None:
     data["seed"] = -1
     with pytest.raises(ConfigError, match="seed = -1"):
         validate(data)
+
+
+def test_a_field_an_entry_lacks_is_that_fields_error_not_the_entrys() -> None:
+    """``models.wdl.lr=0.1`` said "models has no entry 'wdl'" although wdl exists: the field
+    lr is what is unknown."""
+    from workbench.utils.validation import ConfigError
+
+    with pytest.raises(ConfigError, match=r"unknown key models.wdl.lr: allowed keys of "
+                                          r"models.wdl are \[.*'lr_dense'"):
+        load(["models.wdl.lr=0.1"])
+    with pytest.raises(ConfigError, match="models has no entry 'mine'.*write "
+                                          r"\+models.mine.lr_dense"):
+        load(["models.mine.lr_dense=0.1"])

@@ -295,6 +295,16 @@ def override_error(key: str) -> ConfigError:
                 return unknown_key(prefix, part, fields)
             node = typing.get_type_hints(node)[part]
         elif typing.get_origin(node) is dict:
+            # a field the entries do not have (models.wdl.lr) is that field's error, not the
+            # entry's: the entry may well exist
+            entry = typing.get_args(node)[1]
+            for j, rest in enumerate(parts[i + 1:], start=i + 1):
+                if not dataclasses.is_dataclass(entry):
+                    break
+                fields = {f.name: f for f in dataclasses.fields(entry)}
+                if rest not in fields:
+                    return unknown_key(".".join(parts[:j]), rest, fields)
+                entry = typing.get_type_hints(entry)[rest]
             return ConfigError(f"{key}: {prefix} has no entry {part!r} (its entries are named "
                                f"by you); to add one, write +{key}=...")
         else:

@@ -21,6 +21,7 @@ from typing import NoReturn
 
 from workbench.config import WorkbenchConfig, load
 from workbench.stages.costs import Meter
+from workbench.stages.reads import check_overrides_read
 from workbench.stages.registry import STAGES, Stage, StageRun
 from workbench.utils.errors import UserError, one_line
 from workbench.utils.io import DiskFullError, is_disk_full
@@ -165,6 +166,8 @@ def run(argv: list[str] | None = None, prog: str = "python -m workbench.stages")
     cfg = load(args.overrides, args.params)
     picked = _picked(args)
     ds = stage.dataset_of(cfg, args.dataset, picked)
+    check_overrides_read(REPO_ROOT / "dvc.yaml", stage, cfg,
+                         ds.name if stage.datasets else None, args.overrides)
     setup(cfg.log_level, role=stage.name + (f"@{ds.name}" if stage.per_dataset else ""))
     bars = cfg.profile.progress and sys.stderr.isatty()  # a log file or a pipe gets log lines
     if not bars:
