@@ -390,14 +390,13 @@ def keep_outputs(root: Path, stage: Stage) -> None:
     output are copied as links, never followed."""
     import shutil
 
+    from workbench.utils.io import remove_path
+
     for out in stage.outs:
         path, kept = root / out, _kept(root, out)
         if kept.is_dir() and not kept.is_symlink() and not path.exists():
             os.replace(kept, path)  # a runner killed mid-stage left the only copy: it is back
-        elif kept.is_symlink() or kept.is_file():
-            kept.unlink()
-        elif kept.exists():
-            shutil.rmtree(kept)
+        remove_path(kept)
         if path.is_symlink() or not path.exists():
             continue
         if path.is_dir():
@@ -408,30 +407,23 @@ def keep_outputs(root: Path, stage: Stage) -> None:
 
 def drop_kept(root: Path, stage: Stage) -> None:
     """The stage finished: its kept copies go."""
-    import shutil
+    from workbench.utils.io import remove_path
 
     for out in stage.outs:
-        kept = _kept(root, out)
-        if kept.is_dir() and not kept.is_symlink():
-            shutil.rmtree(kept)
-        elif kept.exists() or kept.is_symlink():
-            kept.unlink()
+        remove_path(_kept(root, out))
 
 
 def restore_kept(root: Path, stage: Stage) -> list[str]:
     """The stage did not finish: each output it no longer has whole is its kept copy again
     (what was written in its place is removed). Returns the outputs put back."""
-    import shutil
+    from workbench.utils.io import remove_path
 
     back = []
     for out in stage.outs:
         path, kept = root / out, _kept(root, out)
         if not (kept.exists() and not kept.is_symlink()):
             continue
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        elif path.exists() or path.is_symlink():
-            path.unlink()
+        remove_path(path)
         os.replace(kept, path)
         back.append(out)
     return back

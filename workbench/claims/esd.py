@@ -25,6 +25,7 @@ caches), ``summary.json`` (the end-to-end runs and their replicates) and ``train
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -189,67 +190,65 @@ def warmup_iterations(res: Results) -> int:
     return int(base["warmup_batches"].max()) if len(base) else 0
 
 
-def relative_speedups(res: Results, delta: float) -> tuple[list[float], list[float]]:
-    """LAIA / ESD time to the target ``min(final AUC of the pair) - delta``, per replicate,
-    and the targets (from ``train_replicates.csv``)."""
-    from workbench.training.metrics import time_to_target
-
+def _pairs(res: Results) -> Iterator[tuple[int, pd.DataFrame, pd.DataFrame]]:
+    """Each replicate with LAIA's and ESD's dispatcher's curves (by iteration), where both ran."""
     esd, curves = dispatcher(res), runs(res)["curves"]
-    ratios, targets = [], []
-    for _, rep in curves.groupby("replicate", sort=True):
-        pair = {d: g.sort_values("iteration") for d, g in rep.groupby("dispatcher")}
-        if SPEEDUP_BASELINE not in pair or esd not in pair:
-            continue
-        target = min(float(pair[d]["test_auc"].iloc[-1]) for d in (SPEEDUP_BASELINE, esd))
-        target -= delta
-        ratios.append(time_to_target(pair[SPEEDUP_BASELINE], target)
-                      / time_to_target(pair[esd], target))
-        targets.append(target)
-    return ratios, targets
+    for rep, g in curves.groupby("replicate", sort=True):
+        pair = {d: c.sort_values("iteration") for d, c in g.groupby("dispatcher")}
+        if SPEEDUP_BASELINE in pair and esd in pair:
+            yield int(rep), pair[SPEEDUP_BASELINE], pair[esd]
+
+
+def _per_iteration(curve: pd.DataFrame, warm: int) -> float:
+    """Emulated seconds per iteration from the first evaluation at or past ``warm`` to the
+    last (NaN when fewer than two evaluations lie there)."""
+    g = curve[curve["iteration"] >= warm]
+    if len(g) < 2:
+        return float("nan")
+    return float((g["time_s"].iloc[-1] - g["time_s"].iloc[0])
+                 / (g["iteration"].iloc[-1] - g["iteration"].iloc[0]))
 
 
 def replicate_table(res: Results) -> pd.DataFrame:
-    """Per replicate and swept target offset: the target, each of the pair's time to it and
-    LAIA / ESD; then the steady state's seconds per iteration (``target`` NaN) -- the claim's
-    values, as the notebook shows them."""
-    from workbench.training.metrics import time_to_target
+    """The speedup's every value, computed once (``train_replicates.csv``): per replicate and
+    swept target offset ``delta``, the target (the pair's lower final AUC - delta), each of the
+    pair's time to it and LAIA / ESD; then per replicate the steady state's LAIA / ESD seconds
+    per iteration past [`warmup_iterations`][] (``delta`` and ``target`` NaN)."""
+    def build() -> pd.DataFrame:
+        from workbench.training.metrics import time_to_target
 
-    esd, curves = dispatcher(res), runs(res)["curves"]
-    rows = []
-    for rep, g in curves.groupby("replicate", sort=True):
-        pair = {d: c.sort_values("iteration") for d, c in g.groupby("dispatcher")}
-        if SPEEDUP_BASELINE not in pair or esd not in pair:
-            continue
-        final = min(float(pair[d]["test_auc"].iloc[-1]) for d in (SPEEDUP_BASELINE, esd))
-        for delta in TARGET_OFFSETS:
-            t = {d: time_to_target(pair[d], final - delta) for d in (SPEEDUP_BASELINE, esd)}
-            rows.append({"replicate": rep, "unit": UNITS[0], "delta": delta,
-                         "target": final - delta, **{f"{d} s": v for d, v in t.items()},
-                         "speedup": t[SPEEDUP_BASELINE] / t[esd]})
-    steady = steady_speedups(res)
-    rows += [{"replicate": r, "unit": UNITS[1], "speedup": x} for r, x in enumerate(steady)]
-    return pd.DataFrame(rows)
+        esd, warm = dispatcher(res), warmup_iterations(res)
+        timed, steady = [], []
+        for rep, base, mine in _pairs(res):
+            final = min(float(base["test_auc"].iloc[-1]), float(mine["test_auc"].iloc[-1]))
+            for delta in TARGET_OFFSETS:
+                t = {SPEEDUP_BASELINE: time_to_target(base, final - delta),
+                     esd: time_to_target(mine, final - delta)}
+                timed.append({"replicate": rep, "unit": UNITS[0], "delta": delta,
+                              "target": final - delta, **{f"{d} s": v for d, v in t.items()},
+                              "speedup": t[SPEEDUP_BASELINE] / t[esd]})
+            steady.append({"replicate": rep, "unit": UNITS[1],
+                           "speedup": _per_iteration(base, warm) / _per_iteration(mine, warm)})
+        return pd.DataFrame(timed + steady,
+                            columns=["replicate", "unit", "delta", "target",
+                                     f"{SPEEDUP_BASELINE} s", f"{esd} s", "speedup"])
+    return res.memo("esd.replicates", build)
+
+
+def relative_speedups(res: Results, delta: float) -> tuple[list[float], list[float]]:
+    """LAIA / ESD time to the target ``min(final AUC of the pair) - delta`` (one of
+    [`TARGET_OFFSETS`][]), per replicate, and the targets ([`replicate_table`][])."""
+    table = replicate_table(res)
+    rows = table[(table["unit"] == UNITS[0]) & (table["delta"] == delta)]
+    return rows["speedup"].tolist(), rows["target"].tolist()
 
 
 def steady_speedups(res: Results) -> list[float]:
     """LAIA / ESD emulated seconds per iteration after the caches' warm-up, per replicate: the
     time between the first evaluation at or past [`warmup_iterations`][] and the last, over the
-    iterations between them."""
-    esd, curves, warm = dispatcher(res), runs(res)["curves"], warmup_iterations(res)
-
-    def per_iteration(g: pd.DataFrame) -> float:
-        g = g[g["iteration"] >= warm].sort_values("iteration")
-        if len(g) < 2:
-            return float("nan")
-        return float((g["time_s"].iloc[-1] - g["time_s"].iloc[0])
-                     / (g["iteration"].iloc[-1] - g["iteration"].iloc[0]))
-
-    out = []
-    for _, rep in curves.groupby("replicate", sort=True):
-        pair = {d: g for d, g in rep.groupby("dispatcher")}
-        if SPEEDUP_BASELINE in pair and esd in pair:
-            out.append(per_iteration(pair[SPEEDUP_BASELINE]) / per_iteration(pair[esd]))
-    return out
+    iterations between them ([`replicate_table`][])."""
+    table = replicate_table(res)
+    return table.loc[table["unit"] == UNITS[1], "speedup"].tolist()
 
 
 def _reached_at(res: Results, target: float) -> int:

@@ -78,7 +78,7 @@ def check_overrides_read(dvc_yaml: Path, stage: Any, cfg: Any, item: str | None,
     keys = stage_params(dvc_yaml, stage.dvc_name, cfg, item)
     if keys is None:
         return
-    sections = {k.split(".")[0] for params in _all_params(dvc_yaml) for k in params} | {"model"}
+    sections = _sections(dvc_yaml) | {"model"}
     for override in overrides:
         if "=" not in override:
             continue
@@ -93,9 +93,10 @@ def check_overrides_read(dvc_yaml: Path, stage: Any, cfg: Any, item: str | None,
                           f"{key} (it reads {shown}){_suggest(override, keys)}")
 
 
-def _all_params(dvc_yaml: Path) -> list[list[str]]:
-    return [[p.split(".")[0] for p in entry.get("params", []) if isinstance(p, str)]
-            for entry in _dvc_stages(dvc_yaml).values()]
+def _sections(dvc_yaml: Path) -> set[str]:
+    """The top-level configuration sections some stage of ``dvc_yaml`` reads."""
+    return {p.split(".")[0] for entry in _dvc_stages(dvc_yaml).values()
+            for p in entry.get("params", []) if isinstance(p, str)}
 
 
 def _suggest(override: str, keys: list[str]) -> str:

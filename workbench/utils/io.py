@@ -175,7 +175,7 @@ def _drop_stale_temporaries(dest: Path) -> None:
         for found in list(dest.parent.iterdir()):
             if ours.fullmatch(found.name):
                 with contextlib.suppress(OSError):
-                    _remove(found)
+                    remove_path(found)
 
 
 @contextlib.contextmanager
@@ -209,7 +209,7 @@ def _journal(dest: Path) -> Path:
     return dest.with_name(f".{dest.name}.commit.json")
 
 
-def _remove(path: Path) -> None:
+def remove_path(path: Path) -> None:
     """Remove ``path`` whatever it is; a link is removed itself, never what it points to."""
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         path.unlink()
@@ -225,10 +225,10 @@ def _replace_dir(tmp: Path, dest: Path) -> None:
     """
     if dest.exists() or dest.is_symlink():
         old = dest.with_name(f".{dest.name}.old")
-        _remove(old)
+        remove_path(old)
         os.replace(dest, old)
         os.replace(tmp, dest)
-        _remove(old)
+        remove_path(old)
     else:
         os.replace(tmp, dest)
 
