@@ -301,3 +301,17 @@ def test_a_ctrl_c_while_the_pipeline_loads_is_one_line(tmp_path: Path, monkeypat
     assert repro.main([]) == 130
     err = capsys.readouterr().err.strip()
     assert err == "repro: interrupted before any stage started; nothing was run or changed"
+
+
+def test_a_single_file_output_a_killed_runner_left_is_put_back_too(tmp_path: Path) -> None:
+    from workbench.repro import keep_outputs
+
+    out = tmp_path / "results" / "one.json"
+    out.parent.mkdir()
+    out.write_text('{"committed": true}')
+    stage = Stage("one", frozenset(), outs=("results/one.json",))
+    keep_outputs(tmp_path, stage)
+    out.unlink()  # DVC's delete; then the runner dies
+    keep_outputs(tmp_path, stage)  # the next run: the file is back, its copy kept again
+    assert out.read_text() == '{"committed": true}'
+    assert (tmp_path / "results" / ".one.json.kept-by-repro").stat().st_ino == out.stat().st_ino

@@ -394,7 +394,8 @@ def keep_outputs(root: Path, stage: Stage) -> None:
 
     for out in stage.outs:
         path, kept = root / out, _kept(root, out)
-        if kept.is_dir() and not kept.is_symlink() and not path.exists():
+        if kept.exists() and not kept.is_symlink() and not (path.exists()
+                                                              or path.is_symlink()):
             os.replace(kept, path)  # a runner killed mid-stage left the only copy: it is back
         remove_path(kept)
         if path.is_symlink() or not path.exists():
