@@ -18,7 +18,9 @@
 # **The formalisation is ours**: FlexShard's method section is unavailable (the abstract and one
 # figure of the authors). The tiers, the network and memory models and the planner follow
 # `workbench/sharding/` (`topology`, `plans`, `traffic`, `planner`).
-# Reads `results/flexshard/<dataset>/` (the `flexshard` stage). Knobs:
+# Reads `results/flexshard_stream/<claims dataset>/` (the `flexshard-stream` stage: the claims,
+# every plan profiled on millions of samples streamed from the claims dataset's generator) and
+# `results/flexshard/<dataset>/` (the `flexshard` stage: each dataset's split). Knobs:
 # `workbench/conf/stages/flexshard.yaml` and `workbench/conf/topology/*.yaml`.
 
 # %% tags=["parameters"]
@@ -31,6 +33,8 @@ devices = None  # devices (whole nodes)
 per_device = None  # samples per device per iteration
 
 # %%
+import json
+
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
@@ -48,18 +52,24 @@ cfg = notebook_config("flexshard", params_file, dataset, replicated_fraction=rep
 exp = cfg.experiments.flexshard
 topo_cfg = cfg.topology
 results = cfg.paths.resolve("results") / "flexshard"
+claims_ds = exp.claims_dataset
+streamed = cfg.paths.resolve("results") / "flexshard_stream" / claims_ds
 section = Section(
     name="flexshard", title="FlexShard: tiered sharding of sequence embedding tables",
     out_dir=out_dir, config=cfg,
     intro=("**Our formalisation** (FlexShard's method section is unavailable): rows of a "
            "sequence table are ranked by their access probability, estimated from the lookups "
-           f"of {exp.profile_batches} iterations (per occurrence; rows the profile missed share "
-           "the Good-Turing missing mass); the hottest t1 rows are replicated on every device, "
+           "of a profile (per occurrence; rows the profile missed share the Good-Turing missing "
+           f"mass): on `{claims_ds}`, the claims' run, {exp.stream_profile_batches} iterations "
+           "of the base topology streamed from its generator past its materialised rows (the "
+           f"profile's length swept over {min(exp.profile_sweep)}-{max(exp.profile_sweep)} "
+           f"iterations); on each dataset's split, its first {exp.profile_batches} iterations. "
+           "The hottest t1 rows are replicated on every device, "
            "the next t2 on every node and row-sharded inside it, the rest row-sharded over all "
            "devices with a slow node's devices holding fewer of them. The planner picks (t1, t2) "
            "minimising the expected all-to-all time within row-wise sharding's (RW) memory per "
            "device, weights plus the all-to-all's send and receive buffers. Every plan is then "
-           f"replayed on the {exp.replay_batches} following iterations (data parallel, "
+           f"replayed on {exp.replay_batches} iterations the profile never read (data parallel, "
            f"{exp.per_device_batch} samples per device, every occurrence of a row in a history "
            "sent, D = "
            f"{exp.embedding_dim}). The topology ({topo_cfg.nodes} nodes x "
@@ -70,15 +80,24 @@ summaries, data = per_dataset(results, exp.datasets,
                               ["plans", "fraction_curve", "device_sweep", "skew_sweep",
                                "link_sweep"], section)
 datasets = list(summaries)
-claims_ds = exp.claims_dataset
-base = summaries[claims_ds]
+# the claims' run: its summary and sweeps; a dataset of your own has no generator to stream,
+# so its split's run stands in (and no claim is recorded)
+has_stream = (streamed / "summary.json").is_file()
+if has_stream:
+    STREAMED = flexshard_claims.STREAMED.format(claims_ds)
+    base = json.loads((streamed / "summary.json").read_text())
+else:
+    STREAMED, streamed, base = claims_ds, results / claims_ds, summaries[claims_ds]
+stream = {k: pd.read_csv(streamed / f"{k}.csv").assign(dataset=STREAMED)
+          for k in ("plans", "device_sweep", "skew_sweep", "link_sweep", "profile_sweep")
+          if (streamed / f"{k}.csv").is_file()}
 # the configured plans that were planned somewhere (TorchRec's planner may find no plan)
 PLAN_ORDER = [p for p in exp.plans if p in set(data["plans"]["plan"])]
 LABEL = dict(zip(data["plans"]["plan"], data["plans"]["label"], strict=False))
 
 
 def ds_setting(name: str) -> str:
-    return flexshard_claims.ds_setting(claims.Results(cfg), name)
+    return flexshard_claims.ds_setting(base if name == STREAMED else summaries[name])
 
 
 # %% [markdown]
@@ -138,17 +157,18 @@ section.figure(fig, "memory_vs_savings",
                "authors' figure has a memory minimum near 0.1-0.2% and zero extra memory near "
                "0.7%", setting="; ".join(ds_setting(n) for n in datasets),
                reads=files(results, datasets, "fraction_curve.csv", "plans.csv", "summary.json"))
-base_curve = curve[(curve["dataset"] == claims_ds) & (curve["plan"] == "hot_dp")]
+stream_curve = pd.read_csv(streamed / "fraction_curve.csv")
+base_curve = stream_curve[stream_curve["plan"] == "hot_dp"]
 section.table(base_curve[["replicated_fraction", "t1", "memory_vs_rw_mib", "savings_vs_rw_ms"]],
-              "curve_replicated_tier", f"The replicated tier alone on {claims_ds} (the "
-              "authors' axes)", floatfmt=".4g",
-              reads=[results / claims_ds / "fraction_curve.csv"])
+              "curve_replicated_tier", f"The replicated tier alone on {STREAMED}, the claims' "
+              "run (the authors' axes)", floatfmt=".4g",
+              reads=[streamed / "fraction_curve.csv"])
 below = base_curve[base_curve["memory_vs_rw_mib"] <= 0]
 minimum = base_curve.loc[base_curve["memory_vs_rw_mib"].idxmin()]
 saving = (f"saves memory up to {100 * below['replicated_fraction'].max():.1f}% of the rows"
           if len(below) else "never saves memory")
 section.note(
-    f"On `{claims_ds}` replicating rows on every device {saving} (the minimum, "
+    f"On `{STREAMED}` replicating rows on every device {saving} (the minimum, "
     f"{minimum['memory_vs_rw_mib']:.2f} MiB against RW, at "
     f"{100 * minimum['replicated_fraction']:.1f}%): the replicas cost {4 * exp.embedding_dim} B "
     "per row on every device, while the all-to-all buffers shrink by the hot rows' share of the "
@@ -160,7 +180,8 @@ section.note(
 # ## The plans at the base setting
 
 # %%
-plans = data["plans"]
+plans = pd.concat([stream["plans"], data["plans"]], ignore_index=True).drop_duplicates(
+    subset=["dataset", "plan"])
 table = plans[["dataset", "label", "t1", "t2", "replay_bytes", "replay_inter_bytes",
                "replay_seconds", "replay_memory", "expected_seconds"]].copy()
 for col in ("replay_bytes", "replay_inter_bytes", "replay_memory"):
@@ -172,9 +193,8 @@ table = table.rename(columns={"replay_bytes": "MiB moved", "replay_inter_bytes":
 section.table(table, "plans", "Every plan at the base topology, replayed on held-out "
               "iterations: bytes moved per iteration, inter-node (global) bytes, all-to-all "
               "seconds and the largest device's memory (weights + buffers)", floatfmt=".4g",
-              reads=files(results, datasets, "plans.csv", "summary.json"))
-rw_row = plans[(plans["dataset"] == claims_ds) & (plans["plan"] == "rw")].iloc[0]
-fs_row = plans[(plans["dataset"] == claims_ds) & (plans["plan"] == "flexshard")].iloc[0]
+              reads=[streamed / "plans.csv", streamed / "summary.json",
+                     *files(results, datasets, "plans.csv", "summary.json")])
 
 # %% [markdown]
 # ## Scaling with devices, the NVLink / NIC ratio and a slow node
@@ -201,7 +221,7 @@ for col, (key, x, xlabel) in enumerate((("device_sweep", "devices", "devices"),
                                          "NVLink / NIC bandwidth per device (x)"),
                                         ("skew_sweep", "slow_factor",
                                          "slow node's NIC speed (x nominal)"))):
-    part = data[key][data[key]["dataset"] == claims_ds]
+    part = stream[key]
     for row, (y, ylabel) in enumerate((("replay_inter_bytes", "inter-node MiB / iteration"),
                                        ("replay_seconds", "all-to-all s / iteration"))):
         ax = axes[row][col]
@@ -250,16 +270,16 @@ section.figure(fig, "sweeps", "Inter-node bytes and all-to-all time per plan aga
                "lines ours); grey: the inter-node bytes RW moves for rows the profile never "
                "saw, which no plan made from the profile can keep on the node (FlexShard's "
                "floor); plans whose lines coincide show as nested filled and hollow markers",
-               setting=ds_setting(claims_ds),
-               reads=[results / claims_ds / f"{k}.csv" for k in ("device_sweep", "link_sweep",
-                                                       "skew_sweep")])
+               setting=ds_setting(STREAMED),
+               reads=[streamed / f"{k}.csv" for k in ("device_sweep", "link_sweep",
+                                                     "skew_sweep")])
 
 
 
 def versus_rw(frame: pd.DataFrame, by: str) -> pd.DataFrame:
     """FlexShard against RW at each point of a sweep: plan, reduction, ceiling, speedup."""
     rows = []
-    for point, g in frame[frame["dataset"] == claims_ds].groupby(by):
+    for point, g in frame.groupby(by):
         p = g.set_index("plan")
         rw_inter = p.loc["rw", "replay_inter_bytes"]
         rows.append({by: point, "t1": int(p.loc["flexshard", "t1"]),
@@ -272,17 +292,17 @@ def versus_rw(frame: pd.DataFrame, by: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-by_devices = versus_rw(data["device_sweep"], "devices")
-by_ratio = versus_rw(data["link_sweep"], "link_ratio")
+by_devices = versus_rw(stream["device_sweep"], "devices")
+by_ratio = versus_rw(stream["link_sweep"], "link_ratio")
 shown = by_devices.assign(**{c: (100 * by_devices[c].astype(float)).round(1)
                              for c in ("inter-node reduction", "ceiling")})
 section.table(shown.assign(**{"a2a speedup": shown["a2a speedup"].round(2)}).rename(
                   columns={"inter-node reduction": "inter-node reduction %",
-                           "ceiling": "ceiling %"}), "device_curve", "FlexShard against RW at every device count (each "
-              "planned on its own held-out profile): the inter-node reduction, its ceiling (the "
-              "replayed lookups on rows the profile saw) and the all-to-all speedup (modelled)",
-              floatfmt="g",
-              reads=[results / claims_ds / "device_sweep.csv"])
+                           "ceiling": "ceiling %"}), "device_curve",
+              "FlexShard against RW at every device count (each planned on the streamed "
+              "profile, replayed on held-out samples): the inter-node reduction, its ceiling "
+              "(the replayed lookups on rows the profile saw) and the all-to-all speedup "
+              "(modelled)", floatfmt="g", reads=[streamed / "device_sweep.csv"])
 inter = by_devices.dropna(subset=["inter-node reduction"])
 one_plan = (by_ratio[["t1", "t2"]].drop_duplicates().shape[0] == 1
             and by_ratio["a2a speedup"].max() - by_ratio["a2a speedup"].min() < 1e-9)
@@ -293,11 +313,10 @@ section.note(
     f"{100 * (inter['inter-node reduction'] / inter['ceiling']).min():.0f}-"
     f"{100 * (inter['inter-node reduction'] / inter['ceiling']).max():.0f}% of its ceiling: "
     f"{100 * (1 - inter['ceiling'].max()):.0f}-{100 * (1 - inter['ceiling'].min()):.0f}% of the "
-    "next iterations' lookups fall on rows the profile of a few iterations never saw (a long "
-    "tail at Criteo's cardinality), and a plan made from the profile leaves those rows where RW "
-    "has them. More devices profile more samples "
-    "(the global batch grows), so the ceiling and the reduction rise together; the paper's "
-    f"{paper_inter_reduction:.0%} needs a workload whose lookups the profile covers that well. "
+    f"replayed lookups fall on rows the profile of {base['profile_samples']:,} samples never "
+    "saw (a long tail at Criteo's cardinality), and a plan made from the profile leaves those "
+    "rows where RW has them. Every device count is planned on the same profile, so the ceiling "
+    "moves only with the replayed samples (the next section sweeps the profile's length). "
     + ("The NVLink / NIC ratio changes nothing over "
        f"{by_ratio['link_ratio'].min():g}-{by_ratio['link_ratio'].max():g}x: the planner picks "
        "the same plan at every ratio and the all-to-all ends when the NICs' transfers end "
@@ -309,10 +328,79 @@ section.note(
        + "."))
 
 # %% [markdown]
+# ## The profile's length: how much of the table the planner saw
+#
+# A plan can only single out rows its profile saw; the rest stay row-wise, as in RW. The claims'
+# run profiles millions of streamed samples; this sweep replans every plan on shorter and longer
+# profiles of the same stream and replays them all on the same held-out samples.
+
+# %%
+if "profile_sweep" in stream:
+    by_profile = versus_rw(stream["profile_sweep"], "profile_samples")
+    committed_samples = base["profile_samples"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.9))
+    x = by_profile["profile_samples"]
+    axes[0].plot(x, 100 * by_profile["ceiling"], color="grey", lw=2.4, alpha=0.6, marker="o",
+                 label="coverage: replayed lookups on rows the profile saw (the ceiling)")
+    axes[0].plot(x, 100 * by_profile["inter-node reduction"].astype(float),
+                 color=palette.COLORS["flexshard"], marker="s",
+                 label="FlexShard: inter-node reduction")
+    axes[0].axhline(100 * paper_inter_reduction, color="k", ls=(0, (1, 1)),
+                    label=f"paper: over {paper_inter_reduction:.0%} [A]")
+    axes[0].set(ylabel="% of RW's inter-node bytes / of lookups", ylim=(0, 100))
+    axes[1].plot(x, by_profile["a2a speedup"], color=palette.COLORS["flexshard"], marker="s",
+                 label="FlexShard: all-to-all speedup over RW (modelled)")
+    axes[1].axhline(paper_latency_x, color="k", ls=(0, (5, 1, 1, 1)),
+                    label=f"paper: almost {paper_latency_x:g}x [A]")
+    axes[1].set(ylabel="RW / FlexShard all-to-all time")
+    for ax in axes:
+        ax.axvline(committed_samples, color="grey", ls="--", lw=0.9,
+                   label=f"committed profile ({committed_samples:,} samples)")
+        ax.set(xscale="log", xlabel="profiled samples (streamed)")
+    handles = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=2)
+    section.figure(fig, "profile_coverage",
+                   "FlexShard against RW as the profile grows: the share of the replayed lookups "
+                   "on rows the profile saw (coverage, grey: no profile-driven plan keeps more of "
+                   "RW's inter-node bytes off the network), FlexShard's inter-node reduction and "
+                   "its modelled all-to-all speedup; every point replans every plan and replays "
+                   "the same held-out samples; dashed: the committed profile",
+                   setting=ds_setting(STREAMED), reads=[streamed / "profile_sweep.csv"])
+    section.table(by_profile.assign(**{c: (100 * by_profile[c].astype(float)).round(1)
+                                       for c in ("inter-node reduction", "ceiling")}).rename(
+                      columns={"inter-node reduction": "inter-node reduction %",
+                               "ceiling": "coverage %"}), "profile_curve",
+                  "FlexShard against RW at every profile length", floatfmt="g",
+                  reads=[streamed / "profile_sweep.csv"])
+    at = by_profile.set_index("profile_samples").loc[committed_samples]
+    section.note(
+        f"The committed profile ({committed_samples:,} samples) covers "
+        f"{100 * at['ceiling']:.1f}% of the replayed lookups; FlexShard then cuts "
+        f"{100 * at['inter-node reduction']:.1f}% of RW's inter-node bytes "
+        f"({at['a2a speedup']:.2f}x all-to-all, modelled). Over "
+        f"{int(x.min()):,}-{int(x.max()):,} samples the coverage runs "
+        f"{100 * by_profile['ceiling'].min():.0f}-{100 * by_profile['ceiling'].max():.0f}%, the "
+        f"reduction {100 * by_profile['inter-node reduction'].astype(float).min():.0f}-"
+        f"{100 * by_profile['inter-node reduction'].astype(float).max():.0f}% and the speedup "
+        f"{by_profile['a2a speedup'].min():.2f}-{by_profile['a2a speedup'].max():.2f}x: the "
+        "paper's "
+        f"over {paper_inter_reduction:.0%} is "
+        + ("reached where the profile covers enough of the table"
+           if (by_profile["inter-node reduction"].astype(float) > paper_inter_reduction).any()
+           else "not reached at any profile length swept") + ".")
+else:
+    section.note(f"`{claims_ds}` has no streamed run (a dataset of your own has no generator "
+                 "to stream past its rows): the plans above are profiled on its split's first "
+                 f"{exp.profile_batches} iterations, and no profile-length sweep is shown.")
+
+# %% [markdown]
 # ## Per-link traffic
 
 # %%
-links = pd.read_csv(results / claims_ds / "link_traffic.csv")
+links = pd.read_csv(streamed / "link_traffic.csv")
 fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
 vmax = links["bytes"].max() / 2**20
 for ax, plan in zip(axes, ("rw", "flexshard"), strict=True):
@@ -323,9 +411,8 @@ for ax, plan in zip(axes, ("rw", "flexshard"), strict=True):
 section.figure(fig, "link_traffic", "Bytes each device sends to each other device per "
                "iteration (forward), RW against FlexShard: FlexShard's traffic stays inside the "
                f"{topo_cfg.devices_per_node}-device blocks of a node",
-               setting=ds_setting(claims_ds),
-               reads=[results / claims_ds / "link_traffic.csv",
-                      results / claims_ds / "summary.json"])
+               setting=ds_setting(STREAMED),
+               reads=[streamed / "link_traffic.csv", streamed / "summary.json"])
 
 # %% [markdown]
 # ## Claims
@@ -333,8 +420,9 @@ section.figure(fig, "link_traffic", "Bytes each device sends to each other devic
 # %%
 # workbench/claims/flexshard.py measures both claims on the claims dataset
 for key in ("flexshard.a2a_traffic", "flexshard.comm_latency"):
-    section.record(claims.measure(claims_register[key], cfg))
-others = [n for n in datasets if n != claims_ds]
+    if has_stream:  # the claims are measured on the streamed run
+        section.record(claims.measure(claims_register[key], cfg))
+others = [n for n in datasets if n != claims_ds]  # the claims dataset's split: its own point
 section.note("On the smaller tables (" + ", ".join(
     f"`{n}`: {summaries[n]['table_rows']:,} rows, "
     + (f"{100 * summaries[n]['inter_traffic_reduction']:.0f}% less inter-node traffic"

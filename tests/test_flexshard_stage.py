@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from workbench.config import load
-from workbench.experiments.flexshard import NoSequenceError
+from workbench.sharding.lookups import NoSequenceError
 from workbench.stages import main, run
 from workbench.utils.paths import REPO_ROOT
 

@@ -12,14 +12,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from workbench.experiments.config import FlexShardConfig
-from workbench.experiments.flexshard import (
-    SequenceLookups,
-    _planned,
-    build_plans,
-    estimate_probability,
-)
+from workbench.experiments.flexshard import _planned, build_plans
 from workbench.sharding.config import TopologyConfig
-from workbench.sharding.planner import best_cut, candidate_cuts, evaluate_cuts
+from workbench.sharding.lookups import SequenceLookups
+from workbench.sharding.planner import best_cut, candidate_cuts, estimate_probability, evaluate_cuts
 from workbench.sharding.plans import (
     TIER_GLOBAL,
     TIER_NODE,

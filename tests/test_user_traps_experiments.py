@@ -22,6 +22,7 @@ import pytest
 from helpers.traps import criteo_lines, failed_with, local, stage
 from workbench import api
 from workbench.experiments import flexshard
+from workbench.sharding.lookups import SequenceLookups
 from workbench.sparse import reader
 from workbench.sparse.jagged_tensor import KeyedJaggedTensor, to_ikjt
 
@@ -199,7 +200,7 @@ def test_plans_limited_to_row_wise_memory_stay_within_it_when_replayed(
     assert summary["memory_vs_rw"] <= 1
     assert "planned within RW's memory" not in stderr
 
-    data = flexshard.SequenceLookups.read(tmp / "data" / "processed" / "local", None)
+    data = SequenceLookups.read(tmp / "data" / "processed" / "local", None)
     devices = summary["topology"]["devices"]
     profiled = np.concatenate([data.iteration(t, devices, 16)[1] for t in range(4)])
     replayed = np.concatenate([data.iteration(t, devices, 16)[1] for t in range(4, 8)])

@@ -551,12 +551,8 @@ def flexshard(cfg: WorkbenchConfig, replicated_fractions: Sequence[float] | None
         ValueError: it has no sequence feature.
         ArgumentError: ``devices`` is not whole nodes, or a number is outside its range.
     """
-    from workbench.experiments.flexshard import (
-        SequenceLookups,
-        fraction_curve,
-        profile_probability,
-        row_wise_baseline,
-    )
+    from workbench.experiments.flexshard import fraction_curve, row_wise_baseline
+    from workbench.sharding.lookups import SequenceLookups, SplitSource
     from workbench.sharding.planner import candidate_cuts, evaluate_cuts
     from workbench.sharding.plans import rank_order
     from workbench.sharding.topology import Topology
@@ -584,7 +580,9 @@ def flexshard(cfg: WorkbenchConfig, replicated_fractions: Sequence[float] | None
     data = SequenceLookups.read(processed, exp.sequence_feature)
     topo = Topology.from_config(cfg.topology, nodes=devices // g if devices else None)
     n, row_bytes = data.rows, 4 * exp.embedding_dim
-    counts, probability, lookups = profile_probability(data, exp, topo.devices)
+    profile = SplitSource(data, exp.per_device_batch, exp.profile_batches, exp.replay_batches,
+                          exp.probability_estimator).profile(topo.devices)
+    counts, probability, lookups = profile.counts, profile.probability, profile.lookups
     rw_traffic, rw_memory = row_wise_baseline(probability, topo, lookups, row_bytes)
     order = rank_order(counts)  # as the stage: by the lookups profiled
     cuts = candidate_cuts(n, candidates, np.rint(np.asarray(fractions) * n))

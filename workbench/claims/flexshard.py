@@ -1,22 +1,27 @@
-"""FlexShard's claims (inter-node traffic, all-to-all latency) from the ``flexshard`` stage.
+"""FlexShard's claims (inter-node traffic, all-to-all latency) from the ``flexshard`` stages.
 
-Reads ``results/flexshard/<ds>/``: ``summary.json`` (the plans replayed on the claims dataset:
-FlexShard's reduction of inter-node bytes and its all-to-all speedup over row-wise sharding,
-RW) and the sweeps that re-plan every plan at each point: ``device_sweep.csv`` (devices),
-``link_sweep.csv`` (the NVLink / NIC bandwidth ratio) and ``skew_sweep.csv`` (the slow-node NIC
-speed).
+The committed values come from ``results/flexshard_stream/<claims dataset>/`` (register v7):
+every plan profiled on ``experiments.flexshard.stream_profile_batches`` iterations streamed
+from the claims dataset's generator, so the profile covers at least 95% of the replayed
+lookups, and replayed on the samples after the longest profile (held out). Its
+``summary.json`` holds FlexShard's reduction of inter-node bytes and its all-to-all speedup over
+row-wise sharding (RW); its sweeps re-plan every plan at each point: ``device_sweep.csv``
+(devices), ``link_sweep.csv`` (the NVLink / NIC bandwidth ratio), ``skew_sweep.csv`` (the
+slow-node NIC speed) and ``profile_sweep.csv`` (the profile's length, with its coverage).
+``results/flexshard/<ds>/summary.json`` (each dataset's split, a short profile) are the
+dataset condition's other points.
 
 * ``flexshard.a2a_traffic``: 1 - FlexShard / RW inter-node bytes per iteration;
 * ``flexshard.comm_latency``: RW / FlexShard all-to-all seconds per iteration (forward +
-  backward); the devices, the link ratio, the slow-node NIC speed and the dataset are the
-  conditions of both (a device count whose replay reused profiled samples is left out), and so
-  is the baseline (register v6): the workbench's RW, or TorchRec's planner's own plan
-  (``summary.json``'s ``torchrec``) within RW's memory or within the device's HBM.
+  backward); the devices, the link ratio, the slow-node NIC speed, the profile length and the
+  dataset are the conditions of both (a point whose replay reused profiled samples is left
+  out), and so is the baseline (register v6): the workbench's RW, or TorchRec's planner's own
+  plan (``summary.json``'s ``torchrec``) within RW's memory or within the device's HBM.
 
 A replay that reuses samples the planner profiled (``replay_in_profile`` > 0: a split too short
 for a held-out replay) is no measurement of either claim: the planner has seen the lookups it is
-judged on. Such a claims dataset gives no value (the row says so), and such a dataset is left
-out of the dataset condition.
+judged on. Such a run gives no value (the row says so), and such a dataset is left out of the
+dataset condition.
 """
 
 from __future__ import annotations
@@ -32,46 +37,67 @@ BASELINES = {"rw (own)": None, "torchrec (RW's memory)": "torchrec",
 #: each swept condition: its name in the register, its sweep file and the file's column
 SWEEPS = {"devices": ("device_sweep.csv", "devices"),
           "NVLink/NIC ratio": ("link_sweep.csv", "link_ratio"),
-          "slow-node NIC speed": ("skew_sweep.csv", "slow_factor")}
+          "slow-node NIC speed": ("skew_sweep.csv", "slow_factor"),
+          "profile samples": ("profile_sweep.csv", "profile_samples")}
+#: the dataset condition's name of the streamed claims run
+STREAMED = "{} (streamed)"
 
 
 def runs(res: Results) -> dict[str, Any]:
-    """The available datasets' summaries and the claims dataset's sweeps (by condition)."""
+    """The streamed claims run's summary (``base``) and sweeps (by condition), and the available
+    datasets' split summaries (``summaries``)."""
     def build() -> dict[str, Any]:
         exp = res.cfg.experiments.flexshard
         summaries, _ = res.available("flexshard", exp.datasets)
-        sweeps = {name: res.csv("flexshard", exp.claims_dataset, file)
+        sweeps = {name: res.csv("flexshard_stream", exp.claims_dataset, file)
                   for name, (file, _) in SWEEPS.items()}
-        return {"summaries": summaries, "sweeps": sweeps}
+        base = res.json("flexshard_stream", exp.claims_dataset, "summary.json")
+        return {"summaries": summaries, "sweeps": sweeps, "base": base}
     return res.memo("flexshard", build)
 
 
-def ds_setting(res: Results, name: str) -> str:
-    """One dataset's table, lookups, skew and devices."""
-    s = runs(res)["summaries"][name]
-    return (f"{name}: {s['table_rows']:,}-row table, D = {s['embedding_dim']}, "
+def ds_setting(s: dict[str, Any]) -> str:
+    """One run's table, lookups, skew, devices and profile."""
+    profile = (f"a profile of {s['profile_samples']:,} streamed samples covering "
+               f"{100 * (1 - float(s['replay_unseen_share'])):.1f}% of the replayed lookups"
+               if s.get("streamed") else
+               f"a profile covering {100 * (1 - float(s['replay_unseen_share'])):.0f}% of the "
+               "replayed lookups")
+    return (f"{s['dataset']}: {s['table_rows']:,}-row table, D = {s['embedding_dim']}, "
             f"{s['lookups_per_device']:,.0f} lookups per device per iteration (mean history "
             f"{s['mean_sequence_length']:.1f}), top 0.1% of rows take "
-            f"{100 * s['top_0.1%_share']:.0f}% of lookups; {s['topology']['devices']} devices")
+            f"{100 * s['top_0.1%_share']:.0f}% of lookups; {s['topology']['devices']} devices; "
+            + profile)
 
 
 def _setting_note(res: Results) -> tuple[dict[str, Any], str, str]:
     exp = res.cfg.experiments.flexshard
-    base = runs(res)["summaries"][exp.claims_dataset]
-    setting = (ds_setting(res, exp.claims_dataset) + f"; FlexShard t1 = "
-               f"{base['flexshard']['t1']:,}, t2 = {base['flexshard']['t2']:,}; memory limit "
-               f"{exp.memory_limit}; " + baseline_source(base))
-    note = ("our formalisation and assumed topology; the claims dataset is the session "
-            "generator at Criteo's full cardinality, its replay held out from the profile "
-            "(datasets that reuse profiled samples are left out of the dataset condition); "
-            "replayed memory "
-            f"{float(base['memory_vs_rw']):.2f}x RW's (the planner bounds the expected memory)")
-    if base.get("replay_unseen_share") is not None:
-        unseen = float(base["replay_unseen_share"])
-        note += (f"; {100 * unseen:.0f}% of the replayed lookups fall on rows the profile never "
-                 "saw, which a plan made from the profile leaves row-wise as RW does: the "
-                 f"inter-node reduction's ceiling is about {100 * (1 - unseen):.0f}%")
+    base = runs(res)["base"]
+    setting = (ds_setting(base) + f"; FlexShard t1 = {base['flexshard']['t1']:,}, t2 = "
+               f"{base['flexshard']['t2']:,}; memory limit {exp.memory_limit}; "
+               + baseline_source(base))
+    unseen = float(base["replay_unseen_share"])
+    note = ("our formalisation and assumed topology; the claims run streams the session "
+            "generator at Criteo's full cardinality past its materialised rows, every plan "
+            "profiled on the first samples and replayed on later ones (held out; datasets that "
+            "reuse profiled samples are left out of the dataset condition); replayed memory "
+            f"{float(base['memory_vs_rw']):.2f}x RW's (the planner bounds the expected memory); "
+            f"{100 * unseen:.1f}% of the replayed lookups fall on rows the profile never saw, "
+            "which a plan made from the profile leaves row-wise as RW does (the inter-node "
+            f"reduction's ceiling is about {100 * (1 - unseen):.0f}%)")
     return base, setting, note
+
+
+def dataset_points(res: Results, column: str) -> list[dict[str, Any]]:
+    """The dataset condition: the streamed claims run, then each dataset's split run whose
+    replay was held out."""
+    exp = res.cfg.experiments.flexshard
+    out = []
+    for name, s in [(STREAMED.format(exp.claims_dataset), runs(res)["base"]),
+                    *runs(res)["summaries"].items()]:
+        if s.get(column) is not None and held_out(s):
+            out.append({"value": name, "values": [float(s[column])]})
+    return out
 
 
 def sweep_points(res: Results, condition: str, column: str,
@@ -138,13 +164,13 @@ def _committed(res: Results, base: dict[str, Any], column: str,
     name = res.cfg.experiments.flexshard.claims_dataset
     return None, (f"the replay of {name} reused samples the planner profiled "
                   f"({100 * float(base['replay_in_profile']):.0f}% of those replayed): no "
-                  f"held-out measurement; give it more rows (datasets.{name}.synthetic.rows)")
+                  "held-out measurement; raise experiments.flexshard.profile_sweep's longest "
+                  "length past the replay")
 
 
 def a2a_traffic(res: Results, entry: EntryLike) -> Measurement:
     """FlexShard's inter-node traffic reduction against RW."""
     base, setting, note = _setting_note(res)
-    summaries = runs(res)["summaries"]
     reduction, missing = _committed(res, base, "inter_traffic_reduction",
                                     "no inter-node traffic")
     return Measurement(
@@ -153,9 +179,7 @@ def a2a_traffic(res: Results, entry: EntryLike) -> Measurement:
          if reduction is not None else "-"), setting,
         {"values": [reduction] if reduction is not None else None, "missing": missing},
         {**{c: sweep_points(res, c, "replay_inter_bytes", "reduction") for c in SWEEPS},
-         "dataset": [{"value": n, "values": [s["inter_traffic_reduction"]]}
-                     for n, s in summaries.items()
-                     if s["inter_traffic_reduction"] is not None and held_out(s)],
+         "dataset": dataset_points(res, "inter_traffic_reduction"),
          "baseline": baseline_points(base, "inter_traffic_reduction") if held_out(base) else []},
         note)
 
@@ -163,14 +187,12 @@ def a2a_traffic(res: Results, entry: EntryLike) -> Measurement:
 def comm_latency(res: Results, entry: EntryLike) -> Measurement:
     """FlexShard's all-to-all speedup against RW."""
     base, setting, note = _setting_note(res)
-    summaries = runs(res)["summaries"]
     speedup, missing = _committed(res, base, "latency_speedup", "no communication left")
     return Measurement(
         entry.key, f"{speedup:.2f}x" if speedup is not None else "-",
         setting,
         {"values": [speedup] if speedup is not None else None, "missing": missing},
         {**{c: sweep_points(res, c, "replay_seconds", "speedup") for c in SWEEPS},
-         "dataset": [{"value": n, "values": [s["latency_speedup"]]}
-                     for n, s in summaries.items() if s["latency_speedup"] and held_out(s)],
+         "dataset": dataset_points(res, "latency_speedup"),
          "baseline": baseline_points(base, "latency_speedup") if held_out(base) else []},
         note + "; the all-to-all time of one iteration (forward + backward), not the whole step")

@@ -157,7 +157,17 @@ def _session_ids(rows: int, mean_length: float, rng: np.random.Generator) -> np.
 
 def _history(session: np.ndarray, items: np.ndarray, length: int, sampler: _PowerLawSampler,
              rng: np.random.Generator) -> pd.Series:
-    """Per sample: up to ``length`` previous item ids of its session, most recent last.
+    """Per sample: up to ``length`` previous item ids of its session, most recent last
+    ([`_history_arrays`][] as a list column)."""
+    values, counts = _history_arrays(session, items, length, sampler, rng)
+    return _list_series(values, np.r_[0, np.cumsum(counts)])
+
+
+def _history_arrays(session: np.ndarray, items: np.ndarray, length: int,
+                    sampler: _PowerLawSampler, rng: np.random.Generator
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Per sample: up to ``length`` previous item ids of its session, most recent last, as
+    ``(values, lengths)``.
 
     Each session starts with a pre-history of ``Uniform{0..length}`` items drawn from the item
     distribution, followed by the items of the session's samples; sample ``k`` sees the ``length``
@@ -181,9 +191,7 @@ def _history(session: np.ndarray, items: np.ndarray, length: int, sampler: _Powe
     # Sample at stream position p sees stream[max(session start, p - length) : p].
     lo = np.maximum(stream_start[sess_of_row], row_pos - length)
     counts = row_pos - lo
-    values = stream[np.repeat(lo, counts) + _ranges(counts)]
-    offsets = np.r_[0, np.cumsum(counts)]
-    return _list_series(values, offsets)
+    return stream[np.repeat(lo, counts) + _ranges(counts)], counts
 
 
 def _ranges(lengths: np.ndarray) -> np.ndarray:
@@ -247,11 +255,13 @@ class SyntheticGenerator:
             self.rng_ids[name] = rng = next(stream)
             self.samplers[name] = _PowerLawSampler(n, calibrate_exponent(n, cfg.top1_share), rng)
         self.next_session = 0
+        self.rng_dense = next(stream)
+        self.rng_label = rng_label = next(stream)
+        self.rng_history = next(stream) if cfg.sequence.enabled else None
+        self.sequences = {f"hist_{item}": item} if cfg.sequence.enabled else {}
         if keys_only:
             return
-        self.rng_dense = next(stream)
         self.mu = self.rng_dense.uniform(0.0, 3.0, size=N_DENSE)
-        self.rng_label = rng_label = next(stream)
         self.weights = {name: rng_label.normal(0.0, 0.35, size=self.cards[name])
                         for name in CATEGORICAL_NAMES}
         self.interactions = []
@@ -261,27 +271,30 @@ class SyntheticGenerator:
             v = rng_label.normal(0.0, 0.5, size=(self.cards[fb], _HIDDEN_DIM))
             self.interactions.append((fa, fb, u, v))
         self.coef = rng_label.normal(0.0, 0.3, size=N_DENSE)
-        self.rng_history = next(stream) if cfg.sequence.enabled else None
         self.dense_mean: np.ndarray | None = None
         self.bias: float | None = None
-        self.sequences = {f"hist_{item}": item} if cfg.sequence.enabled else {}
 
-    def _ids(self, rows: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """The next ``rows`` samples' session ids and categorical ids (``1..card-1``)."""
+    def _sessions(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """The next ``rows`` samples' session ids and each sample's session index (``0..``)."""
         cfg = self.cfg
         session = (_session_ids(rows, cfg.sessions.mean_length, self.rng_sess)
                    if cfg.sessions.enabled else np.arange(rows, dtype=np.int64))
         session = session + self.next_session
         self.next_session = int(session[-1]) + 1
-        new_session = np.r_[True, session[1:] != session[:-1]]
-        session_index = np.cumsum(new_session) - 1
-        n_sessions = int(session_index[-1]) + 1
-        ids: dict[str, np.ndarray] = {}
-        for name in CATEGORICAL_NAMES:
-            sampler, rng = self.samplers[name], self.rng_ids[name]
-            ids[name] = (sampler(n_sessions, rng)[session_index] if name in self.user_side
-                         else sampler(rows, rng))
-        return session, ids
+        return session, np.cumsum(np.r_[True, session[1:] != session[:-1]]) - 1
+
+    def _draw(self, name: str, session_index: np.ndarray) -> np.ndarray:
+        """Feature ``name``'s ids (``1..card-1``) of samples with these session indices: one
+        draw per session for a user-side feature, else one per sample."""
+        sampler, rng = self.samplers[name], self.rng_ids[name]
+        if name in self.user_side:
+            return sampler(int(session_index[-1]) + 1, rng)[session_index]
+        return sampler(len(session_index), rng)
+
+    def _ids(self, rows: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The next ``rows`` samples' session ids and categorical ids (``1..card-1``)."""
+        session, index = self._sessions(rows)
+        return session, {name: self._draw(name, index) for name in CATEGORICAL_NAMES}
 
     @property
     def table_rows(self) -> int:
@@ -298,6 +311,26 @@ class SyntheticGenerator:
         for j, name in enumerate(CATEGORICAL_NAMES):
             np.add(ids[name], offsets[j] - 1, out=out[:, j])
         return out
+
+    def histories(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """The next ``rows`` samples' item histories as ``(values, lengths)``: every history's
+        item ids (``int64``, concatenated) and each sample's history length, the lists
+        [`chunk`][] puts in ``hist_<item>`` (the same streams: the session and item draws, then
+        the history's). Only the session and item streams advance, so a generator used for
+        histories is used for nothing else.
+
+        Raises:
+            ValueError: the generator has no sequence feature (``sequence.enabled`` false).
+        """
+        if self.rng_history is None:
+            raise ValueError("histories(): this generator has no sequence feature "
+                             "(synthetic.sequence.enabled is false)")
+        cfg = self.cfg
+        item = cfg.sequence.item_feature
+        session, index = self._sessions(rows)
+        ids = self._draw(item, index)
+        return _history_arrays(session, ids, cfg.sequence.length, self.samplers[item],
+                               self.rng_history)
 
     def chunk(self, rows: int) -> pd.DataFrame:
         """The next ``rows`` samples (columns as in [`generate`][]'s table)."""

@@ -44,7 +44,7 @@ memory uses more in the replay than RW, and when the split is too short for a he
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -52,17 +52,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workbench.data.preprocess import read_split
-from workbench.data.schema import DatasetMeta
+from workbench.data.synthetic import SyntheticGenerator
 from workbench.experiments.config import FlexShardConfig
 from workbench.sharding.config import TopologyConfig
-from workbench.sharding.planner import (
-    best_cut,
-    candidate_cuts,
-    estimate_probability,
-    evaluate_cuts,
-    missing_mass,
+from workbench.sharding.lookups import (
+    LookupSource,
+    SequenceLookups,
+    SplitSource,
+    stream_source,
 )
+from workbench.sharding.planner import best_cut, candidate_cuts, evaluate_cuts
 from workbench.sharding.plans import (
     Plan,
     column_wise,
@@ -75,8 +74,6 @@ from workbench.sharding.plans import (
 from workbench.sharding.topology import Topology
 from workbench.sharding.torchrec_plan import plan_table, to_plan
 from workbench.sharding.traffic import expected_traffic, memory, replay_traffic, traffic_summary
-from workbench.utils.errors import UserError
-from workbench.utils.validation import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -86,100 +83,6 @@ LABELS = {"tw": "table-wise (TW)", "rw": "row-wise (RW)", "cw": "column-wise (CW
           "torchrec": "TorchRec's planner (RW's memory)",
           "torchrec_hbm": "TorchRec's planner (the device's HBM)"}
 MIB = 2**20
-
-
-class NoSequenceError(UserError, ValueError):
-    """The dataset has no sequence feature to shard."""
-
-
-class SequenceLookups:
-    """The sequence column of a train split as flat lookups, cut into iterations.
-
-    Args:
-        values: ``int64`` the row ids of every sequence, concatenated.
-        lengths: ``int64[n]`` each sample's sequence length.
-        rows: N, rows of the table.
-    """
-
-    def __init__(self, values: np.ndarray, lengths: np.ndarray, rows: int) -> None:
-        self.values, self.lengths, self.rows = values, lengths, rows
-        self.offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
-
-    @classmethod
-    def read(cls, processed: Path, feature: str | None) -> SequenceLookups:
-        """The train split's sequence ``feature`` (None: the first one).
-
-        Raises:
-            NoSequenceError: the dataset has no sequence feature.
-            ConfigError: ``feature`` is not one of its sequence features.
-        """
-        meta = DatasetMeta.read(processed)
-        if not meta.sequences:
-            raise NoSequenceError(
-                f"{processed.name} has no sequence (list) feature: FlexShard shards sequence "
-                "embedding tables; use a dataset with user histories (synthetic_sessions, "
-                "taobao_sample, movielens_100k_sample) in experiments.flexshard.datasets")
-        name = feature or next(iter(meta.sequences))
-        if name not in meta.sequences:
-            raise ConfigError(f"experiments.flexshard.sequence_feature = {name!r}: not a "
-                              f"sequence feature of {processed.name} ({list(meta.sequences)})")
-        lists = read_split(processed, "train", columns=[name])[name].to_numpy()
-        lengths = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
-        values = (np.concatenate([np.asarray(x, dtype=np.int64) for x in lists])
-                  if len(lists) else np.zeros(0, np.int64))
-        if values.size == 0:
-            raise NoSequenceError(f"{processed.name}: the sequence feature {name!r} has no "
-                                  "values in the train split; nothing to shard")
-        return cls(values, lengths, int(meta.cardinalities[meta.sequences[name]]))
-
-    def iteration(self, t: int, devices: int, per_device: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(src, rows)``: the lookups of iteration ``t`` (samples taken in order, wrapping)."""
-        n = self.lengths.size
-        idx = (t * devices * per_device + np.arange(devices * per_device)) % n
-        lens = self.lengths[idx]
-        starts = np.repeat(self.offsets[idx] - np.r_[0, np.cumsum(lens)[:-1]], lens)
-        rows = self.values[starts + np.arange(lens.sum())]
-        src = np.repeat(np.arange(devices * per_device) // per_device, lens)
-        return src.astype(np.int64), rows
-
-
-def profile_lookups(data: SequenceLookups, exp: FlexShardConfig,
-                    devices: int) -> list[np.ndarray]:
-    """The row ids looked up in each of the first ``exp.profile_batches`` iterations."""
-    return [data.iteration(t, devices, exp.per_device_batch)[1]
-            for t in range(exp.profile_batches)]
-
-
-def profile_probability(data: SequenceLookups, exp: FlexShardConfig,
-                        devices: int) -> tuple[np.ndarray, np.ndarray, float]:
-    """The profile of the first ``exp.profile_batches`` iterations of ``devices`` x
-    ``exp.per_device_batch`` samples: ``(counts per row, access probability per row,
-    lookups per device per iteration)``; the unseen rows' share is [`missing_mass`][]."""
-    profile = profile_lookups(data, exp, devices)
-    counts = np.bincount(np.concatenate(profile), minlength=data.rows)
-    probability = estimate_probability(counts, exp.probability_estimator,
-                                       missing_mass(profile, data.rows))
-    return counts, probability, float(np.mean([r.size for r in profile])) / devices
-
-
-def replay_in_profile(samples: int, per_iteration: int, profiled: int, replayed: int) -> float:
-    """The share of the replayed samples that the profile read too: iterations take the split's
-    samples in order and wrap around, so a split shorter than ``profiled + replayed``
-    iterations replays part of the profile (no longer a held-out replay)."""
-    seen = np.zeros(samples, dtype=bool)
-    seen[np.arange(profiled * per_iteration) % samples] = True
-    start = profiled * per_iteration
-    return float(seen[np.arange(start, start + replayed * per_iteration) % samples].mean())
-
-
-def replay_unseen(data: SequenceLookups, counts: np.ndarray, iterations: range, devices: int,
-                  per_device: int) -> float:
-    """The share of the replayed lookups that fall on rows the profile never saw (``counts``
-    0). A plan made from the profile cannot single those rows out: they stay row-wise over all
-    devices, as in RW, so about ``1 -`` this share bounds the inter-node reduction any
-    profile-driven plan reaches (the ceiling the report draws)."""
-    ids = np.concatenate([data.iteration(t, devices, per_device)[1] for t in iterations])
-    return float((counts[ids] == 0).mean())
 
 
 def row_wise_baseline(probability: np.ndarray, topo: Topology, lookups: float,
@@ -318,129 +221,206 @@ def run(processed: Path, out: Path, exp: FlexShardConfig, *, topology: TopologyC
     """The ``flexshard`` stage on one dataset (see the module docstring); writes ``out`` whole.
 
     Raises:
-        NoSequenceError: the dataset has no sequence feature.
+        workbench.sharding.lookups.NoSequenceError: the dataset has no sequence feature.
     """
     from workbench.data.pipeline import unavailable_result
-    from workbench.utils.io import atomic_dir, write_json
+    from workbench.utils.io import atomic_dir
 
     with atomic_dir(out) as tmp:
         if unavailable_result(processed, tmp / "summary.json"):
             return
-        data = SequenceLookups.read(processed, exp.sequence_feature)
+        source = SplitSource(SequenceLookups.read(processed, exp.sequence_feature),
+                             exp.per_device_batch, exp.profile_batches, exp.replay_batches,
+                             exp.probability_estimator)
         base = Topology.from_config(topology)
-        row_bytes = 4 * exp.embedding_dim
-        counts, probability, lookups = profile_probability(data, exp, base.devices)
-        order = rank_order(counts)  # by the lookups profiled: an unseen row never goes first
-        replay = range(exp.profile_batches, exp.profile_batches + exp.replay_batches)
-        n = data.rows
-        extra_cuts = np.rint(np.asarray(exp.replicated_fractions) * n)
-        overlap = replay_in_profile(data.lengths.size, base.devices * exp.per_device_batch,
-                                    exp.profile_batches, exp.replay_batches)
+        overlap = source.replay_in_profile(base.devices)
         if overlap > 0:
             log.warning("%s: the train split has %d samples, fewer than the %d that %d profiled "
                         "+ %d replayed iterations of %d devices x %d read: %.0f%% of the replayed "
                         "samples are the profile's (not a held-out replay); lower "
                         "experiments.flexshard.per_device_batch or the iteration counts, or use "
-                        "more data", processed.name, data.lengths.size,
+                        "more data", processed.name, source.data.lengths.size,
                         (exp.profile_batches + exp.replay_batches) * base.devices
                         * exp.per_device_batch, exp.profile_batches, exp.replay_batches,
                         base.devices, exp.per_device_batch, 100 * overlap)
+        summary = measure(source, processed.name, tmp, exp, topology)
+    _log_summary(summary)
 
-        built = build_plans(exp, probability, base, lookups, row_bytes, extra_cuts, order)
-        plan_rows, matrices = _plan_rows(built, data, base, replay, exp, probability, lookups,
-                                         row_bytes, {"devices": base.devices})
-        plans = pd.DataFrame(plan_rows)
-        curve = fraction_curve(exp, built, n)
-        rw_seconds = float(plans.loc[plans["plan"] == "rw", "expected_seconds"].iloc[0])
-        curve["savings_vs_rw_ms"] = (rw_seconds - curve["seconds"]) * 1e3
 
-        swept: dict[tuple, list[dict]] = {}  # a topology met twice is planned once
-        unseen = replay_unseen(data, counts, replay, base.devices, exp.per_device_batch)
-        profiles = {base.devices: (probability, lookups, order, unseen)}
+def run_stream(generator: SyntheticGenerator, name: str, out: Path, exp: FlexShardConfig, *,
+               topology: TopologyConfig, progress: bool = False) -> None:
+    """The ``flexshard-stream`` stage: every plan made from a profile of
+    ``exp.stream_profile_batches`` iterations of ``generator``'s samples (the claims'), the
+    coverage sweep over ``exp.profile_sweep``, every replay held out
+    ([`workbench.sharding.lookups.StreamSource`][]); writes ``out`` whole.
 
-        def sweep_point(topo: Topology, extra: dict[str, Any]) -> list[dict]:
-            """Every plan at ``topo``, planned as the base is (the same candidate cuts) on a
-            profile of ``topo``'s own iterations, so its replay is held out as the base's is
-            and the sweep's point at the base topology is the claims' plan."""
-            key = (topo.nodes, topo.devices_per_node, topo.inter_bps.tobytes(),
-                   float(topo.intra_bps))
-            if key not in swept:
-                if topo.devices not in profiles:  # one profile (and its reach) per count
-                    seen, p, per = profile_probability(data, exp, topo.devices)
-                    profiles[topo.devices] = (p, per, rank_order(seen), replay_unseen(
-                        data, seen, replay, topo.devices, exp.per_device_batch))
-                p, per, rank, missed = profiles[topo.devices]
-                held = replay_in_profile(data.lengths.size, topo.devices * exp.per_device_batch,
-                                         exp.profile_batches, exp.replay_batches)
-                swept[key] = [{**row, "replay_in_profile": held, "replay_unseen_share": missed}
-                              for row in _plan_rows(
-                    build_plans(exp, p, topo, per, row_bytes, extra_cuts, rank),
-                    data, topo, replay, exp, p, per, row_bytes, {})[0]]
-            return [{**extra, **row} for row in swept[key]]
+    Raises:
+        ValueError: the generator has no sequence feature.
+    """
+    from tqdm.auto import tqdm
 
-        sweeps: dict[str, list[dict[str, Any]]] = {"device_sweep": [], "skew_sweep": [],
-                                                   "link_sweep": []}
-        slow_cfg = replace(topology, slow_nodes=max(1, topology.slow_nodes))
-        for devices in exp.device_sweep:
-            topo = Topology.from_config(topology, nodes=devices // topology.devices_per_node)
-            sweeps["device_sweep"] += sweep_point(topo, {"devices": devices})
-        for speed in exp.skew_sweep:
-            topo = Topology.from_config(slow_cfg, slow_factor=speed)
-            sweeps["skew_sweep"] += sweep_point(topo, {
-                "devices": topo.devices, "slow_factor": speed,
-                "slow_nodes": slow_cfg.slow_nodes})
-        for ratio in exp.link_ratio_sweep:  # NVLink = ratio x the NIC, the NICs as committed
-            topo = Topology.from_config(replace(topology,
-                                                intra_gbps=ratio * topology.inter_gbps))
-            sweeps["link_sweep"] += sweep_point(topo, {
-                "devices": topo.devices, "link_ratio": ratio,
-                "intra_gbps": ratio * topology.inter_gbps, "inter_gbps": topology.inter_gbps})
+    from workbench.utils.io import atomic_dir
 
-        links = pd.concat([pd.DataFrame({"plan": name,
-                                         "src": np.repeat(np.arange(base.devices), base.devices),
-                                         "dst": np.tile(np.arange(base.devices), base.devices),
-                                         "bytes": m.ravel()})
-                           for name, m in matrices.items() if name in ("rw", "flexshard")])
-        by = plans.set_index("plan")
-        summary = {
-            "dataset": processed.name, "available": True, "table_rows": n,
-            "rows_seen_in_profile": int((counts > 0).sum()),
-            "embedding_dim": exp.embedding_dim, "row_bytes": row_bytes,
-            "per_device_batch": exp.per_device_batch, "lookups_per_device": lookups,
-            "mean_sequence_length": float(data.lengths.mean()),
-            "top_0.1%_share": float(np.sort(probability)[::-1][:max(1, n // 1000)].sum()),
-            "top_1%_share": float(np.sort(probability)[::-1][:max(1, n // 100)].sum()),
-            "topology": {"nodes": base.nodes, "devices_per_node": base.devices_per_node,
-                         "devices": base.devices, "name": topology.name,
-                         "source": topology.source},
-            "memory_limit": exp.memory_limit, "rw_memory": built["rw_memory"],
-            "flexshard": {"t1": int(by.loc["flexshard", "t1"]),
-                          "t2": int(by.loc["flexshard", "t2"])},
-            **versus_rw(by, n),
-            "whole_table_replicated": bool(by.loc["flexshard", "t1"] == n),
-            "whole_table_node_replicated": bool(by.loc["flexshard", "t1"]
-                                                + by.loc["flexshard", "t2"] == n),
-            "memory_vs_rw": by.loc["flexshard", "replay_memory"] / by.loc["rw", "replay_memory"],
-            "expected_memory_vs_rw": by.loc["flexshard", "expected_memory"]
-            / by.loc["rw", "expected_memory"],
-            "unseen_mass_estimate": float(probability[counts == 0].sum()),
-            "replay_unseen_share": unseen,
-            "replay_in_profile": overlap,
-            "torchrec": _torchrec_summary(built, by, n)}
-        warn_over_memory(processed.name, by, exp.memory_limit)
-        plans.to_csv(tmp / "plans.csv", index=False, float_format="%.6g")
-        curve.to_csv(tmp / "fraction_curve.csv", index=False, float_format="%.6g")
-        for name, rows in sweeps.items():
-            pd.DataFrame(rows).to_csv(tmp / f"{name}.csv", index=False, float_format="%.6g")
-        links.to_csv(tmp / "link_traffic.csv", index=False, float_format="%.6g")
-        if built["torchrec"]:
-            write_json(tmp / "torchrec_plan.json", built["torchrec"])
-        write_json(tmp / "summary.json", summary)
+    base = Topology.from_config(topology)
+    per_iteration = base.devices * exp.per_device_batch
+    longest = max(exp.profile_sweep)
+    replay = exp.replay_batches * max([base.devices, *exp.device_sweep]) * exp.per_device_batch
+    cfg = generator.cfg
+
+    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        # the materialised dataset's samples chunk by chunk (the same draws), then more
+        for start in range(0, cfg.rows, cfg.chunk_rows):
+            yield generator.histories(min(cfg.chunk_rows, cfg.rows - start))
+        while True:
+            yield generator.histories(cfg.chunk_rows)
+
+    with atomic_dir(out) as tmp:
+        with tqdm(total=longest * per_iteration + replay, disable=not progress, unit="sample",
+                  unit_scale=True, desc=f"flexshard-stream {name}") as bar:
+            source = stream_source(
+                chunks(), generator.cards[cfg.sequence.item_feature],
+                iteration_samples=per_iteration, profile_lengths=exp.profile_sweep,
+                committed=exp.stream_profile_batches, replay_samples=replay,
+                per_device=exp.per_device_batch, replay_batches=exp.replay_batches,
+                estimator=exp.probability_estimator,
+                progress=lambda read: bar.update(min(read, bar.total) - bar.n))
+        summary = measure(source, name, tmp, exp, topology,
+                          {"profile_samples": exp.stream_profile_batches * per_iteration,
+                           "replay_samples": replay, "streamed": True})
+        rows = []
+        for k in exp.profile_sweep:
+            profile = source.at(k, base.devices)
+            unseen = source.unseen(profile, base.devices)
+            rows += [{"profile_samples": k * per_iteration, "profile_iterations": k,
+                      "coverage": 1 - unseen, "replay_unseen_share": unseen,
+                      "rows_seen_in_profile": int((profile.counts > 0).sum()), **row}
+                     for row in _plan_rows(
+                         build_plans(exp, profile.probability, base, profile.lookups,
+                                     4 * exp.embedding_dim,
+                                     np.rint(np.asarray(exp.replicated_fractions)
+                                             * source.data.rows), rank_order(profile.counts)),
+                         source.data, base, source.replay, exp, profile.probability,
+                         profile.lookups, 4 * exp.embedding_dim, {})[0]]
+        pd.DataFrame(rows).to_csv(tmp / "profile_sweep.csv", index=False, float_format="%.6g")
+    _log_summary(summary)
+
+
+def measure(source: LookupSource, name: str, tmp: Path, exp: FlexShardConfig,
+            topology: TopologyConfig, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every plan at the base topology and every sweep point, profiled and replayed through
+    ``source``; the stage's files written into ``tmp``; returns the summary."""
+    from workbench.utils.io import write_json
+
+    base = Topology.from_config(topology)
+    data = source.data
+    row_bytes = 4 * exp.embedding_dim
+    profile = source.profile(base.devices)
+    counts, probability, lookups = profile.counts, profile.probability, profile.lookups
+    order = rank_order(counts)  # by the lookups profiled: an unseen row never goes first
+    replay = source.replay
+    n = data.rows
+    extra_cuts = np.rint(np.asarray(exp.replicated_fractions) * n)
+    overlap = source.replay_in_profile(base.devices)
+
+    built = build_plans(exp, probability, base, lookups, row_bytes, extra_cuts, order)
+    plan_rows, matrices = _plan_rows(built, data, base, replay, exp, probability, lookups,
+                                     row_bytes, {"devices": base.devices})
+    plans = pd.DataFrame(plan_rows)
+    curve = fraction_curve(exp, built, n)
+    rw_seconds = float(plans.loc[plans["plan"] == "rw", "expected_seconds"].iloc[0])
+    curve["savings_vs_rw_ms"] = (rw_seconds - curve["seconds"]) * 1e3
+
+    swept: dict[tuple, list[dict]] = {}  # a topology met twice is planned once
+    unseen = source.unseen(profile, base.devices)
+    profiles = {base.devices: (probability, lookups, order, unseen)}
+
+    def sweep_point(topo: Topology, point: dict[str, Any]) -> list[dict]:
+        """Every plan at ``topo``, planned as the base is (the same candidate cuts) on
+        ``source``'s profile for ``topo``'s device count, so its replay is held out as the
+        base's is and the sweep's point at the base topology is the claims' plan."""
+        key = (topo.nodes, topo.devices_per_node, topo.inter_bps.tobytes(),
+               float(topo.intra_bps))
+        if key not in swept:
+            if topo.devices not in profiles:  # one profile (and its reach) per count
+                seen = source.profile(topo.devices)
+                profiles[topo.devices] = (seen.probability, seen.lookups,
+                                          rank_order(seen.counts),
+                                          source.unseen(seen, topo.devices))
+            p, per, rank, missed = profiles[topo.devices]
+            held = source.replay_in_profile(topo.devices)
+            swept[key] = [{**row, "replay_in_profile": held, "replay_unseen_share": missed}
+                          for row in _plan_rows(
+                build_plans(exp, p, topo, per, row_bytes, extra_cuts, rank),
+                data, topo, replay, exp, p, per, row_bytes, {})[0]]
+        return [{**point, **row} for row in swept[key]]
+
+    sweeps: dict[str, list[dict[str, Any]]] = {"device_sweep": [], "skew_sweep": [],
+                                               "link_sweep": []}
+    slow_cfg = replace(topology, slow_nodes=max(1, topology.slow_nodes))
+    for devices in exp.device_sweep:
+        topo = Topology.from_config(topology, nodes=devices // topology.devices_per_node)
+        sweeps["device_sweep"] += sweep_point(topo, {"devices": devices})
+    for speed in exp.skew_sweep:
+        topo = Topology.from_config(slow_cfg, slow_factor=speed)
+        sweeps["skew_sweep"] += sweep_point(topo, {
+            "devices": topo.devices, "slow_factor": speed,
+            "slow_nodes": slow_cfg.slow_nodes})
+    for ratio in exp.link_ratio_sweep:  # NVLink = ratio x the NIC, the NICs as committed
+        topo = Topology.from_config(replace(topology,
+                                            intra_gbps=ratio * topology.inter_gbps))
+        sweeps["link_sweep"] += sweep_point(topo, {
+            "devices": topo.devices, "link_ratio": ratio,
+            "intra_gbps": ratio * topology.inter_gbps, "inter_gbps": topology.inter_gbps})
+
+    links = pd.concat([pd.DataFrame({"plan": plan,
+                                     "src": np.repeat(np.arange(base.devices), base.devices),
+                                     "dst": np.tile(np.arange(base.devices), base.devices),
+                                     "bytes": m.ravel()})
+                       for plan, m in matrices.items() if plan in ("rw", "flexshard")])
+    by = plans.set_index("plan")
+    summary = {
+        "dataset": name, "available": True, "table_rows": n,
+        "rows_seen_in_profile": int((counts > 0).sum()),
+        "embedding_dim": exp.embedding_dim, "row_bytes": row_bytes,
+        "per_device_batch": exp.per_device_batch, "lookups_per_device": lookups,
+        "mean_sequence_length": float(data.lengths.mean()),
+        "top_0.1%_share": float(np.sort(probability)[::-1][:max(1, n // 1000)].sum()),
+        "top_1%_share": float(np.sort(probability)[::-1][:max(1, n // 100)].sum()),
+        "topology": {"nodes": base.nodes, "devices_per_node": base.devices_per_node,
+                     "devices": base.devices, "name": topology.name,
+                     "source": topology.source},
+        "memory_limit": exp.memory_limit, "rw_memory": built["rw_memory"],
+        "flexshard": {"t1": int(by.loc["flexshard", "t1"]),
+                      "t2": int(by.loc["flexshard", "t2"])},
+        **versus_rw(by, n),
+        "whole_table_replicated": bool(by.loc["flexshard", "t1"] == n),
+        "whole_table_node_replicated": bool(by.loc["flexshard", "t1"]
+                                            + by.loc["flexshard", "t2"] == n),
+        "memory_vs_rw": by.loc["flexshard", "replay_memory"] / by.loc["rw", "replay_memory"],
+        "expected_memory_vs_rw": by.loc["flexshard", "expected_memory"]
+        / by.loc["rw", "expected_memory"],
+        "unseen_mass_estimate": float(probability[counts == 0].sum()),
+        "replay_unseen_share": unseen,
+        "replay_in_profile": overlap,
+        "torchrec": _torchrec_summary(built, by, n), **(extra or {})}
+    warn_over_memory(name, by, exp.memory_limit)
+    plans.to_csv(tmp / "plans.csv", index=False, float_format="%.6g")
+    curve.to_csv(tmp / "fraction_curve.csv", index=False, float_format="%.6g")
+    for sweep, rows in sweeps.items():
+        pd.DataFrame(rows).to_csv(tmp / f"{sweep}.csv", index=False, float_format="%.6g")
+    links.to_csv(tmp / "link_traffic.csv", index=False, float_format="%.6g")
+    if built["torchrec"]:
+        write_json(tmp / "torchrec_plan.json", built["torchrec"])
+    write_json(tmp / "summary.json", summary)
+    return summary
+
+
+def _log_summary(summary: dict[str, Any]) -> None:
     inter, speedup = summary["inter_traffic_reduction"], summary["latency_speedup"]
     inter_note, speed_note = (summary["inter_traffic_reduction_note"],
                               summary["latency_speedup_note"])
     log.info("%s: FlexShard t1 = %d, t2 = %d; %s; all-to-all latency %s; memory %.2fx RW's",
-             processed.name, summary["flexshard"]["t1"], summary["flexshard"]["t2"],
+             summary["dataset"], summary["flexshard"]["t1"], summary["flexshard"]["t2"],
              f"{100 * inter:.1f}% less inter-node traffic than RW" if inter is not None
              else f"no inter-node traffic ratio: {inter_note}",
              f"{speedup:.2f}x lower than RW" if speedup is not None

@@ -205,9 +205,41 @@ def missing_mass(profile: Sequence[np.ndarray], rows: int) -> float | None:
     Returns:
         The missing mass, or None with fewer than two iterations (no iteration to leave out).
     """
-    if len(profile) < 2:
-        return None
-    lookups = np.concatenate(profile)
-    counts = np.bincount(lookups, minlength=rows)
-    iterations = np.bincount(np.concatenate([np.unique(r) for r in profile]), minlength=rows)
-    return float(counts[iterations == 1].sum() / lookups.size) if lookups.size else None
+    counter = ProfileCounter(rows)
+    for ids in profile:
+        counter.add(ids)
+    return counter.missing_mass()
+
+
+class ProfileCounter:
+    """A profile accumulated one iteration at a time: each row's lookups and the number of
+    iterations that looked it up, so a profile of any length (a stream of millions of samples)
+    is two arrays of the table's size ([`missing_mass`][]'s estimate, the same numbers).
+
+    Args:
+        rows: N, rows of the table.
+    """
+
+    def __init__(self, rows: int) -> None:
+        self.counts = np.zeros(rows, dtype=np.int64)
+        self.iterations_seen = np.zeros(rows, dtype=np.int32)
+        self.iterations = 0
+
+    def add(self, ids: np.ndarray) -> None:
+        """Count one iteration's looked-up row ids."""
+        seen, times = np.unique(ids, return_counts=True)
+        self.counts[seen] += times
+        self.iterations_seen[seen] += 1
+        self.iterations += 1
+
+    @property
+    def lookups(self) -> int:
+        """The lookups counted so far."""
+        return int(self.counts.sum())
+
+    def missing_mass(self) -> float | None:
+        """[`missing_mass`][] of the iterations counted (None under two, or no lookups)."""
+        total = self.lookups
+        if self.iterations < 2 or not total:
+            return None
+        return float(self.counts[self.iterations_seen == 1].sum() / total)

@@ -252,14 +252,15 @@ def _het_time(run: StageRun) -> Path:
     return out
 
 
-def _generator_of(run: StageRun, stage: str, what: str) -> SyntheticConfig:
+def _generator_of(run: StageRun, stage: str, what: str, key: str = "dataset"
+                  ) -> SyntheticConfig:
     """The generator settings of a stage that draws keys from a synthetic dataset's generator.
 
     Raises:
         ConfigError: the stage's dataset is not a generated one (names the key).
     """
     if run.dataset.source != "synthetic" or run.dataset.synthetic is None:
-        raise ConfigError(f"experiments.{stage}.dataset = {run.dataset.name}: {what} draws keys "
+        raise ConfigError(f"experiments.{stage}.{key} = {run.dataset.name}: {what} draws keys "
                           "from a synthetic dataset's generator (source: synthetic), not from "
                           f"{run.dataset.source} files")
     return run.dataset.synthetic
@@ -355,6 +356,23 @@ def _flexshard(run: StageRun) -> Path:
     out = run.results("flexshard")
     flexshard.run(run.processed(), out, run.cfg.experiments.flexshard,
                   topology=run.cfg.topology)
+    return out
+
+
+def _flexshard_stream(run: StageRun) -> Path:
+    from workbench.data.synthetic import SyntheticGenerator
+    from workbench.experiments import flexshard
+
+    exp = run.cfg.experiments.flexshard
+    synthetic = _generator_of(run, "flexshard", "the streamed claims run", "claims_dataset")
+    if not synthetic.sequence.enabled:
+        raise ConfigError(f"experiments.flexshard.claims_dataset = {run.dataset.name}: its "
+                          "generator draws no item history (synthetic.sequence.enabled: false); "
+                          "name a session dataset such as synthetic_sessions_full")
+    out = run.results("flexshard_stream")
+    flexshard.run_stream(SyntheticGenerator(synthetic, run.seed, keys_only=True),
+                         run.dataset.name, out, exp, topology=run.cfg.topology,
+                         progress=run.progress)
     return out
 
 
@@ -461,6 +479,11 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
           "traffic, all-to-all time, memory, sweeps", "results/flexshard/<dataset>",
           config="flexshard", datasets="experiments.flexshard.datasets",
           module=f"{_EXP}/flexshard.py"),
+    Stage("flexshard-stream", _flexshard_stream,
+          "FlexShard's claims: every plan profiled on tens of millions of samples streamed from "
+          "the claims dataset's generator (coverage >= 95%), the coverage swept, the replay "
+          "held out", "results/flexshard_stream/<dataset>", config="flexshard",
+          dataset="experiments.flexshard.claims_dataset", module=f"{_EXP}/flexshard.py"),
     Stage("distributed-check", _distributed_check,
           "the emulator against real processes (torch.distributed, gloo, shaped links): "
           "counters, bytes, parameters, phase times, ESD in wall time",

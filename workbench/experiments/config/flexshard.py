@@ -21,6 +21,13 @@ class FlexShardConfig:
         profile_batches: iterations (of the base topology's global batch) whose lookups estimate
             the rows' access probabilities, counted per occurrence.
         replay_batches: the iterations after them, replayed through every plan.
+        stream_profile_batches: the streamed claims run (``flexshard-stream``): iterations of
+            the base topology's global batch drawn from ``claims_dataset``'s generator that
+            every plan is profiled on (one of ``profile_sweep``); the replay follows the
+            longest profile of the sweep, so it is held out at every length.
+        profile_sweep: the profile lengths (iterations, as ``stream_profile_batches``) of the
+            streamed run's coverage sweep: each length's coverage of the replayed lookups and
+            every plan made from it.
         probability_estimator: ``good_turing`` (the profile's unseen rows share the
             Good-Turing missing mass, counted per iteration: the lookups on rows seen in only
             one profiled iteration / all lookups, so a row the profile missed is not free for
@@ -52,6 +59,9 @@ class FlexShardConfig:
     per_device_batch: int = field(default=512, metadata=in_range(1, None))
     profile_batches: int = field(default=4, metadata=in_range(1, None))
     replay_batches: int = field(default=4, metadata=in_range(1, None))
+    stream_profile_batches: int = field(default=512, metadata=in_range(1, None))
+    profile_sweep: list[int] = field(default_factory=lambda: [2, 16, 64, 256, 512, 768],
+                                     metadata=nonempty(in_range(1, None)))
     probability_estimator: Literal["good_turing", "frequency"] = "good_turing"
     plans: list[str] = field(default_factory=lambda: ["tw", "rw", "cw", "twrw", "hot_dp",
                                                       "flexshard"], metadata=nonempty())
@@ -74,6 +84,9 @@ class FlexShardConfig:
         if self.claims_dataset not in self.datasets:
             raise ConfigError(f"claims_dataset = {self.claims_dataset!r}: must be one of "
                               f"datasets {self.datasets}")
+        if self.stream_profile_batches not in self.profile_sweep:
+            raise ConfigError(f"stream_profile_batches = {self.stream_profile_batches}: must be "
+                              f"one of profile_sweep {self.profile_sweep} (add it there)")
         allowed = ("tw", "rw", "cw", "twrw", "hot_dp", "flexshard", "torchrec", "torchrec_hbm")
         check_each("plans", self.plans, lambda p: p in allowed, f"one of {allowed}")
         for need in ("rw", "flexshard"):
