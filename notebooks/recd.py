@@ -35,14 +35,17 @@ batch_size = None  # rows per batch
 # %%
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import EngFormatter, LogLocator, NullFormatter, ScalarFormatter
 
 from workbench import claims
 from workbench.claims import recd as recd_claims
+from workbench.claims.measurement import Estimate
+from workbench.experiments.recd import TRACKS
 from workbench.explorers import notebook_config
-from workbench.report import register
+from workbench.report import palette, register
 from workbench.report.plotting import legend_below, panels, set_theme
 from workbench.report.sections import Section, files
 
@@ -221,7 +224,9 @@ section.table(pre_speed, "preprocess_speedup", "Preprocessing samples/s per path
 # ## Training throughput on KJT vs IKJT batches, and the same losses
 
 # %%
-train = timing[timing["phase"] == "train"]
+# the workbench's model here; TorchRec's own path (same batches, same rounds) in the next section
+WORKBENCH_PATHS = list(TRACKS["workbench"])
+train = timing[(timing["phase"] == "train") & timing["path"].isin(WORKBENCH_PATHS)]
 train_speed = speedup(train)
 nearest = min(exp.batch_sizes, key=lambda b: abs(b - exp.train_batch_size))
 train_factor = user[(user["window"] == exp.window) & (user["batch_size"] == nearest)]
@@ -232,7 +237,8 @@ sns.barplot(data=train, x="dataset", y="samples_per_s", order=datasets,
             hue=train["layout"] + " " + train["path"], ax=axes[0])
 axes[0].set(ylabel="training samples / s", xlabel="")
 axes[0].tick_params(axis="x", rotation=20)
-clustered_losses = losses[losses["layout"] == "clustered"]
+clustered_losses = losses[(losses["layout"] == "clustered")
+                          & losses["path"].isin(WORKBENCH_PATHS)]
 sns.lineplot(data=clustered_losses, x="step", y="loss", hue="dataset", hue_order=datasets,
              style="path", ax=axes[1])
 axes[1].set(ylabel="train loss (clustered)", xlabel="step")
@@ -259,9 +265,12 @@ section.figure(fig, "training",
                f"lr {exp.lr}; one torch thread",
                reads=files(results / "recd", datasets, "timing.csv", "training.csv")
                       + files(results / "dedup", datasets, "dedup.csv"))
-section.table(train_speed, "train_speedup", "Training samples/s per path", floatfmt=".4g",
+section.table(train_speed[["dataset", "layout", "batch_size", *WORKBENCH_PATHS, "IKJT / KJT",
+                           "dedup_factor"]], "train_speedup",
+              "Training samples/s per path", floatfmt=".4g",
               reads=files(results / "recd", datasets, "timing.csv"))
-gap = (losses.pivot_table(index=["dataset", "layout", "step"], columns="path", values="loss")
+gap = (losses[losses["path"].isin(WORKBENCH_PATHS)]
+       .pivot_table(index=["dataset", "layout", "step"], columns="path", values="loss")
        .assign(diff=lambda f: (f["kjt"] - f["ikjt"]).abs()).groupby("dataset")["diff"].max())
 section.note("Largest |loss(KJT) - loss(IKJT)| over every step: "
              + ", ".join(f"{n} {v:.1e}" for n, v in gap.items())
@@ -269,6 +278,58 @@ section.note("Largest |loss(KJT) - loss(IKJT)| over every step: "
              "rounding at every step (tests), but Adagrad divides each gradient element by its "
              "own running norm, so rounding differences in near-zero elements become full-size "
              "updates and the two runs drift apart slowly over the steps.")
+
+# %% [markdown]
+# ## The same batches on TorchRec's own path
+#
+# RecD's IKJT landed in TorchRec as the variable-batch KeyedJaggedTensor with `inverse_indices`:
+# TorchRec's `EmbeddingBagCollection` pools the unique rows of each group and expands them. The
+# stage trains TorchRec's EBC (every feature a pooled sum bag, the history's included: no
+# attention tower) under the same DLRM on TorchRec's KJT and on the IKJT as its variable-batch
+# KJT, in the same alternating rounds as the workbench's paths; once with the dense table
+# gradients TorchRec's bags give, once with sparse ones (`workbench/models/torchrec_dlrm.py`).
+
+# %%
+rounds = recd_claims.timing_rounds(measured)
+rounds = rounds[(rounds["phase"] == "train") & (rounds["layout"] == "clustered")]
+track_rows = []
+for name, part in rounds.groupby("dataset"):
+    for point in recd_claims.track_points(part):
+        est = Estimate.of(point["values"])
+        track_rows.append({"dataset": name, "track": point["value"], "IKJT / KJT": est.mean,
+                           "95% CI low": est.lo, "95% CI high": est.hi, "rounds": est.n})
+tracks = pd.DataFrame(track_rows)
+if tracks["track"].nunique() > 1:
+    fig, ax = plt.subplots(figsize=(7.2, 3.6))
+    order = [t for t in TRACKS if t in set(tracks["track"])]
+    colours = palette.colors(order)
+    width = 0.8 / len(order)
+    for i, track in enumerate(order):
+        part = tracks[tracks["track"] == track].set_index("dataset").reindex(datasets)
+        x = np.arange(len(datasets)) + (i - (len(order) - 1) / 2) * width
+        ax.bar(x, part["IKJT / KJT"], width, color=colours[track], label=track,
+               yerr=[part["IKJT / KJT"] - part["95% CI low"],
+                     part["95% CI high"] - part["IKJT / KJT"]], capsize=3)
+    ax.axhline(1, color="grey", lw=0.8)
+    ax.axhline(paper_train_x, color="k", ls="--", lw=1,
+               label=f"paper: up to {paper_train_x:g}x [A]")
+    ax.set_xticks(np.arange(len(datasets)), datasets)
+    ax.set(ylabel="training speedup IKJT / KJT (x)", xlabel="")
+    legend_below(fig, ncol=2)
+    section.figure(fig, "training_tracks",
+                   "Training speedup of the deduplicated batches on each path (clustered "
+                   "partitions; mean and 95% interval over the alternating rounds): the "
+                   "workbench's model, and TorchRec's EmbeddingBagCollection on its KJT against "
+                   "its variable-batch KJT with dense and with sparse table gradients",
+                   setting=f"batch {exp.train_batch_size}, {exp.train_batches} batches, "
+                           f"D = {exp.embedding_dim}; one torch thread",
+                   reads=files(results / "recd", datasets, "timing_rounds.csv"))
+    section.table(tracks, "training_tracks", "IKJT / KJT training throughput per path "
+                  "(clustered partitions)", floatfmt=".3g",
+                  reads=files(results / "recd", datasets, "timing_rounds.csv"))
+else:
+    section.note("TorchRec's path was not measured: TorchRec did not load in the recd stage "
+                 "(`make torchrec` installs it; the stage's summary.json says why).")
 
 # %% [markdown]
 # ## Claims

@@ -231,3 +231,34 @@ def test_an_ikjt_through_torchrecs_embedding_bag_collection_equals_the_kjt(
         weight = ebc.embedding_bags[f"t_{k}"].weight
         ours = dedup_pooled_lookup(weight, ikjt, k)
         assert torch.allclose(ours, kept[k], rtol=0, atol=1e-6)
+
+
+def test_recd_on_torchrecs_path_trains_the_same_model_on_both_inputs(
+        torchrec_package: Any) -> None:
+    """Issue 67: RecD's model on TorchRec's own EmbeddingBagCollection gives the same logits
+    and the same training losses on TorchRec's KJT and on the IKJT as its variable-batch KJT,
+    with TorchRec's dense table gradients and with sparse ones."""
+    from workbench.models.torchrec_dlrm import TorchRecDLRM
+    from workbench.training.recd_trainer import RecDTrainer
+
+    rng = np.random.default_rng(3)
+    batch, rows = 32, 40
+    users = rng.integers(0, 6, batch)
+    data = {"user": [[int(u)] for u in users],
+            "hist": [[int(u * 5 + j) % rows for j in range(1 + u % 3)] for u in users],
+            "item": [[int(x)] for x in rng.integers(0, rows, batch)]}
+    kjt = KeyedJaggedTensor.from_dict(data)
+    ikjt = to_ikjt(kjt, [["user", "hist"], ["item"]])
+    dense = torch.from_numpy(rng.normal(size=(batch, 3)).astype(np.float32))
+    labels = torch.from_numpy((rng.random(batch) < 0.3).astype(np.float32))
+    for sparse in (False, True):
+        a, b = (TorchRecDLRM(3, ["user", "item", "hist"], {"user": 6, "item": rows},
+                             {"hist": "item"}, 8, [16], [16], seed=0, sparse_gradients=sparse)
+                for _ in range(2))
+        assert torch.allclose(a(dense, a.batch(kjt)), b(dense, b.batch(ikjt)), atol=1e-6)
+        grads = a.ebc.embedding_bags["item"].weight
+        ta, tb = RecDTrainer(a, 0.05), RecDTrainer(b, 0.05)
+        for _ in range(3):
+            assert ta.step(dense, a.batch(kjt), labels) == pytest.approx(
+                tb.step(dense, b.batch(ikjt), labels), abs=1e-6)
+        assert grads.grad is None or grads.grad.is_sparse == sparse

@@ -77,10 +77,20 @@ def storage_ratios(res: Results) -> pd.DataFrame:
 SESSION_PATH = reader.SESSION_PATH
 
 
-def round_ratios(frame: pd.DataFrame, path: str = "ikjt") -> list[float]:
-    """IKJT (``path``) / KJT throughput per round."""
+def round_ratios(frame: pd.DataFrame, path: str = "ikjt", base: str = "kjt") -> list[float]:
+    """IKJT (``path``) / KJT (``base``) throughput per round."""
     wide = frame.pivot_table(index="round", columns="path", values="samples_per_s")
-    return (wide[path] / wide["kjt"]).tolist() if {path, "kjt"} <= set(wide) else []
+    return (wide[path] / wide[base]).tolist() if {path, base} <= set(wide) else []
+
+
+def track_points(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The training path condition: IKJT / KJT per round on each track the stage measured
+    (the workbench's model, TorchRec's EmbeddingBagCollection with its dense and with sparse
+    table gradients; [`workbench.experiments.recd.TRACKS`][])."""
+    from workbench.experiments.recd import TRACKS
+
+    return [{"value": track, "values": ratios} for track, (kjt, ikjt) in TRACKS.items()
+            if (ratios := round_ratios(frame, ikjt, kjt))]
 
 
 def timing_rounds(res: Results) -> pd.DataFrame:
@@ -104,7 +114,9 @@ def train(res: Results, entry: EntryLike) -> Measurement:
     """RecD's training speedup (IKJT over KJT) on the committed dataset."""
     exp, committed = res.cfg.experiments.recd, str(entry.ours["dataset"])
     train_r = _rounds(res, "train")
-    mine = round_ratios(train_r[train_r["dataset"] == committed])
+    at = train_r[train_r["dataset"] == committed]
+    mine = round_ratios(at)
+    tracks = track_points(at)
     dedup = runs(res)["dedup"]
     user = dedup[(dedup["group"] != "all") & (dedup["window"] == exp.window)]
     factors = user[(user["layout"] == "clustered")
@@ -117,10 +129,16 @@ def train(res: Results, entry: EntryLike) -> Measurement:
         f"tower, D = {exp.embedding_dim}; one thread",
         {"values": mine or None, "missing": f"{committed} was not available in this run"},
         {"dataset": [{"value": n, "values": round_ratios(g)}
-                     for n, g in train_r.groupby("dataset")]},
+                     for n, g in train_r.groupby("dataset")],
+         "path": tracks},
         f"{exp.repeats} alternating rounds (wall clock on this machine); the gain follows the "
         "dedup factor and the share of compute in the deduplicated group (the history tower "
-        "here); the paper's 'up to' is its best model, ours the committed dataset")
+        "here); the paper's 'up to' is its best model, ours the committed dataset; "
+        + ("TorchRec's own path (its EmbeddingBagCollection on its KJT and on the IKJT as its "
+           "variable-batch KJT, pooled bags): " + "; ".join(
+               f"{p['value']} {_fmt(p['values'])}" for p in tracks[1:])
+           if len(tracks) > 1 else "TorchRec's path was not measured (TorchRec did not load "
+           "in the recd stage: make torchrec)"))
 
 
 def preprocess(res: Results, entry: EntryLike) -> Measurement:

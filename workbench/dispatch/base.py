@@ -150,6 +150,8 @@ class Decision:
         charged_s: decision seconds the emulated clock must add to the iteration: the part of
             the decision that did not fit the budget it hides behind (0 for every dispatcher
             but hybriddis' exact solves; see [`workbench.dispatch.hybriddis`][]).
+        exact_s: wall seconds of the exact solver's solve alone, when it ran (NaN otherwise):
+            what HybridDis' predictor estimates.
     """
 
     assignment: np.ndarray
@@ -158,6 +160,7 @@ class Decision:
     predicted_cost: float = float("nan")
     sync_plan_sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     charged_s: float = 0.0
+    exact_s: float = float("nan")
 
 
 class Dispatcher(ABC):
@@ -284,7 +287,8 @@ def run_dispatch(cluster: EdgeCluster, keys: np.ndarray, dispatcher: Dispatcher,
     iteration.
 
     Returns:
-        One record per batch: ``assignment``, ``method``, ``decision_s``, ``predicted_cost``,
+        One record per batch: ``assignment``, ``method``, ``decision_s``, ``exact_s``,
+        ``predicted_cost``,
         ``sync_plan_sizes``, and per worker ``pulled_rows``, ``pushed_rows``, ``comm_s`` and
         ``transfer_s`` (rows x tau_j: the weighted transmission cost, latency excluded), both
         at the cluster's ``wire_dim``.
@@ -315,6 +319,7 @@ def run_dispatch(cluster: EdgeCluster, keys: np.ndarray, dispatcher: Dispatcher,
         moved = rec["pulled_rows"] + rec["pushed_rows"]
         out.append({"samples": [idx[pos] for pos in owned], "method": decision.method,
                     "decision_s": decision.seconds, "charged_s": decision.charged_s,
+                    "exact_s": decision.exact_s,
                     "predicted_cost": decision.predicted_cost,
                     "sync_plan_sizes": decision.sync_plan_sizes,
                     "pulled_rows": rec["pulled_rows"], "pushed_rows": rec["pushed_rows"],

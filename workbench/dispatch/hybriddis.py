@@ -37,7 +37,8 @@ method section is not available. Per global batch the cost model
       saved <- min(saved + b, K b)
       exact if N x W <= small_instance or t <= saved;  then saved <- max(0, saved - t)
   *Predictor* of the exact solver's seconds for V = N x W variables: ``t(V) = a + b V``;
-  ``fixed`` keeps ``a = 0, b = seconds_per_variable`` (deterministic runs); ``online`` refits
+  ``fixed`` keeps ``a = intercept_s, b = seconds_per_variable`` (deterministic runs: a prior,
+  or a least-squares fit of measured solves, [`fit_exact_time`][]); ``online`` refits
   ``(a, b)`` by least squares on the last 32 observed (V, wall seconds) solves, starting from the
   fixed prior (adaptive; runs then depend on machine speed).
   *Charge*: when the exact solver runs, ``max(0, t - saved)`` seconds go on the emulated clock
@@ -87,9 +88,10 @@ class SolverOptions:
             [`set_budget`][workbench.dispatch.base.Dispatcher.set_budget].
         small_instance: hybriddis always runs the exact solver when N x W is at most this.
         seconds_per_variable: hybriddis' predictor: the exact solver's expected seconds per
-            sample-worker variable (calibrated by ``benchmarks/dispatch_throughput.py``). Fixed,
-            the switch is deterministic; None learns it from the measured solves instead
-            (adaptive, but then runs depend on machine speed).
+            sample-worker variable. Fixed, the switch is deterministic; None learns it from the
+            measured solves instead (adaptive, but then runs depend on machine speed).
+        intercept_s: the fixed predictor's seconds at zero variables (``a``; 0: a rate through
+            the origin).
         objective: ``total`` (the paper's: the summed weighted cost) or ``makespan`` (the
             slowest worker's cost, a MILP under ``time_limit_s``; additive mode only).
         heuristic_rounds: swap rounds of the regret heuristic.
@@ -108,6 +110,7 @@ class SolverOptions:
     budget_s: float = 0.05
     small_instance: int = 2048
     seconds_per_variable: float | None = None
+    intercept_s: float = 0.0
     objective: str = "total"
     heuristic_rounds: int = 1
     predictor: str | None = None
@@ -137,6 +140,26 @@ class SolverOptions:
         return self.predictor
 
 
+def fit_exact_time(variables: np.ndarray, seconds: np.ndarray) -> tuple[float, float]:
+    """HybridDis' fixed predictor fitted to measured solves: ``(a, b)`` of ``t(V) = a + b V``
+    by least squares over the pairs, both clipped at zero (a rate through the origin when
+    every solve has the same V).
+
+    Raises:
+        ValueError: no solves, or the arrays differ in length.
+    """
+    v, t = np.asarray(variables, dtype=float), np.asarray(seconds, dtype=float)
+    if v.size == 0 or v.shape != t.shape:
+        raise ValueError(f"fit_exact_time: {v.size} sizes and {t.size} times: need equal, "
+                         "non-empty arrays")
+    if np.ptp(v) == 0:
+        return 0.0, float(t.sum() / v.sum())
+    b, a = np.polyfit(v, t, 1)
+    if a < 0:  # through the origin instead of a negative intercept
+        return 0.0, float((v * t).sum() / (v * v).sum())
+    return float(a), max(float(b), 0.0)
+
+
 class EsdDispatcher(Dispatcher):
     """ESD on the cost model: what its strategies share (subclasses: [`EsdGreedy`][],
     [`EsdHeuristic`][], [`EsdExact`][], [`HybridDis`][]).
@@ -159,7 +182,7 @@ class EsdDispatcher(Dispatcher):
         self.heuristic_rounds = options.heuristic_rounds
         self.predictor = options.resolved_predictor
         self._observed: list[tuple[float, float]] = []
-        self._fit = (0.0, options.seconds_per_variable or 0.0)
+        self._fit = (options.intercept_s, options.seconds_per_variable or 0.0)
         self.objective = options.objective
         self.cost_model = cost_model
         self.mode = options.mode
@@ -167,6 +190,7 @@ class EsdDispatcher(Dispatcher):
         self.budget_s = options.budget_s
         self.small_instance = options.small_instance
         self.decided: dict[str, int] = {}  # batches per method ("heuristic", "exact:...")
+        self._solve_s = float("nan")  # the last decision's exact solve, when it ran
 
     def predict_seconds(self, variables: int) -> float:
         """The exact solver's predicted seconds for ``variables`` = N x W."""
@@ -208,6 +232,7 @@ class EsdDispatcher(Dispatcher):
         solution = self._exact(cost, indptr, indices)
         wall = time.perf_counter() - t0
         self._observe(variables, wall)
+        self._solve_s = wall
         return solution, wall
 
     def _heuristic(self, cost, indptr, indices) -> Solution:
@@ -223,12 +248,13 @@ class EsdDispatcher(Dispatcher):
         start = time.perf_counter()
         cost, indptr, indices = self._model(keys)
         variables = keys.shape[0] * self.workers
+        self._solve_s = float("nan")
         solution, method, charged = self._plan(cost, indptr, indices, variables)
         self.decided[method] = self.decided.get(method, 0) + 1
         x = np.asarray(solution.assignment, dtype=np.int64)
         return Decision(x, method, time.perf_counter() - start,
                         predicted_cost=float(dedup_cost(cost, indptr, indices, x)),
-                        charged_s=charged)
+                        charged_s=charged, exact_s=self._solve_s)
 
 
 class EsdGreedy(EsdDispatcher):

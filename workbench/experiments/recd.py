@@ -23,6 +23,12 @@ rows and runs two paths on them:
   speedup (the claims' mean and 95% interval).
 * ``training.csv``: the loss of every step on both paths (the IKJT path trains the same model:
   equal up to float summation order).
+
+Training runs on every track of [`TRACKS`][] (``summary.json``'s ``tracks``): the workbench's
+model on its KJT and IKJT, and, where TorchRec loads (``make torchrec``), TorchRec's own
+EmbeddingBagCollection on TorchRec's KJT and on RecD's IKJT as TorchRec's variable-batch KJT
+([`workbench.models.torchrec_dlrm`][]), with its dense table gradients and with sparse ones;
+all paths alternate in every round.
 """
 
 from __future__ import annotations
@@ -189,16 +195,40 @@ def build_model(meta: dict[str, Any], exp: RecdConfig, seed: int) -> RecDModel:
                      sparse_gradients=SPARSE_GRADIENTS)
 
 
+#: The training paths, per track: its KJT path and its IKJT path. ``workbench``: the
+#: [`RecDModel`][workbench.models.recd.RecDModel] on the workbench's KJT / IKJT; ``torchrec``:
+#: [`TorchRecDLRM`][workbench.models.torchrec_dlrm.TorchRecDLRM], TorchRec's own
+#: EmbeddingBagCollection on TorchRec's KJT / variable-batch KJT (its dense table gradients), and
+#: the same with row-indexed sparse table gradients. TorchRec's tracks run where TorchRec loads.
+TRACKS = {"workbench": ("kjt", "ikjt"),
+          "torchrec": ("torchrec kjt", "torchrec ikjt"),
+          "torchrec, sparse table gradients": ("torchrec sparse kjt", "torchrec sparse ikjt")}
+
+
+def torchrec_model(meta: dict[str, Any], exp: RecdConfig, seed: int, sparse: bool):
+    """The RecD dataset's DLRM on TorchRec's EmbeddingBagCollection (raises
+    ``TorchRecUnavailable`` where TorchRec does not load)."""
+    from workbench.models.torchrec_dlrm import TorchRecDLRM
+
+    return TorchRecDLRM(len(meta["dense"]), meta["keys"], meta["cardinalities"],
+                        meta["sequences"], exp.embedding_dim, exp.bottom_mlp, exp.top_mlp, seed,
+                        sparse_gradients=sparse)
+
+
 def training_timing(batches: list[Batch], meta: dict[str, Any], transforms: FeatureTransforms,
                     exp: RecdConfig,
                     seed: int) -> tuple[dict[str, list[float]], pd.DataFrame, dict[str, Any]]:
-    """Train the same model (same seed) on the KJT and on the IKJT of the same batches.
+    """Train the same model (same seed) on the KJT and on the IKJT of the same batches, on every
+    track of [`TRACKS`][] (TorchRec's where it loads; else logged and left out).
 
     Returns:
         ``(seconds of every round per path, losses of every step per path, work counts per
-        path)``; the timed part is forward + backward + optimizer step of every batch.
+        path and why TorchRec's tracks are missing, if they are)``; the timed part is forward
+        + backward + optimizer step of every batch.
     """
     import torch
+
+    from workbench.utils.torchrec import TorchRecUnavailable
 
     groups = meta["groups"]
     paths = preprocessors(meta, transforms)
@@ -215,23 +245,41 @@ def training_timing(batches: list[Batch], meta: dict[str, Any], transforms: Feat
                                  f"groups {groups} are not constant within a request")
         inputs["kjt"].append((dense, kjt, labels))
         inputs["ikjt"].append((dense, ikjt, labels))
+    models = {"kjt": lambda: build_model(meta, exp, seed),
+              "ikjt": lambda: build_model(meta, exp, seed)}
+    missing = None
+    try:
+        from workbench.models.torchrec_dlrm import TorchRecDLRM
+
+        torchrec_model(meta, exp, seed, sparse=False)  # loads TorchRec, or says why not
+        for track, (kjt_path, ikjt_path) in list(TRACKS.items())[1:]:
+            sparse = "sparse" in track
+            for path, source in ((kjt_path, "kjt"), (ikjt_path, "ikjt")):
+                inputs[path] = [(d, TorchRecDLRM.batch(s), y) for d, s, y in inputs[source]]
+                models[path] = (lambda sparse=sparse:  # noqa: E731 (bound per track)
+                                torchrec_model(meta, exp, seed, sparse))
+    except TorchRecUnavailable as err:
+        missing = str(err)
+        log.warning("RecD on TorchRec's path left out: %s", missing)
     losses: dict[str, list[float]] = {}
 
     def run(path: str, steps: int | None = None) -> None:
-        trainer = RecDTrainer(build_model(meta, exp, seed), exp.lr)
+        trainer = RecDTrainer(models[path](), exp.lr)
         losses[path] = [trainer.step(d, s, y) for d, s, y in inputs[path][:steps]]
 
-    run("kjt", steps=2)  # warm-up: allocator, lazy module loading (not timed)
-    run("ikjt", steps=2)
-    seconds = repeat_seconds({"kjt": lambda: run("kjt"), "ikjt": lambda: run("ikjt")},
+    for path in inputs:  # warm-up: allocator, lazy module loading (not timed)
+        run(path, steps=2)
+    seconds = repeat_seconds({path: (lambda path=path: run(path)) for path in inputs},
                              exp.repeats)
     model = build_model(meta, exp, seed)
-    work = {path: {key: int(sum(model.work(s)[key] for _, s, _ in inputs[path]))
-                   for key in ("rows", "values", "sequence_positions")}
-            for path in inputs}
-    frame = pd.DataFrame({"step": np.tile(np.arange(len(batches)), 2),
-                          "path": np.repeat(["kjt", "ikjt"], len(batches)),
-                          "loss": losses["kjt"] + losses["ikjt"]})
+    work: dict[str, Any] = {path: {key: int(sum(model.work(s)[key] for _, s, _ in inputs[path]))
+                                   for key in ("rows", "values", "sequence_positions")}
+                            for path in ("kjt", "ikjt")}
+    if missing:
+        work["torchrec_missing"] = missing
+    frame = pd.DataFrame({"step": np.tile(np.arange(len(batches)), len(losses)),
+                          "path": np.repeat(list(losses), len(batches)),
+                          "loss": [x for path in losses for x in losses[path]]})
     return seconds, frame, work
 
 
@@ -404,6 +452,9 @@ def run(partitions: Path, out: Path, exp: RecdConfig, seed: int,
         every["samples_per_s"] = every["samples"] / every["seconds"]
         every.to_csv(tmp / "timing_rounds.csv", index=False, float_format="%.6g")
         pd.concat(losses).to_csv(tmp / "training.csv", index=False, float_format="%.8g")
+        measured = set(frame.loc[frame["phase"] == "train", "path"])
+        summary["tracks"] = {track: list(pair) for track, pair in TRACKS.items()
+                             if set(pair) <= measured}
         summary["settings"] = {"batch_size": exp.train_batch_size, "repeats": exp.repeats,
                                "embedding_dim": exp.embedding_dim,
                                "max_history": exp.max_history, "torch_threads": 1,

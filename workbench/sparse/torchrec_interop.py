@@ -25,7 +25,6 @@ fbgemm operator, which this path never needs. A variable-batch KJT without ``inv
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +37,7 @@ from workbench.sparse.jagged_tensor import (
     KeyedJaggedTensor,
     partition_groups,
 )
-from workbench.utils.torchrec import INSTALL, TorchRecUnavailable
+from workbench.utils.torchrec import load_torchrec
 
 __all__ = ["Converted", "torchrec_kjt_class", "to_torchrec", "from_torchrec", "ikjt_to_torchrec",
            "ikjt_from_torchrec"]
@@ -47,23 +46,10 @@ def torchrec_kjt_class() -> type:
     """``torchrec.KeyedJaggedTensor``.
 
     Raises:
-        TorchRecUnavailable: TorchRec is absent (the message gives [`INSTALL`][]) or fails to
-            load (the message names the error: TorchRec's package imports fbgemm_gpu, whose
-            compiled operators must match the installed torch).
+        workbench.utils.torchrec.TorchRecUnavailable: TorchRec is absent or fails to load
+            ([`load_torchrec`][workbench.utils.torchrec.load_torchrec]).
     """
-    try:
-        module = importlib.import_module("torchrec.sparse.jagged_tensor")
-    except ModuleNotFoundError as err:
-        if err.name and err.name.split(".")[0] == "torchrec":
-            raise TorchRecUnavailable(f"TorchRec is not installed: {INSTALL}") from None
-        raise TorchRecUnavailable(f"TorchRec is installed but does not load ({err}); install "
-                                  f"the versions the extra pins: {INSTALL}") from None
-    except (ImportError, OSError, RuntimeError) as err:
-        raise TorchRecUnavailable(
-            f"TorchRec is installed but does not load against torch {torch.__version__} "
-            f"({str(err).splitlines()[0][:200]}): TorchRec imports fbgemm_gpu, whose operators "
-            "must be built for this torch") from None
-    return module.KeyedJaggedTensor
+    return load_torchrec("torchrec.sparse.jagged_tensor").KeyedJaggedTensor
 
 
 @dataclass(frozen=True)

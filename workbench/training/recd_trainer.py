@@ -20,17 +20,20 @@ from typing import Literal
 
 import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.nn import functional as F
 
-from workbench.models.recd import RecDModel, SparseBatch
+from workbench.models.recd import SparseBatch
 
 
 class RecDTrainer:
     """Minimal trainer: BCE-with-logits, one optimizer over every parameter (tables included).
 
     Args:
-        model: the model (sparse or dense table gradients: both optimizers accept either).
+        model: the model, called as ``model(dense, sparse)``
+            ([`RecDModel`][workbench.models.recd.RecDModel], or TorchRec's path,
+            [`TorchRecDLRM`][workbench.models.torchrec_dlrm.TorchRecDLRM]; sparse or dense table
+            gradients: both optimizers accept either).
         lr: learning rate (> 0).
         optimizer: ``"adagrad"`` (DLRM's usual choice) or ``"sgd"`` (plain: no momentum or
             weight decay).
@@ -41,7 +44,7 @@ class RecDTrainer:
         0.69...
     """
 
-    def __init__(self, model: RecDModel, lr: float,
+    def __init__(self, model: nn.Module, lr: float,
                  optimizer: Literal["sgd", "adagrad"] = "adagrad") -> None:
         if not lr > 0:
             raise ValueError(f"lr = {lr}: must be > 0")

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from types import ModuleType
 
 from workbench.utils.errors import UserError
 
-__all__ = ["INSTALL", "TORCHREC", "TorchRecUnavailable", "InstallCheck", "check_install"]
+__all__ = ["INSTALL", "TORCHREC", "TorchRecUnavailable", "InstallCheck", "check_install",
+           "load_torchrec"]
 
 #: The TorchRec release that pairs with the extra's fbgemm-gpu-cpu 1.8.0 (matching numbers).
 TORCHREC = "torchrec==1.8.0"
@@ -33,6 +35,30 @@ INSTALL = (f"make torchrec (or: pip install 'workbench[torchrec]' && pip install
 
 class TorchRecUnavailable(UserError, ImportError):
     """TorchRec is not installed, or is installed but does not load against this torch."""
+
+
+def load_torchrec(module: str = "torchrec") -> ModuleType:
+    """Import ``module`` of TorchRec.
+
+    Raises:
+        TorchRecUnavailable: TorchRec is absent (the message gives [`INSTALL`][]) or fails to
+            load (the message names the error: TorchRec's package imports fbgemm_gpu, whose
+            compiled operators must match the installed torch).
+    """
+    import torch
+
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        if err.name and err.name.split(".")[0] == "torchrec":
+            raise TorchRecUnavailable(f"TorchRec is not installed: {INSTALL}") from None
+        raise TorchRecUnavailable(f"TorchRec is installed but does not load ({err}); install "
+                                  f"the versions the extra pins: {INSTALL}") from None
+    except (ImportError, OSError, RuntimeError) as err:
+        raise TorchRecUnavailable(
+            f"TorchRec is installed but does not load against torch {torch.__version__} "
+            f"({str(err).splitlines()[0][:200]}): TorchRec imports fbgemm_gpu, whose operators "
+            "must be built for this torch") from None
 
 
 def _major_minor(version: str) -> str:
