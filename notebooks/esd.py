@@ -258,7 +258,8 @@ section.table(dec, "decision_vs_cost", "Decision time and cost per dispatcher", 
 # its own run, same batch index.
 
 # %%
-hyb = decision[decision["dispatcher"] == "hybriddis"].copy()
+hyb = decision[(decision["dispatcher"] == "hybriddis")
+               & decision["sweep"].isin(["base", "budget"])].copy()
 if len(hyb):
     heur = base_decision[base_decision["dispatcher"] == "esd_heuristic"].set_index(
         "batch")["transfer_s"]
@@ -303,6 +304,63 @@ if len(hyb):
     section.table(per_batch, "hybriddis_per_batch", "HybridDis per batch and budget",
                   floatfmt=".4g",
                   reads=[res / "decision.csv"])
+
+# %% [markdown]
+# ## HybridDis' predictor of the exact solver's time
+#
+# HybridDis runs the exact solver on a batch when its *predicted* time fits the budget it has
+# saved. The committed predictor is `a + b V` (V = N x W sample-worker variables), fitted by
+# least squares to the exact solver's measured solves on this stage's sweeps
+# (`benchmarks/exact_time_fit.py`, committed as `experiments.esd.exact_time_fit` so that the
+# runs stay deterministic); the fixed prior of `exact_seconds_per_variable` per variable is the
+# swept point. Below: this run's own solves (`exact_times.csv`, wall clock on this machine),
+# both predictors and the fit's residuals on them, and what each predictor made HybridDis do.
+
+# %%
+solves = pd.read_csv(res / "exact_times.csv")
+if len(solves) and exp.exact_time_fit is not None:
+    fit_a, fit_b = exp.exact_time_fit
+    solves["fitted_s"] = fit_a + fit_b * solves["variables"]
+    solves["fixed_s"] = exp.exact_seconds_per_variable * solves["variables"]
+    fig, axes = plt.subplots(1, 2, figsize=(10.5, 3.9))
+    axes[0].scatter(solves["variables"], 1e3 * solves["exact_s"], s=10, alpha=0.35,
+                    color=palette.COLORS.get("esd_exact", "C0"),
+                    label="the exact solver's solves (this run, wall)")
+    grid_v = np.linspace(0, float(solves["variables"].max()) * 1.05, 64)
+    axes[0].plot(grid_v, 1e3 * (fit_a + fit_b * grid_v), color="k",
+                 label=f"fitted: {1e3 * fit_a:.2f} ms + {1e6 * fit_b:.3f} us x V (committed)")
+    axes[0].plot(grid_v, 1e3 * exp.exact_seconds_per_variable * grid_v, color="grey",
+                 ls="--", label=f"fixed prior: {1e6 * exp.exact_seconds_per_variable:g} us x V")
+    axes[0].set(xlabel="variables V = samples x workers", ylabel="solve time (ms)",
+                ylim=(0, 1e3 * float(solves["exact_s"].quantile(0.99)) * 1.6))
+    axes[1].scatter(solves["variables"], 1e3 * (solves["exact_s"] - solves["fitted_s"]),
+                    s=10, alpha=0.35, color=palette.COLORS.get("esd_exact", "C0"))
+    axes[1].axhline(0, color="k", lw=0.8)
+    axes[1].set(xlabel="variables V = samples x workers",
+                ylabel="measured - fitted (ms)")
+    legend_below(fig, ncol=2)
+    section.figure(fig, "exact_time_fit",
+                   "The exact solver's solve time against its size on this run's sweeps, the "
+                   "committed fit HybridDis predicts with and the fixed prior, and the fit's "
+                   "residuals (wall clock on this machine)",
+                   setting=base_setting(), reads=[res / "exact_times.csv"])
+    by_size = solves.groupby(["workers", "samples", "variables"]).agg(
+        solves=("exact_s", "size"), measured_ms=("exact_s", lambda t: 1e3 * t.median()),
+        fitted_ms=("fitted_s", lambda t: 1e3 * t.iloc[0]),
+        fixed_ms=("fixed_s", lambda t: 1e3 * t.iloc[0])).reset_index()
+    section.table(by_size, "exact_time_fit", "The exact solver's median solve time per size "
+                  "against both predictors", floatfmt=".4g", reads=[res / "exact_times.csv"])
+predicted = cost[(cost["sweep"] == "predictor") & (cost["dispatcher"] == "hybriddis")]
+if len(predicted):
+    laia_s = float(cost.loc[(cost["sweep"] == "base") & (cost["dispatcher"] == "laia"),
+                            "transfer_s_per_batch"].iloc[0])
+    section.table(predicted.assign(**{"reduction vs laia": 1 - predicted["transfer_s_per_batch"]
+                                      / laia_s})[
+        ["predictor", "methods", "charged_s_per_batch", "transfer_s_per_batch",
+         "reduction vs laia"]], "hybriddis_predictor",
+        "HybridDis at the base point under each predictor: the solvers that decided its "
+        "batches, the decision time charged to the clock and the transmission cost",
+        setting=base_setting(), floatfmt=".4g", reads=[res / "cost.csv"])
 
 # %% [markdown]
 # ## Capacity proportional to speed and link

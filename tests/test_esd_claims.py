@@ -25,7 +25,14 @@ def _results(tmp_path) -> Results:
     base = pd.DataFrame({
         "sweep": "base", "dispatcher": ["random", "laia", "hybriddis"],
         "transfer_s_per_batch": [4.0, 2.0, 1.5], "rows_per_batch": [1000.0, 800.0, 700.0],
-        "warmup_batches": [35, 40, WARM], "spread": 10.0, "cache_ratio": 0.05, "workers": 8})
+        "warmup_batches": [35, 40, WARM], "spread": 10.0, "cache_ratio": 0.05, "workers": 8,
+        "predictor": "fitted"})
+    # HybridDis alone under each predictor (the fitted one is the base point's run)
+    swept = pd.DataFrame({"sweep": "predictor", "dispatcher": "hybriddis",
+                          "predictor": ["fitted", "fixed"], "transfer_s_per_batch": [1.5, 1.8],
+                          "rows_per_batch": [700.0, 750.0], "warmup_batches": WARM,
+                          "spread": 10.0, "cache_ratio": 0.05, "workers": 8})
+    base = pd.concat([base, swept], ignore_index=True)
     curves = []
     for rep in range(3):
         laia_t = 2.0 * ITERATIONS
@@ -80,6 +87,8 @@ def test_the_cost_is_stated_against_each_baseline_in_each_unit(tmp_path) -> None
     assert by["unit"] == {"weighted seconds": pytest.approx(0.25),
                           "rows moved": pytest.approx(0.125)}
     assert "vs random in rows moved: 30.0%" in m.note
+    predictor = {p["value"]: p["values"][0] for p in m.conditions["HybridDis predictor"]}
+    assert predictor == {"fitted": pytest.approx(0.25), "fixed": pytest.approx(0.1)}
 
 
 def test_the_notebooks_table_holds_the_claims_values(tmp_path) -> None:

@@ -564,3 +564,44 @@ def test_additive_heuristic_equals_the_keyed_one_on_private_keys(seed, w, per, r
     fast = regret_swap_additive(C, cap, rounds)
     np.testing.assert_array_equal(fast.assignment, keyed.assignment)
     assert (fast.objective, fast.status) == (keyed.objective, keyed.status)
+
+
+@given(st.floats(0.0, 0.01), st.floats(1e-9, 1e-5),
+       st.lists(st.integers(1, 100_000), min_size=2, max_size=30, unique=True))
+@settings(max_examples=100, deadline=None)
+def test_exact_time_fit_recovers_a_line_and_is_least_squares(a, b, sizes):
+    """Issue 67: HybridDis' fitted predictor is the least-squares line of the measured solves
+    (exact on noiseless points; never a negative intercept or slope)."""
+    from workbench.dispatch.hybriddis import fit_exact_time
+
+    v = np.array(sizes, dtype=float)
+    fa, fb = fit_exact_time(v, a + b * v)
+    np.testing.assert_allclose(a + b * v, fa + fb * v, rtol=1e-6, atol=1e-9)
+    noisy = a + b * v + np.random.default_rng(len(sizes)).normal(0, 1e-4, v.size)
+    fa, fb = fit_exact_time(v, noisy)
+    assert fa >= 0 and fb >= 0
+    design = np.c_[np.ones_like(v), v]
+    ls, *_ = np.linalg.lstsq(design, noisy, rcond=None)
+    if ls[0] >= 0 and ls[1] >= 0:  # unclipped: the least-squares line itself
+        np.testing.assert_allclose([fa, fb], ls, rtol=1e-6, atol=1e-12)
+
+
+def test_the_fitted_predictor_is_the_fixed_one_at_the_fit() -> None:
+    """``fitted`` runs HybridDis' deterministic fixed predictor at ``exact_time_fit`` (a + b V);
+    without a fit it is refused with the command that measures one."""
+    import dataclasses
+
+    from workbench.config import load
+    from workbench.dispatch.hybriddis import SolverOptions
+    from workbench.utils.validation import ConfigError
+
+    exp = load(["profile=ci"]).experiments.esd
+    fitted = dataclasses.replace(exp, hybrid_predictor="fitted", exact_time_fit=[0.002, 1e-7])
+    options = SolverOptions(**fitted.dispatcher_options())
+    assert options.resolved_predictor == "fixed"
+    assert (options.intercept_s, options.seconds_per_variable) == (0.002, 1e-7)
+    fixed = SolverOptions(**fitted.dispatcher_options("fixed"))
+    assert (fixed.intercept_s, fixed.seconds_per_variable) == (0.0,
+                                                              exp.exact_seconds_per_variable)
+    with pytest.raises(ConfigError, match="exact_time_fit.py"):
+        dataclasses.replace(exp, hybrid_predictor="fitted", exact_time_fit=None)

@@ -151,6 +151,12 @@ def cost(res: Results, entry: EntryLike) -> Measurement:
                           if (r := _reduction_at(base, esd, b)) is not None]
     points["unit"] = [{"value": u, "values": [r]} for u, c in COST_UNITS.items()
                       if (r := _reduction_at(base, esd, COST_BASELINE, c)) is not None]
+    # the predictor sweep runs HybridDis alone: each against the base point's baseline
+    laia = base[base["dispatcher"] == COST_BASELINE]
+    swept = table[(table["sweep"] == "predictor") & (table["dispatcher"] == esd)]
+    points["HybridDis predictor"] = [
+        {"value": p, "values": [r]} for p, g in swept.groupby("predictor")
+        if (r := _reduction_at(pd.concat([g, laia]), esd)) is not None]
     grid = "; ".join(
         f"vs {b} in {u}: {r:.1%}" for b in ("laia", "random") for u, c in COST_UNITS.items()
         if (r := _reduction_at(base, esd, b, c)) is not None)

@@ -153,10 +153,10 @@ def fit_exact_time(variables: np.ndarray, seconds: np.ndarray) -> tuple[float, f
         raise ValueError(f"fit_exact_time: {v.size} sizes and {t.size} times: need equal, "
                          "non-empty arrays")
     if np.ptp(v) == 0:
-        return 0.0, float(t.sum() / v.sum())
+        return 0.0, max(float(t.sum() / v.sum()), 0.0)
     b, a = np.polyfit(v, t, 1)
     if a < 0:  # through the origin instead of a negative intercept
-        return 0.0, float((v * t).sum() / (v * v).sum())
+        return 0.0, max(float((v * t).sum() / (v * v).sum()), 0.0)
     return float(a), max(float(b), 0.0)
 
 

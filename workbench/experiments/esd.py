@@ -11,7 +11,11 @@
   own dispatcher until they are full and the hit rate is stable ([`warm_up`][]; the warm-up
   length and whether steady state was reached are in the table), then measures ``batches``.
 * ``decision.csv``: decision seconds per batch and cost per dispatcher at the base setting
-  (quality vs decision time, and which solver hybriddis chose).
+  (quality vs decision time, and which solver hybriddis chose), and hybriddis' in its budget and
+  predictor sweeps.
+* ``exact_times.csv``: every exact solve of every sweep (esd_exact's and hybriddis'): its
+  variables V = N x W and wall seconds, the measurements HybridDis' ``fitted`` predictor
+  (``exact_time_fit``, committed) is fitted to, and its residuals on this run.
 * ``train.csv`` / ``train_summary.json``: the model trained end to end through the cluster with
   each of ``train_dispatchers`` (test AUC against emulated time; time to target); the summary's
   ``replicates`` holds each dispatcher's time to target in ``train_replicates`` runs at the base
@@ -123,10 +127,11 @@ def warm_up(cluster: EdgeCluster, keys: np.ndarray, disp, exp: EsdConfig,
     return done, False, hit
 
 
-def solver_options(exp: EsdConfig) -> SolverOptions:
-    """The ESD solvers' settings of this stage: the shared ones (``dispatcher_options``) and
-    HybridDis' look-ahead (``hybrid_lookahead``, this stage's own)."""
-    return SolverOptions(**exp.dispatcher_options(), lookahead=exp.hybrid_lookahead)
+def solver_options(exp: EsdConfig, predictor: str | None = None) -> SolverOptions:
+    """The ESD solvers' settings of this stage: the shared ones (``dispatcher_options``, at
+    HybridDis' ``predictor``, by default the committed one) and HybridDis' look-ahead
+    (``hybrid_lookahead``, this stage's own)."""
+    return SolverOptions(**exp.dispatcher_options(predictor), lookahead=exp.hybrid_lookahead)
 
 
 @dataclass(frozen=True)
@@ -140,6 +145,7 @@ class EsdPoint:
         spread: fastest / slowest link bandwidth.
         capacity: ``equal`` or ``proportional`` shares ([`worker_capacities`][]).
         budget_fraction: HybridDis' budget, as a fraction of one iteration's compute.
+        predictor: HybridDis' time predictor of the exact solver.
     """
 
     workers: int
@@ -148,13 +154,14 @@ class EsdPoint:
     spread: float
     capacity: str
     budget_fraction: float
+    predictor: str
 
     @classmethod
     def base(cls, exp: EsdConfig) -> EsdPoint:
         """The base setting of ``exp``."""
         return cls(workers=exp.workers, per_worker=exp.per_worker, cache_ratio=exp.cache_ratio,
                    spread=exp.bandwidth_spread, capacity=exp.capacity,
-                   budget_fraction=exp.hybrid_budget_fraction)
+                   budget_fraction=exp.hybrid_budget_fraction, predictor=exp.hybrid_predictor)
 
 
 def one_run(keys: np.ndarray, rows: int, exp: EsdConfig, dispatcher: str, point: EsdPoint, *,
@@ -167,8 +174,8 @@ def one_run(keys: np.ndarray, rows: int, exp: EsdConfig, dispatcher: str, point:
     links = edge_cluster_config(exp, point.workers, point.spread)
     cluster = edge_cluster(exp, links, rows, point.cache_ratio, wire_dim)
     caps = worker_capacities(links, point.per_worker, point.capacity)
-    disp = make_dispatcher(dispatcher, cluster, caps, solver_options(exp), wire_dim=wire_dim,
-                           seed=seed)
+    disp = make_dispatcher(dispatcher, cluster, caps, solver_options(exp, point.predictor),
+                           wire_dim=wire_dim, seed=seed)
     budget = point.budget_fraction * float(compute.seconds(caps).max())
     disp.set_budget(budget)
     warm, steady, hit = warm_up(cluster, keys, disp, exp, wire_dim)
@@ -181,6 +188,7 @@ def one_run(keys: np.ndarray, rows: int, exp: EsdConfig, dispatcher: str, point:
     return {"dispatcher": dispatcher, "workers": point.workers, "per_worker": point.per_worker,
             "cache_ratio": point.cache_ratio, "spread": point.spread,
             "capacity": point.capacity, "budget_fraction": point.budget_fraction,
+            "predictor": point.predictor,
             "capacities": " ".join(map(str, caps)),
             "worker_comm_s": " ".join(f"{c:.6g}" for c in per_worker_comm),
             "warmup_batches": warm, "steady": steady, "warm_hit_rate": hit,
@@ -283,16 +291,18 @@ def run(ctx: RunContext, exp: EsdConfig, *, train: HetTrainConfig, dataset: Data
     points += [("spread", change(base, spread=s)) for s in exp.spread_sweep]
     points += [("per_worker", change(base, per_worker=b)) for b in batch_sweep]
     points += [("capacity", change(base, capacity=c)) for c in exp.capacity_sweep]
-    # the budget only matters to hybriddis: the sweep runs it alone
+    # the budget and the predictor only matter to hybriddis: their sweeps run it alone
     points += [("budget", change(base, budget_fraction=f)) for f in exp.budget_sweep]
-    runs_of = {sweep: [d for d in exp.dispatchers if sweep != "budget" or d == "hybriddis"]
+    points += [("predictor", change(base, predictor=p)) for p in exp.predictor_sweep]
+    alone = ("budget", "predictor")
+    runs_of = {sweep: [d for d in exp.dispatchers if sweep not in alone or d == "hybriddis"]
                for sweep, _ in points}
     from workbench.training.clock import ModelShape, clock_costs
 
     cluster_cfg = clock_cluster(exp, cluster)
     compute, software = clock_costs(cluster_cfg, calibration, ModelShape(
         exp.train_model, model, len(meta.dense), len(meta.categorical)))
-    rows_out, decisions = [], []
+    rows_out, decisions, solves = [], [], []
     done: dict[tuple[str, EsdPoint], dict[str, Any]] = {}
     bar = tqdm(total=sum(len(runs_of[sweep]) for sweep, _ in points), disable=not progress,
                desc="esd")
@@ -302,8 +312,14 @@ def run(ctx: RunContext, exp: EsdConfig, *, train: HetTrainConfig, dataset: Data
             if key not in done:
                 done[key], records = one_run(keys, rows, exp, name, point, seed=seed,
                                              wire_dim=wire_dim, compute=compute)
-                if sweep in ("base", "budget"):
+                solves += [{"sweep": sweep, "dispatcher": name, "workers": point.workers,
+                            "samples": int(sum(len(s) for s in r["samples"])),
+                            "variables": int(sum(len(s) for s in r["samples"])) * point.workers,
+                            "exact_s": r["exact_s"]}
+                           for r in records if np.isfinite(r["exact_s"])]
+                if sweep in ("base", "budget", "predictor"):
                     decisions += [{"dispatcher": name, "sweep": sweep,
+                                   "predictor": point.predictor,
                                    "budget_fraction": point.budget_fraction,
                                    "budget_s": done[key]["budget_s"], "batch": t,
                                    "method": r["method"],
@@ -334,6 +350,9 @@ def run(ctx: RunContext, exp: EsdConfig, *, train: HetTrainConfig, dataset: Data
         # decision seconds are wall-clock measurements (machine-dependent, reported, never
         # used in a decision: hybriddis' switch uses the configured predictor)
         pd.DataFrame(decisions).to_csv(tmp / "decision.csv", index=False, float_format="%.6g")
+        # the exact solver's wall seconds per solve (machine-dependent, like decision.csv): the
+        # data the fitted predictor is fitted to, and its residuals on this run
+        pd.DataFrame(solves).to_csv(tmp / "exact_times.csv", index=False, float_format="%.6g")
         train_frame.to_csv(tmp / "train.csv", index=False, float_format="%.6g")
         modes_frame.to_csv(tmp / "train_modes.csv", index=False, float_format="%.6g")
         curves.to_csv(tmp / "train_replicates.csv", index=False, float_format="%.8g")

@@ -511,46 +511,50 @@ def iter_delimited(
                 if "Empty CSV file" not in str(exc):
                     raise
                 reader = []  # no data rows (header-only or empty file)
-            for batch in reader:
-                n = batch.num_rows
-                if n == 0:
-                    continue
-                lines = log.assign_lines(n)
-                checks = Checks(n)
-                raw = {c: batch.column(i) for i, c in enumerate(columns)}  # noqa: B023
-                if multi:
-                    raw = _split_multi(raw["_line"], fields, sep, checks)  # noqa: B023
-                else:
-                    blank = pc.is_null(raw[columns[0]])  # noqa: B023
-                    for c in columns[1:]:  # noqa: B023
-                        blank = pc.and_(blank, pc.is_null(raw[c]))
-                    checks.fail(blank, "empty line")
-                out = convert(raw, checks)
-                good = ~checks.bad
-                end = n
-                if max_rows is not None:
-                    good_idx = np.flatnonzero(good)
-                    need = max_rows - kept  # kept counts this file's rows so far too
-                    if len(good_idx) >= need:
-                        end = int(good_idx[need - 1]) + 1 if need > 0 else 0
-                        good[end:] = False
-                        done = True
-                log.add_batch_errors(lines, checks, np.flatnonzero(checks.bad[:end]))
-                log.settle(int(lines[end - 1]) if end > 0 else int(lines[0]) - 1)
-                n_good = int(good.sum())
-                if good_rows < handed_on:
-                    shown = good.copy()
-                    shown[np.flatnonzero(good)[: handed_on - good_rows]] = False
-                else:
-                    shown = good
-                if shown.any():
-                    mask = pa.array(shown)
-                    yield {k: v[shown] if isinstance(v, np.ndarray) else v.filter(mask)
-                           for k, v in out.items()}
-                good_rows += n_good
-                kept += n_good
-                if done:
-                    break
+            try:
+                for batch in reader:
+                    n = batch.num_rows
+                    if n == 0:
+                        continue
+                    lines = log.assign_lines(n)
+                    checks = Checks(n)
+                    raw = {c: batch.column(i) for i, c in enumerate(columns)}  # noqa: B023
+                    if multi:
+                        raw = _split_multi(raw["_line"], fields, sep, checks)  # noqa: B023
+                    else:
+                        blank = pc.is_null(raw[columns[0]])  # noqa: B023
+                        for c in columns[1:]:  # noqa: B023
+                            blank = pc.and_(blank, pc.is_null(raw[c]))
+                        checks.fail(blank, "empty line")
+                    out = convert(raw, checks)
+                    good = ~checks.bad
+                    end = n
+                    if max_rows is not None:
+                        good_idx = np.flatnonzero(good)
+                        need = max_rows - kept  # kept counts this file's rows so far too
+                        if len(good_idx) >= need:
+                            end = int(good_idx[need - 1]) + 1 if need > 0 else 0
+                            good[end:] = False
+                            done = True
+                    log.add_batch_errors(lines, checks, np.flatnonzero(checks.bad[:end]))
+                    log.settle(int(lines[end - 1]) if end > 0 else int(lines[0]) - 1)
+                    n_good = int(good.sum())
+                    if good_rows < handed_on:
+                        shown = good.copy()
+                        shown[np.flatnonzero(good)[: handed_on - good_rows]] = False
+                    else:
+                        shown = good
+                    if shown.any():
+                        mask = pa.array(shown)
+                        yield {k: v[shown] if isinstance(v, np.ndarray) else v.filter(mask)
+                               for k, v in out.items()}
+                    good_rows += n_good
+                    kept += n_good
+                    if done:
+                        break
+            finally:  # a reader left open keeps its threads past the interpreter's exit
+                if hasattr(reader, "close"):
+                    reader.close()
             if not done:
                 log.settle(None)
 

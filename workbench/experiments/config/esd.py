@@ -39,8 +39,11 @@ class EsdConfig:
         time_limit_s: MILP time limit of the dedup solver.
         hybrid_budget_fraction: hybriddis' decision budget = this x the previous iteration's
             compute on the clock (the time the decision hides behind).
-        hybrid_predictor: ``fixed`` (the exact solver takes ``exact_seconds_per_variable`` x
-            N x W seconds: deterministic) or ``online`` (fitted a + b V to observed solves).
+        hybrid_predictor: ``fitted`` (the exact solver takes ``exact_time_fit``'s ``a + b V``
+            seconds for V = N x W variables: a least-squares fit of its measured solves,
+            committed, so runs stay deterministic), ``fixed`` (``exact_seconds_per_variable`` x
+            V: a prior) or ``online`` (a + b V refitted to this run's solves:
+            machine-dependent).
         hybrid_lookahead: the batches this stage's hybriddis may decide ahead of the training,
             so the most decision budgets it saves for the exact solver (1: none; see
             [`workbench.dispatch.hybriddis`][]). The combined and real-process stages decide
@@ -49,8 +52,14 @@ class EsdConfig:
         capacity: samples per worker: ``equal`` shares, or ``proportional`` to each worker's
             rate (speed and link; the global batch unchanged).
         small_instance: hybriddis runs the exact solver whenever N x W is at most this.
-        exact_seconds_per_variable: hybriddis' predicted exact-solver seconds per
+        exact_seconds_per_variable: the ``fixed`` predictor's exact-solver seconds per
             sample-worker variable (null: learn it from measured solves, machine-dependent).
+        exact_time_fit: the ``fitted`` predictor's ``[a, b]`` (seconds, seconds per variable),
+            fitted to the exact solver's measured solves on this stage's sweeps
+            (``benchmarks/exact_time_fit.py``; the stage's ``exact_times.csv`` holds each run's
+            own solves, the residuals).
+        predictor_sweep: hybriddis' predictors of the predictor sweep (hybriddis alone, as the
+            budget sweep).
         worker_sweep: workers of the scaling sweep.
         cache_sweep: cache ratios of the cache sweep.
         spread_sweep: bandwidth spreads of the heterogeneity sweep.
@@ -97,13 +106,15 @@ class EsdConfig:
     objective: Literal["total", "makespan"] = "total"
     time_limit_s: float = field(default=0.5, metadata=in_range(0.0, None, lo_open=True))
     hybrid_budget_fraction: float = field(default=1.0, metadata=in_range(0.0, None))
-    hybrid_predictor: Literal["fixed", "online"] = "fixed"
+    hybrid_predictor: Literal["fixed", "fitted", "online"] = "fixed"
     hybrid_lookahead: int = field(default=1, metadata=in_range(1, 10_000))
     heuristic_rounds: int = field(default=1, metadata=in_range(0, 1000))
     capacity: Literal["equal", "proportional"] = "equal"
     small_instance: int = field(default=2048, metadata=in_range(0, None))
     exact_seconds_per_variable: float | None = field(default=2.5e-6,
                                                      metadata=in_range(0.0, None, lo_open=True))
+    exact_time_fit: list[float] | None = None
+    predictor_sweep: list[str] = field(default_factory=lambda: ["fixed"])
     worker_sweep: list[int] = field(default_factory=lambda: [2, 4, 8, 16],
                                     metadata=nonempty(in_range(1, 1024)))
     cache_sweep: list[float] = field(default_factory=lambda: [0.01, 0.05, 0.1, 0.2],
@@ -130,20 +141,35 @@ class EsdConfig:
                                             metadata=nonempty(in_range(0.0, 1000.0)))
     train_replicates: int = field(default=3, metadata=in_range(1, 20))
 
-    def dispatcher_options(self) -> dict[str, Any]:
+    def dispatcher_options(self, predictor: str | None = None) -> dict[str, Any]:
         """Keyword arguments of ``make_dispatcher`` for the cost-aware dispatchers (the solver
-        mode, limits, objective, swap rounds and HybridDis' time predictor)."""
+        mode, limits, objective, swap rounds and HybridDis' time predictor: ``predictor``, by
+        default ``hybrid_predictor``; ``fitted`` is the fixed predictor at
+        ``exact_time_fit``)."""
+        predictor = predictor or self.hybrid_predictor
+        time_model: dict[str, Any] = {"seconds_per_variable": self.exact_seconds_per_variable,
+                                      "predictor": predictor}
+        if predictor == "fitted":
+            assert self.exact_time_fit is not None  # __post_init__ requires it
+            a, b = self.exact_time_fit
+            time_model = {"seconds_per_variable": b, "intercept_s": a, "predictor": "fixed"}
         return dict(mode=self.exact_mode, time_limit_s=self.time_limit_s,
-                    small_instance=self.small_instance,
-                    seconds_per_variable=self.exact_seconds_per_variable,
-                    objective=self.objective, heuristic_rounds=self.heuristic_rounds,
-                    predictor=self.hybrid_predictor)
+                    small_instance=self.small_instance, objective=self.objective,
+                    heuristic_rounds=self.heuristic_rounds, **time_model)
 
     def __post_init__(self) -> None:
         allowed = ("contiguous", "random", "laia", "esd_heuristic", "esd_greedy", "esd_exact",
                    "hybriddis")
         for key in ("dispatchers", "train_dispatchers"):
             check_each(key, getattr(self, key), lambda name: name in allowed, f"one of {allowed}")
+        check_each("predictor_sweep", self.predictor_sweep,
+                   lambda p: p in ("fixed", "fitted", "online"), "'fixed', 'fitted' or 'online'")
+        if "fitted" in (self.hybrid_predictor, *self.predictor_sweep):
+            fit = self.exact_time_fit
+            if fit is None or len(fit) != 2 or min(fit) < 0:
+                raise ConfigError(f"experiments.esd.exact_time_fit = {fit}: the fitted predictor "
+                                  "needs [a, b] >= 0 (seconds, seconds per variable); "
+                                  "python benchmarks/exact_time_fit.py measures them")
         check_each("cache_sweep", self.cache_sweep, lambda r: 0 < r <= 1, "in (0, 1]")
         check_each("spread_sweep", self.spread_sweep, lambda r: r >= 1, ">= 1")
         check_dense_modes("experiments.esd.train_dense_modes", self.train_dense_modes)
