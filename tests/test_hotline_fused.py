@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from test_hotline import BATCH, ROWS, SPEC, _cpu_run, _train, toy_data
+from hotline_toy import BATCH, FLOPS, HW, ROW_BYTES, ROWS, SPEC, _cpu_run, _train, toy_data
 from workbench.cluster.accelerator_time import step_seconds, step_timeline
 from workbench.cluster.tiered_store import TieredEmbeddingStore
 from workbench.training.capture import CAPTURES, Capture, MicroBatchStep, bucket
@@ -199,7 +199,6 @@ def test_a_captured_padded_step_equals_the_eager_one() -> None:
 def test_the_modelled_split_runs_beside_the_step_and_bounds_it() -> None:
     from dataclasses import replace
 
-    from test_hotline import FLOPS, HW, ROW_BYTES
 
     c = {"samples": 1000, "popular": 500, "unique_all": 900, "unique_popular": 300,
          "unique_np_hot": 200, "unique_np_cold": 400, "lookups": 26_000}

@@ -173,3 +173,22 @@ def test_the_layer_tables_are_workbench_layers() -> None:
         for unit in re.findall(r"`([a-z_]+)(?:/|\.py)`", cell):
             seen[unit] = int(layer)
     assert seen == LAYERS
+
+
+def test_no_test_file_imports_another() -> None:
+    """A test file imports support modules (``conftest``, ``hotline_toy``, ...) and the package,
+    never another test file: each runs alone and in any order."""
+    tests = Path(__file__).parent
+    names = {p.stem for p in tests.glob("test_*.py")}
+    bad = []
+    for path in sorted(tests.glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                found = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                found = [node.module or ""]
+            else:
+                continue
+            bad += [f"{path.name}:{node.lineno} imports {m}" for m in found
+                    if m.split(".")[0] in names or m.startswith("tests.test_")]
+    assert not bad, bad

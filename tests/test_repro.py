@@ -315,3 +315,39 @@ def test_a_single_file_output_a_killed_runner_left_is_put_back_too(tmp_path: Pat
     keep_outputs(tmp_path, stage)  # the next run: the file is back, its copy kept again
     assert out.read_text() == '{"committed": true}'
     assert (tmp_path / "results" / ".one.json.kept-by-repro").stat().st_ino == out.stat().st_ino
+
+
+_STAGE = """
+import signal, sys, time
+from pathlib import Path
+signal.signal(signal.SIGINT, signal.SIG_IGN)      # a stage that ignores Ctrl-C
+if sys.argv[2] == "unwinds":
+    def unwind(signum, frame):
+        Path(sys.argv[1]).write_text("cleaned up")  # what a stage's finally blocks do
+        sys.exit(143)
+    signal.signal(signal.SIGTERM, unwind)
+else:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("kind", ["unwinds", "ignores everything"])
+def test_a_stage_ignoring_ctrl_c_gets_sigterm_before_sigkill(tmp_path, kind) -> None:
+    """Issue 68: the runner stops a stage with SIGINT, then SIGTERM (which a stage turns into
+    the same unwinding as Ctrl-C), and only then SIGKILL: a stage ignoring SIGINT still removes
+    its temporaries."""
+    import subprocess
+
+    from workbench.repro import stop_groups
+
+    marker = tmp_path / "marker"
+    proc = subprocess.Popen([sys.executable, "-c", _STAGE, str(marker), kind],
+                            stdout=subprocess.PIPE, start_new_session=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+    stop_groups([proc], grace=(0.3, 0.5))
+    if kind == "unwinds":
+        assert proc.returncode == 143 and marker.read_text() == "cleaned up"
+    else:
+        assert proc.returncode == -9 and not marker.exists()

@@ -66,6 +66,31 @@ HEARTBEAT_S = 60.0  # how often the stages still running are listed
 ERROR_LINE = re.compile(r"^[A-Z][a-z]\w*: \S")
 
 
+#: Seconds a stopped stage gets to unwind after SIGINT, then after SIGTERM, before SIGKILL.
+STOP_GRACE_S = (30.0, 10.0)
+
+
+def stop_groups(processes: Sequence[subprocess.Popen], grace: Sequence[float] = STOP_GRACE_S
+                ) -> None:
+    """Stop each process group and wait for it: SIGINT (a stage unwinds as on Ctrl-C: its
+    temporaries removed, its lock released), then SIGTERM to a group still running after
+    ``grace[0]`` seconds (the stages turn it into the same unwinding:
+    [`exit_on_signals`][workbench.utils.signals.exit_on_signals]), then SIGKILL after
+    ``grace[1]`` more, so a stage that ignores SIGINT still cleans up before it is killed."""
+    steps = [(signal.SIGINT, grace[0]), (signal.SIGTERM, grace[1]), (signal.SIGKILL, None)]
+    for sig, wait_s in steps:
+        alive = [p for p in processes if p.poll() is None]
+        if not alive:
+            return
+        for p in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, sig)
+        end = None if wait_s is None else time.monotonic() + wait_s
+        for p in alive:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=None if end is None else max(0.0, end - time.monotonic()))
+
+
 @dataclass(frozen=True)
 class Stage:
     """One stage of the pipeline as the runner sees it.
@@ -321,16 +346,7 @@ class Scheduler:
                         f"{r.stage.name} ({_duration(now - r.started)})" for r in running)
                         + f"; {len(self.done)}/{total} done, {_duration(now - start)} in all")
         except KeyboardInterrupt:
-            for r in running:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(r.process.pid, signal.SIGINT)
-            for r in running:
-                try:
-                    r.process.wait(timeout=30)
-                except subprocess.TimeoutExpired:  # a stage ignoring SIGINT: end its group
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(r.process.pid, signal.SIGKILL)
-                    r.process.wait()
+            stop_groups([r.process for r in running])
             for r in running:
                 self._put_back(r.stage)
             self._restore_lock()

@@ -33,7 +33,9 @@ all paths alternate in every round.
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -245,8 +247,8 @@ def training_timing(batches: list[Batch], meta: dict[str, Any], transforms: Feat
                                  f"groups {groups} are not constant within a request")
         inputs["kjt"].append((dense, kjt, labels))
         inputs["ikjt"].append((dense, ikjt, labels))
-    models = {"kjt": lambda: build_model(meta, exp, seed),
-              "ikjt": lambda: build_model(meta, exp, seed)}
+    models: dict[str, Callable[[], Any]] = {"kjt": lambda: build_model(meta, exp, seed),
+                                            "ikjt": lambda: build_model(meta, exp, seed)}
     missing = None
     try:
         from workbench.models.torchrec_dlrm import TorchRecDLRM
@@ -256,8 +258,7 @@ def training_timing(batches: list[Batch], meta: dict[str, Any], transforms: Feat
             sparse = "sparse" in track
             for path, source in ((kjt_path, "kjt"), (ikjt_path, "ikjt")):
                 inputs[path] = [(d, TorchRecDLRM.batch(s), y) for d, s, y in inputs[source]]
-                models[path] = (lambda sparse=sparse:  # noqa: E731 (bound per track)
-                                torchrec_model(meta, exp, seed, sparse))
+                models[path] = functools.partial(torchrec_model, meta, exp, seed, sparse)
     except TorchRecUnavailable as err:
         missing = str(err)
         log.warning("RecD on TorchRec's path left out: %s", missing)
@@ -269,7 +270,7 @@ def training_timing(batches: list[Batch], meta: dict[str, Any], transforms: Feat
 
     for path in inputs:  # warm-up: allocator, lazy module loading (not timed)
         run(path, steps=2)
-    seconds = repeat_seconds({path: (lambda path=path: run(path)) for path in inputs},
+    seconds = repeat_seconds({path: functools.partial(run, path) for path in inputs},
                              exp.repeats)
     model = build_model(meta, exp, seed)
     work: dict[str, Any] = {path: {key: int(sum(model.work(s)[key] for _, s, _ in inputs[path]))
