@@ -401,3 +401,16 @@ def test_returns_rawtable(tmp_path: Path) -> None:
     path = write(tmp_path / "one.tsv", [criteo_line()])
     t = parse("criteo_tsv", path)
     assert isinstance(t, RawTable) and t.report.files == [str(path)]
+
+
+def test_labels_in_float_notation_or_quotes_are_labels(tmp_path: Path) -> None:
+    """Issue 68: a label column written as floats (``1.0``, as pandas writes it) or quoted
+    (``"0"``) reads as the 0/1 it says; 2 or 0.5 stay malformed, at their lines."""
+    lines = [AVAZU_HEADER, avazu_line(1, click="1.0"), avazu_line(2, click='"0"'),
+             avazu_line(3, click="0.0"), avazu_line(4, click="1e0"),
+             avazu_line(5, click="0.5"), avazu_line(6, click="2")]
+    t = parse_avazu_csv(write(tmp_path / "a.csv", lines))
+    assert t.frame["label"].tolist() == [1.0, 0.0, 0.0, 1.0]
+    assert t.report.malformed == 2
+    assert [line_of(e) for e in t.report.examples] == [6, 7]
+    assert "label '0.5' not in {0,1}" in t.report.examples[0]

@@ -176,3 +176,26 @@ def test_statistics_table_is_readable(ci_pipeline: Path) -> None:
                            / "features.csv")
     assert list(features["feature"]) == [f"C{i}" for i in range(1, 27)]
     assert (features["rows_seen"] <= features["table_rows"]).all()
+
+
+def test_a_folder_of_several_files_says_it_reads_them_as_one(tmp_path: Path, caplog) -> None:
+    """Issue 68: a local folder holding two CSVs, no ``dataset.files``: both are read as one
+    dataset, and the run says so, naming them and the key that picks some."""
+    import logging
+
+    folder = tmp_path / "own"
+    folder.mkdir()
+    for name in ("a.csv", "b.csv"):
+        (folder / name).write_text("id,click\n1,0\n")
+    cfg = load(["dataset=local", "dataset.name=own", f"dataset.path={folder}",
+                "dataset.format=avazu_csv", f"paths.data={tmp_path / 'data'}"])
+    with caplog.at_level(logging.WARNING, logger="workbench.data.pipeline"):
+        pipeline.download(cfg.dataset, tmp_path / "data", seed=0)
+    said = [r.getMessage() for r in caplog.records if "as one dataset" in r.getMessage()]
+    assert said and "a.csv, b.csv" in said[0] and "dataset.files=[...]" in said[0]
+    caplog.clear()
+    picked = load(["dataset=local", "dataset.name=own", f"dataset.path={folder}",
+                   "dataset.format=avazu_csv", "dataset.files=[a.csv]"])
+    with caplog.at_level(logging.WARNING, logger="workbench.data.pipeline"):
+        pipeline.download(picked.dataset, tmp_path / "data", seed=0)
+    assert not [r for r in caplog.records if "as one dataset" in r.getMessage()]

@@ -131,6 +131,11 @@ def _local_paths(ds: DatasetConfig) -> tuple[Path, list[Path]]:
         raise DatasetUnavailable(
             f"dataset {ds.name}: expected files {missing or names} under {root.resolve()}; "
             "put them there (or set dataset.path / dataset.files)")
+    if not ds.files and ds.format not in DIRECTORY_FORMATS and len(paths) > 1:
+        shown = ", ".join(p.name for p in paths[:4]) + (", ..." if len(paths) > 4 else "")
+        log.warning("dataset %s: reading the %d files of %s as one dataset (%s), in name order; "
+                    "to read some of them set dataset.files=[...]", ds.name, len(paths), root,
+                    shown)
     return root, paths
 
 

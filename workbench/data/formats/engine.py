@@ -287,11 +287,23 @@ def _ints_in_float_notation(arr: pa.Array, plain: pa.Array) -> tuple[pa.Array, p
 
 
 def binary_label(arr: pa.Array, name: str, checks: Checks) -> np.ndarray:
-    """A ``0``/``1`` string column -> float32 labels; anything else is malformed."""
+    """A ``0``/``1`` string column -> float32 labels: ``0`` and ``1`` also in float notation
+    (``0.0``, ``1.0``, as pandas writes a label column) and in double quotes (``"1"``); any
+    other value is malformed."""
     checks.fail(pc.is_null(arr), f"missing label ({name})")
-    bad = pc.and_(pc.invert(pc.is_in(arr, value_set=pa.array(["0", "1"]))), pc.is_valid(arr))
+    ok = pc.is_in(arr, value_set=pa.array(["0", "1"]))
+    plain, one = arr, pc.equal(arr, "1")
+    if not pc.all(pc.fill_null(ok, True)).as_py():  # quoted, or in float notation
+        plain = pc.replace_substring_regex(arr, r'^"(.*)"$', r"\1")
+        ok = pc.is_in(plain, value_set=pa.array(["0", "1"]))
+        one = pc.equal(plain, "1")
+        floaty = pc.and_(pc.invert(ok), pc.match_substring_regex(plain, FLOAT_PATTERN))
+        values = pc.cast(pc.if_else(floaty, plain, pa.scalar(None, pa.string())), pa.float64())
+        ok = pc.or_(ok, pc.fill_null(pc.is_in(values, value_set=pa.array([0.0, 1.0])), False))
+        one = pc.or_(one, pc.fill_null(pc.equal(values, 1.0), False))
+    bad = pc.and_(pc.invert(ok), pc.is_valid(arr))
     checks.fail(bad, lambda i: f"label {value_at(arr, i)!r} not in {{0,1}} ({name})")
-    return np_bool(pc.equal(arr, "1")).astype(np.float32)
+    return np_bool(one).astype(np.float32)
 
 
 
