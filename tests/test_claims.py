@@ -238,9 +238,9 @@ def test_hotline_claims_are_modelled_on_their_servers(tmp_path: Path) -> None:
 def test_a_flexshard_replay_of_profiled_samples_gives_no_value(tmp_path: Path) -> None:
     """A claims replay that reuses samples the planner profiled is no measurement (issue 50:
     the 32-device rows replayed 63% profiled samples); the committed one is held out."""
-    cfg = _fixture(tmp_path, "flexshard")
+    cfg = _fixture(tmp_path, "flexshard", "flexshard_stream")
     name = cfg.experiments.flexshard.claims_dataset
-    path = tmp_path / "flexshard" / name / "summary.json"
+    path = tmp_path / "flexshard_stream" / name / "summary.json"
     summary = json.loads(path.read_text())
     assert summary["replay_in_profile"] == 0.0
     summary["replay_in_profile"] = 0.63
@@ -249,15 +249,15 @@ def test_a_flexshard_replay_of_profiled_samples_gives_no_value(tmp_path: Path) -
         m = claims.measure(REGISTER[key], cfg)
         assert m.payload["values"] is None and m.text == "-", key
         assert "reused samples the planner profiled (63%" in m.payload["missing"], key
-        assert f"datasets.{name}.synthetic.rows" in m.payload["missing"], key
+        assert "experiments.flexshard.profile_sweep" in m.payload["missing"], key
 
 
 def test_a_flexshard_sweep_point_of_profiled_samples_is_left_out(tmp_path: Path) -> None:
     """A device count whose replay reused profiled samples is no point of the devices
-    condition; every other count and the link ratios are."""
-    cfg = _fixture(tmp_path, "flexshard")
+    condition; every other count, the link ratios and the profile lengths are."""
+    cfg = _fixture(tmp_path, "flexshard", "flexshard_stream")
     exp = cfg.experiments.flexshard
-    path = tmp_path / "flexshard" / exp.claims_dataset / "device_sweep.csv"
+    path = tmp_path / "flexshard_stream" / exp.claims_dataset / "device_sweep.csv"
     sweep = pd.read_csv(path)
     counts = sorted(set(sweep["devices"]))
     sweep["replay_in_profile"] = sweep["replay_in_profile"].astype(float)
@@ -266,11 +266,13 @@ def test_a_flexshard_sweep_point_of_profiled_samples_is_left_out(tmp_path: Path)
     m = claims.measure(REGISTER["flexshard.comm_latency"], cfg)
     assert [p["value"] for p in m.conditions["devices"]] == counts[:-1]
     assert [p["value"] for p in m.conditions["NVLink/NIC ratio"]] == sorted(exp.link_ratio_sweep)
+    assert len(m.conditions["profile samples"]) == len(exp.profile_sweep)
 
 
 def test_flexshard_claims_follow_the_summary(tmp_path: Path) -> None:
-    cfg = _fixture(tmp_path, "flexshard")
-    path = tmp_path / "flexshard" / cfg.experiments.flexshard.claims_dataset / "summary.json"
+    cfg = _fixture(tmp_path, "flexshard", "flexshard_stream")
+    path = (tmp_path / "flexshard_stream" / cfg.experiments.flexshard.claims_dataset
+            / "summary.json")
     summary = json.loads(path.read_text())
     summary["inter_traffic_reduction"], summary["latency_speedup"] = 0.5, None
     summary["latency_speedup_note"] = "no all-to-all left"

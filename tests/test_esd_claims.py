@@ -1,4 +1,4 @@
-"""ESD's claims (register v7) from hand-made results: the cost against each baseline in each
+"""ESD's claims (register v8) from hand-made results: the cost against each baseline in each
 unit, and the speedup at a target relative to the final AUC and in steady state."""
 
 from __future__ import annotations

@@ -414,3 +414,22 @@ def test_labels_in_float_notation_or_quotes_are_labels(tmp_path: Path) -> None:
     assert t.report.malformed == 2
     assert [line_of(e) for e in t.report.examples] == [6, 7]
     assert "label '0.5' not in {0,1}" in t.report.examples[0]
+
+
+def test_movielens_csv_with_crlf_line_ends_reads_as_with_lf(tmp_path: Path) -> None:
+    """Issue 68: a ``movielens_csv`` folder written with CRLF line ends (Windows) reads the same
+    rows as with LF, none malformed (the report's lines count CRLF as one line end)."""
+    ratings = ["userId,movieId,rating,timestamp", "1,1,4.0,964982703", "1,3,2.5,964981247",
+               "2,1,3.5,964982224"]
+    movies = ["movieId,title,genres", "1,Toy Story (1995),Adventure|Animation",
+              '3,"Grumpier Old Men, The (1995)",Comedy|Romance']
+    frames = {}
+    for end in ("\n", "\r\n"):
+        folder = tmp_path / ("crlf" if end == "\r\n" else "lf")
+        folder.mkdir()
+        (folder / "ratings.csv").write_bytes(end.join(ratings + [""]).encode())
+        (folder / "movies.csv").write_bytes(end.join(movies + [""]).encode())
+        table = parse_movielens_20m(folder)
+        assert table.report.malformed == 0 and table.report.rows == 3
+        frames[end] = table.frame
+    pd.testing.assert_frame_equal(frames["\n"], frames["\r\n"])

@@ -1,6 +1,6 @@
 """FlexShard's claims (inter-node traffic, all-to-all latency) from the ``flexshard`` stages.
 
-The committed values come from ``results/flexshard_stream/<claims dataset>/`` (register v7):
+The committed values come from ``results/flexshard_stream/<claims dataset>/`` (register v8):
 every plan profiled on ``experiments.flexshard.stream_profile_batches`` iterations streamed
 from the claims dataset's generator, so the profile covers at least 95% of the replayed
 lookups, and replayed on the samples after the longest profile (held out). Its
