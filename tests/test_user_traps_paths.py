@@ -575,3 +575,27 @@ def test_replay_out_on_a_full_disk_is_one_line(tmp_path: Path, monkeypatch: pyte
     assert stop.value.code == 2 and err.startswith("TraceError: --out ")
     assert "could not write the result (the disk is full); free space" in err
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_link_swapped_while_a_stage_writes_moves_nothing_at_its_new_target(tmp_path) -> None:
+    """Issue 68: with a results folder reached through a link inside the root, renaming a new
+    link to someone else's folder over it while the stage runs made the stage replace that
+    folder. The final renames act on the folder as it was at the start (by descriptor): the
+    victim's folder is untouched and the stage's output lands where the link pointed then."""
+    from workbench.utils.io import atomic_dir
+
+    root = tmp_path / "results"
+    real, victim = root / "real", tmp_path / "victim"
+    for folder in (real / "out", victim / "out"):
+        folder.mkdir(parents=True)
+        (folder / "owner.txt").write_text(folder.parent.name)
+    (root / "stats").symlink_to("real")
+    with atomic_dir(root / "stats" / "out") as tmp:
+        (tmp / "owner.txt").write_text("the stage")
+        swap = root / ".stats.swap"
+        swap.symlink_to(victim)
+        os.replace(swap, root / "stats")  # the attacker's swap, mid-run
+    assert (victim / "out" / "owner.txt").read_text() == "victim"
+    assert sorted(p.name for p in victim.iterdir()) == ["out"]
+    assert (real / "out" / "owner.txt").read_text() == "the stage"
+    assert sorted(p.name for p in real.iterdir()) == ["out"]

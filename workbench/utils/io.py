@@ -18,6 +18,7 @@ import json
 import math
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,43 +116,61 @@ def writing(dest: Path) -> Iterator[None]:
         return
     lock = dest.with_name(f".{dest.name}.writing.lock")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    while True:
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
-                         0o666 & ~_UMASK)
-        except OSError:
-            if not (lock.is_symlink() or lock.is_dir()):
-                raise
-            kind = "a link" if lock.is_symlink() else "a folder"
-            raise ConcurrentRunError(
-                f"{lock}: the writer lock of {dest.name} is {kind}, which no run makes (a run's "
-                f"lock is a plain file it removes); remove it (rm {'-r ' * lock.is_dir()}"
-                f"'{lock}') and run again") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    # the lock is made, checked and removed in the folder as it is now (by descriptor), so a
+    # link on the way to it that is swapped while the block runs changes nothing
+    parent = os.open(dest.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        while True:
+            try:
+                fd = os.open(lock.name, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
+                             0o666 & ~_UMASK, dir_fd=parent)
+            except OSError:
+                kind = _kind_at(parent, lock.name)
+                if kind is None:
+                    raise
+                raise ConcurrentRunError(
+                    f"{lock}: the writer lock of {dest.name} is {kind}, which no run makes (a "
+                    f"run's lock is a plain file it removes); remove it (rm "
+                    f"{'-r ' * (kind == 'a folder')}'{lock}') and run again") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise ConcurrentRunError(
+                    f"another run is writing {dest} now (it holds {lock}): wait for it to "
+                    "finish, or give this run other paths (paths.data / paths.results)") from None
+            if _same_file(fd, parent, lock.name):
+                break
+            # the holder released and unlinked the file this fd opened: a lock on it excludes
+            # nobody (a third run may hold the new file's), so take the lock again on the name's
             os.close(fd)
-            raise ConcurrentRunError(
-                f"another run is writing {dest} now (it holds {lock}): wait for it to finish, "
-                "or give this run other paths (paths.data / paths.results)") from None
-        if _same_file(fd, lock):
-            break
-        # the holder released and unlinked the file this fd opened: a lock on it excludes
-        # nobody (a third run may hold the new file's), so take the lock again on the path's
-        os.close(fd)
-    try:
-        _drop_stale_temporaries(dest)
-        yield
+        try:
+            _drop_stale_temporaries(dest)
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                if _same_file(fd, parent, lock.name):
+                    os.unlink(lock.name, dir_fd=parent)
+            os.close(fd)
     finally:
-        with contextlib.suppress(OSError):
-            lock.unlink()
-        os.close(fd)
+        os.close(parent)
 
 
-def _same_file(fd: int, path: Path) -> bool:
-    """Whether ``path`` (not followed) is still the file ``fd`` opened."""
+def _kind_at(parent: int, name: str) -> str | None:
+    """``"a link"`` or ``"a folder"`` when ``name`` in the folder open as ``parent`` is one."""
     try:
-        held, named = os.fstat(fd), os.lstat(path)
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    return ("a link" if stat.S_ISLNK(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode)
+            else None)
+
+
+def _same_file(fd: int, parent: int, name: str) -> bool:
+    """Whether ``name`` (not followed) in the folder open as ``parent`` is still the file
+    ``fd`` opened."""
+    try:
+        held, named = os.fstat(fd), os.stat(name, dir_fd=parent, follow_symlinks=False)
     except FileNotFoundError:
         return False
     return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
@@ -188,12 +207,20 @@ def atomic_dir(dest: Path | str) -> Iterator[Path]:
     dest = Path(dest)
     with writing(dest):
         tmp = _temp_dir_beside(dest)
+        # the folder holding dest as it is now: the final renames and the clean-up act there
+        # by descriptor, so a link on the way that is swapped while the stage runs (to point
+        # at someone else's folder) moves nothing there
+        parent = os.open(dest.parent, os.O_RDONLY | os.O_DIRECTORY)
         try:
+            if not os.path.samestat(os.stat(tmp, follow_symlinks=False),
+                                    os.stat(tmp.name, dir_fd=parent, follow_symlinks=False)):
+                raise OSError(f"{dest.parent} changed while {tmp.name} was made in it: a link "
+                              "on the way to it was swapped; nothing was written")
             yield tmp
-            _replace_dir(tmp, dest)
+            _replace_at(parent, tmp.name, dest.name)
         finally:
-            if tmp.exists():
-                shutil.rmtree(tmp)
+            _remove_at(parent, tmp.name)
+            os.close(parent)
 
 
 def _temp_dir_beside(dest: Path) -> Path:
@@ -215,6 +242,40 @@ def remove_path(path: Path) -> None:
         path.unlink()
     elif path.exists():
         shutil.rmtree(path)
+
+
+def _exists_at(parent: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _remove_at(parent: int, name: str) -> None:
+    """[`remove_path`][] of ``name`` in the folder open as ``parent`` (a link is removed
+    itself)."""
+    try:
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(name, dir_fd=parent)
+    else:
+        os.unlink(name, dir_fd=parent)
+
+
+def _replace_at(parent: int, tmp: str, dest: str) -> None:
+    """[`_replace_dir`][] by descriptor: ``tmp`` becomes ``dest`` in the folder open as
+    ``parent`` (the old ``dest``, a link included, moved aside and removed after)."""
+    if _exists_at(parent, dest):
+        old = f".{dest}.old"
+        _remove_at(parent, old)
+        os.replace(dest, old, src_dir_fd=parent, dst_dir_fd=parent)
+        os.replace(tmp, dest, src_dir_fd=parent, dst_dir_fd=parent)
+        _remove_at(parent, old)
+    else:
+        os.replace(tmp, dest, src_dir_fd=parent, dst_dir_fd=parent)
 
 
 def _replace_dir(tmp: Path, dest: Path) -> None:
