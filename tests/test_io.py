@@ -50,6 +50,6 @@ def test_a_commit_killed_between_renames_is_completed_by_the_next_reader(
     assert (a / "f.txt").read_text() == "new" and (b / "f.txt").read_text() == "old"  # torn
     journal = a.with_name(".parts.commit.json")
     assert len(json.loads(journal.read_text())) == 2
-    assert io.finish_commit(a) is True
+    assert io.finish_commit(a, b) is True
     assert (a / "f.txt").read_text() == "new" and (b / "f.txt").read_text() == "new"
-    assert not journal.exists() and io.finish_commit(a) is False
+    assert not journal.exists() and io.finish_commit(a, b) is False

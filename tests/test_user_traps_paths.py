@@ -38,6 +38,8 @@ def _intact(victim: Path) -> bool:
 @pytest.mark.parametrize("journal", [
     '{{"token": "t", "pairs": [["{tmp}", "{victim}"]]}}',          # first folder not its own
     '{{"token": "t", "pairs": [["{parts}/.x.1.tmp", "{parts}/x"], ["{tmp}", "{victim}"]]}}',
+    # a second pair on a folder the caller does not commit, its temporary holding the token
+    '{{"token": "guess", "pairs": [["{parts}/.x.1.tmp", "{parts}/x"], ["{tmp}", "{victim}"]]}}',
     '{{"token": "t", "pairs": [["{victim}", "{parts}/x"]]}}',      # moves a folder in
     '[["{tmp}", "{victim}"]]',                                     # no token
     "not json",
@@ -81,7 +83,7 @@ def test_a_real_interrupted_commit_still_rolls_forward(tmp_path: Path) -> None:
     (tmp / ".workbench-commit").write_text("t0k3n")
     (first.parent / ".x.commit.json").write_text(json.dumps({"token": "t0k3n", "pairs": [
         [str(first.parent / ".x.gone.tmp"), str(first)], [str(tmp), str(second)]]}))
-    assert finish_commit(first) and sorted(p.name for p in second.iterdir()) == ["r"]
+    assert finish_commit(first, second) and sorted(p.name for p in second.iterdir()) == ["r"]
     assert (second / "r").read_text() == "3" and not (first.parent / ".x.commit.json").exists()
 
 

@@ -312,7 +312,8 @@ def check_request_level(table: pa.Table, meta: dict[str, Any], exp: RecdConfig) 
 
 
 def read_partitions_meta(partitions: Path, exp: RecdConfig,
-                         processed: Path | None = None) -> dict[str, Any]:
+                         processed: Path | None = None,
+                         dedup_out: Path | None = None) -> dict[str, Any]:
     """The dedup stage's ``partitions.json``, or why it is not there.
 
     Args:
@@ -320,6 +321,8 @@ def read_partitions_meta(partitions: Path, exp: RecdConfig,
         exp: the RecD settings (names the datasets that have sessions).
         processed: ``data/processed/<ds>``; default the ``processed`` directory beside
             ``partitions``' parent (where the stages put it).
+        dedup_out: ``results/dedup/<ds>``, the dedup stage's other folder: a commit of both
+            that a killed dedup stage left half done is completed first (None: none is).
 
     Raises:
         NoSessionsError: the dataset has no session column (the dedup stage cannot partition
@@ -333,7 +336,8 @@ def read_partitions_meta(partitions: Path, exp: RecdConfig,
     from workbench.utils.errors import MissingInputError
     from workbench.utils.io import finish_commit
 
-    finish_commit(partitions)  # a dedup stage killed between its two renames: complete it
+    if dedup_out is not None:  # a dedup stage killed between its two renames: complete it
+        finish_commit(partitions, dedup_out)
     path = partitions / part.PARTITIONS_META
     processed = processed or partitions.parent.parent / "processed" / partitions.name
     if path.is_file():
@@ -389,7 +393,8 @@ def run(partitions: Path, out: Path, exp: RecdConfig, seed: int,
 
     from workbench.utils.io import atomic_dir, write_json
 
-    meta = read_partitions_meta(partitions, exp, processed)
+    meta = read_partitions_meta(partitions, exp, processed,
+                                dedup_out=out.parent.parent / "dedup" / partitions.name)
     with atomic_dir(out) as tmp:
         if not meta.get("available", False):
             write_json(tmp / "summary.json", {"dataset": partitions.name, "available": False,

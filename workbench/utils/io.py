@@ -20,7 +20,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -302,13 +302,15 @@ _MARK = ".workbench-commit"
 """A file in each temporary folder of a multi-directory commit holding the journal's token."""
 
 
-def _journal_pairs(journal: Path, dest: Path) -> list[tuple[Path, Path]]:
+def _journal_pairs(journal: Path, dest: Path, others: Sequence[Path] = ()
+                   ) -> list[tuple[Path, Path]]:
     """The ``(temporary, destination)`` pairs of ``journal``, each checked to be one that
-    [`atomic_dirs`][] wrote: the first destination is ``dest`` (the journal lies beside it);
-    each temporary is a folder (not a link) beside its destination, named as
-    `_temp_dir_beside` names it, and, where it still exists, holds the journal's random
-    token. A planted journal can then name no folder but a commit's own: it can neither move
-    nor delete anything else.
+    [`atomic_dirs`][] wrote: the first destination is ``dest`` (the journal lies beside it),
+    every other one of ``others`` (the commit's folders, which the caller names: a journal
+    cannot add one), each at most once; each temporary is a folder (not a link) beside its
+    destination, named as `_temp_dir_beside` names it, and, where it still exists, holds the
+    journal's random token. A planted journal can then name no folder but a commit's own: it
+    can neither move nor delete anything else.
 
     Raises:
         JournalError: one line naming the journal and what is wrong, and the fix.
@@ -323,6 +325,12 @@ def _journal_pairs(journal: Path, dest: Path) -> list[tuple[Path, Path]]:
                            f"{fix}") from None
     if not pairs or pairs[0][1].absolute() != dest.absolute():
         raise JournalError(f"{journal}: its first folder is not {dest}; {fix}")
+    allowed = {p.absolute() for p in others}
+    named = [target.absolute() for _, target in pairs[1:]]
+    if len(set(named)) != len(named) or not set(named) <= allowed:
+        stray = sorted(str(t) for t in set(named) - allowed) or ["a folder twice"]
+        raise JournalError(f"{journal}: names {', '.join(stray)}, not a folder of this commit "
+                           f"({', '.join(str(p) for p in [dest, *others])}); {fix}")
     for tmp, target in pairs:
         beside = tmp.parent == target.parent and tmp.name.startswith(f".{target.name}.") \
             and tmp.name.endswith(".tmp") and not tmp.is_symlink()
@@ -340,11 +348,12 @@ def _holds_token(folder: Path, token: str) -> bool:
         return False
 
 
-def finish_commit(dest: Path | str) -> bool:
+def finish_commit(dest: Path | str, *others: Path | str) -> bool:
     """Complete a multi-directory commit of [`atomic_dirs`][] that was interrupted.
 
     Args:
         dest: the first directory of the commit.
+        others: its other directories (a journal naming any folder else is refused).
 
     Returns:
         Whether an interrupted commit was found (and rolled forward).
@@ -359,7 +368,7 @@ def finish_commit(dest: Path | str) -> bool:
         raise JournalError(f"{journal} is a link, not a commit journal; delete it and run again")
     if not journal.exists():
         return False
-    for tmp, target in _journal_pairs(journal, dest):
+    for tmp, target in _journal_pairs(journal, dest, [Path(p) for p in others]):
         if tmp.exists():
             _replace_dir(tmp, target)
             (target / _MARK).unlink(missing_ok=True)
@@ -382,7 +391,7 @@ def atomic_dirs(*dests: Path | str) -> Iterator[list[Path]]:
 
     paths = [Path(d) for d in dests]
     journal = _journal(paths[0])
-    finish_commit(paths[0])
+    finish_commit(*paths)
     token = secrets.token_hex(16)
     with contextlib.ExitStack() as stack:
         for d in paths:
@@ -400,7 +409,7 @@ def atomic_dirs(*dests: Path | str) -> Iterator[list[Path]]:
             (tmp / _MARK).write_text(token)
         write_text(journal, json.dumps(
             {"token": token, "pairs": [[str(t), str(d)] for t, d in zip(tmps, paths)]}))
-        finish_commit(paths[0])
+        finish_commit(*paths)
 
 
 class DiskFullError(UserError, OSError):
