@@ -4,6 +4,7 @@
 # make check recomputes the claims' stages (dvc repro -f, no notebook) and checks every claim against the committed one.
 # Also: make lab (JupyterLab on the notebooks), make notebooks (their .ipynb, for papermill),
 # make params, make calibrate, make het-long, make bench, make lint (ruff + mypy), make clean,
+# make signals (the signal and interrupt tests, ROUNDS times, with Ctrl-C ignored and not),
 # make torchrec (TorchRec 1.8.0 on the CPU fbgemm-gpu-cpu 1.8.0; make test installs it too).
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -13,7 +14,7 @@ PY     := $(BIN)/python
 # pytest workers: 2 cores here and in CI.
 JOBS   ?= 2
 
-.PHONY: repro check claim test lab notebooks params calibrate het-long install install-dev torchrec bench lint clean
+.PHONY: repro check claim test signals lab notebooks params calibrate het-long install install-dev torchrec bench lint clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -93,6 +94,15 @@ het-long: params
 # (pytest prints the 15 slowest tests at the end: where the suite's time goes)
 test: install-dev
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -n $(JOBS) -q --durations=15
+
+# The signal and interrupt tests, ROUNDS times under -n $(JOBS), each round once with Ctrl-C
+# ignored by the shell that starts it (as a background job's children have it): a flaky one shows.
+ROUNDS ?= 3
+signals: install-dev
+	for i in $$(seq $(ROUNDS)); do \
+	  $(BIN)/pytest -n $(JOBS) -q -p no:cacheprovider tests/test_user_traps_interrupts.py tests/test_repro.py || exit 1; \
+	  (trap '' INT; $(BIN)/pytest -n $(JOBS) -q -p no:cacheprovider tests/test_user_traps_interrupts.py tests/test_repro.py) || exit 1; \
+	done
 
 # The notebooks live in git as jupytext percent scripts (notebooks/*.py); JupyterLab and papermill
 # want .ipynb: each is converted (gitignored) when its script is newer, keeping its outputs, e.g.

@@ -74,6 +74,10 @@ _SIGNALLED = textwrap.dedent("""
         if i == 3:
             os.kill(os.getpid(), signal.{sig})
 
+    # Ctrl-C reaches a process whose SIGINT is not ignored; a test run started in the
+    # background (a non-interactive shell's `&`) hands SIG_IGN down, and Python then installs
+    # no handler: the SIGINT would do nothing (the flake of issue 68: exit 0, empty stderr)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     out = Path(sys.argv[1])
     with exit_on_signals():
         encode_streaming(_blocks(40, kill), LAYOUT, out, test_fraction=0.2)
