@@ -266,7 +266,7 @@ def test_a_flexshard_sweep_point_of_profiled_samples_is_left_out(tmp_path: Path)
     m = claims.measure(REGISTER["flexshard.comm_latency"], cfg)
     assert [p["value"] for p in m.conditions["devices"]] == counts[:-1]
     assert [p["value"] for p in m.conditions["NVLink/NIC ratio"]] == sorted(exp.link_ratio_sweep)
-    assert len(m.conditions["profile samples"]) == len(exp.profile_sweep)
+    assert len(m.conditions["profile length"]) == len(exp.profile_sweep)
 
 
 def test_flexshard_claims_follow_the_summary(tmp_path: Path) -> None:

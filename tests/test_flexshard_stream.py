@@ -156,7 +156,7 @@ def test_the_claims_read_the_streamed_run(ci_pipeline: Path) -> None:
     measured = claims.measure(entry, cfg)
     assert measured.payload["values"] == [summary["inter_traffic_reduction"]]
     assert "streamed samples covering" in measured.setting
-    points = measured.conditions["profile samples"]
+    points = measured.conditions["profile length"]
     assert len(points) == len(cfg.experiments.flexshard.profile_sweep)
     assert measured.conditions["dataset"][0]["value"].endswith("(streamed)")
 

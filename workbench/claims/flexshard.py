@@ -7,7 +7,8 @@ lookups, and replayed on the samples after the longest profile (held out). Its
 ``summary.json`` holds FlexShard's reduction of inter-node bytes and its all-to-all speedup over
 row-wise sharding (RW); its sweeps re-plan every plan at each point: ``device_sweep.csv``
 (devices), ``link_sweep.csv`` (the NVLink / NIC bandwidth ratio), ``skew_sweep.csv`` (the
-slow-node NIC speed) and ``profile_sweep.csv`` (the profile's length, with its coverage).
+slow-node NIC speed) and ``profile_sweep.csv`` (the profile's length in iterations of the base
+topology's global batch, with its coverage).
 ``results/flexshard/<ds>/summary.json`` (each dataset's split, a short profile) are the
 dataset condition's other points.
 
@@ -38,7 +39,7 @@ BASELINES = {"rw (own)": None, "torchrec (RW's memory)": "torchrec",
 SWEEPS = {"devices": ("device_sweep.csv", "devices"),
           "NVLink/NIC ratio": ("link_sweep.csv", "link_ratio"),
           "slow-node NIC speed": ("skew_sweep.csv", "slow_factor"),
-          "profile samples": ("profile_sweep.csv", "profile_samples")}
+          "profile length": ("profile_sweep.csv", "profile_iterations")}
 #: the dataset condition's name of the streamed claims run
 STREAMED = "{} (streamed)"
 
