@@ -180,15 +180,21 @@ def test_stage_outputs_on_ci_profile(ci_pipeline: Path) -> None:
     cost = pd.read_csv(out / "cost.csv")
     assert set(cost["dispatcher"]) == set(cfg.experiments.esd.dispatchers)
     assert set(cost["sweep"]) == {"base", "workers", "cache_ratio", "spread", "per_worker",
-                                  "capacity", "budget"}
+                                  "capacity", "budget", "predictor"}
     exp = cfg.experiments.esd
-    # the budget sweep runs hybriddis alone, at every fraction
+    # the budget and predictor sweeps run hybriddis alone, at every point
     budget = cost[cost["sweep"] == "budget"]
     assert set(budget["dispatcher"]) == {"hybriddis"}
     assert sorted(budget["budget_fraction"]) == sorted(exp.budget_sweep)
+    predictor = cost[cost["sweep"] == "predictor"]
+    assert set(predictor["dispatcher"]) == {"hybriddis"}
+    assert sorted(predictor["predictor"]) == sorted(exp.predictor_sweep)
+    solves = pd.read_csv(out / "exact_times.csv")  # every exact solve: V and its wall seconds
+    assert (solves["variables"] == solves["samples"] * solves["workers"]).all()
+    assert (solves["exact_s"] > 0).all() and {"esd_exact", "hybriddis"} <= set(solves["dispatcher"])
     assert set(cost.loc[cost["sweep"] == "capacity", "capacity"]) == set(exp.capacity_sweep)
     decision = pd.read_csv(out / "decision.csv")
-    assert set(decision["sweep"]) == {"base", "budget"}
+    assert set(decision["sweep"]) == {"base", "budget", "predictor"}
     probe = pd.read_csv(out / "dedup_ilp.csv")
     assert probe["samples"].iloc[-1] == exp.workers * exp.per_worker
     assert (probe["ilp_cost"] <= probe["heuristic_cost"] * (1 + 1e-9)).all()

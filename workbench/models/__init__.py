@@ -10,5 +10,6 @@ the rows. Imports ``sparse`` and lower.
 | ``recipe`` | training recipes (ours, Hetu's): the step, the draw, the metric |
 | ``layers`` | their blocks |
 | ``recd`` | RecD's DLRM with a history tower on IKJT batches |
+| ``torchrec_dlrm`` | the same DLRM on TorchRec's own EmbeddingBagCollection |
 | ``config`` | the config schema |
 """

@@ -149,6 +149,8 @@ NOTEBOOKS: dict[str, NotebookSpec] = {nb.name: nb for nb in (
                "devices": key("experiments.flexshard.device_sweep[]"),
                "per_device": key("experiments.flexshard.per_device_batch")},
         also=("experiments.flexshard.claims_dataset",),
+        uses=("results/flexshard_stream",),  # the claims' streamed run (a dataset of your own
+        #                                      has none: the notebook shows its split's run)
         params=("experiments.flexshard", "topology")),
     # the live run's links: every worker's link is max_bandwidth_gbps (spread 1); a log slider
     # cannot show a latency of 0
