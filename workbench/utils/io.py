@@ -118,8 +118,7 @@ def writing(dest: Path) -> Iterator[None]:
     dest.parent.mkdir(parents=True, exist_ok=True)
     # the lock is made, checked and removed in the folder as it is now (by descriptor), so a
     # link on the way to it that is swapped while the block runs changes nothing
-    parent = os.open(dest.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
+    with _folder(dest) as parent:
         while True:
             try:
                 fd = os.open(lock.name, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
@@ -152,8 +151,6 @@ def writing(dest: Path) -> Iterator[None]:
                 if _same_file(fd, parent, lock.name):
                     os.unlink(lock.name, dir_fd=parent)
             os.close(fd)
-    finally:
-        os.close(parent)
 
 
 def _kind_at(parent: int, name: str) -> str | None:
@@ -210,17 +207,16 @@ def atomic_dir(dest: Path | str) -> Iterator[Path]:
         # the folder holding dest as it is now: the final renames and the clean-up act there
         # by descriptor, so a link on the way that is swapped while the stage runs (to point
         # at someone else's folder) moves nothing there
-        parent = os.open(dest.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            if not os.path.samestat(os.stat(tmp, follow_symlinks=False),
-                                    os.stat(tmp.name, dir_fd=parent, follow_symlinks=False)):
-                raise OSError(f"{dest.parent} changed while {tmp.name} was made in it: a link "
-                              "on the way to it was swapped; nothing was written")
-            yield tmp
-            _replace_at(parent, tmp.name, dest.name)
-        finally:
-            _remove_at(parent, tmp.name)
-            os.close(parent)
+        with _folder(dest) as parent:
+            try:
+                if not os.path.samestat(os.stat(tmp, follow_symlinks=False),
+                                        os.stat(tmp.name, dir_fd=parent, follow_symlinks=False)):
+                    raise OSError(f"{dest.parent} changed while {tmp.name} was made in it: a "
+                                  "link on the way to it was swapped; nothing was written")
+                yield tmp
+                _replace_at(parent, tmp.name, dest.name)
+            finally:
+                _remove_at(parent, tmp.name)
 
 
 def _temp_dir_beside(dest: Path) -> Path:
@@ -236,12 +232,22 @@ def _journal(dest: Path) -> Path:
     return dest.with_name(f".{dest.name}.commit.json")
 
 
+@contextlib.contextmanager
+def _folder(path: Path) -> Iterator[int]:
+    """A descriptor on ``path``'s folder as it is now (links on the way resolved once)."""
+    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        yield parent
+    finally:
+        os.close(parent)
+
+
 def remove_path(path: Path) -> None:
     """Remove ``path`` whatever it is; a link is removed itself, never what it points to."""
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
-        path.unlink()
-    elif path.exists():
-        shutil.rmtree(path)
+    if not path.parent.is_dir():
+        return
+    with _folder(path) as parent:
+        _remove_at(parent, path.name)
 
 
 def _exists_at(parent: int, name: str) -> bool:
@@ -279,19 +285,13 @@ def _replace_at(parent: int, tmp: str, dest: str) -> None:
 
 
 def _replace_dir(tmp: Path, dest: Path) -> None:
-    """Put directory ``tmp`` at ``dest`` (the old ``dest`` removed after the rename).
+    """Put directory ``tmp`` (beside ``dest``) at ``dest``: [`_replace_at`][] in their folder.
 
     A link at ``dest`` or at its ``.old`` sibling is replaced or removed as a link: the folder it
     points to is never touched (the callers' path guard has refused links out of their root).
     """
-    if dest.exists() or dest.is_symlink():
-        old = dest.with_name(f".{dest.name}.old")
-        remove_path(old)
-        os.replace(dest, old)
-        os.replace(tmp, dest)
-        remove_path(old)
-    else:
-        os.replace(tmp, dest)
+    with _folder(dest) as parent:
+        _replace_at(parent, tmp.name, dest.name)
 
 
 class JournalError(UserError, ValueError):
