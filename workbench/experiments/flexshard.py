@@ -57,6 +57,7 @@ from workbench.experiments.config import FlexShardConfig
 from workbench.sharding.config import TopologyConfig
 from workbench.sharding.lookups import (
     LookupSource,
+    Profile,
     SequenceLookups,
     SplitSource,
     stream_source,
@@ -196,6 +197,17 @@ def _plan_rows(built: dict[str, Any], data: SequenceLookups, topo: Topology, ite
     return rows, matrices
 
 
+def profile_rows(exp: FlexShardConfig, profile: Profile, topo: Topology, source: LookupSource,
+                 extra_cuts: np.ndarray) -> list[dict]:
+    """Every plan at ``topo`` made from ``profile`` (the base's candidate cuts, rows ranked by
+    their profiled lookups) and replayed on ``source``'s replay: ``plans.csv``'s rows."""
+    row_bytes = 4 * exp.embedding_dim
+    built = build_plans(exp, profile.probability, topo, profile.lookups, row_bytes, extra_cuts,
+                        rank_order(profile.counts))
+    return _plan_rows(built, source.data, topo, source.replay, exp, profile.probability,
+                      profile.lookups, row_bytes, {})[0]
+
+
 def fraction_curve(exp: FlexShardConfig, built: dict[str, Any], n: int) -> pd.DataFrame:
     """The authors' figure: for each replicated fraction f (t1 = f N rows on every device), the
     memory and expected time against RW's: ``hot_dp`` (t2 = 0: replication alone) and
@@ -287,6 +299,7 @@ def run_stream(generator: SyntheticGenerator, name: str, out: Path, exp: FlexSha
         summary = measure(source, name, tmp, exp, topology,
                           {"profile_samples": exp.stream_profile_batches * per_iteration,
                            "replay_samples": replay, "streamed": True})
+        extra_cuts = np.rint(np.asarray(exp.replicated_fractions) * source.data.rows)
         rows = []
         for k in exp.profile_sweep:
             profile = source.at(k, base.devices)
@@ -294,13 +307,7 @@ def run_stream(generator: SyntheticGenerator, name: str, out: Path, exp: FlexSha
             rows += [{"profile_samples": k * per_iteration, "profile_iterations": k,
                       "coverage": 1 - unseen, "replay_unseen_share": unseen,
                       "rows_seen_in_profile": int((profile.counts > 0).sum()), **row}
-                     for row in _plan_rows(
-                         build_plans(exp, profile.probability, base, profile.lookups,
-                                     4 * exp.embedding_dim,
-                                     np.rint(np.asarray(exp.replicated_fractions)
-                                             * source.data.rows), rank_order(profile.counts)),
-                         source.data, base, source.replay, exp, profile.probability,
-                         profile.lookups, 4 * exp.embedding_dim, {})[0]]
+                     for row in profile_rows(exp, profile, base, source, extra_cuts)]
         pd.DataFrame(rows).to_csv(tmp / "profile_sweep.csv", index=False, float_format="%.6g")
     _log_summary(summary)
 
@@ -332,7 +339,7 @@ def measure(source: LookupSource, name: str, tmp: Path, exp: FlexShardConfig,
 
     swept: dict[tuple, list[dict]] = {}  # a topology met twice is planned once
     unseen = source.unseen(profile, base.devices)
-    profiles = {base.devices: (probability, lookups, order, unseen)}
+    profiles = {base.devices: (profile, unseen)}
 
     def sweep_point(topo: Topology, point: dict[str, Any]) -> list[dict]:
         """Every plan at ``topo``, planned as the base is (the same candidate cuts) on
@@ -343,15 +350,11 @@ def measure(source: LookupSource, name: str, tmp: Path, exp: FlexShardConfig,
         if key not in swept:
             if topo.devices not in profiles:  # one profile (and its reach) per count
                 seen = source.profile(topo.devices)
-                profiles[topo.devices] = (seen.probability, seen.lookups,
-                                          rank_order(seen.counts),
-                                          source.unseen(seen, topo.devices))
-            p, per, rank, missed = profiles[topo.devices]
+                profiles[topo.devices] = (seen, source.unseen(seen, topo.devices))
+            seen, missed = profiles[topo.devices]
             held = source.replay_in_profile(topo.devices)
             swept[key] = [{**row, "replay_in_profile": held, "replay_unseen_share": missed}
-                          for row in _plan_rows(
-                build_plans(exp, p, topo, per, row_bytes, extra_cuts, rank),
-                data, topo, replay, exp, p, per, row_bytes, {})[0]]
+                          for row in profile_rows(exp, seen, topo, source, extra_cuts)]
         return [{**point, **row} for row in swept[key]]
 
     sweeps: dict[str, list[dict[str, Any]]] = {"device_sweep": [], "skew_sweep": [],
