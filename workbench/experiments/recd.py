@@ -252,8 +252,9 @@ def training_timing(batches: list[Batch], meta: dict[str, Any], transforms: Feat
     missing = None
     try:
         from workbench.models.torchrec_dlrm import TorchRecDLRM
+        from workbench.utils.torchrec import load_torchrec
 
-        torchrec_model(meta, exp, seed, sparse=False)  # loads TorchRec, or says why not
+        load_torchrec()  # or says why TorchRec does not load
         for track, (kjt_path, ikjt_path) in list(TRACKS.items())[1:]:
             sparse = "sparse" in track
             for path, source in ((kjt_path, "kjt"), (ikjt_path, "ikjt")):
