@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
+from workbench import ci_project
 from workbench.config import compose, to_yaml, validate
 from workbench.utils.paths import REPO_ROOT
 
@@ -42,10 +43,8 @@ def ci_params(tmp_path: Path) -> Path:
     return write_params(tmp_path)
 
 
-#: What a copy of the project needs to run its pipeline (a clone's sources, no outputs).
-PROJECT_FILES = ["workbench", "notebooks", "dvc.yaml", ".dvcignore", "pyproject.toml"]
 #: The log of the ci pipeline's ``python -m workbench.repro`` run, in the built project.
-REPRO_LOG = "repro.log"
+REPRO_LOG = ci_project.REPRO_LOG
 
 
 def sh(args: list[str], cwd: Path, *, own_root: bool = False) -> str:
@@ -63,41 +62,18 @@ def sh(args: list[str], cwd: Path, *, own_root: bool = False) -> str:
     return proc.stdout + proc.stderr
 
 
-def copy_project(root: Path) -> None:
-    """The project's sources and DVC config in ``root``, a new git repository (a clone's
-    files, without outputs)."""
-    import shutil
-
-    for name in PROJECT_FILES:
-        src = REPO_ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, root / name)
-    (root / ".dvc").mkdir()
-    shutil.copy2(REPO_ROOT / ".dvc" / "config", root / ".dvc" / "config")
-    sh(["git", "init", "-q"], root)
-
-
 def _build_pipeline(root: Path) -> None:
     """The whole pipeline on the ci profile in a copy of the project at ``root``, as ``make
-    repro`` runs it: the frozen calibration and long runs measured and committed as ``make
-    calibrate`` and ``make het-long`` do, then ``python -m workbench.repro`` (DVC for each
-    stage, two at a time): every data and experiment stage, every notebook, the report. Its
-    output goes to ``root/repro.log``."""
-    import sys
-
-    copy_project(root)
-    (root / "params.yaml").write_text(to_yaml(compose(
-        ["profile=ci", f"paths.mirrors=[{shared_data_dir()}]"])))
-    dvc = str(Path(sys.executable).parent / "dvc")
-    sh([dvc, "repro", "--glob", "preprocess@*"], root)
-    sh([sys.executable, "-m", "workbench.stages", "calibrate", "--params", "params.yaml"], root)
-    sh([dvc, "commit", "-f", "calibrate"], root)
-    sh([sys.executable, "-m", "workbench.stages", "het-long", "--params", "params.yaml"], root)
-    sh([dvc, "commit", "-f", "het_long"], root)
-    log = sh([sys.executable, "-m", "workbench.repro", "--jobs", "2"], root)
-    (root / REPRO_LOG).write_text(log)
+    check-ci`` builds it (:mod:`workbench.ci_project`: the frozen calibration and long runs
+    measured and committed as ``make calibrate`` and ``make het-long`` do, then ``python -m
+    workbench.repro``, two stages at a time: every data and experiment stage, every notebook,
+    the report). The runner's output goes to ``root/repro.log``."""
+    ci_project.copy_sources(REPO_ROOT, root)
+    (root / "params.yaml").write_text(ci_project.ci_params([shared_data_dir()]))
+    *steps, repro = ci_project.build_commands(jobs=2)
+    for args in steps:
+        sh(args, root)
+    (root / REPRO_LOG).write_text(sh(repro, root))
 
 
 def _pipeline_home(base: Path) -> Path:
@@ -117,7 +93,6 @@ def build_pipeline_once(common: Path) -> Path:
     with FileLock(str(common / "ci-pipeline.lock")):
         if not (built / ".complete").exists():
             shutil.rmtree(built, ignore_errors=True)
-            built.mkdir()
             _build_pipeline(built)
             (built / ".complete").touch()
     return built

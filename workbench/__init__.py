@@ -5,8 +5,9 @@ lower layer (``tests/test_layering.py`` walks every import to keep this true):
 
    12  cli                 the ``workbench`` console command (stage, replay, config, sweep)
    11  sweep, explorers,   Hydra multirun over any stage (joblib / cluster launchers); the
-       repro               notebooks' exploration sections (report's widgets over api);
-                           ``dvc repro`` with independent stages side by side
+       repro, ci_project   notebooks' exploration sections (report's widgets over api);
+                           ``dvc repro`` with independent stages side by side; ``make
+                           check`` on the ci profile in a project of its own
    10  stages/, replay,    the stage registry and its command line; replaying your own traces;
        api                 the few calls a notebook cell makes (small live runs, tidy frames)
     9  report/             papermill runner and the notebook registry, report sections and
@@ -58,6 +59,7 @@ LAYERS: dict[str, int] = {
     "api": 10,
     "sweep": 11,
     "repro": 11,
+    "ci_project": 11,
     "explorers": 11,
     "cli": 12,
 }
