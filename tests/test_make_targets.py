@@ -1,17 +1,22 @@
-"""``make claim`` and ``make check-ci`` as a reviewer runs them, on the ci profile.
+"""``make claim``, ``make check-ci`` and a Ctrl-C in ``make repro``, run as a reviewer runs
+them, on the ci profile.
 
 ``make claim KEY=...`` runs in a copy of the built ci project (``tests/conftest.py``'s
 ``ci_project``) through the Makefile itself (``make -o params``: on the project's ci params,
 with this virtualenv): a key measured by a foreach group recomputes the group's items and
 judges the claim; a key no stage measures and a key with shell syntax run nothing. ``make
 check-ci``'s own folder handling (:mod:`workbench.ci_project`) refuses what it must not
-replace; CI runs the whole ``make check-ci`` after the suite (``.ci/run``).
+replace; CI runs the whole ``make check-ci`` after the suite (``.ci/run``). A Ctrl-C sent to
+``make repro``'s process group while a stage runs leaves ``git status`` clean.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -88,3 +93,38 @@ def test_check_ci_replaces_only_its_own_folder(tmp_path: Path) -> None:
     assert "name: ci" in (root / "params.yaml").read_text()
     (root / "stale").write_text("x")
     assert not (ci_project.prepare(tmp_path / "new", REPO_ROOT, None) / "stale").exists()
+
+
+def test_ctrl_c_in_make_repro_mid_stage_leaves_git_status_clean(project: Path) -> None:
+    """Issue 68: DVC deletes a stage's outputs before its command; a Ctrl-C (SIGINT to the
+    foreground process group, as a terminal sends it) while the stage runs must leave every
+    committed file as it was, ``dvc.lock`` included."""
+    import yaml
+
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["experiments"]["dataset_stats"]["rank_points"] += 1  # stale: its stages rerun
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "params.yaml", "dvc.yaml", "dvc.lock", "results", "reports"],
+                   cwd=project, check=True)
+    subprocess.run([*git, "commit", "-qm", "committed"], cwd=project, check=True)
+    proc = subprocess.Popen(ci_project.make_command("repro"), cwd=project,
+                            env=ci_project.tool_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    seen = []
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 300
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith("Running stage 'dataset_stats@") or time.monotonic() > deadline:
+            break
+    time.sleep(1.0)  # the stage's command is running: DVC has deleted its outputs
+    os.killpg(proc.pid, signal.SIGINT)
+    rest, _ = proc.communicate(timeout=180)
+    out = "".join(seen) + rest
+    assert proc.returncode != 0, out
+    assert "Running stage 'dataset_stats@" in out, out
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                            cwd=project, capture_output=True, text=True, check=True).stdout
+    assert status == "", f"{status}\n{out}"
+    assert "outputs from before the run are back" in out, out
