@@ -129,6 +129,16 @@ def test_params_overrides_and_errors(tmp_path) -> None:
     assert cfg.cache.ratio == 0.5 and cfg.profile.name == "ci"
     with pytest.raises(ConfigError, match="is not key=value"):
         load(["dataset"], params=params)
+    # a group's choice on a composed file: refused, never dropped for a later dataset.x=...
+    with pytest.raises(ConfigError, match="dataset=local: a config group's choice.*leave "
+                       "--params out.*--dataset NAME"):
+        load(["dataset=local", "dataset.name=mine"], params=params)
+    with pytest.raises(ConfigError, match="cache=lfu: a config group's choice"):
+        load(["cache=lfu"], params=params)
+    with pytest.raises(ConfigError, match="experiments.esd is a section of params.yaml, not a "
+                       "value; set its keys"):
+        load(["experiments.esd=3"], params=params)
+    assert load(["cache={ratio: 0.25}"], params=params).cache.ratio == 0.25
     with pytest.raises(ConfigError, match="not found"):
         load(params=tmp_path / "missing.yaml")
 

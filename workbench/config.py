@@ -346,6 +346,7 @@ def load(overrides: list[str] | None = None, params: Path | str | None = None) -
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise ConfigError(f"override {bad[0]!r} is not key=value")
+    _no_group_choice(cfg, overrides, path)
     try:
         dotlist = OmegaConf.from_dotlist(overrides)
     except Exception as err:  # yaml's and omegaconf's parse errors: one line, not a trace
@@ -353,6 +354,26 @@ def load(overrides: list[str] | None = None, params: Path | str | None = None) -
                           f"({' '.join(str(err).split())[:200]}); write values as YAML, e.g. "
                           "cache.ratio=0.1 or 'experiments.esd.dispatchers=[random]'") from None
     return validate(cast(DictConfig, OmegaConf.merge(cfg, dotlist)))
+
+
+def _no_group_choice(cfg: DictConfig, overrides: list[str], path: Path) -> None:
+    """Refuse ``key=value`` where ``key`` is a section of the params file and ``value`` is not a
+    mapping: on a composed file a config group's choice (``dataset=local``) has nothing to
+    select, and OmegaConf would drop it silently when a later ``dataset.x=...`` sets the same
+    section."""
+    for override in overrides:
+        key, _, value = override.partition("=")
+        node = OmegaConf.select(cfg, key.lstrip("+~"), default=None)
+        if not isinstance(node, DictConfig) or value.strip().startswith("{"):
+            continue
+        if (CONF_DIR / key).is_dir():
+            raise ConfigError(f"{override}: a config group's choice, which a composed params "
+                              f"file ({path.name}) cannot apply; leave --params out (the stage "
+                              f"composes workbench/conf/ with {override}, add profile=ci for "
+                              "the ci sizes)" + (", or --dataset NAME for a dataset of the "
+                                                  "file's datasets" if key == "dataset" else ""))
+        raise ConfigError(f"{override}: {key} is a section of {path.name}, not a value; set "
+                          f"its keys ({key}.<name>=...)")
 
 
 #: The deepest nesting a params file may have (``params.yaml`` has 6 levels).
