@@ -106,6 +106,27 @@ def test_empty_histories_of_a_session_log_are_not_a_dedup_factor(
             "deduplicates nothing there") in proc.stderr
 
 
+def test_recd_with_no_preprocess_size_that_fits_says_which_does_and_it_works(
+        session_log: tuple[Path, tuple[str, ...]]) -> None:
+    """Every preprocess batch size larger than the rows: the stage used to skip them all at
+    INFO and the notebook ended in KeyError 'ikjt'; now one line with a size that fits, which
+    works when followed."""
+    import re
+
+    tmp, args = session_log
+    assert stage(tmp, "dedup", *args, *RECD).returncode == 0
+    base = [a for a in RECD_TRAIN if "preprocess_batch_sizes" not in a]
+    last = failed_with(stage(tmp, "recd", *args, *base,
+                             "experiments.recd.preprocess_batch_sizes=[100000]"),
+                       "DatasetTooSmall: ", "one batch of the smallest of experiments.recd."
+                       "preprocess_batch_sizes = [100000]")
+    fix = re.search(r"set (experiments\.recd\.preprocess_batch_sizes=\[\d+\])", last)
+    assert fix, last
+    assert not (tmp / "results" / "recd" / "local").exists()
+    proc = stage(tmp, "recd", *args, *base, fix.group(1))
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_per_sample_histories_count_only_their_non_empty_rows(
         session_log: tuple[Path, tuple[str, ...]]) -> None:
     """With per-sample histories only each session's first click has an empty one: those rows

@@ -419,11 +419,18 @@ def run(partitions: Path, out: Path, exp: RecdConfig, seed: int,
             sessions = (partitions / part.SESSION_LAYOUT
                         if layout == "clustered" and (partitions / part.SESSION_LAYOUT).is_dir()
                         else None)
+            usable = min(exp.preprocess_rows, table.num_rows)
+            require_samples(usable, min(exp.preprocess_batch_sizes), meta["dataset"],
+                            "one batch of the smallest of experiments.recd."
+                            f"preprocess_batch_sizes = {list(exp.preprocess_batch_sizes)}",
+                            f"set experiments.recd.preprocess_batch_sizes=[{usable}] or "
+                            "smaller sizes (experiments.recd.preprocess_rows = "
+                            f"{exp.preprocess_rows} caps the rows read)")
             for size in exp.preprocess_batch_sizes:
-                count = min(exp.preprocess_rows, table.num_rows) // size
+                count = usable // size
                 if count < 1:
-                    log.info("preprocess batch size %d skipped: %s has %d rows", size,
-                             meta["dataset"], table.num_rows)
+                    log.warning("preprocess batch size %d skipped: %s has %d rows (the notebook "
+                                "shows the sizes that fit)", size, meta["dataset"], usable)
                     continue
                 pre = preprocess_timing(read_batches(table, meta, size, count, sessions), meta,
                                         transforms, exp.repeats)
