@@ -138,7 +138,8 @@ def test_session_clicks_without_buys_warn_and_label_zero(
     with caplog.at_level(logging.WARNING, logger="workbench.data.formats.session_logs"):
         t = parse("session_clicks", [clicks])
     assert (t.frame["label"] == 0.0).all() and len(t.frame) == 13
-    assert "key-based experiments (embedding cache, dedup, dispatch)" in caplog.text
+    assert "only serves the stages that need no labels (het-cache, dedup, recd, flexshard)" \
+        in caplog.text
 
 
 def test_session_clicks_malformed_rows(tmp_path: Path) -> None:

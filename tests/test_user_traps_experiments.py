@@ -71,6 +71,34 @@ def session_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[s
     return tmp, args
 
 
+def test_a_key_only_session_log_runs_every_stage_its_warning_names(tmp_path: Path) -> None:
+    """Issue 68: a session log without its purchases file is labelled all 0. The prepare
+    warning named "dispatch" among what it serves, and the esd stage then ended in
+    SingleClassError; now the warning and the trainer's error name the same stages, and each
+    of them runs on it."""
+    import re
+
+    from workbench.data.schema import LABEL_FREE_STAGES
+
+    folder = tmp_path / "own"
+    folder.mkdir()
+    (folder / "clicks.dat").write_text(session_clicks()[0])
+    args = ("profile=ci", "dataset=local", f"dataset.path={folder}",
+            "dataset.format=session_clicks", "dataset.files=[clicks.dat]",
+            "dataset.history_length=10")
+    proc = stage(tmp_path, "prepare", *args)
+    assert proc.returncode == 0, proc.stderr
+    named = re.search(r"only serves the stages that need no labels \(([^)]*)\)", proc.stderr)
+    assert named and named.group(1).split(", ") == list(LABEL_FREE_STAGES), proc.stderr
+    for name in LABEL_FREE_STAGES:
+        proc = stage(tmp_path, name, *args)
+        assert proc.returncode == 0, f"{name}: {proc.stderr[-1500:]}"
+    last = failed_with(stage(tmp_path, "het-train", *args, "cluster.compute=flops",
+                             "cluster.software=off"),
+                       "SingleClassError: ", f"need no labels ({named.group(1)})")
+    assert "esd" not in last.split("need no labels")[1]
+
+
 def _group(tmp: Path, results: str = "results") -> pd.Series:
     frame = pd.read_csv(tmp / results / "dedup" / "local" / "dedup.csv")
     return frame[(frame.group == "hist_item_id") & (frame.layout == "clustered")

@@ -37,6 +37,9 @@ import pandas as pd
 from workbench.utils.errors import MissingInputError, UserError
 
 LABEL = "label"
+#: The stages that need no labels (they replay or count keys, or time a step): what a dataset
+#: of one label class (a session log without purchases) can run; every other stage reports AUC.
+LABEL_FREE_STAGES = ("het-cache", "dedup", "recd", "flexshard")
 SESSION = "session"
 TIMESTAMP = "timestamp"
 META_FILE = "meta.json"

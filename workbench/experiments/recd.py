@@ -429,8 +429,10 @@ def run(partitions: Path, out: Path, exp: RecdConfig, seed: int,
             for size in exp.preprocess_batch_sizes:
                 count = usable // size
                 if count < 1:
-                    log.warning("preprocess batch size %d skipped: %s has %d rows (the notebook "
-                                "shows the sizes that fit)", size, meta["dataset"], usable)
+                    log.warning("preprocess batch size %d skipped: more than the %d rows read "
+                                "of %s's %d (experiments.recd.preprocess_rows = %d); the "
+                                "notebook shows the sizes that fit", size, usable,
+                                meta["dataset"], table.num_rows, exp.preprocess_rows)
                     continue
                 pre = preprocess_timing(read_batches(table, meta, size, count, sessions), meta,
                                         transforms, exp.repeats)

@@ -85,7 +85,7 @@ from workbench.cluster.routes import DenseRoute, Routes, SparseRoute
 from workbench.cluster.time_model import ComputeCost, SoftwareCost
 from workbench.data.keys import sample_keys
 from workbench.data.preprocess import read_split
-from workbench.data.schema import LABEL, DatasetMeta
+from workbench.data.schema import LABEL, LABEL_FREE_STAGES, DatasetMeta
 from workbench.dispatch.base import Dispatcher
 from workbench.dispatch.registry import DispatcherSpec
 from workbench.models.config import ModelConfig
@@ -316,8 +316,8 @@ def load_split(processed: Path, meta: DatasetMeta, split: str, limit: int | None
             f"dataset {meta.name}: every {split} label of the {labels.size:,} rows read is "
             f"{float(labels[0]) + 0.0:g}, one class: AUC, which this stage reports, is undefined; "
             "give labelled data (a session log needs its purchases or buys file among "
-            "dataset.files), or run the stages that need no labels (het-cache, dedup, recd, "
-            "flexshard)")
+            "dataset.files), or run the stages that need no labels "
+            f"({', '.join(LABEL_FREE_STAGES)})")
     return Split(dense=frame[meta.dense].to_numpy(np.float32),
                  keys=sample_keys(frame, meta), labels=labels)
 

@@ -89,6 +89,7 @@ from workbench.data.formats.engine import (
 from workbench.data.formats.sniff import describe_file
 from workbench.data.schema import (
     LABEL,
+    LABEL_FREE_STAGES,
     SESSION,
     TIMESTAMP,
     MalformedInputError,
@@ -120,8 +121,8 @@ DIGINETICA_PURCHASES_HEADER = ("sessionId", "userId", "timeframe", "eventdate", 
 ISO_UTC_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?Z$"
 _DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 _EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
-_KEY_ONLY = ("only serves the key-based experiments (embedding cache, dedup, dispatch), not "
-             "training for AUC")
+_KEY_ONLY = ("only serves the stages that need no labels (" + ", ".join(LABEL_FREE_STAGES)
+             + "), not training for AUC")
 
 #: What each format expects, in the words of the error a parse without good rows raises.
 EXPECTS: dict[str, str] = {
