@@ -23,6 +23,7 @@ from helpers.public_sources import TAOBAO_TAIL, mirror_file, serve, served_path,
 from workbench.data import download
 from workbench.data.download import (
     SOURCE_BASE_ENV,
+    UPSTREAM_DIR,
     ChecksumError,
     DownloadError,
     acquire,
@@ -290,3 +291,42 @@ def test_no_mirror_and_no_network_names_files_urls_and_the_fix(tmp_path: Path,
     assert "no mirror folder is set" in message and f"{MIRRORS_ENV}=" in message
     assert len(info.value.tried) == len(source.files)
     assert not (tmp_path / "out").exists() or leftovers(tmp_path / "out") == []
+
+
+def test_every_samples_offline_hint_followed_literally_works(
+        internet: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 68: offline, each sample's message says which URL to download elsewhere and under
+    which name in a mirror folder; done literally (the bytes of that URL, unchanged, there), the
+    next offline run takes them. Taobao's hint names the upstream (its file is derived: the
+    upstream's cut last line dropped), which used to be refused when copied as the derived
+    name, and a mirror was looked up only by the derived name."""
+    import re
+
+    mirror = tmp_path / "elsewhere"
+    for source in SAMPLES:
+        with pytest.raises(DownloadError) as info:
+            acquire(source, tmp_path / source.name, progress=False, offline=True)
+        steps = re.findall(r"(https://\S+) into a folder as (\S+?)[,;]", str(info.value))
+        assert len(steps) == len(source.files), str(info.value)
+        for url, name in steps:
+            (mirror / name).parent.mkdir(parents=True, exist_ok=True)
+            (mirror / name).write_bytes(served_path(internet, url).read_bytes())  # "download"
+        monkeypatch.setenv(MIRRORS_ENV, str(mirror))
+        paths = acquire(source, tmp_path / source.name, progress=False, offline=True,
+                        mirrors=mirror_folders())
+        monkeypatch.delenv(MIRRORS_ENV)
+        for f, p in zip(source.files, paths):
+            assert check_file(p, f) is None, p
+    assert (tmp_path / TAOBAO_SAMPLE.name / UPSTREAM_DIR).is_dir()  # derived from the upstream
+
+
+def test_offline_a_kept_upstream_is_derived_from(internet: Path, tmp_path: Path) -> None:
+    """The online path keeps a derived file's upstream in ``.upstream/``; offline, with the
+    derived file gone, it is derived again from the kept upstream, not refused."""
+    out = tmp_path / "downloads"
+    first = acquire(TAOBAO_SAMPLE, out, progress=False)
+    kept = first[0].read_bytes()
+    assert (out / UPSTREAM_DIR).is_dir()
+    first[0].unlink()
+    again = acquire(TAOBAO_SAMPLE, out, progress=False, offline=True)
+    assert again[0].read_bytes() == kept

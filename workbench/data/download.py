@@ -317,7 +317,7 @@ def fetch(
             )
         log.warning("%s is present but does not verify (%s); fetching it again", final, problem)
 
-    copied = _from_mirror(file, final, mirrors)
+    copied = _from_mirror(file, final, mirrors) or _from_upstream_at_hand(file, dest_dir, mirrors)
     if copied is not None:
         return copied
     if offline:
@@ -409,6 +409,27 @@ def _from_mirror(file: RemoteFile, final: Path, folders: Sequence[Path]) -> Path
 
         return _place_verified(_read_chunks(candidate), final, file,
                                f"copied from the mirror {candidate}", refusal)
+    return None
+
+
+def _from_upstream_at_hand(file: RemoteFile, dest_dir: Path,
+                           mirrors: Sequence[Path]) -> Path | None:
+    """``file`` derived from an upstream already at hand, without the network: kept in
+    ``dest_dir/.upstream/`` by an earlier run, or in a mirror folder under the upstream's own
+    name (the file a user downloads from the upstream URL the hint names).
+
+    Returns:
+        The derived, verified file; ``None`` when no upstream is at hand.
+
+    Raises:
+        ChecksumError: an upstream at hand does not verify (nothing is derived from it).
+    """
+    for upstream in file.upstreams:
+        try:
+            source = fetch(upstream.file, dest_dir / UPSTREAM_DIR, offline=True, mirrors=mirrors)
+        except DownloadError:
+            continue
+        return _derive(upstream, source, dest_dir / file.name, file)
     return None
 
 

@@ -453,13 +453,26 @@ def github_raw(repo: str, commit: str, path: str) -> str:
     return f"https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 
 
+def _mirror_line(file: RemoteFile, mirror_dir: str) -> str:
+    """Where a mirror folder holds ``file``: its own URL saved under its name, or (a file
+    derived from an upstream, with no URL of its own) the upstream's URL saved under the
+    upstream's name, from which it is derived."""
+    if file.urls:
+        return f"{file.urls[0]} into a folder as {mirror_dir}/{file.name}"
+    upstream = file.upstreams[0]
+    how = ("its last, cut line dropped" if isinstance(upstream.derive, DropPartialLastLine)
+           else f"its member {upstream.derive.member}")
+    return (f"{upstream.urls[0]} into a folder as {mirror_dir}/{upstream.name}, unchanged "
+            f"({file.name} is derived from it: {how})")
+
+
 def _sample(name: str, title: str, format: str, files: tuple[RemoteFile, ...], *,
             mirror_dir: str, licence: str, homepage: str) -> DatasetSource:
     """A real sample's source; its hint lays out a mirror folder from ``mirror_dir`` and the
     files' names."""
-    listed = ", ".join(f"{mirror_dir}/{f.name}" for f in files)
-    hint = (f"With no network, copy the files from those URLs elsewhere into a folder as {listed} "
-            f"and name it: {MIRRORS_ENV}=/path/to/folder make repro.")
+    listed = "; ".join(_mirror_line(f, mirror_dir) for f in files)
+    hint = (f"With no network here, download elsewhere {listed}; then name that folder: "
+            f"{MIRRORS_ENV}=/path/to/folder make repro.")
     return DatasetSource(name=name, title=title, format=format, files=files, manual_hint=hint,
                          licence=licence, homepage=homepage, mirror_dir=mirror_dir)
 
