@@ -184,6 +184,38 @@ def test_calibrate_writes_a_file_the_clock_reads(tmp_path: Path) -> None:
         source="off")
 
 
+def test_an_own_calibration_keeps_what_another_profile_measured(tmp_path: Path) -> None:
+    """Issue 68: calibrating one's own data under one profile, then under another (a model of
+    another configuration, another width) used to replace the first run's file, so the first
+    profile's next stage failed again. An own calibration keeps the earlier entries; the
+    pipeline's (``keep_earlier`` off) is still replaced whole."""
+    from workbench.experiments.config import CalibrationConfig
+
+    exp = CalibrationConfig(batch_sizes=[4, 8], repeats=1, warmup=0, software_sizes=[1, 8])
+    first = _shape()
+    second = clock.ModelShape("wdl", dataclasses.replace(first.model, deep_mlp=[32]), 13, 26)
+    wider = _shape(16)
+    own = tmp_path / "calibrate" / "mine"
+    calibrate.run(own, exp, shapes=[first], wire_dims=[8], seed=0, keep_earlier=True)
+    calibrate.run(own, exp, shapes=[second, wider], wire_dims=[16], seed=0, keep_earlier=True)
+    cal = Calibration.load(own)
+    for shape in (first, second, wider):  # every configuration measured so far is read
+        assert cal.compute_cost(shape.key, clock.fingerprint(shape.model)).per_sample_s >= 0
+    assert set(cal.software) == {"D8", "D16"}
+    assert [e["fingerprint"] for e in cal.kept[first.key]] == [clock.fingerprint(first.model)]
+    # the first configuration again: it is current, the second kept; nothing is duplicated
+    calibrate.run(own, exp, shapes=[first], wire_dims=[8], seed=0, keep_earlier=True)
+    again = Calibration.load(own)
+    assert again.compute[first.key]["fingerprint"] == clock.fingerprint(first.model)
+    assert [e["fingerprint"] for e in again.kept[first.key]] == [clock.fingerprint(second.model)]
+    pipeline = tmp_path / "calibration"
+    calibrate.run(pipeline, exp, shapes=[first], wire_dims=[8], seed=0)
+    calibrate.run(pipeline, exp, shapes=[second], wire_dims=[8], seed=0)
+    assert "kept" not in json.loads((pipeline / "calibration.json").read_text())
+    with pytest.raises(ConfigError, match="different model configuration"):
+        Calibration.load(pipeline).compute_cost(first.key, clock.fingerprint(first.model))
+
+
 def test_a_picked_dataset_reads_its_own_calibration_else_the_pipelines(tmp_path: Path) -> None:
     from workbench.cluster.calibration import calibration_dir, own_dir, pipeline_dir
 

@@ -24,9 +24,14 @@ calibrated into its own file, never into the pipeline's:
     results/calibrate/<NAME>/calibration.json     calibrate --dataset NAME (or dataset=...)
 
 and a stage run on a picked dataset reads that dataset's own file when there is one, else the
-pipeline's (the same model on the same dataset shape costs the same). A model whose configuration
-changed since the calibration (its fingerprint differs) or a width that was never measured is an
-error naming the command that fixes it, never a silent fallback.
+pipeline's (the same model on the same dataset shape costs the same). Calibrating a picked dataset
+again keeps what the earlier runs measured and this one did not: a compute entry measured with
+another model configuration (another profile's model, say) moves to ``kept`` (by key, one entry
+per fingerprint), so running the ci profile after the default one (or the reverse) never takes
+away the other's calibration; the pipeline's file is replaced whole and has no ``kept``.
+
+A model whose configuration changed since the calibration (its fingerprint differs) or a width
+that was never measured is an error naming the command that fixes it, never a silent fallback.
 """
 
 from __future__ import annotations
@@ -96,6 +101,8 @@ class Calibration:
         settings: batch sizes, repeats, threads of the measurement.
         compute: model timings by [`compute_key`][].
         software: software costs by [`software_key`][].
+        kept: an own calibration's earlier compute entries of other model configurations, by
+            key (see the module docstring); empty in the pipeline's.
     """
 
     path: Path
@@ -103,6 +110,7 @@ class Calibration:
     settings: dict[str, Any] = field(default_factory=dict)
     compute: dict[str, dict[str, Any]] = field(default_factory=dict)
     software: dict[str, dict[str, Any]] = field(default_factory=dict)
+    kept: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, directory: Path) -> Calibration:
@@ -120,7 +128,8 @@ class Calibration:
         try:
             data = json.loads(path.read_text())
             return cls(path=path, machine=data["machine"], settings=data["settings"],
-                       compute=data["compute"], software=data["software"])
+                       compute=data["compute"], software=data["software"],
+                       kept=data.get("kept", {}))
         except (json.JSONDecodeError, KeyError, TypeError) as err:
             raise ConfigError(f"{path}: not a calibration file ({err}); rerun "
                               f"{RECALIBRATE}") from None
@@ -132,6 +141,8 @@ class Calibration:
             ConfigError: never measured, or measured with a different model configuration.
         """
         entry = self.compute.get(key)
+        entry = next((e for e in self.kept.get(key, []) if e["fingerprint"] == fingerprint),
+                     entry)
         if entry is None:
             raise ConfigError(f"{self.path} has no compute timing for {key} (measured: "
                               f"{sorted(self.compute)}); run {RECALIBRATE}")
@@ -157,7 +168,28 @@ class Calibration:
                             float(entry["server_message_s"]), float(entry["server_row_s"]),
                             source=f"measured at D = {dim}")
 
+    def keeping(self, earlier: Calibration) -> Calibration:
+        """This run's measurements with what ``earlier`` (the same own file, before) measured
+        and this run did not: its other keys and widths as they were, and its entries of a
+        key this run measured with another fingerprint in ``kept`` (one per fingerprint)."""
+        compute = {**earlier.compute, **self.compute}
+        software = {**earlier.software, **self.software}
+        kept: dict[str, list[dict[str, Any]]] = {}
+        for key in sorted({*earlier.kept, *self.kept, *earlier.compute}):
+            entries = [*self.kept.get(key, []), *earlier.kept.get(key, [])]
+            if key in earlier.compute:
+                entries.insert(0, earlier.compute[key])
+            current = compute[key]["fingerprint"]
+            unique = {e["fingerprint"]: e for e in reversed(entries)
+                      if e["fingerprint"] != current}
+            if unique:
+                kept[key] = [unique[f] for f in sorted(unique)]
+        return Calibration(path=self.path, machine=self.machine, settings=self.settings,
+                           compute=dict(sorted(compute.items())),
+                           software=dict(sorted(software.items())), kept=kept)
+
     def to_dict(self) -> dict[str, Any]:
-        """The file's content."""
-        return {"machine": self.machine, "settings": self.settings, "compute": self.compute,
-                "software": self.software}
+        """The file's content (``kept`` only when it holds something)."""
+        out = {"machine": self.machine, "settings": self.settings, "compute": self.compute,
+               "software": self.software}
+        return {**out, "kept": self.kept} if self.kept else out

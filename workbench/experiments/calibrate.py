@@ -45,6 +45,7 @@ from workbench.models.ctr import build_model, flops_per_sample
 from workbench.training.clock import ModelShape, fingerprint
 from workbench.training.trainer import dense_optimizer
 from workbench.utils.timing import cpu_model
+from workbench.utils.validation import ConfigError
 
 log = logging.getLogger(__name__)
 def time_model_step(shape: ModelShape, batch_sizes: list[int], repeats: int, warmup: int,
@@ -92,18 +93,21 @@ def machine() -> dict[str, Any]:
 
 
 def run(out: Path, exp: CalibrationConfig, *, shapes: list[ModelShape], wire_dims: list[int],
-        seed: int, progress: bool = False) -> Calibration:
+        seed: int, progress: bool = False, keep_earlier: bool = False) -> Calibration:
     """The ``calibrate`` stage: measure and write ``out/calibration.json`` (atomically).
 
     Args:
-        out: ``results/calibration`` (the pipeline's) or ``results/calibrate/<dataset>`` (a
-            picked dataset's own), replaced whole: one file holds one run's measurements and
-            the machine and settings they were taken with.
+        out: ``results/calibration`` (the pipeline's, replaced whole: one file holds one
+            run's measurements and the machine and settings they were taken with) or
+            ``results/calibrate/<dataset>`` (a picked dataset's own, ``keep_earlier``).
         exp: batch sizes, repeats and threads of the measurement.
         shapes: the models and dataset shapes the experiments run (see [`required`][]).
         wire_dims: the embedding widths whose software cost is measured.
         seed: seeds the random inputs.
         progress: show a progress bar.
+        keep_earlier: keep what the file at ``out`` measured and this run does not
+            ([`Calibration.keeping`][workbench.cluster.calibration.Calibration.keeping]): an
+            own calibration run under another profile leaves the first profile's entries.
     """
     from tqdm.auto import tqdm
 
@@ -141,6 +145,11 @@ def run(out: Path, exp: CalibrationConfig, *, shapes: list[ModelShape], wire_dim
     calibration = Calibration(path=out / "calibration.json", machine=machine(),
                               settings=settings, compute=dict(sorted(compute.items())),
                               software=dict(sorted(software.items())))
+    if keep_earlier and (out / "calibration.json").is_file():
+        try:
+            calibration = calibration.keeping(Calibration.load(out))
+        except ConfigError as err:
+            log.warning("%s; it is replaced by this run's measurements", err)
     with atomic_dir(out) as tmp:
         write_json(tmp / "calibration.json", calibration.to_dict())
     return calibration

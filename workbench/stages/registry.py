@@ -216,7 +216,7 @@ def _calibrate(run: StageRun) -> Path:
     results = run.cfg.paths.resolve("results")
     out = own_dir(results, run.dataset.name) if run.picked else pipeline_dir(results)
     calibrate.run(out, exps.calibrate, shapes=shapes, wire_dims=dims, seed=run.seed,
-                  progress=run.progress)
+                  progress=run.progress, keep_earlier=run.picked)
     return out
 
 
