@@ -375,3 +375,24 @@ def test_a_byte_order_mark_is_read_past_in_every_header(tmp_path: Path, fmt: str
     plain = parser([tmp_path / "plain.csv"]).frame
     pd.testing.assert_frame_equal(parser([tmp_path / "bom.csv"]).frame, plain)
     assert len(plain) == 20
+
+
+@pytest.mark.parametrize("engine", ["streaming", "memory"])
+def test_duplicated_lines_across_the_split_are_counted_and_the_fix_works(
+        tmp_path: Path, engine: str) -> None:
+    """Issue 68: a file holding lines twice put the second copies in the test split with no
+    word; now both engines count the test rows equal to a train row, and the fix the warning
+    gives (drop repeated lines, keeping the order) leaves none."""
+    lines = criteo_lines(1000)
+    args = local(tmp_path, "train.txt", "\n".join(lines + lines[:100]) + "\n", "criteo_tsv")
+    proc = stage(tmp_path, "prepare", *args, f"dataset.engine={engine}")
+    assert proc.returncode == 0, proc.stderr
+    assert "100 of the 110 test rows (90.9%) equal a train row in every column" in proc.stderr
+    fix = proc.stderr.split("keeping the order: ")[1].split(")")[0]
+    assert fix == "awk '!seen[$0]++' in > out"
+    src = tmp_path / "own" / "train.txt"
+    deduped = subprocess.run(["awk", "!seen[$0]++", str(src)], capture_output=True, text=True,
+                             check=True).stdout
+    src.write_text(deduped)
+    proc = stage(tmp_path, "prepare", *args, f"dataset.engine={engine}")
+    assert proc.returncode == 0 and "equal a train row" not in proc.stderr, proc.stderr

@@ -16,6 +16,9 @@
   rarer, unseen and missing tokens map to id 0. The cardinality is ``K + 1``. Sequence columns
   share the vocabulary of their item feature. Sources whose columns are already ids (the
   synthetic generator) pass their table sizes and skip the vocabulary.
+* **Duplicated rows across the split** are counted: a test row equal in every column to a
+  train row (a file holding some lines twice) scores the model on a row it trained on; the
+  stage warns with the count ([`warn_leaked_rows`][]) and leaves the rows as they are.
 * **Dense** values become ``log1p(max(x, 0))`` (facebookresearch/dlrm's transform), missing -> 0.
 * Parquet files are written with zstd compression and no wall-clock metadata, atomically, so the
   same input gives byte-identical files and a second ``dvc repro`` reruns nothing.
@@ -106,6 +109,30 @@ def _list_column(values: np.ndarray, offsets: np.ndarray) -> pd.Series:
     return pd.Series(pd.arrays.ArrowExtensionArray(array))
 
 
+def warn_leaked_rows(leaked: int, n_test: int) -> None:
+    """Warn that ``leaked`` of the ``n_test`` test rows equal a train row in every column."""
+    if leaked:
+        log.warning("%d of the %d test rows (%.1f%%) equal a train row in every column (lines "
+                    "the input holds more than once): the test AUC scores rows the model "
+                    "trained on; drop repeated lines from the input (keeping the order: awk "
+                    "'!seen[$0]++' in > out) if they are not meant", leaked, n_test,
+                    100.0 * leaked / max(n_test, 1))
+
+
+def leaked_rows(frame: pd.DataFrame, in_test: np.ndarray) -> int:
+    """The test rows of ``frame`` equal in every column to some train row (give it the scalar
+    columns: a hash of each row, then the rows whose hash a train row shares compared whole)."""
+    if not in_test.any() or in_test.all():
+        return 0
+    scalar = list(frame.columns)
+    hashes = pd.util.hash_pandas_object(frame, index=False).to_numpy()
+    candidates = in_test & np.isin(hashes, hashes[~in_test])
+    if not candidates.any():
+        return 0
+    train = frame.loc[~in_test, scalar].drop_duplicates()
+    return int(len(frame.loc[candidates, scalar].merge(train, on=scalar, how="inner")))
+
+
 def encode(raw: RawTable, *, test_fraction: float, min_count: int = 1,
            cardinalities: dict[str, int] | None = None) -> EncodedDataset:
     """Encode and split a parsed table.
@@ -128,6 +155,8 @@ def encode(raw: RawTable, *, test_fraction: float, min_count: int = 1,
     else:
         in_test[cut:] = True
     in_train = ~in_test
+    scalar = [c for c in frame.columns if c not in raw.sequences]  # histories left out
+    warn_leaked_rows(leaked_rows(frame[scalar], in_test), int(in_test.sum()))
     out: dict[str, np.ndarray | pd.Series] = {LABEL: frame[LABEL].to_numpy(np.float32)}
     for name in raw.dense:
         out[name] = dense_feature(pd.to_numeric(frame[name], errors="coerce").to_numpy(np.float64))

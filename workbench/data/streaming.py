@@ -50,7 +50,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from workbench.data.preprocess import RowGroupWriter, dense_feature, id_type, split_point
+from workbench.data.preprocess import (
+    RowGroupWriter,
+    dense_feature,
+    id_type,
+    split_point,
+    warn_leaked_rows,
+)
 from workbench.data.schema import LABEL, SESSION, TIMESTAMP
 from workbench.utils.errors import UserError
 
@@ -304,6 +310,30 @@ def _signals_deferred(stop: threading.Event) -> Iterator[None]:
             signal.raise_signal(came[0])
 
 
+def _warn_leaked(con: Any, layout: TableLayout, is_test: str) -> None:
+    """[`warn_leaked_rows`][workbench.data.preprocess.warn_leaked_rows] for the ``rows`` table:
+    one hash of every row's scalar columns (kept with its position and split: 17 bytes a row),
+    the test rows whose hash a train row shares, and of those the ones equal to such a train row
+    in every scalar column (the few candidates compared column by column)."""
+    scalar = [LABEL, *layout.dense, *layout.categorical,
+              *([SESSION] if layout.has_session else []),
+              *([TIMESTAMP] if layout.has_timestamp else [])]
+    cols = ", ".join(map(_quote, scalar))
+    same = " AND ".join(f"r.{_quote(c)} IS NOT DISTINCT FROM c.{_quote(c)}" for c in scalar)
+    con.execute(f"CREATE TEMP TABLE row_hash AS SELECT hash({cols}) AS _h, {is_test} AS _t, "
+                f"{POS} AS _p FROM rows")
+    n_test, = con.execute("SELECT count(*) FROM row_hash WHERE _t").fetchone()
+    con.execute("CREATE TEMP TABLE leak_candidate AS SELECT _h, _p FROM row_hash WHERE _t AND "
+                "_h IN (SELECT _h FROM row_hash WHERE NOT _t)")
+    leaked, = con.execute(
+        f"SELECT count(*) FROM rows c JOIN leak_candidate k ON c.{POS} = k._p WHERE EXISTS ("
+        f"SELECT 1 FROM row_hash t JOIN rows r ON r.{POS} = t._p WHERE NOT t._t AND "
+        f"t._h = k._h AND {same})").fetchone()
+    con.execute("DROP TABLE leak_candidate")
+    con.execute("DROP TABLE row_hash")
+    warn_leaked_rows(int(leaked), int(n_test))
+
+
 def _encode_in_duckdb(con: Any, layout: TableLayout, out_dir: Path, n: int, *,
                       test_fraction: float, min_count: int, cardinalities: dict[str, int] | None,
                       history_length: int, row_group_rows: int, seconds: dict[str, float]
@@ -326,6 +356,7 @@ def _encode_in_duckdb(con: Any, layout: TableLayout, out_dir: Path, n: int, *,
     else:
         is_test = f"({POS} >= {cut})"
 
+    _warn_leaked(con, layout, is_test)
     cards: dict[str, int] = {}
     ids: dict[str, str] = {}
     joins: list[str] = []
