@@ -1,6 +1,6 @@
 # Two commands set everything up and run it:
 #   make repro   virtualenv + install + params.yaml from workbench/conf/ + dvc repro (the embedded default)
-#   make test    virtualenv + install (with dev extras) + the whole test suite
+#   make test    virtualenv + install (with dev extras) + the whole test suite (make test-fast: unit tests only)
 # make check recomputes the claims' stages (dvc repro -f, no notebook) and checks every claim against the committed one;
 # make check-ci does make repro then make check on the ci profile (minutes) in scratch/ci-check (CI runs it).
 # Also: make lab (JupyterLab on the notebooks), make notebooks (their .ipynb, for papermill),
@@ -15,7 +15,7 @@ PY     := $(BIN)/python
 # pytest workers: 2 cores here and in CI.
 JOBS   ?= 2
 
-.PHONY: repro check check-ci claim test signals lab notebooks params calibrate het-long install install-dev torchrec bench lint clean
+.PHONY: repro check check-ci claim test test-fast signals lab notebooks params calibrate het-long install install-dev torchrec bench lint clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -99,6 +99,12 @@ het-long: params
 	$(PY) -m workbench.stages het-long --params params.yaml
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc commit -f het_long
 
+# The contributor's loop: every module's unit tests, without the ci pipeline's build, notebooks,
+# the browser, network namespaces or the other slow end-to-end tests (under 3 minutes on 2 cores).
+FAST := not slow and not notebook and not browser and not pipeline and not netns
+test-fast: install-dev
+	$(BIN)/pytest -n $(JOBS) -q -m "$(FAST)" --durations=10
+
 # (pytest prints the 15 slowest tests at the end: where the suite's time goes)
 test: install-dev
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -n $(JOBS) -q --durations=15
@@ -128,7 +134,9 @@ notebooks/%.ipynb: notebooks/%.py $(VENV)/.installed
 lab: install notebooks
 	$(BIN)/jupyter lab notebooks/
 
-# Every benchmark at its defaults (JSON in benchmarks/results/): 14 min 7 s on a 2-core AMD
+# Every benchmark at its defaults (JSON in benchmarks/results/), then one committed record of the
+# run, benchmarks/results/<date>-<machine>.json, and docs/benchmarks.md's table from the newest
+# record (benchmarks/record.py): 14 min 7 s on a 2-core AMD
 # EPYC (issue 48, the plain pandas and DuckDB scripts beside the preprocess stage included); the
 # preprocess scaling at 1M and 2M rows only (its default goes to 45M rows: 11 GB of inputs and
 # most of an hour, run it by hand). benchmarks/plain_preprocess.py is not a benchmark of its
@@ -138,10 +146,12 @@ bench: install params
 	@start=$$(date +%s); PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro -q \
 	  preprocess@$$($(PY) -c "from workbench.config import load; print(load().experiments.esd.dataset)") \
 	  || exit 1; for b in benchmarks/*.py; do \
-	  case $$b in *plain_preprocess.py) continue;; \
+	  case $$b in *plain_preprocess.py|*record.py) continue;; \
 	    *preprocess_scaling.py) args="--sizes 1000000 2000000";; *) args="";; esac; \
 	  echo "== $$b $$args"; $(PY) $$b $$args || exit 1; \
-	done; echo "make bench: $$(( $$(date +%s) - start )) s"
+	done; echo "make bench: $$(( $$(date +%s) - start )) s"; \
+	$(PY) benchmarks/record.py --since $$start --seconds $$(( $$(date +%s) - start )) && \
+	$(PY) benchmarks/record.py --docs
 
 # Linter and type checker (versions pinned in the dev extra, configured in pyproject.toml).
 lint: install-dev

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from workbench import ci_project
+from workbench import ci_project as ci_build
 from workbench.config import compose, to_yaml, validate
 from workbench.utils.paths import REPO_ROOT
 
@@ -44,7 +44,7 @@ def ci_params(tmp_path: Path) -> Path:
 
 
 #: The log of the ci pipeline's ``python -m workbench.repro`` run, in the built project.
-REPRO_LOG = ci_project.REPRO_LOG
+REPRO_LOG = ci_build.REPRO_LOG
 
 
 def sh(args: list[str], cwd: Path, *, own_root: bool = False) -> str:
@@ -68,9 +68,9 @@ def _build_pipeline(root: Path) -> None:
     measured and committed as ``make calibrate`` and ``make het-long`` do, then ``python -m
     workbench.repro``, two stages at a time: every data and experiment stage, every notebook,
     the report). The runner's output goes to ``root/repro.log``."""
-    ci_project.copy_sources(REPO_ROOT, root)
-    (root / "params.yaml").write_text(ci_project.ci_params([shared_data_dir()]))
-    *steps, repro = ci_project.build_commands(jobs=2)
+    ci_build.copy_sources(REPO_ROOT, root)
+    (root / "params.yaml").write_text(ci_build.ci_params([shared_data_dir()]))
+    *steps, repro = ci_build.build_commands(jobs=2)
     for args in steps:
         sh(args, root)
     (root / REPRO_LOG).write_text(sh(repro, root))
@@ -134,13 +134,16 @@ _background: dict[str, subprocess.Popen[bytes]] = {}  # the build, in the worker
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
-    """Mark tests that execute notebooks (before ``-m``/``-k`` select); then, among the tests
+    """Mark tests that execute notebooks and those that read the built ci pipeline (before
+    ``-m``/``-k`` select: ``make test-fast`` leaves both out); then, among the tests
     selected, move those that read the built ci pipeline to the end and start building it in
     the background, so the other tests run while it builds (instead of every pytest-xdist
     worker waiting on the first one's build). A run that selects none of them builds nothing."""
     for item in items:
         if "notebook" in item.nodeid:
             item.add_marker(pytest.mark.notebook)
+        if any(f in getattr(item, "fixturenames", ()) for f in PIPELINE_FIXTURES):
+            item.add_marker(pytest.mark.pipeline)
     yield
     uses = [any(f in getattr(item, "fixturenames", ()) for f in PIPELINE_FIXTURES)
             for item in items]

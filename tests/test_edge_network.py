@@ -38,6 +38,7 @@ from workbench.utils.validation import ConfigError
 
 REASON = EdgeNetwork.available()
 needs_namespaces = pytest.mark.skipif(REASON is not None, reason=f"no edge network: {REASON}")
+pytestmark = pytest.mark.netns
 
 
 # ------------------------------------------------------------------------------------------

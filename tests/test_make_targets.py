@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench import ci_project
+from workbench import ci_project as ci_build
 from workbench.utils.errors import UserError
 from workbench.utils.paths import REPO_ROOT
 
@@ -37,7 +37,7 @@ def project(ci_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _make(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(ci_project.make_command(*args), cwd=root, env=ci_project.tool_env(),
+    return subprocess.run(ci_build.make_command(*args), cwd=root, env=ci_build.tool_env(),
                           capture_output=True, text=True, timeout=1800)
 
 
@@ -81,18 +81,18 @@ def test_check_ci_replaces_only_its_own_folder(tmp_path: Path) -> None:
     (mine / "keep.txt").parent.mkdir()
     (mine / "keep.txt").write_text("a user's file")
     with pytest.raises(UserError, match="not made by make check-ci"):
-        ci_project.prepare(mine, REPO_ROOT, None)
+        ci_build.prepare(mine, REPO_ROOT, None)
     assert (mine / "keep.txt").read_text() == "a user's file"
     with pytest.raises(UserError, match="holds this project"):
-        ci_project.prepare(REPO_ROOT.parent, REPO_ROOT, None)
+        ci_build.prepare(REPO_ROOT.parent, REPO_ROOT, None)
     with pytest.raises(UserError, match="no built ci project there"):
-        ci_project.prepare(tmp_path / "new", REPO_ROOT, tmp_path)
+        ci_build.prepare(tmp_path / "new", REPO_ROOT, tmp_path)
     # its own folder (marked) is replaced: a copy of the sources with the ci profile's params
-    root = ci_project.prepare(tmp_path / "new", REPO_ROOT, None)
+    root = ci_build.prepare(tmp_path / "new", REPO_ROOT, None)
     assert (root / "Makefile").is_file() and (root / ".git").is_dir()
     assert "name: ci" in (root / "params.yaml").read_text()
     (root / "stale").write_text("x")
-    assert not (ci_project.prepare(tmp_path / "new", REPO_ROOT, None) / "stale").exists()
+    assert not (ci_build.prepare(tmp_path / "new", REPO_ROOT, None) / "stale").exists()
 
 
 def test_ctrl_c_in_make_repro_mid_stage_leaves_git_status_clean(project: Path) -> None:
@@ -108,8 +108,8 @@ def test_ctrl_c_in_make_repro_mid_stage_leaves_git_status_clean(project: Path) -
     subprocess.run([*git, "add", "params.yaml", "dvc.yaml", "dvc.lock", "results", "reports"],
                    cwd=project, check=True)
     subprocess.run([*git, "commit", "-qm", "committed"], cwd=project, check=True)
-    proc = subprocess.Popen(ci_project.make_command("repro"), cwd=project,
-                            env=ci_project.tool_env(), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(ci_build.make_command("repro"), cwd=project,
+                            env=ci_build.tool_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     seen = []
     assert proc.stdout is not None
