@@ -35,6 +35,9 @@ from workbench.training.distributed import (
 from workbench.training.trainer import SystemSpec
 from workbench.utils.validation import ConfigError
 
+# end to end (real processes: a server, workers and their links): not in make test-fast
+pytestmark = pytest.mark.slow
+
 # ------------------------------------------------------------------------------------------
 # Shaped link
 # ------------------------------------------------------------------------------------------

@@ -77,6 +77,7 @@ def test_a_configuration_over_the_budget_is_refused_with_the_key(tmp_path: Path)
                               jobs=2, budget_gb=0.5, progress=False)
 
 
+@pytest.mark.slow  # about 40 s: every replay of the epoch twice
 def test_replays_side_by_side_equal_one_at_a_time(tmp_path: Path) -> None:
     rows = write_keys(tmp_path / "k.npy", SMALL, 0.001, 3000, 2, 1000)
     configs = het_epoch.replays(HetEpochConfig(workers=[2]), 2,

@@ -23,6 +23,9 @@ from workbench.data.schema import MalformedInputError
 from workbench.utils.paths import CONF_DIR, REPO_ROOT
 from workbench.utils.validation import ConfigError
 
+# end to end (each runs the command line or a module as a user does): not in make test-fast
+pytestmark = pytest.mark.slow
+
 SHARED = REPO_ROOT.parent / "shared" / "data"
 needs_samples = pytest.mark.skipif(not SHARED.exists(), reason="../shared/data is absent")
 

@@ -25,6 +25,9 @@ from workbench.arguments import ArgumentError
 from workbench.utils.errors import UserError, one_line
 from workbench.utils.paths import NOTEBOOK_DIR
 
+# end to end (each runs the command line or a module as a user does): not in make test-fast
+pytestmark = pytest.mark.slow
+
 KEYS = np.random.default_rng(0).integers(0, 1000, (2048, 4))
 
 

@@ -32,6 +32,9 @@ from workbench.data.schema import MalformedInputError
 from workbench.stages import cli
 from workbench.utils.io import DiskFullError
 
+# end to end (each runs the command line or a module as a user does): not in make test-fast
+pytestmark = pytest.mark.slow
+
 
 def leftovers(tmp: Path) -> list[str]:
     """Whatever a failed preprocess left under ``data/processed`` (temporaries included)."""

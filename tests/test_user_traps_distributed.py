@@ -21,6 +21,9 @@ from workbench.config import load
 from workbench.utils.paths import REPO_ROOT
 from workbench.utils.validation import ConfigError
 
+# end to end (real processes: a server, workers and their links): not in make test-fast
+pytestmark = pytest.mark.slow
+
 DC = "experiments.distributed_check"
 
 

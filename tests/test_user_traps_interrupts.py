@@ -20,6 +20,9 @@ from workbench.data.streaming import TableLayout, encode_streaming
 from workbench.utils.io import atomic_dir, atomic_path, writing
 from workbench.utils.paths import REPO_ROOT
 
+# end to end (each runs the command line or a module as a user does): not in make test-fast
+pytestmark = pytest.mark.slow
+
 LAYOUT = TableLayout(dense=("I1",), categorical=("C1",))
 
 

@@ -23,6 +23,9 @@ from workbench.utils.io import JournalError, atomic_dir, atomic_dirs, finish_com
 from workbench.utils.paths import inside
 from workbench.utils.validation import ConfigError
 
+# end to end (each runs the command line or a module as a user does): not in make test-fast
+pytestmark = pytest.mark.slow
+
 
 def _victim(tmp_path: Path) -> Path:
     victim = tmp_path / "home" / "precious"
