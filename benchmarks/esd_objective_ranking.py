@@ -71,7 +71,7 @@ def main() -> None:
     keys = sample_keys(read_split(processed, "train", columns=meta.categorical), meta)
     wire = cfg.models[exp.train_model].embedding_dim
     links = edge_cluster_config(exp, exp.workers, exp.bandwidth_spread)
-    cluster = edge_cluster(exp, links, table_rows(meta), exp.cache_ratio)
+    cluster = edge_cluster(exp, links, table_rows(meta), exp.cache_ratio, wire)
     caps = worker_capacities(links, exp.per_worker, "equal")
     disp = make_dispatcher("esd_exact", cluster, caps, wire_dim=wire)
     warm, steady, _ = warm_up(cluster, keys, disp, exp, wire)

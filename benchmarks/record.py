@@ -59,9 +59,13 @@ def slug(info: dict[str, Any]) -> str:
 
 
 def targets(name: str, result: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per ``meets_*`` verdict of a benchmark's JSON, with its ``target*`` values."""
-    values = {k: v for k, v in result.items() if k.startswith("target")
-              and isinstance(v, (int, float, str)) and not isinstance(v, bool)}
+    """One row per ``meets_*`` verdict of a benchmark's JSON, with its ``target*`` values and
+    those of a ``targets`` mapping."""
+    nested = result.get("targets") if isinstance(result.get("targets"), dict) else {}
+    values = {k: (", ".join(map(str, v)) if isinstance(v, list) else v)
+              for k, v in [*result.items(), *nested.items()]
+              if (k.startswith("target") or k in nested) and not isinstance(v, (bool, dict))
+              and isinstance(v, (int, float, str, list))}
     return [{"benchmark": name, "verdict": key, "met": bool(value), "targets": values}
             for key, value in sorted(result.items())
             if key.startswith("meets_") and isinstance(value, bool)]
