@@ -239,6 +239,37 @@ def test_a_stage_that_does_not_finish_gets_its_outputs_back(tmp_path: Path, mode
     assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["a"]  # no copy left
 
 
+COST_DVC = """
+import os, shutil, sys
+root, name = sys.argv[1], sys.argv[-1]
+shutil.rmtree(os.path.join(root, "results", name))       # DVC, before the command
+os.makedirs(os.path.join(root, "results", name))
+record = os.path.join(root, "results", "costs", name + ".json")
+with open(record + ".tmp", "w") as f:                     # the stage's own cost record,
+    f.write("this run")                                   # written atomically (a new inode)
+os.replace(record + ".tmp", record)
+sys.exit(2)  # then DVC did not take the output (a Ctrl-C right after the command ended)
+"""
+
+
+def test_a_stage_that_does_not_count_gets_its_cost_record_back(tmp_path: Path) -> None:
+    """Found by CI (issue 68): a Ctrl-C that reached DVC just after the stage's command ended
+    left the stage's new cost record (``results/costs/<stage>.json``, committed, not a DVC
+    output) beside its restored output. The runner keeps and restores the record too."""
+    out = _committed(tmp_path, "a")
+    before = _tree(out)
+    record = tmp_path / "results" / "costs" / "a.json"
+    record.parent.mkdir()
+    record.write_text("committed")
+    (tmp_path / "cost_dvc.py").write_text(COST_DVC)
+    stage = Stage("a", frozenset(), outs=("results/a",))
+    assert stage.guarded == ("results/a", "results/costs/a.json")
+    code = Scheduler([stage], 1, root=tmp_path,
+                     command=(sys.executable, str(tmp_path / "cost_dvc.py"), str(tmp_path))).run()
+    assert code == 1 and _tree(out) == before and record.read_text() == "committed"
+    assert sorted(p.name for p in record.parent.iterdir()) == ["a.json"]  # no copy left
+
+
 def test_an_interrupted_stage_gets_its_outputs_back(tmp_path: Path) -> None:
     import signal
     import time

@@ -109,6 +109,18 @@ class Stage:
     frozen: bool = False
     outs: tuple[str, ...] = ()
 
+    @property
+    def guarded(self) -> tuple[str, ...]:
+        """What the runner keeps and puts back: its outputs and the cost record its run writes
+        beside them (``<root>/costs/<name>.json`` under each output's root folder, e.g.
+        ``results/costs/esd.json``; committed with the results, though not a DVC output: a
+        stage stopped after it wrote the record but before DVC took its output would
+        otherwise leave the record of a run that did not count)."""
+        from workbench.stages.costs import COSTS_DIR
+
+        roots = dict.fromkeys(Path(out).parts[0] for out in self.outs if Path(out).parts)
+        return (*self.outs, *(f"{root}/{COSTS_DIR}/{self.name}.json" for root in roots))
+
 
 def load_pipeline(root: Path) -> list[Stage]:
     """The stages of the DVC project at ``root`` in ``dvc.yaml``'s order, from DVC's index."""
@@ -397,7 +409,8 @@ def _kept(root: Path, out: str) -> Path:
 
 
 def keep_outputs(root: Path, stage: Stage) -> None:
-    """Keep a hard-linked copy of each of ``stage``'s outputs beside it before DVC runs it.
+    """Keep a hard-linked copy of each of ``stage``'s outputs (and its cost record:
+    [`Stage.guarded`][workbench.repro.Stage.guarded]) beside it before DVC runs it.
 
     DVC deletes a stage's outputs before its command runs; a stage writes its new output whole
     and replaces the old one only at the end, so a failure or an interruption in between would
@@ -408,7 +421,7 @@ def keep_outputs(root: Path, stage: Stage) -> None:
 
     from workbench.utils.io import remove_path
 
-    for out in stage.outs:
+    for out in stage.guarded:
         path, kept = root / out, _kept(root, out)
         if kept.exists() and not kept.is_symlink() and not (path.exists()
                                                               or path.is_symlink()):
@@ -426,7 +439,7 @@ def drop_kept(root: Path, stage: Stage) -> None:
     """The stage finished: its kept copies go."""
     from workbench.utils.io import remove_path
 
-    for out in stage.outs:
+    for out in stage.guarded:
         remove_path(_kept(root, out))
 
 
@@ -436,7 +449,7 @@ def restore_kept(root: Path, stage: Stage) -> list[str]:
     from workbench.utils.io import remove_path
 
     back = []
-    for out in stage.outs:
+    for out in stage.guarded:
         path, kept = root / out, _kept(root, out)
         if not (kept.exists() and not kept.is_symlink()):
             continue
