@@ -256,18 +256,25 @@ def test_a_stage_that_does_not_count_gets_its_cost_record_back(tmp_path: Path) -
     """Found by CI (issue 68): a Ctrl-C that reached DVC just after the stage's command ended
     left the stage's new cost record (``results/costs/<stage>.json``, committed, not a DVC
     output) beside its restored output. The runner keeps and restores the record too."""
-    out = _committed(tmp_path, "a")
+    out = _committed(tmp_path, "esd")
     before = _tree(out)
-    record = tmp_path / "results" / "costs" / "a.json"
+    record = tmp_path / "results" / "costs" / "esd.json"
     record.parent.mkdir()
     record.write_text("committed")
     (tmp_path / "cost_dvc.py").write_text(COST_DVC)
-    stage = Stage("a", frozenset(), outs=("results/a",))
-    assert stage.guarded == ("results/a", "results/costs/a.json")
+    # the record's place is the stage registry's (costs_root), not a guess from the outputs
+    assert Stage("notebook@esd", frozenset(), outs=("reports/notebooks/esd.ipynb",)).guarded \
+        == ("reports/notebooks/esd.ipynb", "results/costs/notebook@esd.json")
+    assert Stage("preprocess@x", frozenset(), outs=("data/processed/x",)).guarded \
+        == ("data/processed/x", "data/costs/preprocess@x.json")
+    assert Stage("report", frozenset(), outs=("reports/README.md",)).guarded == \
+        ("reports/README.md",)  # the report records no cost
+    stage = Stage("esd", frozenset(), outs=("results/esd",))
+    assert stage.guarded == ("results/esd", "results/costs/esd.json")
     code = Scheduler([stage], 1, root=tmp_path,
                      command=(sys.executable, str(tmp_path / "cost_dvc.py"), str(tmp_path))).run()
     assert code == 1 and _tree(out) == before and record.read_text() == "committed"
-    assert sorted(p.name for p in record.parent.iterdir()) == ["a.json"]  # no copy left
+    assert sorted(p.name for p in record.parent.iterdir()) == ["esd.json"]  # no copy left
 
 
 def test_an_interrupted_stage_gets_its_outputs_back(tmp_path: Path) -> None:

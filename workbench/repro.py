@@ -112,14 +112,19 @@ class Stage:
     @property
     def guarded(self) -> tuple[str, ...]:
         """What the runner keeps and puts back: its outputs and the cost record its run writes
-        beside them (``<root>/costs/<name>.json`` under each output's root folder, e.g.
-        ``results/costs/esd.json``; committed with the results, though not a DVC output: a
-        stage stopped after it wrote the record but before DVC took its output would
-        otherwise leave the record of a run that did not count)."""
+        (where [`workbench.stages.cli.costs_root`][] puts it: ``data/costs/<name>.json`` for a
+        stage writing under ``data/``, else ``results/costs/<name>.json``, the notebooks'
+        included; committed with the results, though not a DVC output: a stage stopped after
+        it wrote the record but before DVC took its output would otherwise leave the record
+        of a run that did not count)."""
         from workbench.stages.costs import COSTS_DIR
+        from workbench.stages.registry import STAGES
 
-        roots = dict.fromkeys(Path(out).parts[0] for out in self.outs if Path(out).parts)
-        return (*self.outs, *(f"{root}/{COSTS_DIR}/{self.name}.json" for root in roots))
+        spec = next((s for s in STAGES.values() if s.dvc_name == self.name.split("@")[0]), None)
+        if spec is None or not (spec.in_dvc and spec.costed):
+            return self.outs
+        root = "data" if spec.writes_data else "results"
+        return (*self.outs, f"{root}/{COSTS_DIR}/{self.name}.json")
 
 
 def load_pipeline(root: Path) -> list[Stage]:
