@@ -44,6 +44,7 @@ from workbench.experiments.config import ExperimentsConfig
 from workbench.models.config import ModelConfig
 from workbench.sharding.config import TopologyConfig
 from workbench.utils.errors import one_line
+from workbench.utils.fanout import FanoutConfig
 from workbench.utils.paths import (
     CONF_DIR,
     PARAMS_FILE,
@@ -149,6 +150,7 @@ class WorkbenchConfig:
     dispatch: DispatchConfig = field(default_factory=DispatchConfig)
     experiments: ExperimentsConfig = field(default_factory=ExperimentsConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    fanout: FanoutConfig = field(default_factory=FanoutConfig)
 
     def __post_init__(self) -> None:
         for name in self.pipeline.datasets:

@@ -48,6 +48,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from workbench.utils.errors import UserError, one_line
 from workbench.utils.paths import CONF_DIR, resolve
+from workbench.utils.validation import ConfigError
 
 log = logging.getLogger("workbench.sweep")
 SWEEP_KEYS = ("stage", "stage_dataset")
@@ -74,7 +75,6 @@ def run_point(cfg: DictConfig, job_dir: Path) -> Path:
     from workbench import stages
     from workbench.config import to_yaml
     from workbench.utils.io import write_text
-    from workbench.utils.validation import ConfigError
 
     stage = cfg.get("stage")
     if stage is None:
@@ -197,13 +197,43 @@ def report(failures: list[dict[str, Any]]) -> int:
     return 1 if any(r["internal"] for r in failures) else 2
 
 
+def _launcher_client(argv: list[str]) -> Any:
+    """The Dask client the joblib launcher's ``dask`` backend runs the points on (a context
+    manager): a ``LocalCluster`` of ``hydra.launcher.n_jobs`` workers, or the scheduler at
+    ``fanout.scheduler``; a null context for any other launcher."""
+    from contextlib import nullcontext
+
+    given = dict(arg.split("=", 1) for arg in argv if "=" in arg)
+    if given.get("hydra.launcher.backend") != "dask":
+        return nullcontext()
+    from workbench.utils.fanout import FanoutConfig, dask_client
+
+    jobs = int(given.get("hydra.launcher.n_jobs", "2"))
+    if jobs < 1:
+        raise ConfigError(f"hydra.launcher.n_jobs = {jobs}: give the Dask workers to start, "
+                          "e.g. hydra.launcher.n_jobs=2")
+    return dask_client(FanoutConfig("dask", given.get("fanout.scheduler") or None), jobs)
+
+
 def main() -> None:
     """Entry point (``python -m workbench.sweep``, ``workbench sweep``): run the sweep (Hydra
-    parses ``sys.argv``), then report every failed point and exit non-zero if one failed."""
+    parses ``sys.argv``), then report every failed point and exit non-zero if one failed.
+
+    With ``hydra/launcher=joblib hydra.launcher.backend=dask`` the points run on Dask
+    (joblib's dask backend): a ``LocalCluster`` of ``hydra.launcher.n_jobs`` worker processes,
+    or the running scheduler at ``fanout.scheduler=tcp://host:8786`` (its workers need this
+    project's environment and its data and sweep folders on a shared filesystem).
+    """
     if REPORT_OVERRIDE not in sys.argv:
         sys.argv.append(REPORT_OVERRIDE)
     FAILURES.clear()
-    point()
+    try:
+        client = _launcher_client(sys.argv[1:])
+    except UserError as err:
+        print(f"sweep: {one_line(err)}", file=sys.stderr)
+        sys.exit(2)
+    with client:
+        point()
     status = report(FAILURES)
     if status:
         sys.exit(status)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from workbench.utils.fanout import FanoutConfig
+
 
 @dataclass(frozen=True)
 class RunContext:
@@ -26,6 +28,8 @@ class RunContext:
         seed: seeds every random choice of the run.
         calibration: ``results/calibration`` (the clock's compute and software costs).
         progress: show progress bars.
+        fanout: where its independent configurations run (``fanout``: processes here or a
+            Dask cluster; [`workbench.utils.fanout`][]).
     """
 
     processed: Path
@@ -33,6 +37,7 @@ class RunContext:
     seed: int
     calibration: Path
     progress: bool = False
+    fanout: FanoutConfig = FanoutConfig()
 
 
 def say_if_reversed(log: logging.Logger, what: str, ours: float, reference: float,

@@ -52,9 +52,7 @@ import logging
 import os
 import resource
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Literal
 
@@ -74,6 +72,7 @@ from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, dense_parameter_count
 from workbench.training.clock import ModelShape, clock_costs, clock_summary, replay_epoch
 from workbench.training.trainer import SystemKind
+from workbench.utils.fanout import LOCAL, FanoutConfig, fan_out
 
 log = logging.getLogger(__name__)
 N_DENSE, N_SPARSE = 13, 26  # the synthetic generator's shape (Criteo's): the calibrated models
@@ -177,18 +176,21 @@ def available_gb() -> float:
 
 def run_replays(keys_path: Path, rows: int, configs: list[Replay], per_worker: int,
                 dispatcher: str, seed: int, jobs: int, budget_gb: float,
-                progress: bool) -> dict[Replay, dict[str, Any]]:
-    """Every configuration's epoch, ``jobs`` processes at a time, largest first, a new one
-    started only while the estimated memory of those running fits ``budget_gb``.
+                progress: bool, fanout: FanoutConfig = LOCAL
+                ) -> dict[Replay, dict[str, Any]]:
+    """Every configuration's epoch, ``jobs`` at a time on ``fanout``'s backend, largest
+    first, a new one started only while the estimated memory of those running fits
+    ``budget_gb`` ([`fan_out`][workbench.utils.fanout.fan_out]).
 
     Raises:
         RuntimeError: a configuration alone needs more than ``budget_gb`` (names it and the
-            key that sets the budget).
+            key that sets the budget); not with a scheduler's address, whose workers' memory
+            limits apply.
     """
     from tqdm.auto import tqdm
 
     need = {c: cluster_gb(rows, c.workers, cache_capacity(c.cache, rows)) for c in configs}
-    too_big = [c for c in configs if need[c] > budget_gb]
+    too_big = [c for c in configs if need[c] > budget_gb and fanout.scheduler is None]
     if too_big:
         c = too_big[0]
         raise RuntimeError(
@@ -196,32 +198,23 @@ def run_replays(keys_path: Path, rows: int, configs: list[Replay], per_worker: i
             f"than the memory budget {budget_gb:.1f} GB (experiments.het_epoch.memory_gb; "
             "null = 80% of the available memory): drop it from experiments.het_epoch.workers "
             "or lower experiments.het_epoch.scale")
-    pending = sorted(configs, key=lambda c: -need[c])
-    running: dict[Future, Replay] = {}
-    out: dict[Replay, dict[str, Any]] = {}
     bar = tqdm(total=len(configs), disable=not progress, desc="het_epoch", unit="replay")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"),
-                             max_tasks_per_child=1) as pool:
-        while pending or running:
-            used = sum(need[c] for c in running.values())
-            for c in list(pending):
-                if len(running) >= jobs:
-                    break
-                if not running or used + need[c] <= budget_gb:
-                    running[pool.submit(_replay_one, str(keys_path), rows, c, per_worker,
-                                        dispatcher, seed)] = c
-                    used += need[c]
-                    pending.remove(c)
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                c = running.pop(future)
-                out[c] = future.result()
-                log.info("%s at %d workers: replay %.0f s, peak %.1f GB (estimated %.1f)",
-                         c.system, c.workers, out[c]["replay_s"], out[c]["peak_rss_gb"],
-                         need[c])
-                bar.update()
-    bar.close()
-    return out
+
+    def done(i: int, result: dict[str, Any]) -> None:
+        c = configs[i]
+        log.info("%s at %d workers: replay %.0f s, peak %.1f GB (estimated %.1f)", c.system,
+                 c.workers, result["replay_s"], result["peak_rss_gb"], need[c])
+        bar.update()
+
+    try:
+        results = fan_out(_replay_one, [(str(keys_path), rows, c, per_worker, dispatcher, seed)
+                                        for c in configs],
+                          [f"{c.system} at {c.workers} workers" for c in configs], jobs=jobs,
+                          config=fanout, need=[need[c] for c in configs], budget_gb=budget_gb,
+                          done=done)
+    finally:
+        bar.close()
+    return dict(zip(configs, results, strict=True))
 
 
 def counts(config: Replay, result: dict[str, Any], per_worker: int) -> dict[str, Any]:
@@ -273,7 +266,7 @@ def run(ctx: RunContext, exp: HetEpochConfig, *, synthetic: SyntheticConfig,
                  f"{rows:,}", drawn)
         budget = exp.memory_gb if exp.memory_gb is not None else 0.8 * available_gb()
         results = run_replays(keys_path, rows, configs, per_worker, dispatcher, ctx.seed,
-                              exp.jobs, budget, ctx.progress)
+                              exp.jobs, budget, ctx.progress, ctx.fanout)
     finally:
         keys_path.unlink(missing_ok=True)
     by = {(c.system, c.workers): results[c] for c in configs}

@@ -37,8 +37,6 @@ import dataclasses
 import logging
 import resource
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +63,7 @@ from workbench.training.trainer import (
     Trainer,
     load_split,
 )
+from workbench.utils.fanout import LOCAL, FanoutConfig, fan_out
 from workbench.utils.validation import ConfigError
 
 log = logging.getLogger(__name__)
@@ -116,28 +115,26 @@ def train_one(run: Run) -> dict[str, Any]:
             "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6}
 
 
-def run_all(runs: list[Run], jobs: int, progress: bool) -> list[dict[str, Any]]:
-    """Every run, ``jobs`` at a time in spawned processes; results in ``runs``' order."""
+def run_all(runs: list[Run], jobs: int, progress: bool,
+            fanout: FanoutConfig = LOCAL) -> list[dict[str, Any]]:
+    """Every run, ``jobs`` at a time on ``fanout``'s backend; results in ``runs``' order."""
     from tqdm.auto import tqdm
 
-    out: dict[int, dict[str, Any]] = {}
     bar = tqdm(total=len(runs), disable=not progress, desc="het_long", unit="run")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"),
-                             max_tasks_per_child=1) as pool:
-        futures: dict[Future, int] = {pool.submit(train_one, r): i for i, r in enumerate(runs)}
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                i = futures[future]
-                out[i] = future.result()
-                r = runs[i]
-                log.info("%s, seed %d: final AUC %.4f, %.0f s, peak %.1f GB (%d of %d done)",
-                         r.system.label, r.seed, out[i]["metrics"]["test_auc"].iloc[-1],
-                         out[i]["train_s"], out[i]["peak_rss_gb"], len(out), len(runs))
-                bar.update()
-    bar.close()
-    return [out[i] for i in range(len(runs))]
+
+    def done(i: int, result: dict[str, Any]) -> None:
+        r = runs[i]
+        log.info("%s, seed %d: final AUC %.4f, %.0f s, peak %.1f GB", r.system.label, r.seed,
+                 result["metrics"]["test_auc"].iloc[-1], result["train_s"],
+                 result["peak_rss_gb"])
+        bar.update()
+
+    try:
+        return fan_out(train_one, [(r,) for r in runs],
+                       [f"{r.system.label}, seed {r.seed}" for r in runs], jobs=jobs,
+                       config=fanout, done=done)
+    finally:
+        bar.close()
 
 
 def target_table(metrics: pd.DataFrame, targets: list[float], names: list[str]) -> pd.DataFrame:
@@ -237,7 +234,7 @@ def run(ctx: RunContext, exp: HetLongConfig, *, train_exp: HetTrainConfig,
                    dispatcher=dispatcher)
     runs, on = setting.runs, setting.cluster
     start = time.perf_counter()
-    results = run_all(runs, exp.jobs, ctx.progress)
+    results = run_all(runs, exp.jobs, ctx.progress, ctx.fanout)
     wall_s = time.perf_counter() - start
 
     frames, records = [], []

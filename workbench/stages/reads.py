@@ -14,8 +14,9 @@ explorers read), must name a key at, above or below one of them:
     esd cache=lfu                       refused: ESD builds its own LRU caches (no cache key)
 
 Global settings (``paths``, ``profile``, ``log_level``, ``dataset`` and ``datasets`` of your
-own data, ``pipeline``) and the stages that compose the whole configuration (``notebook``,
-``report``) are not checked; nor is anything outside a checkout with its ``dvc.yaml``.
+own data, ``pipeline``, ``fanout``: where configurations run, which never changes a result) and
+the stages that compose the whole configuration (``notebook``, ``report``) are not checked; nor
+is anything outside a checkout with its ``dvc.yaml``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from workbench.utils.validation import ConfigError
 __all__ = ["stage_params", "check_overrides_read"]
 
 #: Sections read by every stage that needs them, whatever dvc.yaml lists.
-GLOBAL = frozenset({"paths", "profile", "log_level", "dataset", "datasets", "pipeline", "hydra"})
+GLOBAL = frozenset({"paths", "profile", "log_level", "dataset", "datasets", "pipeline", "hydra",
+                    "fanout"})
 #: Stages that read the whole configuration.
 WHOLE = frozenset({"notebook", "report"})
 _REF = re.compile(r"\$\{([^}]+)\}")

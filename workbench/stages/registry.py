@@ -103,7 +103,8 @@ class StageRun:
 
     def context(self, out: Path) -> RunContext:
         """The run-wide inputs of a stage module writing ``out``."""
-        return RunContext(self.processed(), out, self.seed, self.calibration, self.progress)
+        return RunContext(self.processed(), out, self.seed, self.calibration, self.progress,
+                          self.cfg.fanout)
 
 
 @dataclass(frozen=True)

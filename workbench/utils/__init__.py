@@ -13,4 +13,6 @@
   a Ctrl-C a library wrapped, recognised
 * ``torchrec``: the TorchRec install ``make torchrec`` makes (torchrec 1.8.0 on the CPU
   fbgemm-gpu-cpu 1.8.0) and the check of that pair
+* ``fanout``: a stage's independent configurations on spawned processes or a Dask cluster
+  (``fanout.backend``), the same results either way, every failed configuration named
 """
