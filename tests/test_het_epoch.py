@@ -77,21 +77,6 @@ def test_a_configuration_over_the_budget_is_refused_with_the_key(tmp_path: Path)
                               jobs=2, budget_gb=0.5, progress=False)
 
 
-@pytest.mark.slow  # about 40 s: every replay of the epoch twice
-def test_replays_side_by_side_equal_one_at_a_time(tmp_path: Path) -> None:
-    rows = write_keys(tmp_path / "k.npy", SMALL, 0.001, 3000, 2, 1000)
-    configs = het_epoch.replays(HetEpochConfig(workers=[2]), 2,
-                                CacheConfig(policy="lru", ratio=0.1))
-    both = het_epoch.run_replays(tmp_path / "k.npy", rows, configs, 32, "contiguous", 2,
-                                 jobs=2, budget_gb=100.0, progress=False)
-    keys = np.load(tmp_path / "k.npy")
-    for config in configs:
-        alone, flushed = replay_epoch(keys, rows, config.workers, 32, config.cache,
-                                      "contiguous", 2)
-        np.testing.assert_array_equal(both[config]["counters"], alone)
-        np.testing.assert_array_equal(both[config]["flushed"], flushed)
-
-
 def test_table1_table2_and_fig7_share_one_staleness_clock() -> None:
     """Table 1's caches, Table 2's bounds in HET's unit and Fig. 7's / Fig. 9a's Cache s=100
     all tick in HET's per-iteration clock, whatever the cache config's own unit."""
