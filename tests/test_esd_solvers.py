@@ -504,23 +504,27 @@ def _swap_improve_reference(A, indptr, indices, x, rounds):
 @settings(max_examples=80, deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(0, 600), levels=st.integers(1, 10),
        below=st.integers(-6, 4))
-def test_sorted_candidates_are_a_stable_argsort(seed, n, levels, below) -> None:
-    """The swap's candidate lists: the members under ``below``, by delta, ties in member order,
-    whether sorted by insertion (up to ``_INSERTION``) or by merging (past it)."""
-    from workbench.dispatch.heuristic import _INSERTION, _sorted_candidates
+def test_candidates_pop_in_stable_argsort_order(seed, n, levels, below) -> None:
+    """The swap's candidate heap: the members under ``below``, popped by delta, ties in member
+    order (a stable argsort of the member list), with deltas drawn from a few levels so ties
+    are frequent."""
+    from workbench.dispatch.heuristic import _candidates, _pop
 
-    assert 2 * _INSERTION < 600  # both paths drawn
     values = np.random.default_rng(seed).integers(-6, -6 + levels, n).astype(np.float64)
     members = np.arange(0, 3 * n, 3, dtype=np.int64)  # ascending sample indices
     D = np.zeros((3 * n + 1, 2))
     D[members, 1] = values
     keep, vals = np.empty(n, np.int64), np.empty(n)
-    m = _sorted_candidates(members, n, D, 1, float(below), keep, vals, np.empty(n, np.int64),
-                           np.empty(n))
+    m = _candidates(members, n, D, 1, float(below), keep, vals)
     under = members[values < below]
     expected = under[np.argsort(D[under, 1], kind="stable")]
     assert m == expected.size
-    assert np.array_equal(keep[:m], expected) and np.array_equal(vals[:m], D[expected, 1])
+    popped, deltas = [], []
+    while m:
+        popped.append(keep[0])
+        deltas.append(vals[0])
+        m = _pop(keep, vals, m)
+    assert np.array_equal(popped, expected) and np.array_equal(deltas, D[expected, 1])
 
 
 @settings(max_examples=60, deadline=None)

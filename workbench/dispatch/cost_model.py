@@ -28,8 +28,15 @@ from workbench.cluster.cache import LINE_UPDATES, LINE_VERSION
 from workbench.cluster.edge_cluster import EdgeCluster
 from workbench.utils.prefetch import prefetch, prefetch_row
 
-_AHEAD = 8  # keys between a prefetch of a key's lines and their use
-_FAR = 16  # keys between a prefetch of a key's slots and their use
+_AHEAD = 8  # keys between a prefetch of a key's cost line and its use (the sums)
+_FAR = 16  # keys between a prefetch of a key's dedup scratch row and its use
+#: The key costs' distances: a key's slots ``_KEY_FAR`` keys ahead, the lines of the workers
+#: holding it ``_KEY_AHEAD`` keys ahead. Measured (benchmarks/dispatch_throughput.py's reference
+#: workload, 32 workers, interleaved runs, same plans): 6 / 3 decides a batch in 12.9 ms, 16 / 8
+#: in 14.4 ms; 4 / 2 to 8 / 4 are within 0.3 ms of 6 / 3. A key's ~8 requests (2 slot lines,
+#: its version, ~5 holders' lines) times a longer distance overflow the core's miss buffers.
+_KEY_FAR = 6
+_KEY_AHEAD = 3
 
 
 class CostModel:
@@ -99,11 +106,10 @@ def _key_costs(slot_of, lines, versions, uniq, read_bound, tau, p_dirty, out):
     """``out[u, j]`` = A[j, uniq[u]]: tau_j x (miss x (1 + p_dirty_j) + stale), plus the pushes
     every other worker holding the key dirty makes (``slot_of[rows, W]``, ``lines[W, C, 4]``).
 
-    Memory: a key's W slots lie on one or two lines of ``slot_of``, loaded ``_FAR`` keys ahead;
-    ``_AHEAD`` keys ahead, the line of every worker holding that key is requested, so the
-    version and dirty counts arrive while earlier keys are costed. A key no worker holds (16,000
-    of the reference workload's 35,000 distinct keys a batch at 32 workers) costs every worker
-    its miss: one vector copy.
+    Memory: a key's W slots lie on one or two lines of ``slot_of``, loaded ``_KEY_FAR`` keys
+    ahead; ``_KEY_AHEAD`` keys ahead, the line of every worker holding that key is requested,
+    so the version and dirty counts arrive while earlier keys are costed. A key no worker holds
+    costs every worker its miss: one vector copy.
     """
     workers = tau.shape[0]
     n = uniq.shape[0]
@@ -112,13 +118,13 @@ def _key_costs(slot_of, lines, versions, uniq, read_bound, tau, p_dirty, out):
     pushes = np.empty(workers)  # tau_j where the key is dirty at j, else 0
     miss = tau * (1.0 + p_dirty)
     for u in range(n):
-        if u + _FAR < n:  # the keys are random rows: start loading their slots early
-            far = uniq[u + _FAR]
+        if u + _KEY_FAR < n:  # the keys are random rows: start loading their slots early
+            far = uniq[u + _KEY_FAR]
             prefetch(slot_of, far * workers)
             prefetch(slot_of, far * workers + workers - 1)
             prefetch(versions, far)
-        if u + _AHEAD < n:  # and the lines of the workers that hold a nearer key
-            near = uniq[u + _AHEAD]
+        if u + _KEY_AHEAD < n:  # and the lines of the workers that hold a nearer key
+            near = uniq[u + _KEY_AHEAD]
             for j in range(workers):
                 s = slot_of[near, j]
                 if s >= 0:
