@@ -142,7 +142,11 @@ lab: install notebooks
 # most of an hour, run it by hand). benchmarks/plain_preprocess.py is not a benchmark of its
 # own: it is the pandas and DuckDB scripts preprocess_scaling.py runs beside the stage.
 # The ESD ranking benchmark reads the esd stage's dataset: DVC brings it up to date first.
-bench: install params
+$(VENV)/.installed-bench: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[bench]'
+	touch $@
+
+bench: install params $(VENV)/.installed-bench
 	@start=$$(date +%s); PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro -q \
 	  preprocess@$$($(PY) -c "from workbench.config import load; print(load().experiments.esd.dataset)") \
 	  || exit 1; for b in benchmarks/*.py; do \

@@ -1,17 +1,20 @@
-"""The preprocess a user would write without the workbench: a plain pandas script and a plain
-DuckDB SQL script, the references of ``benchmarks/preprocess_scaling.py`` (issue 48).
+"""The preprocess a user would write without the workbench: a plain pandas script, a plain
+DuckDB SQL script and a plain Polars script (in memory, or on Polars' streaming engine), the
+references of ``benchmarks/preprocess_scaling.py`` (issues 48 and 69).
 
-Both do the preprocess stage's work on a Criteo ``train.txt`` or an Avazu ``train`` CSV and
+Each does the preprocess stage's work on a Criteo ``train.txt`` or an Avazu ``train`` CSV and
 nothing more: read every row; the test split (Criteo: the last 10% of the rows; Avazu: the last
 10% in time, ties in file order); per categorical column the vocabulary of the train rows'
 tokens seen at least ``min_count`` times, ids 1..K in sorted token order (0: missing, rare or
 unseen); dense ``log1p(max(x, 0))`` as float32, missing 0; ``train.parquet`` and
 ``test.parquet`` (zstd).
 What they leave out is what the stage adds: row validation with file and line, bounded memory
-on inputs larger than RAM, the row-group layout and the metadata. Each prints one JSON line:
-rows per split and the vocabulary sizes (the benchmark checks them against the stage's).
+on inputs larger than RAM (but for DuckDB's limit and Polars' streaming engine), the row-group
+layout and the metadata. Each prints one JSON line: rows per split and the vocabulary sizes
+(the benchmark checks them against the stage's).
 
-Usage: python benchmarks/plain_preprocess.py {pandas,duckdb} {criteo_tsv,avazu_csv} INPUT OUTDIR
+Usage: python benchmarks/plain_preprocess.py {pandas,duckdb,polars,polars_streaming}
+       {criteo_tsv,avazu_csv} INPUT OUTDIR
        [--min-count 3] [--memory-limit-mb 2048]
 """
 
@@ -112,9 +115,59 @@ def with_duckdb(fmt: str, path: Path, out: Path, min_count: int, memory_limit_mb
     return {"rows": {"train": cut, "test": n - cut}, "vocabulary": sizes}
 
 
+def with_polars(fmt: str, path: Path, out: Path, min_count: int,
+                streaming: bool = False) -> dict:
+    """One lazy plan: scan_csv, sort by time (Avazu, stable), per column the train rows' tokens
+    counted, filtered, sorted and numbered, a left join per column, a parquet per split.
+    ``streaming=False`` reads the file into memory once and runs the plan there;
+    ``streaming=True`` runs it on Polars' streaming engine (bounded memory; the file is read
+    again by each pass: the count, the vocabularies, each split). Polars' threads: as many as
+    ``POLARS_MAX_THREADS`` says (the benchmark compares CPU seconds)."""
+    import polars as pl
+
+    engine = "streaming" if streaming else "in-memory"
+    if fmt == "criteo_tsv":
+        schema = {"label": pl.Int8, **{c: pl.Int64 for c in CRITEO_DENSE},
+                  **{c: pl.String for c in CRITEO_CATEGORICAL}}
+        lf = pl.scan_csv(path, separator="\t", has_header=False, schema=schema).with_columns(
+            [pl.col(c).clip(lower_bound=0).fill_null(0).cast(pl.Float64).log1p()
+             .cast(pl.Float32) for c in CRITEO_DENSE])
+        categorical = CRITEO_CATEGORICAL
+    else:
+        hour = (pl.col("hour") + "00").str.strptime(  # Polars wants a minute with an hour
+            pl.Datetime("us", "UTC"), "%y%m%d%H%M")
+        lf = pl.scan_csv(path, infer_schema=False).rename({"click": "label"}).with_columns(
+            pl.col("label").cast(pl.Int8), hour.dt.epoch("s").alias("timestamp"),
+            hour.dt.strftime("%H").alias("hour_of_day"),
+            (hour.dt.weekday() - 1).cast(pl.String).alias("weekday"),
+        ).drop("id", "hour").sort("timestamp", maintain_order=True)
+        categorical = AVAZU_CATEGORICAL
+    if not streaming:
+        lf = lf.collect().lazy()
+    n = int(lf.select(pl.len()).collect(engine=engine).item())
+    cut = n - int(round(n * TEST_FRACTION))
+    lf = lf.with_row_index("_pos")
+    train = lf.filter(pl.col("_pos") < cut)
+    vocabs = pl.collect_all(
+        [train.select(c).drop_nulls().group_by(c).len(name="n")
+         .filter(pl.col("n") >= min_count).select(c).sort(c)
+         .with_row_index(f"{c}__id", offset=1) for c in categorical], engine=engine)
+    sizes = {c: vocab.height for c, vocab in zip(categorical, vocabs, strict=True)}
+    for c, vocab in zip(categorical, vocabs, strict=True):
+        lf = lf.join(vocab.lazy().with_columns(pl.col(f"{c}__id").cast(pl.Int32)), on=c,
+                     how="left", maintain_order="left").with_columns(
+            pl.col(f"{c}__id").fill_null(0).alias(c)).drop(f"{c}__id")
+    out.mkdir(parents=True, exist_ok=True)
+    splits = {"train": pl.col("_pos") < cut, "test": pl.col("_pos") >= cut}
+    pl.collect_all([lf.filter(where).drop("_pos").sink_parquet(
+        out / f"{split}.parquet", compression="zstd", lazy=True)
+        for split, where in splits.items()], engine=engine)
+    return {"rows": {"train": cut, "test": n - cut}, "vocabulary": sizes}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("tool", choices=["pandas", "duckdb"])
+    parser.add_argument("tool", choices=["pandas", "duckdb", "polars", "polars_streaming"])
     parser.add_argument("format", choices=["criteo_tsv", "avazu_csv"])
     parser.add_argument("input", type=Path)
     parser.add_argument("outdir", type=Path)
@@ -123,6 +176,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.tool == "pandas":
         result = with_pandas(args.format, args.input, args.outdir, args.min_count)
+    elif args.tool.startswith("polars"):
+        result = with_polars(args.format, args.input, args.outdir, args.min_count,
+                             streaming=args.tool == "polars_streaming")
     else:
         result = with_duckdb(args.format, args.input, args.outdir, args.min_count,
                              args.memory_limit_mb)

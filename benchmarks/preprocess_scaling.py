@@ -18,9 +18,11 @@ Each size is preprocessed by the stage's own code (``pipeline.preprocess``, a ``
   smallest size, stays under 80% of this machine's RAM; otherwise recorded as skipped.
 
 and, beside them on the same input, the scripts a user would write without the workbench
-(``benchmarks/plain_preprocess.py``: ``pandas`` and ``duckdb``, ``--references``), each in a
-fresh process too. Issue 48's target: the streaming stage beats both in rows per CPU-second and
-in wall time (``beats_references``), at every size, its rows and vocabularies equal to theirs.
+(``benchmarks/plain_preprocess.py``: ``pandas``, ``duckdb``, ``polars`` in memory and
+``polars_streaming`` on Polars' streaming engine, ``--references``),
+each in a fresh process too. Issues 48 and 69's target: the streaming stage beats every one in
+rows per CPU-second and in wall time (``beats_references``), at every size, its rows and
+vocabularies equal to theirs.
 
 With ``--baseline DIR`` (a checkout of an earlier version, e.g. ``git worktree add /tmp/base
 <commit>``) every streaming run is repeated, right after, with that checkout's ``workbench`` first
@@ -37,7 +39,7 @@ linear: flat seconds per row; streaming memory flat). Inputs are cached under ``
 
 Usage: python benchmarks/preprocess_scaling.py [--sizes 1000000 10000000 45000000]
        [--formats criteo_tsv avazu_csv] [--engines streaming memory] [--baseline DIR]
-       [--references pandas duckdb]
+       [--references pandas duckdb polars polars_streaming]
        [--memory-limit-mb 2048] [--workdir data/bench] [--keep-inputs] [--keep-outputs]
        [--out benchmarks/results/preprocess_scaling.json]
 """
@@ -315,8 +317,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, default=None,
                         help="a checkout of an earlier version: each streaming run again with "
                              "its workbench first on PYTHONPATH")
-    parser.add_argument("--references", nargs="*", default=["pandas", "duckdb"],
-                        choices=["pandas", "duckdb"],
+    parser.add_argument("--references", nargs="*",
+                        default=["pandas", "duckdb", "polars", "polars_streaming"],
+                        choices=["pandas", "duckdb", "polars", "polars_streaming"],
                         help="the plain scripts run beside the stage (plain_preprocess.py)")
     parser.add_argument("--memory-limit-mb", type=int, default=2048)
     parser.add_argument("--workdir", type=Path, default=Path("data/bench"))

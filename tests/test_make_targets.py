@@ -87,6 +87,7 @@ def test_check_ci_replaces_only_its_own_folder(tmp_path: Path) -> None:
         ci_build.prepare(REPO_ROOT.parent, REPO_ROOT, None)
     with pytest.raises(UserError, match="no built ci project there"):
         ci_build.prepare(tmp_path / "new", REPO_ROOT, tmp_path)
+    assert not (tmp_path / "new").exists()  # refused before anything is made
     # its own folder (marked) is replaced: a copy of the sources with the ci profile's params
     root = ci_build.prepare(tmp_path / "new", REPO_ROOT, None)
     assert (root / "Makefile").is_file() and (root / ".git").is_dir()

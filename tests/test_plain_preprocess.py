@@ -1,5 +1,5 @@
 """The preprocess benchmark's references do the stage's work: on the same Criteo TSV and Avazu CSV,
-the plain pandas script and the plain DuckDB script (``benchmarks/plain_preprocess.py``) write the
+the plain pandas, DuckDB and Polars scripts (``benchmarks/plain_preprocess.py``) write the
 stage's splits, labels, dense values and categorical ids, so the benchmark compares like with
 like."""
 
@@ -46,13 +46,15 @@ def _stage(tmp_path: Path, fmt: str, path: Path) -> Path:
 
 
 @pytest.mark.parametrize("fmt", ["criteo_tsv", "avazu_csv"])
-@pytest.mark.parametrize("tool", ["pandas", "duckdb"])
+@pytest.mark.parametrize("tool", ["pandas", "duckdb", "polars", "polars_streaming"])
 def test_plain_scripts_write_the_stages_encoding(tmp_path: Path, fmt: str, tool: str) -> None:
     path = _input(tmp_path, fmt)
     ours = _stage(tmp_path, fmt, path)
     out = tmp_path / tool
     if tool == "pandas":
         said = plain_preprocess.with_pandas(fmt, path, out, 3)
+    elif tool.startswith("polars"):
+        said = plain_preprocess.with_polars(fmt, path, out, 3, tool == "polars_streaming")
     else:
         said = plain_preprocess.with_duckdb(fmt, path, out, 3, 512)
     categorical = (plain_preprocess.CRITEO_CATEGORICAL if fmt == "criteo_tsv"

@@ -128,6 +128,10 @@ def prepare(folder: Path, source: Path, built: Path | None) -> Path:
         raise UserError(f"--dir {folder}: that folder holds this project; give a new one "
                         "(default: scratch/ci-check)")
     root = folder / "project"
+    if built is not None and not ((built / "reports" / "claims.csv").is_file()
+                                  and (built / "dvc.lock").is_file()):
+        raise UserError(f"--from {built}: no built ci project there (no dvc.lock and "
+                        "reports/claims.csv); leave --from out to build one")
     if folder.is_dir() and any(folder.iterdir()):
         if not (folder / MARKER).is_file():
             raise UserError(f"--dir {folder}: not empty and not made by make check-ci; give a "
@@ -136,9 +140,6 @@ def prepare(folder: Path, source: Path, built: Path | None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MARKER).touch()
     if built is not None:
-        if not (built / "reports" / "claims.csv").is_file() or not (built / "dvc.lock").is_file():
-            raise UserError(f"--from {built}: no built ci project there (no dvc.lock and "
-                            "reports/claims.csv); leave --from out to build one")
         shutil.copytree(built, root, symlinks=True)
         return root
     from workbench.config import load

@@ -93,16 +93,14 @@ class WorkerFailed(WorkbenchError, RuntimeError):
 
 
 def _one_thread(fn: Callable[..., Any], args: tuple) -> Any:
-    """Run ``fn(*args)`` with one thread of torch and numba, as a spawned process does."""
-    import os
+    """Run ``fn(*args)`` with one thread of torch where ``fn``'s module imported it (unpickling
+    ``fn`` imported its module first; torch is not imported for a function that does not use
+    it: seconds per spawned process)."""
+    import sys
 
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    try:
-        import torch
-
+    torch = sys.modules.get("torch")
+    if torch is not None:
         torch.set_num_threads(1)
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
     return fn(*args)
 
 
