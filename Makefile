@@ -4,7 +4,8 @@
 # make check recomputes the claims' stages (dvc repro -f, no notebook) and checks every claim against the committed one;
 # make check-ci does make repro then make check on the ci profile (minutes) in scratch/ci-check (CI runs it).
 # Also: make lab (JupyterLab on the notebooks), make notebooks (their .ipynb, for papermill),
-# make params, make calibrate, make het-long, make bench, make lint (ruff + mypy), make clean,
+# make metrics [REV=HEAD~1] (the verdict counts, or what a change did to them), make params,
+# make calibrate, make het-long, make bench, make lint (ruff + mypy), make clean,
 # make signals (the signal and interrupt tests, ROUNDS times, with Ctrl-C ignored and not),
 # make torchrec (TorchRec 1.8.0 on the CPU fbgemm-gpu-cpu 1.8.0; make test installs it too).
 
@@ -15,7 +16,7 @@ PY     := $(BIN)/python
 # pytest workers: 2 cores here and in CI.
 JOBS   ?= 2
 
-.PHONY: repro check check-ci claim test test-fast signals lab notebooks params calibrate het-long install install-dev torchrec bench lint clean
+.PHONY: repro check check-ci claim metrics test test-fast signals lab notebooks params calibrate het-long install install-dev torchrec bench lint clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -156,6 +157,12 @@ bench: install params $(VENV)/.installed-bench
 	done; echo "make bench: $$(( $$(date +%s) - start )) s"; \
 	$(PY) benchmarks/record.py --since $$start --seconds $$(( $$(date +%s) - start )) && \
 	$(PY) benchmarks/record.py --docs
+
+# The verdict counts and each claim's value as short tables (reports/claims_metrics.json, the
+# report's DVC metrics); REV=HEAD~1: the counts before -> after and each claim that changed, or
+# "no change"
+metrics: install
+	@$(PY) -m workbench.claims.metrics_view $(if $(REV),--diff $(REV))
 
 # Linter and type checker (versions pinned in the dev extra, configured in pyproject.toml).
 lint: install-dev

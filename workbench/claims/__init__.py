@@ -20,6 +20,8 @@ what it reads from an entry: key, committed setting, paper table).
 * ``recd``: RecD: training, preprocessing, storage
 * ``hotline``: Hotline: v2 speedup, v1 against the hybrid (modelled)
 * ``flexshard``: FlexShard: inter-node traffic, all-to-all latency
+* ``metrics_view``: the report's claims metrics as short tables, and their diff against a git
+  revision (``make metrics``)
 """
 
 from __future__ import annotations
