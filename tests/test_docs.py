@@ -3,7 +3,8 @@
 README.md is the front page (what, the papers' status, the two commands, the layout); the rest is
 the mkdocs site in docs/ (``make docs``). Every relative link of the README must name a file or
 folder of the repository, and ``mkdocs build --strict`` (broken links, missing pages, docstring
-warnings of the generated API reference) must pass.
+warnings of the generated API reference) must pass; the built site, served from 127.0.0.1 with
+every other host refused, draws the pipeline's DAG in chromium.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def test_readme_links_the_screenshot() -> None:
 
 
 @pytest.mark.slow
-def test_mkdocs_build_is_strict_clean(tmp_path: Path) -> None:
+def test_mkdocs_build_is_strict_clean_and_works_offline(tmp_path: Path) -> None:
     if importlib.util.find_spec("mkdocs") is None:
         pytest.skip("mkdocs is not installed: install the dev extra (pip install -e '.[dev]')")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
@@ -95,3 +96,56 @@ def test_mkdocs_build_is_strict_clean(tmp_path: Path) -> None:
     # the paper pages show their key figures as images the site holds
     het = (site / "papers" / "het" / "index.html").read_text()
     assert '<img alt="' in het and 'src="../../figures/het_train/' in het
+    _pipeline_dag_draws_offline(site)
+
+
+def _pipeline_dag_draws_offline(site: Path) -> None:
+    """The pipeline page served from 127.0.0.1 in chromium with every other host refused: its
+    Mermaid DAG is drawn (Material draws it into a closed shadow root: a ``div.mermaid`` a
+    screen tall, the source text gone) and nothing asked for another host. With the vendored
+    script refused too, the page shows the raw source instead: what the check tells apart."""
+    import functools
+    import http.server
+    import threading
+
+    from helpers.browser import CHROMIUM, playwright
+
+    sync_playwright = playwright()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    refused: list[str] = []
+
+    def drawn(page, block_vendored: bool) -> dict:  # noqa: ANN001 - playwright's Page
+        def local_only(route) -> None:  # noqa: ANN001 - playwright's Route
+            url = route.request.url
+            if url.startswith(base) and not (block_vendored and "mermaid-" in url):
+                route.continue_()
+            else:
+                refused.append(url)
+                route.abort()
+
+        page.route("**/*", local_only)
+        page.goto(base + "pipeline/")
+        page.wait_for_timeout(3000)  # Material draws the diagram after the page's load
+        return page.evaluate(
+            "() => ({source: document.querySelector('article').innerText.includes("
+            "'flowchart LR'), heights: Array.from(document.querySelectorAll('div.mermaid'))"
+            ".map(e => e.getBoundingClientRect().height)})")
+
+    try:
+        with sync_playwright() as p:
+            chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True)
+            try:
+                shown = drawn(chromium.new_page(), block_vendored=False)
+                assert not refused, f"the site asked for other hosts: {refused[:5]}"
+                assert not shown["source"] and len(shown["heights"]) == 1 and \
+                    shown["heights"][0] > 300, shown
+                raw = drawn(chromium.new_page(), block_vendored=True)
+                assert raw == {"source": True, "heights": []}, raw  # the source, undrawn
+            finally:
+                chromium.close()
+    finally:
+        server.shutdown()
+        server.server_close()
