@@ -96,6 +96,14 @@ def test_mkdocs_build_is_strict_clean_and_works_offline(tmp_path: Path) -> None:
     # the paper pages show their key figures as images the site holds
     het = (site / "papers" / "het" / "index.html").read_text()
     assert '<img alt="' in het and 'src="../../figures/het_train/' in het
+    # the report is on the site: every section's page with its figures, linked from the paper
+    # pages at the figure that shows a claim
+    for section in (ROOT / "reports").glob("*/README.md"):
+        page = site / "report" / section.parent.name / "index.html"
+        assert page.is_file(), page
+        for png in re.findall(r"!\[[^\]]*\]\(([\w.-]+\.png)\)", section.read_text()):
+            assert (page.parent / png).is_file(), (page, png)
+    assert 'href="../../report/het_train/#fig-' in het
     _pipeline_dag_draws_offline(site)
 
 
