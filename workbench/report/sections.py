@@ -361,12 +361,11 @@ class Section:
         self.claims.append(claim)
         return claim
 
-    def record(self, m: Measurement) -> Claim:
+    def record(self, m: Measurement) -> None:
         """Add the row of a measurement from [`workbench.claims`][] ([`measure`][] with its
-        fields); the register judges it."""
-        claim = recorded_claim(reg.load()[m.key], m)
-        self.claims.append(claim)
-        return claim
+        fields); the register judges it. Returns nothing, so a notebook cell that ends with it
+        shows no ``Out[n]`` (the row is in the section's claims table; ``claims[-1]``)."""
+        self.claims.append(recorded_claim(reg.load()[m.key], m))
 
     def lineage(self) -> dict[str, Any]:
         """The section's provenance: the commit (and whether sources differed from it), the
