@@ -161,6 +161,7 @@ def claim_lines(claims: list[dict[str, Any]]) -> list[str]:
     the register writes itself has no page)."""
     header = ["paper", "claim", "paper value", "ours", "verdict", "holds", "details"]
     lines = [_row(header), _row([":--"] * len(header))]
+    unmeasured: list[dict[str, Any]] = []
     groups = shared_with(claims)
     for c in counted(claims):
         group = groups[c["key"]]
@@ -168,8 +169,11 @@ def claim_lines(claims: list[dict[str, Any]]) -> list[str]:
             c = {**c, "claim": f"{variants([g['key'] for g in group])}: {c['claim']}",
                  "paper_value": " / ".join(str(g["paper_value"]) for g in group)}
         name, number = c.get("section"), c.get("number")
-        link = (f"[{name} #{number}]({name}/{PAGE_FILE}#{claim_anchor(number)})"
-                if name and number else "-")
+        if name and number:
+            link = f"[{name} #{number}]({name}/{PAGE_FILE}#{claim_anchor(number)})"
+        else:  # no section measures it: the register's reason, below the table
+            link = f"[why]({'#' + why_anchor(c['key'])})"
+            unmeasured.append(c)
         if name and c.get("shown"):
             kind = "fig" if c["shown"].startswith("fig-") else "table"
             link += f" · [{kind}]({name}/{PAGE_FILE}#{c['shown']})"
@@ -185,9 +189,25 @@ def claim_lines(claims: list[dict[str, Any]]) -> list[str]:
             "mean over the seeds with its 95% interval where the claim ran several; *holds* is "
             "the state across each assumed parameter's plausible range. Cells are clipped; "
             "*details* opens the claim on its section's page, and the figure (or table) "
-            "showing it. [`claims.csv`](claims.csv) has every field; the verdict maps per "
+            "showing it, or (*why*) the reason no section measures it. "
+            "[`claims.csv`](claims.csv) has every field; the verdict maps per "
             "paper are under [Conditions](#conditions).", "",
-            *(lines if claims else ["(no claims yet)"]), ""]
+            *(lines if claims else ["(no claims yet)"]), "", *why_lines(unmeasured)]
+
+
+def why_anchor(key: str) -> str:
+    """The anchor of a claim's reason in the index (``why-het-fig9c_dim-tf_ps``)."""
+    return "why-" + key.replace(".", "-")
+
+
+def why_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Each row no section measures, with the register's reason (its rule), anchored for the
+    table's *why* link."""
+    if not rows:
+        return []
+    return ["### Rows no section measures", "",
+            *[f'- <a id="{why_anchor(c["key"])}"></a>**{c["key"]}** ({c["verdict"]}): '
+              f'{_escape(str(c.get("rule") or "-"))}' for c in rows], ""]
 
 
 def condition_lines(maps: list[Path], reports: Path) -> list[str]:
