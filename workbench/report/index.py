@@ -206,8 +206,8 @@ def why_lines(rows: list[dict[str, Any]]) -> list[str]:
     if not rows:
         return []
     return ["### Rows no section measures", "",
-            *[f'- <a id="{why_anchor(c["key"])}"></a>**{c["key"]}** ({c["verdict"]}): '
-              f'{_escape(str(c.get("rule") or "-"))}' for c in rows], ""]
+            *[f'- <a id="{why_anchor(c["key"])}"></a>**{c["key"]}**: '
+              f'{_escape(str(c.get("rule") or c["verdict"]))}' for c in rows], ""]
 
 
 def condition_lines(maps: list[Path], reports: Path) -> list[str]:
