@@ -598,3 +598,24 @@ def test_every_measured_claim_of_the_index_links_a_figure_or_table() -> None:
     rows = [line for line in index.splitlines() if "README.md#claim-" in line]
     assert rows and all("· [fig](" in r or "· [table](" in r for r in rows), \
         [r[:80] for r in rows if "· [" not in r]
+
+
+def test_a_row_no_section_measures_links_its_reason() -> None:
+    """The committed index: every claims row links either its claim on a section page or
+    (*why*) the register's reason, which is on the page under that anchor."""
+    import re
+
+    from workbench.utils.paths import REPO_ROOT
+
+    page = (REPO_ROOT / "reports" / "README.md").read_text()
+    table = [line for line in page.splitlines()
+             if line.startswith("| ") and line.count("|") >= 8 and "README.md#claim-" in line
+             or "](#why-" in line]
+    whys = re.findall(r"\]\(#(why-[\w-]+)\)", "\n".join(table))
+    claims = pd.read_csv(REPO_ROOT / "reports" / "claims.csv")
+    assert whys, "no row links a reason"
+    for anchor in whys:
+        assert f'<a id="{anchor}"></a>' in page, anchor
+    assert not any(line.rstrip().endswith("| - |") for line in table)
+    assert len(whys) == len({k for k in claims[claims["state"] == "not comparable"]["key"]
+                             if f"why-{k.replace('.', '-')}" in whys})
