@@ -619,3 +619,24 @@ def test_a_row_no_section_measures_links_its_reason() -> None:
     assert not any(line.rstrip().endswith("| - |") for line in table)
     assert len(whys) == len({k for k in claims[claims["state"] == "not comparable"]["key"]
                              if f"why-{k.replace('.', '-')}" in whys})
+
+
+def test_a_page_shows_a_repeated_setting_once() -> None:
+    """A setting (or assumption) several claim cards share is written on the first card; the
+    others link it, as a figure's setting another figure repeats links the first."""
+    from workbench.report.sections import page
+
+    claim = {"paper": "HET", "claim": "c", "paper_value": "1x", "measured": "1x",
+             "verdict": "reproduced", "state": "reproduced", "rule": "r",
+             "setting": "WDL on a long run of many words", "assumed": "speed 0.5-2x"}
+    figure = {"kind": "figure", "file": "a.png", "caption": "A", "setting": "one epoch",
+              "claims": [1]}
+    section = {"name": "toy", "title": "Toy", "intro": "", "lineage": {},
+               "claims": [claim, {**claim, "key": "x"}, {**claim, "setting": "other"}],
+               "items": [figure, {**figure, "file": "b.png", "caption": "B"}]}
+    text = page(section)
+    assert text.count("WDL on a long run of many words") == 1
+    assert text.count("- **Setting:** as [claim 1](#claim-1)") == 1
+    assert "- **Setting:** other" in text
+    assert text.count("speed 0.5-2x") == 1 and text.count("**Assumed:** as [claim 1]") == 2
+    assert text.count("*Setting:* one epoch") == 1 and "*Setting:* as [above](#fig-a)" in text

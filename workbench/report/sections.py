@@ -438,6 +438,13 @@ def item_anchor(item: Mapping[str, Any]) -> str:
     return ("fig-" if item["kind"] == "figure" else "tab-") + Path(item["file"]).stem
 
 
+def _setting_once(item: Mapping[str, Any], shown: dict[str, str]) -> str:
+    """A figure's or table's setting, or a link to the first item on the page with the same
+    one (``shown``: setting -> that item's anchor, filled as the page is written)."""
+    first = shown.setdefault(item["setting"], item_anchor(item))
+    return item["setting"] if first == item_anchor(item) else f"as [above](#{first})"
+
+
 def shown_in(section: Mapping[str, Any], number: int) -> list[Mapping[str, Any]]:
     """The figures, then the tables, of ``section`` that show its claim ``number``."""
     items = [i for i in section["items"] if number in i.get("claims", [])]
@@ -480,6 +487,16 @@ def page(section: dict[str, Any]) -> str:
                   "Paper values: [P] from the paper's full text, [A] from its abstract. The "
                   "verdict holds in the setting given; the rule says how it was decided "
                   "(`workbench/report/verdict.py`).", ""]
+        first: dict[tuple[str, str], int] = {}  # (field, text) -> the claim that shows it
+
+        def once(field: str, text: str, number: int) -> str:
+            """``text``, or a link to the earlier claim that shows the same (a long setting
+            repeated on every card is shown once per page)."""
+            text = _one_line(text)
+            earlier = first.setdefault((field, text), number)
+            return text if earlier == number else \
+                f"as [claim {earlier}](#{claim_anchor(earlier)})"
+
         for number, c in enumerate(claims, 1):
             lines += [f"### Claim {number}", "", f"**{c['paper']}:** {_one_line(c['claim'])}",
                       "", f"- **Paper:** {_one_line(c['paper_value'])}",
@@ -487,11 +504,11 @@ def page(section: dict[str, Any]) -> str:
                       f"- **Verdict:** {verdict_text(c)}"]
             if c.get("rule"):
                 lines.append(f"- **Rule:** {_one_line(c['rule'])}")
-            lines.append(f"- **Setting:** {_one_line(c['setting'])}")
+            lines.append(f"- **Setting:** {once('setting', c['setting'], number)}")
             if c.get("seeds"):
                 lines.append(f"- **Seeds:** {c['seeds']}")
             if c.get("assumed"):
-                lines.append(f"- **Assumed:** {_one_line(c['assumed'])}")
+                lines.append(f"- **Assumed:** {once('assumed', c['assumed'], number)}")
             if c.get("holds"):
                 lines.append(f"- **Holds:** {_one_line(c['holds'])}")
             if c.get("note"):
@@ -508,6 +525,7 @@ def page(section: dict[str, Any]) -> str:
     if section["items"]:
         lines += ["## Results", ""]
     found = section.get("lineage", {})
+    shown_setting: dict[str, str] = {}  # an item's setting -> the first item showing it
     for item in section["items"]:
         if item["kind"] in ("figure", "table"):
             numbers = item.get("claims", [])
@@ -517,11 +535,11 @@ def page(section: dict[str, Any]) -> str:
                                                 for n in numbers) + ".*", ""]
         if item["kind"] == "figure":
             lines += [f"**{item['caption']}**", "", f"![{item['caption']}]({item['file']})", "",
-                      f"*Setting:* {item['setting']}", ""]
+                      f"*Setting:* {_setting_once(item, shown_setting)}", ""]
         elif item["kind"] == "table":
             lines += [f"**{item['caption']}** ([CSV]({item['file']}))", "", item["markdown"], ""]
             if item["setting"]:
-                lines += [f"*Setting:* {item['setting']}", ""]
+                lines += [f"*Setting:* {_setting_once(item, shown_setting)}", ""]
         else:
             lines += [item["text"], ""]
         if "reads" in item:
