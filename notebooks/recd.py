@@ -86,6 +86,8 @@ timing = pd.concat([pd.read_csv(results / "recd" / n / "timing.csv").assign(data
 losses = pd.concat([pd.read_csv(results / "recd" / n / "training.csv").assign(dataset=n)
                     for n in summaries], ignore_index=True)
 datasets = list(summaries)
+# one colour per dataset in every figure; the training figure's layout x path bars take others
+dataset_colours = palette.colors(datasets)
 
 
 def dataset_setting(name: str) -> str:
@@ -100,13 +102,14 @@ user = dedup[dedup["group"] != "all"]
 at_window = user[user["window"] == exp.window]
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
 sns.lineplot(data=at_window, x="batch_size", y="dedup_factor", hue="dataset",
+             palette=dataset_colours,
              hue_order=datasets, style="layout", ax=axes[0], **LAYOUT_STYLE)
 axes[0].set(xscale="log", yscale="log", xlabel="batch size",
             ylabel="dedup factor (rows / unique rows)",
             title=f"window {exp.window:,} rows")
 mid = recd_claims.middle_batch(measured)
 by_window = user[user["batch_size"] == mid]
-sns.lineplot(data=by_window, x="window", y="dedup_factor", hue="dataset",
+sns.lineplot(data=by_window, x="window", y="dedup_factor", hue="dataset", palette=dataset_colours,
              hue_order=datasets, style="layout", ax=axes[1], legend=False, **LAYOUT_STYLE)
 axes[1].set(xscale="log", yscale="log", xlabel="partition window (rows)", ylabel="",
             title=f"batch size {mid}")
@@ -144,7 +147,8 @@ curves = ratio.melt(id_vars=["dataset", "window"], value_vars=["storage_ratio", 
                     var_name="layout", value_name="saving").dropna()
 curves["layout"] = curves["layout"].map({"storage_ratio": "clustered rows",
                                          "session_ratio": "session layout"})
-sns.lineplot(data=curves, x="window", y="saving", hue="dataset", hue_order=datasets,
+sns.lineplot(data=curves, x="window", y="saving", hue="dataset",
+             palette=dataset_colours, hue_order=datasets,
              style="layout", markers=True, ax=axes[1])
 axes[1].axhline(1, color="grey", lw=0.8)
 paper_storage_x = claims_register["recd.storage"].paper_number  # [A]
@@ -199,7 +203,8 @@ def speedup(frame: pd.DataFrame) -> pd.DataFrame:
 pre_speed = speedup(pre)
 paper_preprocess_x = claims_register["recd.preprocess"].paper_number  # [A]
 fig, ax = plt.subplots(figsize=(5.6, 3.6))
-sns.lineplot(data=pre_speed, x="batch_size", y="IKJT / KJT", hue="dataset", hue_order=datasets,
+sns.lineplot(data=pre_speed, x="batch_size", y="IKJT / KJT", hue="dataset",
+             palette=dataset_colours, hue_order=datasets,
              style="layout", ax=ax, **LAYOUT_STYLE)
 ax.axhline(1, color="grey", lw=0.8)
 ax.axhline(paper_preprocess_x, color="k", ls="--", lw=1,
@@ -233,16 +238,21 @@ train_factor = user[(user["window"] == exp.window) & (user["batch_size"] == near
 train_speed = train_speed.merge(train_factor[["dataset", "layout", "dedup_factor"]],
                                 on=["dataset", "layout"])
 fig, axes = plt.subplots(1, 3, figsize=(11, 3.8))
-sns.barplot(data=train, x="dataset", y="samples_per_s", order=datasets,
-            hue=train["layout"] + " " + train["path"], ax=axes[0])
+bars = train["layout"] + " " + train["path"]
+bar_colours = dict(zip(dict.fromkeys(bars), [c for c in palette.SPARE
+                                             if c not in dataset_colours.values()]))
+sns.barplot(data=train, x="dataset", y="samples_per_s", order=datasets, hue=bars,
+            palette=bar_colours, ax=axes[0])
 axes[0].set(ylabel="training samples / s", xlabel="")
 axes[0].tick_params(axis="x", rotation=20)
 clustered_losses = losses[(losses["layout"] == "clustered")
                           & losses["path"].isin(WORKBENCH_PATHS)]
-sns.lineplot(data=clustered_losses, x="step", y="loss", hue="dataset", hue_order=datasets,
+sns.lineplot(data=clustered_losses, x="step", y="loss", hue="dataset",
+             palette=dataset_colours, hue_order=datasets,
              style="path", ax=axes[1])
 axes[1].set(ylabel="train loss (clustered)", xlabel="step")
 sns.scatterplot(data=train_speed, x="dedup_factor", y="IKJT / KJT", hue="dataset",
+                palette=dataset_colours,
                 hue_order=datasets, style="layout", style_order=["clustered", "shuffled"],
                 markers={"clustered": "o", "shuffled": "X"}, s=70, ax=axes[2])
 axes[2].axhline(1, color="grey", lw=0.8)

@@ -425,8 +425,9 @@ def recd(cfg: WorkbenchConfig, *, dedup_group: str | None = None,
                     label=f"{layout}: mean {part['dedup_factor'].mean():.2f}x")
         ax.set(ylim=(0, None), xlabel="batch (partition order)",
                ylabel="dedup factor (rows / unique rows)",
-               title=f"{meta['dataset']}, group {frame['group'].iloc[0]}, batch "
-                     f"{int(frame['rows'].iloc[0]):,}, window {meta['window']:,}")
+               title=f"{meta['dataset']}, group {frame['group'].iloc[0]}\nbatch "
+                     f"{int(frame['rows'].iloc[0]):,}, window {meta['window']:,}")  # 2 lines:
+        # one was wider than the figure and clipped on both sides
         ax.legend()
 
     first = next(iter(groups))
