@@ -120,3 +120,13 @@ def test_a_sweep_on_dask_writes_what_the_serial_sweep_writes(ci_pipeline: Path,
                  "hydra.launcher.n_jobs=0")
     assert bad.returncode == 2
     assert "hydra.launcher.n_jobs = 0: give the Dask workers to start" in bad.stderr
+
+
+def test_the_stages_that_read_fanout_are_those_that_fan_out() -> None:
+    """``FANOUT_STAGES`` (who may be given a ``fanout`` override) is exactly the experiment
+    modules that call ``fan_out``."""
+    from workbench.stages.reads import FANOUT_STAGES
+
+    calling = {p.stem for p in (REPO_ROOT / "workbench" / "experiments").glob("*.py")
+               if "fan_out(" in p.read_text()}
+    assert calling == set(FANOUT_STAGES)

@@ -28,6 +28,8 @@ def _check(stage: str, overrides: list[str], item: str | None = None) -> None:
     ("het-train", ["dataset=local", "dataset.name=mine", "dataset.path=/tmp"], None),
     ("het-train", ["cache=lfu", "experiment=hetu", "profile=ci"], None),
     ("report", ["models.wdl.lr_dense=0.1"], None),  # composes the whole configuration
+    ("het-epoch", ["fanout.backend=dask"], None),  # the stages that fan out read fanout
+    ("het-long", ["fanout.backend=dask", "fanout.scheduler=tcp://127.0.0.1:8786"], None),
 ])
 def test_an_override_the_stage_reads_is_accepted(stage: str, overrides: list[str],
                                                  item: str | None) -> None:
@@ -44,6 +46,9 @@ def test_an_override_the_stage_reads_is_accepted(stage: str, overrides: list[str
     ("het-train", ["models.dcn.lr_dense=0.01"], None, "never reads models.dcn.lr_dense"),
     ("recd", ["cache.ratio=0.2"], "taobao_sample", "the recd stage never reads cache.ratio"),
     ("esd", ["cache=lfu"], None, "the esd stage never reads cache"),  # a group's selection
+    ("esd", ["fanout.backend=dask"], None,
+     r"the esd stage runs no configurations side by side, so it never reads fanout \(read by "
+     r"het_epoch, het_long\); drop the override$"),
 ])
 def test_an_override_the_stage_never_reads_is_one_line(stage: str, overrides: list[str],
                                                        item: str | None, says: str) -> None:

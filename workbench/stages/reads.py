@@ -14,9 +14,10 @@ explorers read), must name a key at, above or below one of them:
     esd cache=lfu                       refused: ESD builds its own LRU caches (no cache key)
 
 Global settings (``paths``, ``profile``, ``log_level``, ``dataset`` and ``datasets`` of your
-own data, ``pipeline``, ``fanout``: where configurations run, which never changes a result) and
-the stages that compose the whole configuration (``notebook``, ``report``) are not checked; nor
-is anything outside a checkout with its ``dvc.yaml``.
+own data, ``pipeline``; ``fanout``, where configurations run, which never changes a result, by
+the stages that fan out, [`FANOUT_STAGES`][]) and the stages that compose the whole
+configuration (``notebook``, ``report``) are not checked; nor is anything outside a checkout
+with its ``dvc.yaml``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ GLOBAL = frozenset({"paths", "profile", "log_level", "dataset", "datasets", "pip
                     "fanout"})
 #: Stages that read the whole configuration.
 WHOLE = frozenset({"notebook", "report"})
+#: The stages that run independent configurations side by side through
+#: [`fan_out`][workbench.utils.fanout.fan_out]: the only ones that read ``fanout``.
+FANOUT_STAGES = frozenset({"het_long", "het_epoch"})
 _REF = re.compile(r"\$\{([^}]+)\}")
 
 
@@ -86,6 +90,10 @@ def check_overrides_read(dvc_yaml: Path, stage: Any, cfg: Any, item: str | None,
             continue
         key = override.split("=", 1)[0].lstrip("+~")
         top = key.split(".")[0]
+        if top == "fanout" and stage.dvc_name not in FANOUT_STAGES:
+            raise ConfigError(f"override {override!r}: the {stage.dvc_name} stage runs no "
+                              "configurations side by side, so it never reads fanout (read by "
+                              f"{', '.join(sorted(FANOUT_STAGES))}); drop the override")
         if top in GLOBAL or top not in sections:
             continue  # a global setting (a preset, experiment=..., composes many: not checked)
         if any(key == k or key.startswith(f"{k}.") or k.startswith(f"{key}.") for k in keys):
