@@ -57,7 +57,8 @@ def _page(text: str, folder: Path) -> tuple[str, set[Path]]:
     return LINK.sub(link, text), files
 
 
-for page in [REPORTS / "README.md", *sorted(REPORTS.glob("*/README.md"))]:
+SECTION_PAGES = sorted(REPORTS.glob("*/README.md"))
+for page in [REPORTS / "README.md", *SECTION_PAGES]:
     if not page.is_file():
         continue
     text, files = _page(page.read_text(), page.parent)
@@ -72,7 +73,7 @@ for page in [REPORTS / "README.md", *sorted(REPORTS.glob("*/README.md"))]:
 # the report's navigation (mkdocs.yml's "The report: report/", read by literate-nav)
 with mkdocs_gen_files.open("report/SUMMARY.md", "w") as nav:
     nav.write("* [Verdicts and claims](index.md)\n")
-    for page in sorted(REPORTS.glob("*/README.md")):
+    for page in SECTION_PAGES:
         title = next((line[2:].strip() for line in page.read_text().splitlines()
                       if line.startswith("# ")), page.parent.name)
         nav.write(f"* [{title}]({page.parent.name}/index.md)\n")

@@ -187,8 +187,6 @@ def run_replays(keys_path: Path, rows: int, configs: list[Replay], per_worker: i
             key that sets the budget); not with a scheduler's address, whose workers' memory
             limits apply.
     """
-    from tqdm.auto import tqdm
-
     need = {c: cluster_gb(rows, c.workers, cache_capacity(c.cache, rows)) for c in configs}
     too_big = [c for c in configs if need[c] > budget_gb and fanout.scheduler is None]
     if too_big:
@@ -198,22 +196,17 @@ def run_replays(keys_path: Path, rows: int, configs: list[Replay], per_worker: i
             f"than the memory budget {budget_gb:.1f} GB (experiments.het_epoch.memory_gb; "
             "null = 80% of the available memory): drop it from experiments.het_epoch.workers "
             "or lower experiments.het_epoch.scale")
-    bar = tqdm(total=len(configs), disable=not progress, desc="het_epoch", unit="replay")
 
     def done(i: int, result: dict[str, Any]) -> None:
         c = configs[i]
         log.info("%s at %d workers: replay %.0f s, peak %.1f GB (estimated %.1f)", c.system,
                  c.workers, result["replay_s"], result["peak_rss_gb"], need[c])
-        bar.update()
 
-    try:
-        results = fan_out(_replay_one, [(str(keys_path), rows, c, per_worker, dispatcher, seed)
-                                        for c in configs],
-                          [f"{c.system} at {c.workers} workers" for c in configs], jobs=jobs,
-                          config=fanout, need=[need[c] for c in configs], budget_gb=budget_gb,
-                          done=done)
-    finally:
-        bar.close()
+    results = fan_out(_replay_one, [(str(keys_path), rows, c, per_worker, dispatcher, seed)
+                                    for c in configs],
+                      [f"{c.system} at {c.workers} workers" for c in configs], jobs=jobs,
+                      config=fanout, need=[need[c] for c in configs], budget_gb=budget_gb,
+                      done=done, progress=progress, desc="het_epoch", unit="replay")
     return dict(zip(configs, results, strict=True))
 
 

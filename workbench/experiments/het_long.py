@@ -118,23 +118,16 @@ def train_one(run: Run) -> dict[str, Any]:
 def run_all(runs: list[Run], jobs: int, progress: bool,
             fanout: FanoutConfig = LOCAL) -> list[dict[str, Any]]:
     """Every run, ``jobs`` at a time on ``fanout``'s backend; results in ``runs``' order."""
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=len(runs), disable=not progress, desc="het_long", unit="run")
 
     def done(i: int, result: dict[str, Any]) -> None:
         r = runs[i]
         log.info("%s, seed %d: final AUC %.4f, %.0f s, peak %.1f GB", r.system.label, r.seed,
                  result["metrics"]["test_auc"].iloc[-1], result["train_s"],
                  result["peak_rss_gb"])
-        bar.update()
 
-    try:
-        return fan_out(train_one, [(r,) for r in runs],
-                       [f"{r.system.label}, seed {r.seed}" for r in runs], jobs=jobs,
-                       config=fanout, done=done)
-    finally:
-        bar.close()
+    return fan_out(train_one, [(r,) for r in runs],
+                   [f"{r.system.label}, seed {r.seed}" for r in runs], jobs=jobs,
+                   config=fanout, done=done, progress=progress, desc="het_long", unit="run")
 
 
 def target_table(metrics: pd.DataFrame, targets: list[float], names: list[str]) -> pd.DataFrame:

@@ -156,6 +156,7 @@ def figures(paper: str, root: Path = REPO_ROOT) -> str:
     import json
 
     from workbench.report.notebook_registry import names
+    from workbench.report.sections import item_anchor
 
     lines = []
     for name in names():
@@ -170,10 +171,9 @@ def figures(paper: str, root: Path = REPO_ROOT) -> str:
                 continue
             keys = ", ".join(f"`{c['key']}`" for c in shown if c["paper"] == paper)
             alt = _cell(item["caption"]).split(" - ")[0].split(":")[0][:80]
-            anchor = f"fig-{Path(item['file']).stem}"
             lines += [f"![{alt}](../figures/{name}/{item['file']})", "",
                       f"*{_cell(item['caption'])}* ([in the report](../report/{name}/index.md"
-                      f"#{anchor}), `reports/{name}/`; shows {keys})", ""]
+                      f"#{item_anchor(item)}), `reports/{name}/`; shows {keys})", ""]
     return "\n".join(lines) if lines else "No figure of the report shows these claims yet.\n"
 
 

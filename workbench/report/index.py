@@ -172,7 +172,7 @@ def claim_lines(claims: list[dict[str, Any]]) -> list[str]:
         if name and number:
             link = f"[{name} #{number}]({name}/{PAGE_FILE}#{claim_anchor(number)})"
         else:  # no section measures it: the register's reason, below the table
-            link = f"[why]({'#' + why_anchor(c['key'])})"
+            link = f"[why](#{why_anchor(c['key'])})"
             unmeasured.append(c)
         if name and c.get("shown"):
             kind = "fig" if c["shown"].startswith("fig-") else "table"

@@ -175,7 +175,8 @@ def _client(config: FanoutConfig, jobs: int) -> Iterator[Any]:
 def fan_out(fn: Callable[..., Any], configs: Sequence[tuple], labels: Sequence[str], *,
             jobs: int, config: FanoutConfig = LOCAL,
             need: Sequence[float] | None = None, budget_gb: float | None = None,
-            done: Callable[[int, Any], None] | None = None) -> list[Any]:
+            done: Callable[[int, Any], None] | None = None, progress: bool = False,
+            desc: str = "fan_out", unit: str = "configuration") -> list[Any]:
     """``[fn(*c) for c in configs]``, computed on ``config``'s backend ``jobs`` at a time.
 
     Args:
@@ -186,7 +187,9 @@ def fan_out(fn: Callable[..., Any], configs: Sequence[tuple], labels: Sequence[s
         config: the backend.
         need: each configuration's estimated memory (GB); None: no admission.
         budget_gb: the memory the running configurations' estimates must fit.
-        done: called with ``(index, result)`` as each configuration ends (progress, logs).
+        done: called with ``(index, result)`` as each configuration ends (its log line).
+        progress: show a progress bar (``desc``, counted in ``unit``), one step per
+            configuration that ends.
 
     Returns:
         The results, in ``configs``' order.
@@ -195,12 +198,15 @@ def fan_out(fn: Callable[..., Any], configs: Sequence[tuple], labels: Sequence[s
         FanoutFailed: configurations raised a UserError (one line each).
         WorkerFailed: a configuration failed otherwise (tracebacks logged).
     """
+    from tqdm.auto import tqdm
+
     weights = list(need) if need is not None else [0.0] * len(configs)
     budget = budget_gb if budget_gb is not None and config.scheduler is None else float("inf")
     pending = sorted(range(len(configs)), key=lambda i: -weights[i])
     out: dict[int, Any] = {}
     failed: dict[int, BaseException] = {}
-    with executor(config, jobs) as pool:
+    with executor(config, jobs) as pool, \
+            tqdm(total=len(configs), disable=not progress, desc=desc, unit=unit) as bar:
         running: dict[Future, int] = {}
         while pending or running:
             used = sum(weights[i] for i in running.values())
@@ -214,6 +220,7 @@ def fan_out(fn: Callable[..., Any], configs: Sequence[tuple], labels: Sequence[s
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 i = running.pop(future)
+                bar.update()
                 try:
                     out[i] = future.result()
                 except Exception as err:  # noqa: BLE001 - every configuration's error is kept
