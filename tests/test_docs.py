@@ -136,7 +136,12 @@ def _pipeline_dag_draws_offline(site: Path) -> None:
 
         page.route("**/*", local_only)
         page.goto(base + "pipeline/")
-        page.wait_for_timeout(3000)  # Material draws the diagram after the page's load
+        # Material draws the diagram after the page's load (no fixed wait: however long it
+        # takes); refused its script, it never draws, and the source stays from the start
+        if block_vendored:
+            page.wait_for_load_state("load")
+        else:
+            page.wait_for_selector("div.mermaid", state="attached", timeout=60_000)
         return page.evaluate(
             "() => ({source: document.querySelector('article').innerText.includes("
             "'flowchart LR'), heights: Array.from(document.querySelectorAll('div.mermaid'))"
