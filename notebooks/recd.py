@@ -298,6 +298,10 @@ section.note("Largest |loss(KJT) - loss(IKJT)| over every step: "
 # attention tower) under the same DLRM on TorchRec's KJT and on the IKJT as its variable-batch
 # KJT, in the same alternating rounds as the workbench's paths; once with the dense table
 # gradients TorchRec's bags give, once with sparse ones (`workbench/models/torchrec_dlrm.py`).
+# Then the same model on TorchRec's fused kernel, fbgemm's table-batched embedding with SGD
+# inside the backward: the IKJT through its variable-batch call (as TorchRec's sharded lookup
+# makes it; on CPU its metadata costs milliseconds per call) and padded to a fixed batch with
+# empty bags (one KJT path for both tracks).
 
 # %%
 rounds = recd_claims.timing_rounds(measured)
@@ -329,8 +333,9 @@ if tracks["track"].nunique() > 1:
     section.figure(fig, "training_tracks",
                    "Training speedup of the deduplicated batches on each path (clustered "
                    "partitions; mean and 95% interval over the alternating rounds): the "
-                   "workbench's model, and TorchRec's EmbeddingBagCollection on its KJT against "
-                   "its variable-batch KJT with dense and with sparse table gradients",
+                   "workbench's model, TorchRec's EmbeddingBagCollection on its KJT against "
+                   "its variable-batch KJT with dense and with sparse table gradients, and "
+                   "fbgemm's fused TBE on the KJT against the IKJT, variable-batch or padded",
                    setting=f"batch {exp.train_batch_size}, {exp.train_batches} batches, "
                            f"D = {exp.embedding_dim}; one torch thread",
                    reads=files(results / "recd", datasets, "timing_rounds.csv"))

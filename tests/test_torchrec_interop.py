@@ -262,3 +262,46 @@ def test_recd_on_torchrecs_path_trains_the_same_model_on_both_inputs(
             assert ta.step(dense, a.batch(kjt), labels) == pytest.approx(
                 tb.step(dense, b.batch(ikjt), labels), abs=1e-6)
         assert grads.grad is None or grads.grad.is_sparse == sparse
+
+
+def test_recd_on_the_fused_tbe_trains_as_torchrecs_ebc_on_every_input(
+        torchrec_package: Any) -> None:
+    """Issue 67: RecD's model on fbgemm's fused TBE (TorchRec's fused kernel, SGD inside the
+    backward) starts from the EBC path's parameters and takes the same SGD steps as the EBC
+    with sparse gradients under plain SGD, on the KJT and on the IKJT through both of its
+    calls (variable batch, padded): equal losses, logits and tables."""
+    from workbench.models.torchrec_dlrm import FusedTBEDLRM, TorchRecDLRM
+    from workbench.training.recd_trainer import RecDTrainer
+
+    rng = np.random.default_rng(5)
+    batch, rows, lr = 48, 30, 0.1
+    users = rng.integers(0, 7, batch)
+    data = {"user": [[int(u)] for u in users],
+            "hist": [[int(u * 4 + j) % rows for j in range(u % 4)] for u in users],
+            "item": [[int(x)] for x in rng.integers(0, rows, batch)]}
+    kjt = KeyedJaggedTensor.from_dict(data)
+    ikjt = to_ikjt(kjt, [["hist", "user"], ["item"]])  # another key order than the model's
+    dense = torch.from_numpy(rng.normal(size=(batch, 3)).astype(np.float32))
+    labels = torch.from_numpy((rng.random(batch) < 0.4).astype(np.float32))
+    shape = (3, ["user", "item", "hist"], {"user": 7, "item": rows}, {"hist": "item"}, 8,
+             [16], [16])
+    ebc = TorchRecDLRM(*shape, seed=1, sparse_gradients=True)
+    fused = {(call, inputs): FusedTBEDLRM(*shape, seed=1, lr=lr, ikjt_call=call)
+             for call in ("variable batch", "padded") for inputs in ("kjt", "ikjt")}
+    reference = ebc(dense, ebc.batch(kjt))
+    for (_, inputs), model in fused.items():
+        x = model.batch(kjt if inputs == "kjt" else ikjt)
+        assert torch.allclose(model(dense, x), reference, atol=1e-6)
+    trainers = {key: RecDTrainer(m, lr, optimizer="sgd") for key, m in fused.items()}
+    base = RecDTrainer(ebc, lr, optimizer="sgd")
+    for _ in range(3):
+        expected = base.step(dense, ebc.batch(kjt), labels)
+        for (_, inputs), trainer in trainers.items():
+            x = trainer.model.batch(kjt if inputs == "kjt" else ikjt)
+            assert trainer.step(dense, x, labels) == pytest.approx(expected, abs=1e-6)
+    tables = [ebc.ebc.embedding_bags[t].weight.detach() for t in ("user", "item")]
+    for model in fused.values():
+        for ours, theirs in zip(model.tbe.split_embedding_weights(), tables, strict=True):
+            assert torch.allclose(ours, theirs, atol=1e-6)
+    with pytest.raises(ValueError, match="ikjt_call"):
+        FusedTBEDLRM(*shape, seed=1, lr=lr, ikjt_call="vbe")  # type: ignore[arg-type]

@@ -86,7 +86,7 @@ def round_ratios(frame: pd.DataFrame, path: str = "ikjt", base: str = "kjt") -> 
 def track_points(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """The training path condition: IKJT / KJT per round on each track the stage measured
     (the workbench's model, TorchRec's EmbeddingBagCollection with its dense and with sparse
-    table gradients; [`workbench.experiments.recd.TRACKS`][])."""
+    table gradients, fbgemm's fused TBE; [`workbench.experiments.recd.TRACKS`][])."""
     from workbench.experiments.recd import TRACKS
 
     return [{"value": track, "values": ratios} for track, (kjt, ikjt) in TRACKS.items()
@@ -134,8 +134,9 @@ def train(res: Results, entry: EntryLike) -> Measurement:
         f"{exp.repeats} alternating rounds (wall clock on this machine); the gain follows the "
         "dedup factor and the share of compute in the deduplicated group (the history tower "
         "here); the paper's 'up to' is its best model, ours the committed dataset; "
-        + ("TorchRec's own path (its EmbeddingBagCollection on its KJT and on the IKJT as its "
-           "variable-batch KJT, pooled bags): " + "; ".join(
+        + ("TorchRec's own paths (its EmbeddingBagCollection on its KJT and on the IKJT as its "
+           "variable-batch KJT, pooled bags; fbgemm's fused TBE, SGD in the backward, on the KJT "
+           "and on the IKJT variable-batch or padded): " + "; ".join(
                f"{p['value']} {_fmt(p['values'])}" for p in tracks[1:])
            if len(tracks) > 1 else "TorchRec's path was not measured (TorchRec did not load "
            "in the recd stage: make torchrec)"))

@@ -27,8 +27,9 @@ rows and runs two paths on them:
 Training runs on every track of [`TRACKS`][] (``summary.json``'s ``tracks``): the workbench's
 model on its KJT and IKJT, and, where TorchRec loads (``make torchrec``), TorchRec's own
 EmbeddingBagCollection on TorchRec's KJT and on RecD's IKJT as TorchRec's variable-batch KJT
-([`workbench.models.torchrec_dlrm`][]), with its dense table gradients and with sparse ones;
-all paths alternate in every round.
+([`workbench.models.torchrec_dlrm`][]), with its dense table gradients and with sparse ones,
+and fbgemm's fused TBE (TorchRec's fused kernel) on the KJT and on the IKJT, variable-batch or
+padded to a fixed batch; all paths alternate in every round.
 """
 
 from __future__ import annotations
@@ -201,20 +202,29 @@ def build_model(meta: dict[str, Any], exp: RecdConfig, seed: int) -> RecDModel:
 #: [`RecDModel`][workbench.models.recd.RecDModel] on the workbench's KJT / IKJT; ``torchrec``:
 #: [`TorchRecDLRM`][workbench.models.torchrec_dlrm.TorchRecDLRM], TorchRec's own
 #: EmbeddingBagCollection on TorchRec's KJT / variable-batch KJT (its dense table gradients), and
-#: the same with row-indexed sparse table gradients. TorchRec's tracks run where TorchRec loads.
+#: the same with row-indexed sparse table gradients; ``torchrec fused``:
+#: [`FusedTBEDLRM`][workbench.models.torchrec_dlrm.FusedTBEDLRM], fbgemm's fused TBE (TorchRec's
+#: fused kernel), the IKJT through its variable-batch call and padded to a fixed batch (one KJT
+#: path for both). TorchRec's tracks run where TorchRec loads.
 TRACKS = {"workbench": ("kjt", "ikjt"),
           "torchrec": ("torchrec kjt", "torchrec ikjt"),
-          "torchrec, sparse table gradients": ("torchrec sparse kjt", "torchrec sparse ikjt")}
+          "torchrec, sparse table gradients": ("torchrec sparse kjt", "torchrec sparse ikjt"),
+          "torchrec fused, variable batch": ("torchrec fused kjt", "torchrec fused vbe ikjt"),
+          "torchrec fused, padded": ("torchrec fused kjt", "torchrec fused padded ikjt")}
 
 
-def torchrec_model(meta: dict[str, Any], exp: RecdConfig, seed: int, sparse: bool):
-    """The RecD dataset's DLRM on TorchRec's EmbeddingBagCollection (raises
-    ``TorchRecUnavailable`` where TorchRec does not load)."""
-    from workbench.models.torchrec_dlrm import TorchRecDLRM
+def torchrec_model(meta: dict[str, Any], exp: RecdConfig, seed: int, path: str):
+    """The RecD dataset's DLRM for one of TorchRec's paths of [`TRACKS`][]: TorchRec's
+    EmbeddingBagCollection, or fbgemm's fused TBE (raises ``TorchRecUnavailable`` where TorchRec
+    does not load)."""
+    from workbench.models.torchrec_dlrm import FusedTBEDLRM, TorchRecDLRM
 
-    return TorchRecDLRM(len(meta["dense"]), meta["keys"], meta["cardinalities"],
-                        meta["sequences"], exp.embedding_dim, exp.bottom_mlp, exp.top_mlp, seed,
-                        sparse_gradients=sparse)
+    shape = (len(meta["dense"]), meta["keys"], meta["cardinalities"], meta["sequences"],
+             exp.embedding_dim, exp.bottom_mlp, exp.top_mlp, seed)
+    if "fused" in path:
+        return FusedTBEDLRM(*shape, lr=exp.lr,
+                            ikjt_call="variable batch" if "vbe" in path else "padded")
+    return TorchRecDLRM(*shape, sparse_gradients="sparse" in path)
 
 
 def training_timing(batches: list[Batch], meta: dict[str, Any], transforms: FeatureTransforms,
@@ -255,11 +265,10 @@ def training_timing(batches: list[Batch], meta: dict[str, Any], transforms: Feat
         from workbench.utils.torchrec import load_torchrec
 
         load_torchrec()  # or says why TorchRec does not load
-        for track, (kjt_path, ikjt_path) in list(TRACKS.items())[1:]:
-            sparse = "sparse" in track
+        for kjt_path, ikjt_path in list(TRACKS.values())[1:]:
             for path, source in ((kjt_path, "kjt"), (ikjt_path, "ikjt")):
                 inputs[path] = [(d, TorchRecDLRM.batch(s), y) for d, s, y in inputs[source]]
-                models[path] = functools.partial(torchrec_model, meta, exp, seed, sparse)
+                models[path] = functools.partial(torchrec_model, meta, exp, seed, path)
     except TorchRecUnavailable as err:
         missing = str(err)
         log.warning("RecD on TorchRec's path left out: %s", missing)
