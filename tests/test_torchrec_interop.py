@@ -305,3 +305,29 @@ def test_recd_on_the_fused_tbe_trains_as_torchrecs_ebc_on_every_input(
             assert torch.allclose(ours, theirs, atol=1e-6)
     with pytest.raises(ValueError, match="ikjt_call"):
         FusedTBEDLRM(*shape, seed=1, lr=lr, ikjt_call="vbe")  # type: ignore[arg-type]
+
+
+def test_fbgemms_configuration_lines_stay_out_of_the_stage_log(
+        torchrec_package: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """A stage's log keeps fbgemm_gpu's warnings but not the ~20 INFO lines it writes on the
+    root logger for every TBE built (the recd stage builds dozens)."""
+    import logging
+
+    from workbench.models.torchrec_dlrm import FusedTBEDLRM
+    from workbench.utils import logs
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        logs.setup("INFO", role="recd")
+        logging.getLogger("workbench.test").info("ours stays")
+        FusedTBEDLRM(0, ["a"], {"a": 5}, {}, 4, [], [4], seed=0, lr=0.1)
+        record = logging.LogRecord("root", logging.WARNING, "/x/fbgemm_gpu/y.py", 1, "kept",
+                                   None, None)
+        root.handle(record)
+        err = capsys.readouterr().err
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    assert "ours stays" in err and "kept" in err
+    assert "TBE=" not in err, err[:2000]
