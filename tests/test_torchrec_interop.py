@@ -321,7 +321,7 @@ def test_fbgemms_configuration_lines_stay_out_of_the_stage_log(
     try:
         logs.setup("INFO", role="recd")
         logging.getLogger("workbench.test").info("ours stays")
-        FusedTBEDLRM(0, ["a"], {"a": 5}, {}, 4, [], [4], seed=0, lr=0.1)
+        FusedTBEDLRM(0, ["a", "b"], {"a": 5, "b": 3}, {}, 4, [], [4], seed=0, lr=0.1)
         record = logging.LogRecord("root", logging.WARNING, "/x/fbgemm_gpu/y.py", 1, "kept",
                                    None, None)
         root.handle(record)
