@@ -64,7 +64,7 @@ check: params
 	@test -d .dvc || $(BIN)/dvc init -q
 	$(PY) -m workbench.utils.dvc_lock
 	PATH="$(abspath $(BIN)):$$PATH" $(PY) -m workbench.repro --claims
-	$(PY) -m workbench.report.check --committed scratch/claims.committed.csv --params params.yaml
+	$(PY) -m workbench.claims.check --committed scratch/claims.committed.csv --params params.yaml
 
 # make check on the ci profile, in a project of its own (scratch/ci-check/project, replaced; this
 # tree's results/ and reports/ untouched): a copy of the sources built as make calibrate,

@@ -36,8 +36,8 @@ import pandas as pd
 import seaborn as sns
 
 from workbench import claims
+from workbench.claims import register
 from workbench.explorers import notebook_config
-from workbench.report import register
 from workbench.report.plotting import legend_below, set_theme
 from workbench.report.sections import Section
 

@@ -39,8 +39,9 @@ import seaborn as sns
 
 from workbench import claims
 from workbench.claims import esd as esd_claims
+from workbench.claims import register
 from workbench.explorers import notebook_config
-from workbench.report import palette, register
+from workbench.report import palette
 from workbench.report.plotting import THEME_MIN_PT, legend_below, set_theme
 from workbench.report.sections import Section
 

@@ -41,8 +41,9 @@ import seaborn as sns
 
 from workbench import claims
 from workbench.claims import flexshard as flexshard_claims
+from workbench.claims import register
 from workbench.explorers import notebook_config
-from workbench.report import palette, register
+from workbench.report import palette
 from workbench.report.plotting import set_theme
 from workbench.report.sections import Section, files, per_dataset
 

@@ -39,9 +39,9 @@ import pandas as pd
 import seaborn as sns
 
 from workbench import claims
+from workbench.claims import register
 from workbench.claims.het import EPOCH_TRACE, epoch_csv, epoch_fig8_ran, fig8_setting
 from workbench.explorers import notebook_config
-from workbench.report import register
 from workbench.report.plotting import MAX_WIDTH_IN, legend_below, panels, set_theme
 from workbench.report.sections import Section, files, per_dataset
 

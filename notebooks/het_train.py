@@ -56,10 +56,10 @@ import pandas as pd
 import seaborn as sns
 
 from workbench import claims
-from workbench.claims import het
+from workbench.claims import het, register
 from workbench.claims.het import CRITEO_KAGGLE_ROWS, CRITEO_KAGGLE_SAMPLES
 from workbench.explorers import notebook_config
-from workbench.report import palette, register
+from workbench.report import palette
 from workbench.report.plotting import legend_below, set_theme
 from workbench.report.sections import Section
 

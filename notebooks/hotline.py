@@ -41,10 +41,11 @@ import seaborn as sns
 
 from workbench import claims
 from workbench.claims import hotline as hotline_claims
+from workbench.claims import register
 from workbench.cluster.accelerator_time import step_seconds
 from workbench.cluster.config import HardwareConfig
 from workbench.explorers import notebook_config
-from workbench.report import palette, register
+from workbench.report import palette
 from workbench.report.plotting import legend_below, set_theme
 from workbench.report.sections import Section, files, per_dataset
 from workbench.training.hotline import MicroBatchCounts

@@ -42,10 +42,11 @@ from matplotlib.ticker import EngFormatter, LogLocator, NullFormatter, ScalarFor
 
 from workbench import claims
 from workbench.claims import recd as recd_claims
+from workbench.claims import register
 from workbench.claims.measurement import Estimate
 from workbench.experiments.recd import TRACKS
 from workbench.explorers import notebook_config
-from workbench.report import palette, register
+from workbench.report import palette
 from workbench.report.plotting import legend_below, panels, set_theme
 from workbench.report.sections import Section, files
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from workbench.report import check
+from workbench.claims import check
 
 COLUMNS = ["key", "mean", "ci_low", "ci_high", "seeds", "state"]
 

@@ -14,10 +14,10 @@ import pytest
 
 from helpers.claim_directions import direction_losses
 from workbench import claims
+from workbench.claims import check
+from workbench.claims import register as reg
+from workbench.claims.check import claim_stages
 from workbench.config import load
-from workbench.report import check
-from workbench.report import register as reg
-from workbench.report.check import claim_stages
 from workbench.utils.paths import REPO_ROOT
 
 REGISTER = reg.load()
@@ -95,7 +95,7 @@ def test_committed_claims_table_is_what_the_measures_give(tmp_path: Path, commit
     assert judged["same_value"].sum() == committed["mean"].notna().sum() - 1
     assert "DIFFERS" in check.render(judged.reset_index())
     # the edited claim from the committed results: every row must equal the committed table
-    from workbench.report.sections import measured_row
+    from workbench.claims.record import measured_row
 
     entry = REGISTER["hotline.speedup"]
     row = measured_row(entry, claims.measure(entry, committed_cfg))
@@ -399,3 +399,29 @@ def test_a_huge_file_in_a_results_folder_is_refused_unread(tmp_path: Path) -> No
     with pytest.raises(MissingInputError, match=r"cost.csv: 1,024 MiB, larger than any file a "
                                                 r"stage writes there"):
         res.csv("esd", "synthetic", "cost.csv")
+
+
+def test_every_measured_claim_names_the_figures_its_notebook_draws() -> None:
+    """Issue 70: the register names the figures and tables that show each measured claim
+    (``shown_in``), and each name is an item its section's notebook draws (the committed
+    ``reports/<section>/section.json``); the section page links exactly those."""
+    missing, unknown = [], []
+    for e in REGISTER.entries:
+        if e.kind == "not_comparable":
+            continue
+        if not e.shown_in:
+            missing.append(e.key)
+            continue
+        section = json.loads((REPO_ROOT / "reports" / e.section / "section.json").read_text())
+        drawn = {Path(i["file"]).stem for i in section["items"] if "file" in i}
+        unknown += [f"{e.key}: {n} (not drawn by notebooks/{e.section}.py)"
+                    for n in e.shown_in if n not in drawn]
+        number = 1 + [c["key"] for c in section["claims"]].index(e.key)
+        linked = {Path(i["file"]).stem for i in section["items"] if number in i.get("claims", [])}
+        assert linked == set(e.shown_in), (e.key, linked)
+    assert not missing, f"measured claims without shown_in: {missing}"
+    assert not unknown, "; ".join(unknown)
+    text = reg.REGISTER_FILE.read_text().replace("shown_in: [fig2_comm_share]",
+                                                 "shown_in: fig2_comm_share", 1)
+    with pytest.raises(reg.RegisterError, match="shown_in 'fig2_comm_share' must be a list"):
+        reg.parse(text)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from workbench.claims import register as reg
 from workbench.report import costs, lineage
-from workbench.report import register as reg
 from workbench.stages.cli import stage_id
 from workbench.stages.costs import Meter, output_bytes
 from workbench.stages.registry import STAGES

@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workbench import claims
+from workbench.claims import register
 from workbench.config import load
 from workbench.data.config import SyntheticConfig
 from workbench.data.preprocess import read_split
 from workbench.data.synthetic import SyntheticGenerator
-from workbench.report import register
 from workbench.sharding.lookups import stream_source
 from workbench.sharding.planner import ProfileCounter, missing_mass
 from workbench.utils.paths import REPO_ROOT

@@ -192,3 +192,37 @@ def test_no_test_file_imports_another() -> None:
             bad += [f"{path.name}:{node.lineno} imports {m}" for m in found
                     if m.split(".")[0] in names or m.startswith("tests.test_")]
     assert not bad, bad
+
+
+#: What judges or measures a claim: the register's judgements, the rules, the record's
+#: re-judging and the measures. Only ``workbench.claims`` calls them.
+_JUDGING = {"judge", "judge_points", "row_verdict", "estimate", "reading", "holds", "holds_one",
+            "rejudge", "measure", "measure_all", "factor", "percent", "less", "modelled",
+            "not_comparable", "not_built"}
+_CLAIM_MODULES = {"register", "verdict", "record", "check", "counting", "measurement"}
+
+
+def _calls(path: Path) -> list[tuple[int, str]]:
+    """``(line, name)`` of every call of a bare or dotted name in the file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = (func.attr if isinstance(func, ast.Attribute)
+                    else func.id if isinstance(func, ast.Name) else "")
+            found.append((node.lineno, name))
+    return found
+
+
+def test_the_claim_lives_in_claims_and_report_only_renders() -> None:
+    """Issue 70: ``workbench.claims`` is the claim's one home: the register, the rules, the
+    record, the check, the counting and the measures are its modules, and no module of
+    ``workbench.report`` judges or measures a claim (it renders what the record holds)."""
+    claims = {p.stem for p in (PACKAGE / "claims").glob("*.py")}
+    report = {p.stem for p in (PACKAGE / "report").glob("*.py")}
+    assert _CLAIM_MODULES <= claims
+    assert not _CLAIM_MODULES & report
+    judged = [f"{path.relative_to(PACKAGE.parent)}:{line}: {name}()"
+              for path in sorted((PACKAGE / "report").glob("*.py"))
+              for line, name in _calls(path) if name in _JUDGING]
+    assert not judged, "report judges or measures claims: " + "; ".join(judged)

@@ -11,7 +11,9 @@ import pandas as pd
 import pytest
 
 from workbench.report import lineage
-from workbench.report.sections import PAGE_FILE, SECTION_FILE, Section, config_digest, page
+from workbench.report.page import PAGE_FILE, page
+from workbench.report.provenance import config_digest
+from workbench.report.sections import SECTION_FILE, Section, load_sections
 from workbench.utils.errors import UserError
 from workbench.utils.paths import REPO_ROOT
 
@@ -128,10 +130,10 @@ def test_the_config_digest_follows_the_notebooks_own_sections() -> None:
 
 
 def test_a_claim_links_the_figure_and_table_that_show_it(tmp_path: Path) -> None:
+    from workbench.claims import register as reg
+    from workbench.claims.record import collect, register_claim
     from workbench.config import load
-    from workbench.report import register as reg
     from workbench.report.index import claim_lines
-    from workbench.report.sections import collect, register_claim
 
     cfg = load()
     lineage.ReadLog.fresh((cfg.paths.resolve("results"), cfg.paths.resolve("data")))
@@ -140,23 +142,26 @@ def test_a_claim_links_the_figure_and_table_that_show_it(tmp_path: Path) -> None
     pd.read_csv(res / "metrics.csv")
     pd.read_csv(res / "conditions.csv")  # hotline.speedup is measured from it
     section.figure(_plot(), "curve", "AUC", "toy", reads=[res / "metrics.csv"])
-    section.figure(_plot(), "speedups", "Modelled speedups", "toy",
-                   reads=[res / "conditions.csv"])
-    section.table(pd.DataFrame({"x": [1]}), "conditions", "Conditions",
+    section.figure(_plot(), "sensitivity_host_rate", "Modelled speedups", "toy",
+                   reads=[res / "conditions.csv"])  # named by the register's shown_in
+    section.table(pd.DataFrame({"x": [1]}), "host_rate_conditions", "Conditions",
                   reads=[res / "conditions.csv"])
+    section.table(pd.DataFrame({"x": [1]}), "also_conditions", "Not named",
+                  reads=[res / "conditions.csv"])  # reads the claim's file, not named: no link
     for key in ("hotline.speedup", "hotline.v1_hybrid"):  # every claim of the section
         section.claim(register_claim(reg.load()[key]))
     section.save()
     saved = json.loads((tmp_path / "hotline" / SECTION_FILE).read_text())
-    assert [i.get("claims") for i in saved["items"]] == [[], [1, 2], [1, 2]]
+    assert [i.get("claims") for i in saved["items"]] == [[], [1, 2], [1, 2], []]
     text = page(saved)
-    assert ("- **Shown in:** [figure *Modelled speedups*](#fig-speedups), "
-            "[table *Conditions*](#tab-conditions)") in text
-    assert ('<a id="fig-speedups"></a>\n\n*Shows [claim 1](#claim-1), [claim 2](#claim-2).*'
-            in text)
+    assert ("- **Shown in:** [figure *Modelled speedups*](#fig-sensitivity_host_rate), "
+            "[table *Conditions*](#tab-host_rate_conditions)") in text
+    assert ('<a id="fig-sensitivity_host_rate"></a>\n\n*Shows [claim 1](#claim-1), '
+            '[claim 2](#claim-2).*' in text)
     assert '<a id="fig-curve"></a>\n\n**AUC**' in text  # anchored, shows no claim
-    _, claims = collect(tmp_path, ["hotline"])
+    claims = collect(load_sections(tmp_path, ["hotline"]))
     row = next(c for c in claims if c["key"] == "hotline.speedup")
-    assert row["shown"] == "fig-speedups"
+    assert row["shown"] == "fig-sensitivity_host_rate"
     assert ("[hotline #1](hotline/README.md#claim-1) · "
-            "[fig](hotline/README.md#fig-speedups)") in "\n".join(claim_lines(claims))
+            "[fig](hotline/README.md#fig-sensitivity_host_rate)") in "\n".join(
+                claim_lines(claims))

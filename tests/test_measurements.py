@@ -1,4 +1,4 @@
-"""Claims read from one measurement count once (workbench/report/measurements.py): in the
+"""Claims read from one measurement count once (workbench/claims/counting.py): in the
 index, the DVC metrics, the README's and the docs' counts."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from workbench.claims.counting import counted, measurement_keys, shared_with, variants
+from workbench.claims.register import load
 from workbench.report import fragments
 from workbench.report.index import claim_lines, metrics, verdict_lines
-from workbench.report.measurements import counted, measurement_keys, shared_with, variants
-from workbench.report.register import load
 
 REGISTER = load()
 

@@ -12,10 +12,11 @@ import pandas as pd
 import pytest
 
 from helpers.claim_directions import direction_losses
+from workbench.claims import register as reg
+from workbench.claims import verdict
+from workbench.claims.record import CLAIM_COLUMNS
 from workbench.config import load
-from workbench.report import register as reg
-from workbench.report import verdict
-from workbench.report.sections import CLAIM_COLUMNS, SECTION_FILE
+from workbench.report.sections import SECTION_FILE
 from workbench.utils.paths import NOTEBOOK_DIR, REPO_ROOT
 
 NOTEBOOKS = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.py"))

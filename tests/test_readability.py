@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
+from workbench.claims import register as reg
 from workbench.report import palette, plotting
-from workbench.report import register as reg
 from workbench.report.plotting import (
     MAX_WIDTH_IN,
     MIN_FONT_PX,

@@ -13,24 +13,14 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from workbench.report import register as reg
-from workbench.report import verdict
+from workbench.claims import register as reg
+from workbench.claims import verdict
+from workbench.claims.record import CLAIM_COLUMNS, CatalogueError, Claim, collect, measured_claim
 from workbench.report.index import ROW_WIDTH, build, clip, curve_name, write
+from workbench.report.page import PAGE_FILE, page, write_page
 from workbench.report.plotting import save_figure, set_theme
-from workbench.report.sections import (
-    CLAIM_COLUMNS,
-    PAGE_FILE,
-    SECTION_FILE,
-    CatalogueError,
-    Claim,
-    Section,
-    _generated,
-    collect,
-    dirty_sources,
-    measured_claim,
-    page,
-    write_page,
-)
+from workbench.report.provenance import _generated, dirty_sources
+from workbench.report.sections import SECTION_FILE, Section, load_sections
 from workbench.utils.paths import REPO_ROOT
 
 
@@ -315,7 +305,8 @@ def test_index_of_the_committed_sections(tmp_path: Path) -> None:
     assert write(reports, names, params, tmp_path) == []  # pages up to date: untouched
     assert (reports / "README.md").read_bytes() == first  # deterministic
     csv = pd.read_csv(reports / "claims.csv")
-    assert list(csv.columns) == CLAIM_COLUMNS and len(csv) == len(collect(reports, names)[1])
+    assert list(csv.columns) == CLAIM_COLUMNS
+    assert len(csv) == len(collect(load_sections(reports, names)))
 
 
 def test_report_writes_metrics_curves_and_maps(tmp_path: Path,
@@ -349,7 +340,7 @@ def test_two_rows_for_one_claim_are_an_error(tmp_path: Path,
     sec.measure("het.a", text="again", setting="another dataset", values=[3.0])
     sec.save()
     with pytest.raises(CatalogueError, match=r"two or more rows for one claim: het\.a"):
-        collect(reports, ["demo"])
+        collect(load_sections(reports, ["demo"]))
 
 
 def test_missing_register_row_is_an_error(tmp_path: Path, test_register: reg.Register) -> None:
@@ -358,7 +349,7 @@ def test_missing_register_row_is_an_error(tmp_path: Path, test_register: reg.Reg
     sec.measure("het.a", text="-", setting="toy", values=[2.0])
     sec.save()
     with pytest.raises(CatalogueError, match=r"het\.b .*notebooks/demo\.py"):
-        collect(reports, ["demo"])
+        collect(load_sections(reports, ["demo"]))
 
 
 def test_unknown_claim_key_is_an_error(tmp_path: Path, test_register: reg.Register) -> None:
@@ -366,7 +357,7 @@ def test_unknown_claim_key_is_an_error(tmp_path: Path, test_register: reg.Regist
     _demo(reports, [Claim("HET", "a", "8.2x [P]", "2.81x", "toy", verdict.factor(2.81, 8.2),
                           key="het.typo")])
     with pytest.raises(CatalogueError, match="het.typo"):
-        collect(reports, ["demo"])
+        collect(load_sections(reports, ["demo"]))
 
 
 def test_report_rejudges_from_the_register(tmp_path: Path, test_register: reg.Register,
@@ -378,7 +369,7 @@ def test_report_rejudges_from_the_register(tmp_path: Path, test_register: reg.Re
     # a new register version moves the paper's value: the stored rows are judged again
     changed = reg.parse(TEST_REGISTER.replace("rule: {kind: factor, paper: 8.2}\n    assumed",
                                               "rule: {kind: factor, paper: 3.0}\n    assumed"))
-    _, claims = collect(reports, ["demo"], changed)
+    claims = collect(load_sections(reports, ["demo"]), changed)
     assert claims[0]["key"] == "het.a" and claims[0]["state"] == "reproduced"
 
 
@@ -524,7 +515,7 @@ def test_sections_without_states_ask_for_a_rerun(tmp_path: Path,
                         "setting": "s", "holds": True, "note": ""}]
     path.write_text(json.dumps(saved))
     with pytest.raises(ValueError, match="demo .*rerun their notebook stage"):
-        collect(tmp_path, ["demo"])
+        collect(load_sections(tmp_path, ["demo"]))
 
 
 def _entry(rule: dict, key: str = "het.x") -> reg.Entry:
@@ -554,11 +545,13 @@ def test_verdict_map_cells_carry_value_side_and_a_measured_committed_point() -> 
     register = reg.parse(TEST_REGISTER)
     points = [{"value": 4, "values": [9.0]}, {"value": 1, "values": [2.0]},
               {"value": 0.3, "values": [3.0], "committed": True}]
-    claims = [{"paper": "HET", "key": "het.a", "state": "direction only",
-               "measurement": {"values": [2.0]}, "conditions": {"knob": points}},
-              {"paper": "HET", "key": "het.b", "state": "reproduced",
-               "measurement": {"values": [8.0, 8.4, 8.2]}}]
-    (_, knob), (_, alone) = verdict_map.rows_of(claims, register, "HET")
+    claims = [asdict(measured_claim(register["het.a"], text="2x", setting="-",
+                                    measurement={"values": [2.0]},
+                                    conditions={"knob": points})),
+              asdict(measured_claim(register["het.b"], text="8.2x", setting="-",
+                                    measurement={"values": [8.0, 8.4, 8.2]}, conditions={}))]
+    assert [c["state"] for c in claims] == ["direction only", "reproduced"]
+    (_, knob), (_, alone) = verdict_map.rows_of(claims, register, "HET")  # as recorded
     # sorted by value; the register's committed 1 and the point marked committed are outlined
     assert [(text, committed) for text, _, committed in knob] == [
         ("0.3\n3.00x v", True), ("1\n2.00x v", True), ("4\n9.00x ^", False)]
@@ -579,7 +572,7 @@ def test_the_index_rows_of_similar_claims_stay_distinguishable() -> None:
             "1 Gb/s (WDL; Fig. 7a; the 'up to 88% less embedding communication' headline)")
     assert clip_claim(long, 80).endswith("… (WDL; Fig. 7a)") and len(clip_claim(long, 80)) <= 80
     assert clip_claim("short (x)", 80) == "short (x)"
-    from workbench.report.measurements import counted, shared_with, variants
+    from workbench.claims.counting import counted, shared_with, variants
 
     rows = pd.read_csv(REPO_ROOT / "reports" / "claims.csv").to_dict("records")
     groups = shared_with(rows)  # claims read from one measurement share one row
@@ -626,7 +619,7 @@ def test_a_row_no_section_measures_links_its_reason() -> None:
 def test_a_page_shows_a_repeated_setting_once() -> None:
     """A setting (or assumption) several claim cards share is written on the first card; the
     others link it, as a figure's setting another figure repeats links the first."""
-    from workbench.report.sections import page
+    from workbench.report.page import page
 
     claim = {"paper": "HET", "claim": "c", "paper_value": "1x", "measured": "1x",
              "verdict": "reproduced", "state": "reproduced", "rule": "r",

@@ -177,7 +177,7 @@ def test_a_notebook_out_dir_over_another_section_or_committed_files_is_refused(
 
 
 def test_a_readme_no_notebook_wrote_is_never_overwritten(tmp_path: Path) -> None:
-    from workbench.report.sections import write_page
+    from workbench.report.page import write_page
     from workbench.utils.errors import UserError
 
     section = {"name": "esd", "title": "ESD", "intro": "", "items": [], "claims": []}

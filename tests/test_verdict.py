@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from workbench.report import verdict as v
-from workbench.report.verdict import (
+from workbench.claims import verdict as v
+from workbench.claims.verdict import (
     CONTRADICTED,
     DIRECTION_ONLY,
     NOT_BUILT,

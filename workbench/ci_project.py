@@ -13,7 +13,7 @@ project of its own, so this tree's committed ``results/`` and ``reports/`` are n
 3. **check**: ``make check`` itself there, on that ``params.yaml`` (``make_command``: ``make -o
    params check`` with this interpreter's virtualenv): that table copied aside, every stage a
    claim is measured from forced (``python -m workbench.repro --claims``), every claim measured
-   again and judged against it (``python -m workbench.report.check``).
+   again and judged against it (``python -m workbench.claims.check``).
 
 ``--from BUILT`` copies an already built ci project (the test suite's, ``ci-pipeline-built`` in
 pytest's temporary folder) instead of steps 1-2. The exit status is the check's: 0 when no

@@ -6,7 +6,7 @@
     workbench config {dump,check} [overrides] ...   = python -m workbench.config ...
     workbench sweep [--multirun] [overrides]        = python -m workbench.sweep ...
     workbench network [overrides] [--seconds S]     the cluster's edge network, held
-    workbench check --results DIR                   = python -m workbench.report.check ...
+    workbench check --results DIR                   = python -m workbench.claims.check ...
 
 Everything after the subcommand is handed, unchanged, to that module's own parser
 (``workbench stage --help`` is the stages' help). Relative paths in the configuration are
@@ -82,7 +82,7 @@ def _network(rest: list[str]) -> None:
 
 
 def _check(rest: list[str]) -> None:
-    from workbench.report.check import main
+    from workbench.claims.check import main
 
     sys.exit(main(rest))
 

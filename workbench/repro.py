@@ -513,7 +513,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.claim is not None or args.claims:
             if args.targets:
                 raise UserError("give stages or a claim, not both")
-            from workbench.report.check import claim_targets
+            from workbench.claims.check import claim_targets
 
             args.targets, args.force = claim_targets(args.claim), True
         stages = load_pipeline(root)
@@ -528,7 +528,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = Scheduler(chosen, args.jobs, force=args.force, root=root).run()
         if code or args.claim is None:
             return code
-        from workbench.report import check
+        from workbench.claims import check
 
         return check.main(["--results", str(root / "results"), "--claim", args.claim])
     except KeyboardInterrupt:  # before any stage started (DVC's graph loading): nothing ran

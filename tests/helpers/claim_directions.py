@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from workbench.report import register, verdict
+from workbench.claims import register, verdict
 
 SHOWN = (verdict.REPRODUCED, verdict.DIRECTION_ONLY)
 NOT_COMPARABLE = verdict.NOT_COMPARABLE

@@ -1,6 +1,6 @@
 """Layer 8, claims: every register entry's measurement, computed from ``results/`` in code.
 
-The register (``workbench/conf/claims.yaml``, [`workbench.report.register`][]) names, per
+The register (``workbench/conf/claims.yaml``, [`workbench.claims.register`][]) names, per
 entry, the function that measures it (``measure: het.fig2_share``: the function ``fig2_share``
 of [`workbench.claims.het`][]); [`measure`][] calls it on the pipeline's outputs and returns
 a [`Measurement`][workbench.claims.measurement.Measurement] (value, interval payload, the sweep of

@@ -6,7 +6,7 @@ needs one; the register names it, [`workbench.claims.resolve`][] finds it):
     results/<stage>/<dataset>/...  --Results(cfg)-->  res.json(...), res.csv(...) (read once)
     res, entry  --measure-->  Measurement(key, text, setting, payload, conditions, note)
 
-``payload`` has the shape of the entry's rule (see [`workbench.report.register`][]):
+``payload`` has the shape of the entry's rule (see [`workbench.claims.register`][]):
 ``values`` per seed (factor, percent, decline), or ``a``, ``b``, ``labels`` (less, close), and
 ``missing`` (why the value is absent when it is). ``conditions`` maps each assumed parameter to
 its sweep's points ``{"value": v, **payload}``. Judging is the report's: a measurement holds no
@@ -43,7 +43,7 @@ FROZEN = {"het_long": "make het-long: the long runs, about an hour on 2 cores, o
 
 
 class EntryLike(Protocol):
-    """What a measure reads from its register entry ([`workbench.report.register.Entry`][])."""
+    """What a measure reads from its register entry ([`workbench.claims.register.Entry`][])."""
 
     @property
     def key(self) -> str: ...

@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from workbench.report import register as reg
+from workbench.claims import register as reg
 from workbench.report.lineage import base as _base
 from workbench.report.lineage import behind, load_lock, stage_graph
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from workbench.report.measurements import counted, shared_with, variants
-from workbench.report.verdict import STATES
+from workbench.claims.counting import counted, shared_with, variants
+from workbench.claims.verdict import STATES
 from workbench.utils.io import write_text
 from workbench.utils.paths import REPO_ROOT
 
@@ -56,7 +56,7 @@ def _plural(n: int, state: str) -> str:
 
 def measured(claims: pd.DataFrame) -> pd.DataFrame:
     """One row per measurement and state: claims read from one measurement count once
-    ([`workbench.report.measurements`][]; a table without the ``measurement_id`` column counts
+    ([`workbench.claims.counting`][]; a table without the ``measurement_id`` column counts
     every row)."""
     return pd.DataFrame(counted(_records(claims)), columns=claims.columns)
 
@@ -155,8 +155,8 @@ def figures(paper: str, root: Path = REPO_ROOT) -> str:
     claims it shows; in report order."""
     import json
 
+    from workbench.claims.record import item_anchor
     from workbench.report.notebook_registry import names
-    from workbench.report.sections import item_anchor
 
     lines = []
     for name in names():

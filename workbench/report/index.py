@@ -15,7 +15,7 @@ Writes, from the sections' ``reports/<nb>/section.json`` ([`write`][]):
     reports/verdict_maps/<paper>.png  per paper, the state at every point of every assumed
                           parameter's sweep (workbench.report.verdict_map)
     reports/<nb>/README.md  each section's page, only where missing or outdated: the same bytes
-                          its notebook writes (workbench.report.sections.write_page)
+                          its notebook writes (workbench.report.page.write_page)
 
 Long text (settings, rules, notes, figures, tables) lives on the section pages; the index's
 claims table clips its cells ([`CELL_WIDTHS`][]) so that no line of it exceeds
@@ -32,19 +32,14 @@ from typing import Any
 
 import pandas as pd
 
-from workbench.claims import measure_all
+from workbench.claims import register as reg
+from workbench.claims.counting import counted, measurement_keys, shared_with, variants
+from workbench.claims.record import CLAIM_COLUMNS, JUDGED, collect
+from workbench.claims.verdict import DEFINITIONS, STATES, SUMMARIES
 from workbench.config import WorkbenchConfig
-from workbench.report import register as reg
-from workbench.report.measurements import counted, measurement_keys, shared_with, variants
-from workbench.report.sections import (
-    CLAIM_COLUMNS,
-    PAGE_FILE,
-    claim_anchor,
-    collect,
-    provenance,
-    write_page,
-)
-from workbench.report.verdict import DEFINITIONS, STATES, SUMMARIES
+from workbench.report.page import PAGE_FILE, claim_anchor, write_page
+from workbench.report.provenance import provenance
+from workbench.report.sections import load_sections
 from workbench.utils.io import write_text
 
 ROW_WIDTH = 300  # the most characters of one line of the index's claims table
@@ -148,11 +143,11 @@ def verdict_lines(claims: list[dict[str, Any]], register: reg.Register) -> list[
             "([`workbench/conf/claims.yaml`](../workbench/conf/claims.yaml)), written before "
             f"the run and judged from it, are {len(rows)} measurements: claims read from one "
             "measurement (the same stage, file and column, the same numbers) count once "
-            f"(`workbench/report/measurements.py`). {formal} of the {len(claims)} claims are of "
+            f"(`workbench/claims/counting.py`). {formal} of the {len(claims)} claims are of "
             "papers known from their abstract only, whose mechanism is our formalisation.", "",
             *lines, "",
             "<details><summary>The verdict rules in full "
-            "(<code>workbench/report/verdict.py</code>)</summary>", "",
+            "(<code>workbench/claims/verdict.py</code>)</summary>", "",
             *[f"- **{state}**: {text}." for state, text in DEFINITIONS], "", "</details>", ""]
 
 
@@ -288,15 +283,19 @@ def build(reports: Path, sections: list[str], params: Path, repo: Path,
         sections: the sections' names, in report order.
         params: the params file the pipeline ran with (linked, never embedded).
         repo: the repository root (git state, relative names).
-        collected: [`collect`][workbench.report.sections.collect]'s result, if already loaded.
+        collected: the loaded sections and [`collect`][workbench.claims.record.collect]'s rows,
+            if already loaded.
         maps: the verdict maps to link.
 
     Raises:
         FileNotFoundError: a section's notebook stage has not run.
-        CatalogueError: see [`workbench.report.sections.collect`][].
+        CatalogueError: see [`workbench.claims.record.collect`][].
     """
     register = reg.load()
-    loaded, claims = collected or collect(reports, sections, register)
+    if collected is None:
+        loaded = load_sections(reports, sections)
+        collected = loaded, collect(loaded, register)
+    loaded, claims = collected
     for c, key in zip(claims, measurement_keys(claims, register)):
         c.setdefault("measurement_id", key)
     prov = provenance(repo, params)
@@ -324,7 +323,7 @@ def cost_lines(reports: Path) -> list[str]:
 
 def metrics(claims: list[dict[str, Any]], register: reg.Register) -> dict[str, Any]:
     """The DVC metrics of the claims: the register's version, the count of measurements per
-    state ([`workbench.report.measurements.counted`][]), and per claim its mean, 95% interval,
+    state ([`workbench.claims.counting.counted`][]), and per claim its mean, 95% interval,
     seeds and state (numbers where DVC can diff them)."""
     states = pd.Series([c["state"] for c in counted(claims)], dtype=object).value_counts()
     return {"register_version": register.version,
@@ -345,13 +344,9 @@ def curves(claims: list[dict[str, Any]], register: reg.Register) -> dict[str, pd
             points = (c.get("conditions") or {}).get(a.name)
             if not a.numeric or not points:
                 continue
-            judged = dict((float(v), s) for v, s in reg.judge_points(entry, a, points))
-            rows = []
-            for p in sorted(points, key=lambda q: float(q["value"])):
-                est = reg.estimate(entry, p)
-                rows.append({"value": float(p["value"]),
-                             "measured": None if est is None else est.mean,
-                             "state": judged[float(p["value"])]})
+            rows = [{"value": float(p["value"]), "measured": p[JUDGED]["mean"],
+                     "state": p[JUDGED]["state"]}
+                    for p in sorted(points, key=lambda q: float(q["value"]))]
             out[f"{c['key']}--{curve_name(a.name)}"] = pd.DataFrame(rows)
     return out
 
@@ -362,22 +357,21 @@ def write(reports: Path, sections: list[str], params: Path, repo: Path,
     every missing or outdated section page.
 
     With ``cfg`` every claim is measured from the results it locates
-    ([`workbench.claims.measure_all`][]) and each section's row must agree with it.
+    ([`workbench.claims.record.collect`][]) and each section's row must agree with it.
 
     Returns:
         The section pages (re)written (empty when every notebook already wrote its own).
 
     Raises:
         FileNotFoundError: a section's notebook stage has not run.
-        CatalogueError: see [`workbench.report.sections.collect`][].
+        CatalogueError: see [`workbench.claims.record.collect`][].
     """
     from workbench.report import verdict_map
     from workbench.utils.io import atomic_dir, write_json
 
     register = reg.load()
-    measured = None if cfg is None else measure_all(
-        [e for e in register.entries if e.section in sections], cfg)
-    loaded, claims = collect(reports, sections, register, measured)
+    loaded = load_sections(reports, sections)
+    claims = collect(loaded, register, cfg)
     for c, key in zip(claims, measurement_keys(claims, register)):
         c["measurement_id"] = key
     pages = [reports / sec["name"] / PAGE_FILE for sec in loaded

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from workbench.arguments import Arg, arg, key
-from workbench.report import register as reg
+from workbench.claims import register as reg
 
 
 @dataclass(frozen=True)

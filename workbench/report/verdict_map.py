@@ -3,7 +3,7 @@
 One figure per paper (``reports/verdict_maps/<paper>.png``), one row per (claim, assumed
 parameter), one cell per swept value, coloured by the state the register's rule gives at that
 point and carrying the value measured there with the side of the paper's value it falls on
-([`workbench.report.register.reading`][]: ``^`` overshoots, ``v`` falls short, ``=`` within
+([`workbench.claims.register.reading`][]: ``^`` overshoots, ``v`` falls short, ``=`` within
 the paper's range); the committed value's cell is outlined (a point the measure marks
 ``committed``, where the committed value is measured rather than set, e.g. the calibrated
 per-row software cost):
@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from workbench.report import register as reg
-from workbench.report.verdict import MODELLED, STATES
+from workbench.claims import register as reg
+from workbench.claims.record import JUDGED
+from workbench.claims.verdict import MODELLED, STATES
 
 STATE_COLOURS = {"reproduced": "#4c9a5b", "direction only": "#e3b448", "tie": "#9aa5b1",
                  "modelled": "#b39ddb", "contradicted": "#c8553d", "not comparable": "#d9d9d9",
@@ -44,10 +45,11 @@ def _is_committed(assumption: reg.Assumption, value: Any) -> bool:
 SIDE_MARKS = {reg.OVER: "^", reg.UNDER: "v", reg.AT: "=", "": ""}
 
 
-def _cell_text(setting: str, entry: reg.Entry, payload: Mapping[str, Any]) -> str:
-    """``"after_backward\n2.70x v"``: the setting, then the value and its side."""
-    value, side = reg.reading(entry, payload)
-    return f"{setting}\n{value} {SIDE_MARKS[side]}".rstrip()
+def _cell_text(setting: str, payload: Mapping[str, Any]) -> str:
+    """``"after_backward\n2.70x v"``: the setting, then the value and its side (as the
+    record read them, [`workbench.claims.record.JUDGED`][])."""
+    judged = payload.get(JUDGED) or {"reading": "-", "side": ""}
+    return f"{setting}\n{judged['reading']} {SIDE_MARKS[judged['side']]}".rstrip()
 
 
 def rows_of(claims: list[dict[str, Any]], register: reg.Register, paper: str
@@ -63,7 +65,7 @@ def rows_of(claims: list[dict[str, Any]], register: reg.Register, paper: str
         points_by = c.get("conditions") or {}
         measurement = c.get("measurement") or {}
         if not entry.assumed:
-            out.append((f"{c['key']}", [(_cell_text("committed", entry, measurement),
+            out.append((f"{c['key']}", [(_cell_text("committed", measurement),
                                          c["state"], True)]))
             continue
         for a in entry.assumed:
@@ -71,11 +73,11 @@ def rows_of(claims: list[dict[str, Any]], register: reg.Register, paper: str
             unit = f" ({a.unit})" if a.unit else ""
             label = f"{c['key']} | {a.name}{unit}"
             if not points:
-                out.append((label, [(_cell_text("not swept", entry, measurement), c["state"],
+                out.append((label, [(_cell_text("not swept", measurement), c["state"],
                                      True)]))
                 continue
-            cells = [(_cell_text(reg.format_value(p["value"]), entry, p),
-                      MODELLED if entry.modelled else reg.judge(entry, p).state,
+            cells = [(_cell_text(reg.format_value(p["value"]), p),
+                      MODELLED if entry.modelled else p[JUDGED]["state"],
                       bool(p.get("committed")) or _is_committed(a, p["value"]))
                      for p in reg.sorted_points(a, points)]
             out.append((label, cells))

@@ -16,7 +16,7 @@ equal it (to a relative 1e-6). Exit status: 0 when no state changed, 1 when one 
 outside their interval are reported either way: for a wall-clock claim they say how far this
 machine is from the committed one), 2 on unreadable input.
 
-``workbench check --results DIR`` (``python -m workbench.report.check --results DIR``) judges
+``workbench check --results DIR`` (``python -m workbench.claims.check --results DIR``) judges
 any results folder of the same layout, e.g. one copied from another machine or cluster, against
 the register and the committed report: every claim measured from ``DIR`` by the same code, its
 state, whether its value equals the committed one (``value``: ``=``, or ``DIFFERS``: a rerun on
@@ -36,7 +36,7 @@ from typing import Any
 
 import pandas as pd
 
-from workbench.report import register as reg
+from workbench.claims import register as reg
 from workbench.utils.errors import MissingInputError, UserError, WorkbenchError
 
 REL_TOL = 1e-6  # a deterministic value "equals" the committed one to this relative tolerance
@@ -121,7 +121,7 @@ def measured_table(cfg: Any, register: reg.Register | None = None,
 
     from workbench.claims import measure
     from workbench.claims.measurement import Results
-    from workbench.report.sections import CLAIM_COLUMNS, measured_row, register_claim
+    from workbench.claims.record import CLAIM_COLUMNS, measured_row, register_claim
 
     register = register or reg.load()
     res, rows = Results(cfg), []
@@ -241,7 +241,7 @@ def measure_folder(folder: Path, params: Path | None) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m workbench.report.check --committed OLD [--params P | --current NEW]``, or
+    """``python -m workbench.claims.check --committed OLD [--params P | --current NEW]``, or
     ``--stages`` (print [`claim_stages`][]); see the module."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--committed", type=Path,

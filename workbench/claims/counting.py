@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from workbench.report import register as reg
+from workbench.claims import register as reg
 
 #: The row fields that make two rows one measurement (with the entry's measured_by).
 VALUE_FIELDS = ("measured", "mean", "ci_low", "ci_high", "seeds")
@@ -47,7 +47,7 @@ def measurement_keys(claims: Sequence[dict[str, Any]], register: reg.Register) -
         One key per row.
 
     Example:
-        >>> from workbench.report.register import load
+        >>> from workbench.claims.register import load
         >>> rows = [{"key": "het.fig7a_comm.wdl", "measured": "6.25x", "mean": 6.25,
         ...          "ci_low": 6.25, "ci_high": 6.25, "seeds": 1},
         ...         {"key": "het.fig7a_comm.dcn", "measured": "6.25x", "mean": 6.25,

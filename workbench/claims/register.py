@@ -45,8 +45,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from workbench.report import verdict
-from workbench.report.verdict import Estimate, Verdict
+from workbench.claims import verdict
+from workbench.claims.verdict import Estimate, Verdict
 from workbench.utils.errors import WorkbenchError
 
 REGISTER_FILE = Path(__file__).resolve().parents[1] / "conf" / "claims.yaml"
@@ -116,6 +116,7 @@ class Entry:
     paper_table: Mapping[str, Any] = field(default_factory=dict)
     version: int = 1
     evidence: str = "measured"
+    shown_in: tuple[str, ...] = ()
 
     @property
     def register(self) -> str:
@@ -240,7 +241,8 @@ def _entry(raw: Mapping[str, Any], index: int) -> Entry:
                   dict(raw["measured_by"]), str(raw["section"]), seeds, rule,
                   tuple(_assumption(key, a) for a in raw.get("assumed") or ()),
                   str(raw.get("measure") or ""), dict(raw.get("paper_table") or {}),
-                  raw.get("version", 1), str(raw.get("evidence", "measured")))
+                  raw.get("version", 1), str(raw.get("evidence", "measured")),
+                  _names(key, "shown_in", raw.get("shown_in") or ()))
     if entry.evidence not in EVIDENCE:
         raise _fail(f"claim {key!r}", f"evidence {entry.evidence!r} is not one of "
                     f"{list(EVIDENCE)}")
@@ -255,6 +257,13 @@ def _entry(raw: Mapping[str, Any], index: int) -> Entry:
     except ValueError as err:
         raise _fail(f"claim {key!r}", f"rule {rule}: {err}") from None
     return entry
+
+
+def _names(key: str, field_name: str, raw: Any) -> tuple[str, ...]:
+    """A list of plain names (``shown_in``: figure and table names of the entry's section)."""
+    if not isinstance(raw, (list, tuple)) or not all(isinstance(n, str) and n for n in raw):
+        raise _fail(f"claim {key!r}", f"{field_name} {raw!r} must be a list of names")
+    return tuple(raw)
 
 
 def _probe(entry: Entry) -> dict[str, Any]:
@@ -514,7 +523,7 @@ def holds(entry: Entry, conditions: Mapping[str, Sequence[Mapping[str, Any]]] | 
 def row_verdict(entry: Entry, measurement: Mapping[str, Any]) -> Verdict:
     """The claims table's verdict of ``entry``'s committed measurement: [`judge`][] with the
     seeds checked, ``modelled`` when the value comes only from a time model
-    ([`workbench.report.verdict.modelled`][])."""
+    ([`workbench.claims.verdict.modelled`][])."""
     judged = judge(entry, measurement, check_seeds=True)
     return verdict.modelled(judged) if entry.modelled else judged
 
