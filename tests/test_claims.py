@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -425,3 +426,66 @@ def test_every_measured_claim_names_the_figures_its_notebook_draws() -> None:
                                                  "shown_in: fig2_comm_share", 1)
     with pytest.raises(reg.RegisterError, match="shown_in 'fig2_comm_share' must be a list"):
         reg.parse(text)
+
+
+_TOY = """
+  - key: recd.toy_storage
+    paper: RecD
+    claim: a toy claim added as docs/claims.md says (clustered partitions are smaller)
+    paper_value: "2x [A]"
+    basis: formalisation
+    paper_setting: none (a toy)
+    ours: {dataset: taobao_sample, unit: "bytes, shuffled / session layout"}
+    measured_by: {stage: dedup, file: storage.csv, column: bytes}
+    measure: recd.toy_storage
+    section: toy
+    shown_in: [toy_storage]
+    seeds: 1
+    rule: {kind: factor, paper: 2.0}
+"""
+
+
+def test_a_toy_claim_is_added_in_three_places(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 70: a claim is added in three places (docs/claims.md, "Adding a claim"): a
+    register entry, a measure in ``workbench/claims/<paper>.py``, a figure drawn under the name
+    ``shown_in`` gives; the row reaches the claims table, judged, and its page links the
+    figure."""
+    import matplotlib.pyplot as plt
+
+    from workbench.claims import recd
+    from workbench.claims.measurement import Measurement, Results
+    from workbench.claims.record import collect
+    from workbench.report import lineage
+    from workbench.report.index import claim_lines
+    from workbench.report.page import page
+    from workbench.report.sections import Section, load_sections
+
+    toy = reg.parse(reg.REGISTER_FILE.read_text() + _TOY)  # 1. the register entry
+    monkeypatch.setattr(reg, "load", lambda *a, **k: toy)
+
+    def toy_storage(res: Results, entry: Any) -> Measurement:  # 2. the measure
+        ratio = recd.storage_ratios(res).set_index("dataset")["session_ratio"]
+        value = float(ratio[entry.ours["dataset"]].iloc[0])
+        return Measurement(entry.key, f"{value:.2f}x", "toy", {"values": [value]})
+
+    monkeypatch.setattr(recd, "toy_storage", toy_storage, raising=False)
+    cfg = load()
+    lineage.ReadLog.fresh((cfg.paths.resolve("results"), cfg.paths.resolve("data")))
+    section = Section("toy", "Toy", tmp_path / "toy", config=cfg)
+    res = Results(cfg)
+    measured = claims.measure(toy["recd.toy_storage"], res)
+    fig, ax = plt.subplots()  # 3. the figure, and the record
+    ax.bar([0], [measured.payload["values"][0]])
+    section.figure(fig, "toy_storage", "Toy storage saving", "toy",
+                   reads=[cfg.paths.resolve("results") / "dedup"])
+    section.record(measured)
+    section.save()
+    loaded = load_sections(tmp_path, ["toy"])
+    (row,) = collect(loaded, toy)
+    judged = reg.judge(toy["recd.toy_storage"], dict(measured.payload)).state
+    assert row["key"] == "recd.toy_storage" and row["state"] == judged
+    assert row["shown"] == "fig-toy_storage"
+    assert "[toy #1](toy/README.md#claim-1) · [fig](toy/README.md#fig-toy_storage)" in \
+        "\n".join(claim_lines([row]))
+    assert "[figure *Toy storage saving*](#fig-toy_storage)" in page(loaded[0])
