@@ -130,8 +130,15 @@ class FusedTBEDLRM(nn.Module):
     by exact SGD inside the backward.
 
     Args:
-        n_dense, keys, cardinalities, tables, embedding_dim, bottom_mlp, top_mlp, seed: as
-            [`TorchRecDLRM`][] (the tables start from its EBC's values under ``seed``).
+        n_dense: as [`TorchRecDLRM`][].
+        keys: as [`TorchRecDLRM`][].
+        cardinalities: as [`TorchRecDLRM`][].
+        tables: as [`TorchRecDLRM`][].
+        embedding_dim: D.
+        bottom_mlp: as [`TorchRecDLRM`][].
+        top_mlp: as [`TorchRecDLRM`][].
+        seed: the tables start from the EBC's values under ``seed``, the dense part as
+            [`TorchRecDLRM`][]'s.
         lr: the tables' SGD rate (the trainer's rate: the dense part's optimizer is the
             trainer's).
         ikjt_call: how an IKJT reaches the TBE: ``"variable batch"`` or ``"padded"``.
@@ -174,7 +181,7 @@ class FusedTBEDLRM(nn.Module):
     batch = staticmethod(TorchRecDLRM.batch)
 
     def pooled(self, features: Any) -> torch.Tensor:
-        """``[B, K, D]``: every key's pooled rows, in [`keys`][] order, from a TorchRec KJT
+        """``[B, K, D]``: every key's pooled rows, in the model's key order, from a TorchRec KJT
         (every row, or variable-batch with ``inverse_indices``)."""
         found = features.inverse_indices_or_none()  # TorchRec's permute drops them
         order = list(features.keys())
