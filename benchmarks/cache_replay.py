@@ -50,7 +50,6 @@ Usage: python benchmarks/cache_replay.py [--runs 5] [--baseline DIR]
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import sys
 import time
@@ -65,7 +64,7 @@ import workbench.cluster.cache as cache_module
 from workbench.claims.het import CRITEO_KAGGLE_SAMPLES
 from workbench.cluster.cache import POLICIES, WorkerCache
 from workbench.utils.io import write_json
-from workbench.utils.timing import describe_checkout, machine, pin_one_core, spread
+from workbench.utils.timing import bench_parser, describe_checkout, machine, pin_one_core, spread
 
 TARGET = 5e6  # issue 19: every policy on the large reference trace
 TARGET_35 = 15e6  # issue 35: LRU on the large reference trace and at full cardinality
@@ -240,7 +239,7 @@ def _say_floor(name: str, rate: dict) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__file__, __doc__)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--warm-samples", type=int, default=2_000_000)
     parser.add_argument("--window-samples", type=int, default=200_000)
@@ -250,8 +249,6 @@ def main() -> None:
                         help="a checkout of an earlier version: its workbench/cluster/cache.py "
                              "replays LRU on the large reference trace and at full cardinality "
                              "interleaved with this checkout's, run by run")
-    parser.add_argument("--out", type=Path,
-                        default=Path(__file__).parent / "results" / "cache_replay.json")
     args = parser.parse_args()
     baseline = None if args.baseline is None else load_baseline(args.baseline)
     pin_one_core()

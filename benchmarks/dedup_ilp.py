@@ -13,9 +13,7 @@ Usage: python benchmarks/dedup_ilp.py [--time-limit 1.0] [--out ...json]
 
 from __future__ import annotations
 
-import argparse
 import platform
-from pathlib import Path
 
 import numpy as np
 
@@ -27,6 +25,7 @@ from workbench.dispatch.exact import solve_dedup_ilp, solve_transport
 from workbench.dispatch.heuristic import regret_swap
 from workbench.dispatch.objective import additive_matrix, dedup_cost
 from workbench.utils.io import write_json
+from workbench.utils.timing import bench_parser
 
 TABLES, ROWS_PER_TABLE = 26, 38_462
 
@@ -52,10 +51,8 @@ def instance(per_worker: int, workers: int, seed: int = 0):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__file__, __doc__)
     parser.add_argument("--time-limit", type=float, default=1.0)
-    parser.add_argument("--out", type=Path,
-                        default=Path(__file__).parent / "results" / "dedup_ilp.json")
     args = parser.parse_args()
     results = []
     (cost, indptr, indices), cap = instance(4, 2)  # compile the start plans' kernels first

@@ -29,9 +29,7 @@ Usage: python benchmarks/dispatch_throughput.py [--batches 40] [--runs 5] [--out
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -39,7 +37,7 @@ from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.edge_cluster import EdgeCluster
 from workbench.dispatch.registry import make_dispatcher
 from workbench.utils.io import write_json
-from workbench.utils.timing import machine, pin_one_core, spread
+from workbench.utils.timing import bench_parser, machine, pin_one_core, spread
 
 TABLES, SKIP = 26, 5
 TARGET_SAMPLES_PER_S = 300_000  # laia and esd_heuristic, median, at TARGET_WORKERS
@@ -128,11 +126,9 @@ def _target(workload: str, r: dict) -> dict | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__file__, __doc__)
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--out", type=Path,
-                        default=Path(__file__).parent / "results" / "dispatch_throughput.json")
     args = parser.parse_args()
     pin_one_core()
     results = []

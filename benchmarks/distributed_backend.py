@@ -26,12 +26,10 @@ Usage: python benchmarks/distributed_backend.py [--workers 2 4 8] [--steps 12] [
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import platform
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -42,6 +40,7 @@ from workbench.models.config import ModelConfig
 from workbench.training.distributed import DistributedJob, run_distributed
 from workbench.training.trainer import Split, SystemSpec
 from workbench.utils.io import write_json
+from workbench.utils.timing import bench_parser
 
 ROWS, FEATURES, DENSE, PER_WORKER = 20_000, 8, 4, 64
 
@@ -55,15 +54,12 @@ def stream(samples: int) -> Split:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__file__, __doc__, whole_doc=True)
     parser.add_argument("--workers", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--gbps", type=float, default=0.1)
     parser.add_argument("--latency-ms", type=float, default=1.0)
-    parser.add_argument("--out", type=Path,
-                        default=Path(__file__).parent / "results" / "distributed_backend.json")
     args = parser.parse_args()
     if args.warmup >= args.steps:
         parser.error("--warmup must be below --steps")

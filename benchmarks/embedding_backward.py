@@ -41,11 +41,9 @@ Usage: python benchmarks/embedding_backward.py [--repeats 15]
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -57,7 +55,7 @@ from workbench.models.recd import FeatureSpec, RecDModel
 from workbench.sparse.jagged_tensor import JaggedTensor, KeyedJaggedTensor, pooled_lookup
 from workbench.training.recd_trainer import RecDTrainer
 from workbench.utils.io import write_json
-from workbench.utils.timing import paired_ratio, pin_one_core, repeat_seconds, spread
+from workbench.utils.timing import bench_parser, paired_ratio, pin_one_core, repeat_seconds, spread
 
 LR = 0.05
 SEED = 0
@@ -224,10 +222,8 @@ def show(title: str, part: dict[str, object]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__file__, __doc__)
     parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--out", type=Path,
-                        default=Path(__file__).parent / "results" / "embedding_backward.json")
     args = parser.parse_args()
     pin_one_core()
     torch.set_num_threads(1)

@@ -18,7 +18,6 @@ Usage: python benchmarks/esd_objective_ranking.py [--params params.yaml] [--batc
 
 from __future__ import annotations
 
-import argparse
 import copy
 from pathlib import Path
 
@@ -46,6 +45,7 @@ from workbench.experiments.esd import (
     worker_capacities,
 )
 from workbench.utils.io import write_json
+from workbench.utils.timing import bench_parser
 
 
 def replay(cluster: EdgeCluster, batch: np.ndarray, x: np.ndarray) -> dict:
@@ -58,11 +58,9 @@ def replay(cluster: EdgeCluster, batch: np.ndarray, x: np.ndarray) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__file__, __doc__)
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument("--batches", type=int, default=15)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results"
-                        / "esd_objective_ranking.json")
     args = parser.parse_args()
     cfg = load(params=args.params)
     exp = cfg.experiments.esd

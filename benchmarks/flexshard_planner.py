@@ -19,9 +19,7 @@ Usage: python benchmarks/flexshard_planner.py [--rows 10000000] [--repeats 5]
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -31,18 +29,15 @@ from workbench.sharding.plans import rank_order, row_wise, tiered
 from workbench.sharding.topology import Topology
 from workbench.sharding.traffic import expected_traffic, memory, replay_traffic
 from workbench.utils.io import write_json
-from workbench.utils.timing import machine, spread
+from workbench.utils.timing import bench_parser, machine, spread
 
 ZIPF, DIM, PER_DEVICE, LENGTH, CANDIDATES = 1.05, 64, 512, 20, 256
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__file__, __doc__, whole_doc=True)
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path,
-                        default=Path(__file__).parent / "results" / "flexshard_planner.json")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     n = args.rows

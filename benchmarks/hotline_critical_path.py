@@ -29,11 +29,9 @@ Usage: python benchmarks/hotline_critical_path.py [--rounds 30]
 
 from __future__ import annotations
 
-import argparse
 import functools
 import platform
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,7 +46,7 @@ from workbench.training.hotline import TieredTrainer
 from workbench.training.microbatch_plan import plan_minibatch
 from workbench.training.trainer import ModelSpec
 from workbench.utils.io import write_json
-from workbench.utils.timing import repeat_seconds, spread
+from workbench.utils.timing import bench_parser, repeat_seconds, spread
 
 SIZES = {"r13k_b1024": (13_000, 1024), "r100k_b4096": (100_000, 4096)}
 TABLES, DIM, ZIPF, BUDGET_FRACTION = 26, 16, 1.2, 0.12
@@ -208,14 +206,11 @@ PARTS = {"split": part_split, "gather": part_gather, "capture": part_capture}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__file__, __doc__, whole_doc=True)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=list(PARTS))
     parser.add_argument("--threads", type=int, default=1, help="torch compute threads")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results"
-                        / "hotline_critical_path.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     results: dict[str, Any] = {}

@@ -17,9 +17,7 @@ Usage: python benchmarks/hotline_pipeline.py [--steps 20] [--device cpu|cuda]
 
 from __future__ import annotations
 
-import argparse
 import platform
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -29,7 +27,7 @@ from workbench.models.config import ModelConfig
 from workbench.training.hotline import TieredTrainer
 from workbench.training.trainer import ModelSpec
 from workbench.utils.io import write_json
-from workbench.utils.timing import spread
+from workbench.utils.timing import bench_parser, spread
 
 MODEL = {"tables": 26, "dim": 16, "bottom": [512, 256, 64], "top": [512, 256],
          "rows_per_table": 13_000, "batch": 1024}
@@ -105,16 +103,13 @@ def run_workload(name: str, w: dict, steps: int, warmup: int, device: str) -> di
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__file__, __doc__, whole_doc=True)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--threads", type=int, default=1,
                         help="torch compute threads (the gather thread is one more)")
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
-    parser.add_argument("--out", type=Path,
-                        default=Path(__file__).parent / "results" / "hotline_pipeline.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     results = {}

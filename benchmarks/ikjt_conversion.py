@@ -32,18 +32,16 @@ Usage: python benchmarks/ikjt_conversion.py [--batch 4096] [--repeats 20]
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from workbench.sparse.jagged_tensor import KeyedJaggedTensor, to_ikjt, to_ikjt_by_request
 from workbench.utils.io import write_json
-from workbench.utils.timing import paired_ratio, pin_one_core, repeat_seconds, spread
+from workbench.utils.timing import bench_parser, paired_ratio, pin_one_core, repeat_seconds, spread
 
 HISTORY_LENGTH = 20
 GROUPS = [["user_id", "user_country"], ["user_history"], ["item_id"], ["item_category"]]
@@ -105,11 +103,9 @@ def key_values(kjt: KeyedJaggedTensor, groups: Sequence[Sequence[str]]) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__file__, __doc__)
     parser.add_argument("--batch", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--out", type=Path,
-                        default=Path(__file__).parent / "results" / "ikjt_conversion.json")
     args = parser.parse_args()
     pin_one_core()
     torch.set_num_threads(1)

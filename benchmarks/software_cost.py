@@ -13,27 +13,23 @@ Usage: python benchmarks/software_cost.py [--dims 32 128] [--repeats 31]
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
-from pathlib import Path
 
 from workbench.cluster.software_cost import measure
 from workbench.utils.io import write_json
-from workbench.utils.timing import pin_one_core
+from workbench.utils.timing import bench_parser, pin_one_core
 
 SIZES = (1, 8, 64, 512, 4096)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__file__, __doc__)
     parser.add_argument("--dims", type=int, nargs="+", default=[32, 128])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     parser.add_argument("--repeats", type=int, default=31)
     parser.add_argument("--table-rows", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path,
-                        default=Path(__file__).parent / "results" / "software_cost.json")
     args = parser.parse_args()
     pin_one_core()
     results = []

@@ -22,9 +22,7 @@ Usage: python benchmarks/train_throughput.py [--iterations 60] [--out ...json]
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -36,7 +34,14 @@ from workbench.data.synthetic import generate
 from workbench.models.ctr import build_model
 from workbench.training.trainer import ClusterSetup, ModelSpec, Split, SystemSpec, Trainer
 from workbench.utils.io import write_json
-from workbench.utils.timing import machine, paired_ratio, pin_one_core, repeat_seconds, spread
+from workbench.utils.timing import (
+    bench_parser,
+    machine,
+    paired_ratio,
+    pin_one_core,
+    repeat_seconds,
+    spread,
+)
 
 
 def make_data(rows: int, cardinality_scale: float, seed: int = 0) -> tuple[Split, int]:
@@ -89,14 +94,12 @@ def trainer_loop(model_cfg, data: Split, rows: int, iterations: int, system: Sys
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__file__, __doc__)
     parser.add_argument("--iterations", type=int, default=60)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cardinality-scale", type=float, default=0.1,
                         help="each table at this share of Criteo Kaggle's rows (0.1: 3.4M rows "
                              "in all, millions as a user meets; 1.0: the full 33.8M)")
-    parser.add_argument("--out", type=Path,
-                        default=Path(__file__).parent / "results" / "train_throughput.json")
     args = parser.parse_args()
     cfg = load()
     model_cfg = cfg.models["dlrm"]

@@ -23,6 +23,16 @@ def shared_data_dir() -> Path:
     return Path(os.environ.get("WORKBENCH_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 
+@pytest.fixture(scope="module")
+def shared() -> Path:
+    """The real samples' mirror (``../shared/data``, or ``WORKBENCH_SHARED_DATA``); skips the
+    test where it is absent."""
+    root = shared_data_dir()
+    if not root.is_dir():
+        pytest.skip(f"{root}: the real samples are not present (set WORKBENCH_SHARED_DATA)")
+    return root
+
+
 def write_params(directory: Path, overrides: list[str] | None = None) -> Path:
     """Compose workbench/conf/ with the ci profile and outputs under ``directory``; write
     params.yaml."""

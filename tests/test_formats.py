@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import shared_data_dir
 from workbench.data.config import DatasetConfig
 from workbench.data.formats import (
     EXPECTS,
@@ -33,14 +32,6 @@ from workbench.data.formats.session_logs import (
 )
 from workbench.data.pipeline import DIRECTORY_FORMATS
 from workbench.data.schema import MalformedInputError, ParseReport
-
-
-@pytest.fixture(scope="module")
-def shared() -> Path:
-    root = shared_data_dir()
-    if not root.is_dir():
-        pytest.skip(f"{root}: /work/shared/data not present (set WORKBENCH_SHARED_DATA)")
-    return root
 
 
 def write(path: Path, lines: list[str], *, gz: bool = False) -> Path:

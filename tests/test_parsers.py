@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import os
 from pathlib import Path
 
 import numpy as np
@@ -24,20 +23,6 @@ from workbench.data.formats import (
 )
 from workbench.data.formats.criteo import CRITEO_CATEGORICAL, CRITEO_DENSE
 from workbench.data.schema import MalformedInputError, RawTable
-
-
-def _shared_data() -> Path:
-    env = os.environ.get("WORKBENCH_SHARED_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-@pytest.fixture(scope="module")
-def shared() -> Path:
-    root = _shared_data()
-    if not root.is_dir():
-        pytest.skip(f"{root}: /work/shared/data not present (set WORKBENCH_SHARED_DATA)")
-    return root
-
 
 # ----------------------------------------------------------------------------------- helpers
 

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -332,31 +333,31 @@ def test_report_writes_metrics_curves_and_maps(tmp_path: Path,
     assert csv.loc[3, "verdict"] == "not comparable (our formalisation)"
 
 
-def test_two_rows_for_one_claim_are_an_error(tmp_path: Path,
-                                             test_register: reg.Register) -> None:
-    reports = tmp_path / "reports"
-    sec = Section("demo", "Demo", reports / "demo")
+def _twice(sec: Section) -> None:
     _measure_all(sec)
     sec.measure("het.a", text="again", setting="another dataset", values=[3.0])
-    sec.save()
-    with pytest.raises(CatalogueError, match=r"two or more rows for one claim: het\.a"):
-        collect(load_sections(reports, ["demo"]))
 
 
-def test_missing_register_row_is_an_error(tmp_path: Path, test_register: reg.Register) -> None:
+def _one_short(sec: Section) -> None:
+    sec.measure("het.a", text="-", setting="toy", values=[2.0])
+
+
+def _unknown_key(sec: Section) -> None:
+    sec.claim(Claim("HET", "a", "8.2x [P]", "2.81x", "toy", verdict.factor(2.81, 8.2),
+                    key="het.typo"))
+
+
+@pytest.mark.parametrize(("rows", "error"), [
+    (_twice, r"two or more rows for one claim: het\.a"),
+    (_one_short, r"het\.b .*notebooks/demo\.py"),
+    (_unknown_key, "het.typo")], ids=["two rows", "a missing row", "an unknown key"])
+def test_rows_that_disagree_with_the_register_are_an_error(
+        tmp_path: Path, test_register: reg.Register, rows: Any, error: str) -> None:
     reports = tmp_path / "reports"
     sec = Section("demo", "Demo", reports / "demo")
-    sec.measure("het.a", text="-", setting="toy", values=[2.0])
+    rows(sec)
     sec.save()
-    with pytest.raises(CatalogueError, match=r"het\.b .*notebooks/demo\.py"):
-        collect(load_sections(reports, ["demo"]))
-
-
-def test_unknown_claim_key_is_an_error(tmp_path: Path, test_register: reg.Register) -> None:
-    reports = tmp_path / "reports"
-    _demo(reports, [Claim("HET", "a", "8.2x [P]", "2.81x", "toy", verdict.factor(2.81, 8.2),
-                          key="het.typo")])
-    with pytest.raises(CatalogueError, match="het.typo"):
+    with pytest.raises(CatalogueError, match=error):
         collect(load_sections(reports, ["demo"]))
 
 

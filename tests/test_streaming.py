@@ -11,7 +11,6 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import shared_data_dir
 from workbench.data import pipeline
 from workbench.data.config import DatasetConfig, SequenceConfig, SessionConfig, SyntheticConfig
 from workbench.data.formats.criteo import CRITEO_TSV
@@ -21,13 +20,6 @@ from workbench.data.synthetic import write_criteo_tsv
 
 FILES = ("train.parquet", "test.parquet", "meta.json", "status.json")
 
-
-@pytest.fixture(scope="module")
-def shared() -> Path:
-    root = shared_data_dir()
-    if not root.is_dir():
-        pytest.skip(f"{root}: the real samples are not present (set WORKBENCH_SHARED_DATA)")
-    return root
 
 
 def _both_engines(ds: DatasetConfig, tmp_path: Path, seed: int = 0) -> dict[str, Path]:

@@ -8,6 +8,7 @@ benchmarks report the median with the mean, the 95th percentile, min and max
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import statistics
@@ -111,6 +112,27 @@ def machine() -> dict[str, str | int]:
     return {"date": datetime.datetime.now(datetime.UTC).date().isoformat(), "cpu": cpu,
             "cpus": os.cpu_count() or 0, "python": platform.python_version(),
             "numpy": np.__version__}
+
+
+def bench_parser(script: str, doc: str | None, *, whole_doc: bool = False
+                 ) -> argparse.ArgumentParser:
+    """A benchmark's command line: the docstring's first line (``whole_doc``: all of it) as
+    its description, and ``--out``, the JSON it writes (default
+    ``results/<the script's name>.json`` beside the script).
+
+    Args:
+        script: the benchmark's ``__file__``.
+        doc: its ``__doc__``.
+        whole_doc: show the whole docstring under ``--help``, laid out as written.
+    """
+    text = doc or ""
+    parser = (argparse.ArgumentParser(description=text,
+                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+              if whole_doc else argparse.ArgumentParser(description=text.split("\n")[0]))
+    path = Path(script)
+    parser.add_argument("--out", type=Path, default=path.parent / "results" / f"{path.stem}.json",
+                        help="the JSON it writes (default: %(default)s)")
+    return parser
 
 
 def pin_one_core() -> None:
