@@ -62,13 +62,8 @@ from workbench.data.popularity import (
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, flops_per_sample
 from workbench.training.capture import CAPTURES, EAGER, Capture
-from workbench.training.hotline import (
-    Schedule,
-    StepRecord,
-    TieredTrainer,
-    microbatch_counts,
-    train_scheme,
-)
+from workbench.training.hotline import StepRecord, TieredTrainer, microbatch_counts
+from workbench.training.hotline_epoch import Schedule, train_scheme
 from workbench.training.trainer import ModelSpec, Split
 from workbench.utils.io import write_json
 

@@ -11,7 +11,8 @@ import numpy as np
 from workbench.cluster.config import HardwareConfig
 from workbench.data.popularity import hot_keys
 from workbench.models.config import ModelConfig
-from workbench.training.hotline import Schedule, TieredTrainer, train_scheme
+from workbench.training.hotline import TieredTrainer
+from workbench.training.hotline_epoch import Schedule, train_scheme
 from workbench.training.trainer import ModelSpec, Split
 
 MODEL = ModelConfig(name="dlrm", embedding_dim=8, bottom_mlp=[16], top_mlp=[16],

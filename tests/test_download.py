@@ -30,7 +30,8 @@ from workbench.data.download import (
     extract_members,
     fetch,
 )
-from workbench.data.registry import RemoteFile, criteo_1tb_files, get_source
+from workbench.data.registry import criteo_1tb_files, get_source
+from workbench.data.source import RemoteFile
 
 # ------------------------------------------------------------------------------------------------
 # test data in the real formats

@@ -317,7 +317,7 @@ def test_papermill_parameter_sets_the_initial_value(ci_pipeline: Path, tmp_path:
 def test_an_explorer_fits_its_iterations_to_a_small_dataset() -> None:
     """Five Explore sections failed on small own data with an ``api.load(...)`` hint that named
     no notebook parameter: they now run the iterations the data holds, and say so."""
-    from workbench.explorers import TooLittleData, _fit
+    from workbench.explorers.parts import TooLittleData, _fit
 
     assert _fit("own", 8192, 512, 16) == (16, "")
     assert _fit("own", 6480, 512, 16) == (12, " (all 6,144 of own's train samples)")

@@ -29,15 +29,8 @@ from hotline_toy import (
 from workbench.cluster.accelerator_time import step_seconds, step_timeline, sync_seconds
 from workbench.cluster.tiered_store import TieredEmbeddingStore
 from workbench.data.popularity import hot_mask, popular_mask
-from workbench.training.hotline import (
-    LANES,
-    MicroBatchCounts,
-    Schedule,
-    TieredTrainer,
-    fae_schedule,
-    microbatch_counts,
-    train_scheme,
-)
+from workbench.training.hotline import LANES, MicroBatchCounts, TieredTrainer, microbatch_counts
+from workbench.training.hotline_epoch import Schedule, fae_schedule, train_scheme
 
 
 def _assert_same(a, b, atol: float = ATOL) -> None:

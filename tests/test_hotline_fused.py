@@ -13,7 +13,8 @@ from hotline_toy import BATCH, FLOPS, HW, ROW_BYTES, ROWS, SPEC, _cpu_run, _trai
 from workbench.cluster.accelerator_time import step_seconds, step_timeline
 from workbench.cluster.tiered_store import TieredEmbeddingStore
 from workbench.training.capture import CAPTURES, Capture, MicroBatchStep, bucket
-from workbench.training.hotline import Schedule, TieredTrainer, train_scheme
+from workbench.training.hotline import TieredTrainer
+from workbench.training.hotline_epoch import Schedule, train_scheme
 from workbench.training.microbatch_plan import plan_minibatch, subset_unique
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import shared_data_dir, write_params
 from workbench.config import load
-from workbench.data import pipeline, registry
+from workbench.data import pipeline, registry, source
 from workbench.data.preprocess import read_split
 from workbench.data.schema import DatasetMeta
 from workbench.stages import run
@@ -139,9 +139,9 @@ def test_file_placed_by_hand_is_used_as_is(tmp_path: Path, monkeypatch: pytest.M
         tar.addfile(info, io.BytesIO(rows.encode()))
     archive = buf.getvalue()
     real = registry.get_source("criteo_kaggle")
-    fake_file = registry.RemoteFile(real.files[0].name, urls=("http://127.0.0.1:9/none",),
-                                    md5=hashlib.md5(archive).hexdigest(), size=len(archive))
-    fake = registry.DatasetSource(**{**real.__dict__, "files": (fake_file,)})
+    fake_file = source.RemoteFile(real.files[0].name, urls=("http://127.0.0.1:9/none",),
+                                  md5=hashlib.md5(archive).hexdigest(), size=len(archive))
+    fake = source.DatasetSource(**{**real.__dict__, "files": (fake_file,)})
     monkeypatch.setattr(registry, "get_source", lambda name: fake)
 
     params = write_params(tmp_path, ["dataset=criteo_kaggle"])

@@ -10,16 +10,13 @@ import pytest
 
 from workbench.data import registry
 from workbench.data.registry import (
-    FORMATS,
     SOURCES,
-    DatasetSource,
-    Extract,
-    RemoteFile,
     UnknownSourceError,
     criteo_1tb_files,
     get_source,
     source_names,
 )
+from workbench.data.source import FORMATS, DatasetSource, Extract, RemoteFile
 
 EXPECTED_SOURCES = {
     "criteo_kaggle",

@@ -32,16 +32,13 @@ from workbench.data.download import (
     mirror_folders,
     source_url,
 )
-from workbench.data.registry import (
-    MIRRORS_ENV,
-    SAMPLES,
-    TAOBAO_SAMPLE,
+from workbench.data.registry import MIRRORS_ENV, SAMPLES, TAOBAO_SAMPLE, github_raw
+from workbench.data.source import (
     DatasetSource,
     DropPartialLastLine,
     RemoteFile,
     Upstream,
     ZipMember,
-    github_raw,
 )
 
 

@@ -12,7 +12,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler
 
-from workbench.data.registry import RemoteFile
+from workbench.data.source import RemoteFile
 
 
 def criteo_tsv(rows: int, seed: int = 0) -> bytes:

@@ -13,7 +13,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from conftest import shared_data_dir
-from workbench.data.registry import SAMPLES, DatasetSource, DropPartialLastLine
+from workbench.data.registry import SAMPLES
+from workbench.data.source import DatasetSource, DropPartialLastLine
 
 #: The last, truncated line of the upstream UserBehavior.csv that the Taobao sample drops
 #: (the upstream's sha256 in the registry checks that the rebuilt upstream is the real one).

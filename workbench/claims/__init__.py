@@ -11,9 +11,17 @@ stage call them without running a notebook:
     results/ --claims.measure(entry, cfg)--> Measurement --register.judge--> Verdict
                                                          \\-> section.record (notebook row)
 
-Imports ``config``, ``training`` and lower; never ``report`` (the register hands each measure
-what it reads from an entry: key, committed setting, paper table).
+Everything about a claim lives here; ``report`` only renders what the record holds. Imports
+``config``, ``training`` and lower; never ``report``.
 
+* ``register``: the register's loader and schema (``conf/claims.yaml``): one entry per claim,
+  its measure, its rule, the figures that show it (``shown_in``), the paper's numbers
+* ``verdict``: the rules that grade a claim in direction and magnitude
+* ``record``: a claim's row (``Claim``), judged once with every sweep point, and the gathering
+  of every section's rows into one row per register entry (``collect``)
+* ``check``: every claim measured again against the committed table (``make check``), or from
+  anyone's results folder (``workbench check --results DIR``)
+* ``counting``: claims read from one measurement, counted once
 * ``measurement``: [`Measurement`][], the [`Results`][] reader, [`Estimate`][]
 * ``het``: HET: Fig. 2, 3, 7a/b, 8, 9a; Tables 1, 2
 * ``esd``: ESD: transmission cost, end-to-end speedup

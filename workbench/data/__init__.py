@@ -6,6 +6,7 @@ Imports only ``workbench.utils``.
 | module | what it holds |
 | --- | --- |
 | ``registry`` | the dataset registry, the real samples' pinned sources included |
+| ``source`` | what a source is: its files, checksums, upstream derivations, archive members |
 | ``download`` | resumable, verified downloads from mirrors or the network |
 | ``verify`` | digests and the acquisition's errors |
 | ``archive`` | safe archive extraction |

@@ -1,6 +1,6 @@
 """Download, verify and unpack the raw files of a registered dataset.
 
-Behaviour of [`fetch`][] (one [`RemoteFile`][workbench.data.registry.RemoteFile] into a directory),
+Behaviour of [`fetch`][] (one [`RemoteFile`][workbench.data.source.RemoteFile] into a directory),
 in this order (a pooch-like registry: name, sha256, URLs; local copies first, then the network):
 
     dest/<name> verifies ----------------------------------------------> use it
@@ -34,7 +34,7 @@ in this order (a pooch-like registry: name, sha256, URLs; local copies first, th
   (never used in place: the dataset's manifest names the download folder wherever the bytes
   came from); one whose size or digest differs is refused ([`ChecksumError`][] naming the
   file, the expected and the actual digest) and nothing is placed.
-* **Derived files**: a file whose [`Upstream`][workbench.data.registry.Upstream] serves other bytes
+* **Derived files**: a file whose [`Upstream`][workbench.data.source.Upstream] serves other bytes
   (a file with a cut last line, an archive) fetches them into ``.upstream/`` beside it
   (verified like any file, kept so that several files of one archive fetch it once), derives the
   file from them and verifies the result before placing it.
@@ -48,7 +48,7 @@ in this order (a pooch-like registry: name, sha256, URLs; local copies first, th
 ``.tar(.gz)``/``.zip`` (each through a temporary file and ``os.replace``, skipping members already
 extracted, refusing path traversal and links); digests, stamps and the error family are in
 [`workbench.data.verify`][]. [`acquire`][] ties it together for a
-[`DatasetSource`][workbench.data.registry.DatasetSource] and returns the paths a parser should read.
+[`DatasetSource`][workbench.data.source.DatasetSource] and returns the paths a parser should read.
 """
 
 from __future__ import annotations
@@ -69,8 +69,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from workbench.data.archive import extract_members
-from workbench.data.registry import (
-    MIRRORS_ENV,
+from workbench.data.registry import MIRRORS_ENV
+from workbench.data.source import (
     DatasetSource,
     DropPartialLastLine,
     RemoteFile,

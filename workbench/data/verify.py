@@ -1,6 +1,6 @@
 """What a fetched file must be, and the errors of getting it: digests, sizes, stamps.
 
-A [`RemoteFile`][workbench.data.registry.RemoteFile] publishes an md5 and/or sha256 and a size;
+A [`RemoteFile`][workbench.data.source.RemoteFile] publishes an md5 and/or sha256 and a size;
 [`check_file`][] checks a local file against them (a digest, else the size, else existence),
 remembering a successful digest in a stamp (``.<name>.verified.json``, keyed by size and mtime)
 so a multi-GB archive is not re-hashed on every run. `_Hasher` hashes bytes as they
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from workbench.data.registry import RemoteFile
+from workbench.data.source import RemoteFile
 from workbench.utils.errors import UserError
 from workbench.utils.io import write_json
 

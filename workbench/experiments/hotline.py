@@ -61,12 +61,11 @@ from workbench.models.ctr import build_model, flops_per_sample
 from workbench.training.capture import CAPTURES
 from workbench.training.hotline import (
     MicroBatchCounts,
-    Schedule,
     StepRecord,
     TieredTrainer,
     microbatch_counts,
-    train_scheme,
 )
+from workbench.training.hotline_epoch import Schedule, train_scheme
 from workbench.training.trainer import ModelSpec, load_split
 
 log = logging.getLogger(__name__)

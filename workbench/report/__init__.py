@@ -1,23 +1,19 @@
-"""Layer 9, report: the notebooks' side of the pipeline. Imports ``claims``, ``arguments``,
-``config`` and lower.
+"""Layer 9, report: the notebooks' side of the pipeline, rendering what ``claims`` records.
+Imports ``claims``, ``arguments``, ``config`` and lower.
 
 * ``notebook``: the papermill runner, and the config a notebook shows with its ``dataset`` parameter
 * ``notebook_registry``: every notebook: the stages it reads, its params, knobs and explorer
   (dvc.yaml's per-notebook dependencies and the explorers follow it)
 * ``sections``: a notebook's report section: figures, tables, notes and claim rows, saved as
-  ``section.json`` and its page ``reports/<notebook>/README.md``
+  ``section.json``
+* ``page``: the section's page ``reports/<notebook>/README.md``, a pure function of its
+  ``section.json``
+* ``provenance``: the commit, modified sources and package versions a report was drawn from,
+  and the digest of the configuration a notebook reads
 * ``index``: the one-screen index ``reports/README.md`` (verdict counts, claims table, section
-  links) and ``reports/claims.csv`` (every field), every claim measured from ``results/``
-  ([`workbench.claims`][])
-* ``measurements``: claims read from one measurement, counted once (the index, the metrics, the
-  generated counts)
+  links) and ``reports/claims.csv`` (every field), the rows gathered by [`workbench.claims`][]
 * ``display``: each section's figures, tables and notes shown inline in the notebook
-* ``verdict``: the rules that grade each claim in direction and magnitude
-* ``register``: the claims register (conf/claims.yaml): one entry per claim, its measure, its rule,
-  the paper's numbers
 * ``verdict_map``: per paper, the state against every assumed parameter
-* ``check``: every claim measured again against the committed table (make check), or from anyone's
-  results folder (``workbench check --results DIR``)
 * ``lineage``: the pipeline's graph from ``dvc.lock``, the stage output (and its ``dvc.lock`` hash)
   a file came from, the log of what a notebook opened
 * ``costs``: the claim -> command -> cost page ``reports/costs.md`` from the stages' cost records

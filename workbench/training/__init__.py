@@ -15,8 +15,9 @@
 * ``supervision``: how the launcher watches those processes (heartbeats, nameless files, the
   error naming the process at fault);
 * ``hotline``: Hotline's micro-batch pipeline, the CPU-GPU hybrid, FAE and accelerator-only on a
-  two-tier embedding store ([`TieredTrainer`][.hotline.TieredTrainer],
-  [`train_scheme`][.hotline.train_scheme]);
+  two-tier embedding store ([`TieredTrainer`][.hotline.TieredTrainer]); ``hotline_epoch``: one
+  epoch of a scheme ([`train_scheme`][.hotline_epoch.train_scheme]: FAE's phases, evaluation,
+  online re-profiling);
 * ``microbatch_plan``: Hotline's split of a mini-batch into its popular and non-popular
   micro-batches with one sort ([`plan_minibatch`][.microbatch_plan.plan_minibatch]), made ahead on a
   thread;
