@@ -35,10 +35,11 @@ import numpy as np
 
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.cluster.time_model import ComputeCost, SoftwareCost
-from workbench.experiments.distributed_check import run_emulated
 from workbench.models.config import ModelConfig
+from workbench.training.components import SystemSpec
 from workbench.training.distributed import DistributedJob, run_distributed
-from workbench.training.trainer import Split, SystemSpec
+from workbench.training.emulator_check import run_emulated
+from workbench.training.trainer import Split
 from workbench.utils.io import write_json
 from workbench.utils.timing import bench_parser
 

@@ -13,7 +13,7 @@ IKJT's dedup saves. Every contender below does the full step: forward, backward,
    ``rng.integers(0, 2, B)``); 4 such batches are cycled. Contenders, each on its own copy of
    the same initial table, timed in alternating rounds:
 
-   * ``ours_sparse``: :func:`~workbench.sparse.jagged_tensor.pooled_lookup` (``sparse=True``);
+   * ``ours_sparse``: :func:`~workbench.sparse.lookup.pooled_lookup` (``sparse=True``);
    * ``ours_dense``: the same with ``sparse=False`` (the old path);
    * ``torch_embedding_bag``: plain torch, ``nn.EmbeddingBag(rows, 16, mode="sum",
      sparse=True)`` fed the same ids and offsets as tensors.
@@ -52,7 +52,8 @@ from torch.nn import functional as F
 # run as a script: benchmarks/ is on sys.path (the session batch of the conversion benchmark)
 from ikjt_conversion import GROUPS, session_batch
 from workbench.models.recd import FeatureSpec, RecDModel
-from workbench.sparse.jagged_tensor import JaggedTensor, KeyedJaggedTensor, pooled_lookup
+from workbench.sparse.jagged_tensor import JaggedTensor, KeyedJaggedTensor
+from workbench.sparse.lookup import pooled_lookup
 from workbench.training.recd_trainer import RecDTrainer
 from workbench.utils.io import write_json
 from workbench.utils.timing import bench_parser, paired_ratio, pin_one_core, repeat_seconds, spread

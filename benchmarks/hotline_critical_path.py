@@ -42,9 +42,9 @@ from workbench.data.popularity import hot_keys, profile_counts
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model
 from workbench.training.capture import CAPTURES, MicroBatchStep
+from workbench.training.components import ModelSpec
 from workbench.training.hotline import TieredTrainer
 from workbench.training.microbatch_plan import plan_minibatch
-from workbench.training.trainer import ModelSpec
 from workbench.utils.io import write_json
 from workbench.utils.timing import bench_parser, repeat_seconds, spread
 

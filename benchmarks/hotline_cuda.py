@@ -57,14 +57,14 @@ from workbench.data.popularity import (
     hot_mask,
     popular_mask,
     profile_counts,
-    scaled_budget_bytes,
 )
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, flops_per_sample
 from workbench.training.capture import CAPTURES, EAGER, Capture
+from workbench.training.components import ModelSpec
 from workbench.training.hotline import StepRecord, TieredTrainer, microbatch_counts
 from workbench.training.hotline_epoch import Schedule, train_scheme
-from workbench.training.trainer import ModelSpec, Split
+from workbench.training.trainer import Split
 from workbench.utils.io import write_json
 
 REPO = Path(__file__).resolve().parent.parent
@@ -474,6 +474,7 @@ def part_stage(device: str, size: dict, captures: list[str]) -> dict[str, Any]:
     from workbench.experiments.hotline import (
         LABELS,
         Rig,
+        hot_tier,
         sweep_budgets,
         timeline_frame,
         train_and_model,
@@ -492,15 +493,7 @@ def part_stage(device: str, size: dict, captures: list[str]) -> dict[str, Any]:
     row_bytes = FLOAT_BYTES * dim
     shape = (N_DENSE, s["tables"])
     seed = 0
-    torch.manual_seed(seed)
-    flops = 3.0 * flops_per_sample(build_model(model, *shape), *shape, dim)
-    table = np.random.default_rng(seed).uniform(-model.init_scale, model.init_scale,
-                                                (rows, dim)).astype(np.float32)
-    counts_full = profile_counts(train.keys, rows, exp.profile_rate,
-                                 np.random.default_rng(seed + 1))
-    budget = scaled_budget_bytes(exp.budget_mb, exp.full_scale_rows, exp.full_scale_dim, rows,
-                                 dim)
-    hot = hot_keys(counts_full, budget, dim)
+    flops, table, counts_full, budget, hot = hot_tier(exp, model, shape, rows, train.keys, seed)
     rig = Rig(exp, ModelSpec(model, *shape, rows), table, device, seed)
     out: dict[str, Any] = {"setting": {**s, "table_rows": rows, "budget_bytes": budget,
                                        "hot_rows": int(hot.size), "popular_fraction": float(

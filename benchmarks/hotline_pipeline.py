@@ -24,8 +24,8 @@ import torch
 
 from workbench.data.popularity import hot_keys, hot_mask, popular_mask, profile_counts
 from workbench.models.config import ModelConfig
+from workbench.training.components import ModelSpec
 from workbench.training.hotline import TieredTrainer
-from workbench.training.trainer import ModelSpec
 from workbench.utils.io import write_json
 from workbench.utils.timing import bench_parser, spread
 

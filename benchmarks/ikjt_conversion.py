@@ -6,10 +6,10 @@ deduplicated together, ``user_history`` a list of 20 ids on its own), item-side 
 sample (``item_id``, ``item_category`` with 1..3 ids). Contenders, timed in alternating rounds
 (``repeat_seconds``; median/min/max over the rounds):
 
-* ``hash`` and ``sort``: :func:`~workbench.sparse.jagged_tensor.to_ikjt` over ``GROUPS`` (every
+* ``hash`` and ``sort``: :func:`~workbench.sparse.dedup.to_ikjt` over ``GROUPS`` (every
   key in a dedup group);
 * ``request``: RecD's reader-side
-  :func:`~workbench.sparse.jagged_tensor.to_ikjt_by_request` (the user-side keys deduplicated by
+  :func:`~workbench.sparse.dedup.to_ikjt_by_request` (the user-side keys deduplicated by
   session id, the item keys passed through as plain keys);
 * ``torch_unique`` (baseline of ``hash``/``sort``): per group of ``GROUPS``, the group's rows
   deduplicated by content with ``torch.unique(..., return_inverse=True)``: on the values for a
@@ -39,7 +39,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from workbench.sparse.jagged_tensor import KeyedJaggedTensor, to_ikjt, to_ikjt_by_request
+from workbench.sparse.dedup import to_ikjt, to_ikjt_by_request
+from workbench.sparse.jagged_tensor import KeyedJaggedTensor
 from workbench.utils.io import write_json
 from workbench.utils.timing import bench_parser, paired_ratio, pin_one_core, repeat_seconds, spread
 

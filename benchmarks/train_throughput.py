@@ -32,7 +32,8 @@ from workbench.config import load
 from workbench.data.config import SyntheticConfig
 from workbench.data.synthetic import generate
 from workbench.models.ctr import build_model
-from workbench.training.trainer import ClusterSetup, ModelSpec, Split, SystemSpec, Trainer
+from workbench.training.components import ClusterSetup, ModelSpec, SystemSpec
+from workbench.training.trainer import Split, Trainer
 from workbench.utils.io import write_json
 from workbench.utils.timing import (
     bench_parser,

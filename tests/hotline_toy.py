@@ -11,9 +11,10 @@ import numpy as np
 from workbench.cluster.config import HardwareConfig
 from workbench.data.popularity import hot_keys
 from workbench.models.config import ModelConfig
+from workbench.training.components import ModelSpec
 from workbench.training.hotline import TieredTrainer
 from workbench.training.hotline_epoch import Schedule, train_scheme
-from workbench.training.trainer import ModelSpec, Split
+from workbench.training.trainer import Split
 
 MODEL = ModelConfig(name="dlrm", embedding_dim=8, bottom_mlp=[16], top_mlp=[16],
                     optimizer="adam", lr_dense=1e-3, lr_sparse=0.05)

@@ -24,8 +24,9 @@ from workbench.experiments import calibrate
 from workbench.experiments.config import ExperimentsConfig
 from workbench.models.config import ModelConfig
 from workbench.training import clock
+from workbench.training.components import ClusterSetup, ModelSpec, SystemSpec
 from workbench.training.metrics import time_to_target
-from workbench.training.trainer import ClusterSetup, ModelSpec, SystemSpec, Trainer
+from workbench.training.trainer import Trainer
 from workbench.utils.validation import ConfigError
 
 SOFTWARE = SoftwareCost(client_message_s=50e-6, client_row_s=0.1e-6, server_message_s=40e-6,

@@ -18,7 +18,8 @@ from workbench.cluster.time_model import Links, time_model
 from workbench.config import load
 from workbench.experiments.combined import runs
 from workbench.experiments.config import MECHANISMS, CombinedConfig
-from workbench.training.trainer import ClusterSetup, Mechanisms, ModelSpec, SystemSpec, Trainer
+from workbench.training.components import ClusterSetup, Mechanisms, ModelSpec, SystemSpec
+from workbench.training.trainer import Trainer
 from workbench.utils.validation import ConfigError
 
 

@@ -25,6 +25,7 @@ from workbench.cluster.shaped_link import ShapedLink
 from workbench.cluster.wire import HEADER_BYTES, Message, _frame, _unframe
 from workbench.experiments.config import DistributedCheckConfig
 from workbench.models.config import ModelConfig
+from workbench.training.components import SystemSpec
 from workbench.training.distributed import (
     DistributedProcessError,
     DistributedRunError,
@@ -32,7 +33,6 @@ from workbench.training.distributed import (
     Liveness,
     run_distributed,
 )
-from workbench.training.trainer import SystemSpec
 from workbench.utils.validation import ConfigError
 
 # end to end (real processes: a server, workers and their links): not in make test-fast
@@ -415,7 +415,7 @@ def test_dense_modes_the_backend_cannot_run_are_refused():
 def test_a_dispatcher_process_decides_like_the_emulated_dispatcher():
     from workbench.cluster.time_model import ComputeCost, SoftwareCost
     from workbench.dispatch.registry import SolverOptions
-    from workbench.experiments.distributed_check import run_emulated
+    from workbench.training.emulator_check import run_emulated
 
     job, train = toy_job(steps=4, bound=2, dispatcher_options=SolverOptions()), toy_split()
     # the dispatcher compiles LAIA's numba kernels in its first iteration: on a loaded 2-core

@@ -15,12 +15,11 @@ import io
 import random
 import socket
 import tarfile
-import zipfile
 from pathlib import Path
 
 import pytest
 
-from helpers.downloads import FileServer, criteo_tsv, remote, tar_gz
+from helpers.downloads import FileServer, criteo_tsv, remote, tar_gz, zip_bytes
 from workbench.data import download
 from workbench.data.download import (
     ChecksumError,
@@ -36,14 +35,6 @@ from workbench.data.source import RemoteFile
 # ------------------------------------------------------------------------------------------------
 # test data in the real formats
 # ------------------------------------------------------------------------------------------------
-
-
-def zip_bytes(members: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name, data in members.items():
-            zf.writestr(name, data)
-    return buf.getvalue()
 
 
 ML100K_MEMBERS = {

@@ -204,7 +204,7 @@ def kernel_job(workers: int = 1, steps: int = 4) -> DistributedJob:
 @needs_namespaces
 def test_torchrun_across_two_nodes_matches_the_emulator_and_the_kernels_bytes(
         nothing_left_behind):
-    from workbench.experiments.distributed_check import byte_frame
+    from workbench.training.emulator_check import byte_frame
 
     job, train = kernel_job(), toy_split()
     real = run_distributed(job, train)

@@ -210,7 +210,8 @@ def test_hybriddis_overrun_is_charged_to_the_clock() -> None:
     from workbench.cluster.config import CacheConfig, ClusterConfig
     from workbench.cluster.time_model import ComputeCost
     from workbench.models.config import ModelConfig
-    from workbench.training.trainer import ClusterSetup, ModelSpec, SystemSpec, Trainer
+    from workbench.training.components import ClusterSetup, ModelSpec, SystemSpec
+    from workbench.training.trainer import Trainer
 
     rng = np.random.default_rng(0)
     from workbench.training.trainer import Split

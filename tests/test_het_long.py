@@ -18,7 +18,7 @@ from workbench.data.pipeline import processed_dir
 from workbench.experiments import het_long
 from workbench.experiments.config import HET_CLOCK, HetLongConfig
 from workbench.experiments.context import RunContext
-from workbench.training.trainer import EvalSchedule, SystemKind
+from workbench.training.components import EvalSchedule, SystemKind
 
 
 @given(every=st.integers(1, 50), until=st.integers(0, 500), then=st.integers(1, 500),

@@ -27,8 +27,9 @@ from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, dense_parameter_count
 from workbench.models.recipe import hetu_units
 from workbench.training import trainer as trainer_module
+from workbench.training.components import ClusterSetup, ModelSpec, SystemSpec
 from workbench.training.metrics import auc_score, batched_auc
-from workbench.training.trainer import ClusterSetup, ModelSpec, Split, SystemSpec, Trainer
+from workbench.training.trainer import Split, Trainer
 from workbench.utils.validation import ConfigError
 
 F, D, N_DENSE, ROWS, B, W = 3, 4, 2, 11, 6, 2

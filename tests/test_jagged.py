@@ -8,15 +8,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.sparse import jagged_tensor as jagged
-from workbench.sparse.jagged_tensor import (
-    InverseKeyedJaggedTensor,
-    JaggedTensor,
-    KeyedJaggedTensor,
-    dedup_pooled_lookup,
-    pooled_lookup,
-    to_ikjt,
-)
+from workbench.sparse import dedup as jagged
+from workbench.sparse.dedup import to_ikjt
+from workbench.sparse.jagged_tensor import InverseKeyedJaggedTensor, JaggedTensor, KeyedJaggedTensor
+from workbench.sparse.lookup import dedup_pooled_lookup, pooled_lookup
 
 EXAMPLE = {
     "b": [[3, 4, 5], [4, 5, 6], [3, 4, 5]],

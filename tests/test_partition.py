@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from workbench.data import partition as part
 from workbench.data.schema import DatasetMeta
 from workbench.sparse import reader
-from workbench.sparse.jagged_tensor import KeyedJaggedTensor, to_ikjt, to_ikjt_by_request
+from workbench.sparse.dedup import to_ikjt, to_ikjt_by_request
+from workbench.sparse.jagged_tensor import KeyedJaggedTensor
 
 
 def _meta(**kw) -> DatasetMeta:

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workbench.models.recd import FeatureSpec, RecDModel, SequenceTower
-from workbench.sparse.jagged_tensor import JaggedTensor, KeyedJaggedTensor, to_ikjt
+from workbench.sparse.dedup import to_ikjt
+from workbench.sparse.jagged_tensor import JaggedTensor, KeyedJaggedTensor
 from workbench.training.recd_trainer import RecDTrainer
 
 D = 8

@@ -10,17 +10,16 @@ its truncated last line). No test here reaches beyond the loopback.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
-import zipfile
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
 from conftest import shared_data_dir
+from helpers.downloads import zip_bytes
 from helpers.public_sources import TAOBAO_TAIL, mirror_file, serve, served_path, sources_tree
-from workbench.data import download
+from workbench.data import download, transfer
 from workbench.data.download import (
     SOURCE_BASE_ENV,
     UPSTREAM_DIR,
@@ -221,25 +220,17 @@ def test_a_user_mirror_by_name_and_env(tmp_path: Path, monkeypatch: pytest.Monke
 # ------------------------------------------------------------------------- derived files
 
 
-def _zip(members: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name, data in members.items():
-            zf.writestr(name, data)
-    return buf.getvalue()
-
-
 def test_zip_members_derive_and_the_archive_is_fetched_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     members = {"d/a.txt": b"alpha\n", "d/b.txt": b"beta\n" * 100}
-    archive = _zip(members)
+    archive = zip_bytes(members)
     (tmp_path / "www" / "host").mkdir(parents=True)
     (tmp_path / "www" / "host" / "d.zip").write_bytes(archive)
     base, httpd = serve(tmp_path / "www")
     monkeypatch.setenv(SOURCE_BASE_ENV, base)
     seen: list[str] = []
-    original = download._open
-    monkeypatch.setattr(download, "_open",
+    original = transfer.open_url
+    monkeypatch.setattr(transfer, "open_url",
                         lambda url, have, timeout: seen.append(url) or original(url, have, timeout))
     try:
         files = tuple(RemoteFile(name.split("/")[1], sha256=_sha(body), size=len(body),

@@ -26,7 +26,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workbench.sparse import torchrec_interop as tri
-from workbench.sparse.jagged_tensor import KeyedJaggedTensor, to_ikjt
+from workbench.sparse.dedup import to_ikjt
+from workbench.sparse.jagged_tensor import KeyedJaggedTensor
 from workbench.utils import torchrec as wtr
 
 
@@ -207,7 +208,7 @@ def test_an_ikjt_through_torchrecs_embedding_bag_collection_equals_the_kjt(
     """RecD's IKJT, kept deduplicated as TorchRec's variable-batch KJT, pools through TorchRec's
     own EmbeddingBagCollection to exactly the expanded KJT's output, and to the workbench's
     dedup_pooled_lookup on the same weights."""
-    from workbench.sparse.jagged_tensor import dedup_pooled_lookup
+    from workbench.sparse.lookup import dedup_pooled_lookup
 
     rng = np.random.default_rng(7)
     batch, rows = 64, 50

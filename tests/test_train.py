@@ -17,13 +17,9 @@ from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.config import load
 from workbench.experiments.het_train import scaled_bound, systems
 from workbench.models.config import ModelConfig
+from workbench.training.components import ClusterSetup, ModelSpec, SystemSpec
 from workbench.training.metrics import auc_score, time_to_target
-from workbench.training.trainer import (
-    ClusterSetup,
-    ModelSpec,
-    SystemSpec,
-    Trainer,
-)
+from workbench.training.trainer import Trainer
 
 
 def _trainer(system: SystemSpec, rows: int, workers: int = 1, model: ModelConfig = MODEL,
@@ -144,7 +140,7 @@ def test_a_system_kind_says_how_it_synchronises() -> None:
     """The kind is a typed component: its routes, clock and cache follow from it, never from
     comparing its name (the time model reads the routes)."""
     from workbench.cluster.routes import DenseRoute, SparseRoute
-    from workbench.training.trainer import SystemKind
+    from workbench.training.components import SystemKind
 
     routes = {k: (k.routes.dense, k.routes.sparse) for k in SystemKind}
     assert routes[SystemKind.PS] == (DenseRoute.PS, SparseRoute.PS)

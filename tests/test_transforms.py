@@ -11,12 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.sparse.jagged_tensor import (
-    InverseKeyedJaggedTensor,
-    JaggedTensor,
-    KeyedJaggedTensor,
-    to_ikjt,
-)
+from workbench.sparse.dedup import to_ikjt
+from workbench.sparse.jagged_tensor import InverseKeyedJaggedTensor, JaggedTensor, KeyedJaggedTensor
 from workbench.sparse.transforms import (
     Bucketize,
     FeatureTransforms,

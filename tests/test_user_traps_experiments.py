@@ -24,7 +24,8 @@ from workbench import api
 from workbench.experiments import flexshard
 from workbench.sharding.lookups import SequenceLookups
 from workbench.sparse import reader
-from workbench.sparse.jagged_tensor import KeyedJaggedTensor, to_ikjt
+from workbench.sparse.dedup import to_ikjt
+from workbench.sparse.jagged_tensor import KeyedJaggedTensor
 
 # end to end (each runs the command line or a module as a user does): not in make test-fast
 pytestmark = pytest.mark.slow

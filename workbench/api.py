@@ -416,7 +416,7 @@ def ikjt(table, keys: Sequence[str], groups: Sequence[Sequence[str]],
     """
     import pyarrow as pa
 
-    from workbench.sparse.jagged_tensor import to_ikjt
+    from workbench.sparse.dedup import to_ikjt
     from workbench.sparse.reader import table_to_kjt
 
     check("api.ikjt", batch_size=(batch_size, key("experiments.recd.train_batch_size")),

@@ -157,11 +157,11 @@ class WorkbenchConfig:
             if name not in self.datasets:
                 raise ConfigError(f"pipeline.datasets names '{name}', which is not a key of "
                                   f"datasets (known: {sorted(self.datasets)})")
-        for name in self.experiments.het_cache.datasets:
-            if name not in self.pipeline.datasets:
-                raise ConfigError(f"experiments.het_cache.datasets names '{name}', which is not "
-                                  f"in pipeline.datasets {self.pipeline.datasets}")
         for owner, names, known in (
+                ("experiments.het_cache.datasets", self.experiments.het_cache.datasets,
+                 self.pipeline.datasets),
+                ("experiments.recd.datasets", self.experiments.recd.datasets,
+                 self.pipeline.datasets),
                 ("experiments.het_train.dataset", [self.experiments.het_train.dataset],
                  self.pipeline.datasets),
                 ("experiments.het_time.dataset", [self.experiments.het_time.dataset],
@@ -196,10 +196,6 @@ class WorkbenchConfig:
             if n % g:
                 raise ConfigError(f"experiments.flexshard.device_sweep has {n}: every value must "
                                   f"be a multiple of topology.devices_per_node = {g}")
-        for name in self.experiments.recd.datasets:
-            if name not in self.pipeline.datasets:
-                raise ConfigError(f"experiments.recd.datasets names '{name}', which is not "
-                                  f"in pipeline.datasets {self.pipeline.datasets}")
         for key, model in self.models.items():
             if model.name != key:
                 raise ConfigError(f"models.{key}.name = {model.name!r}: must equal its key")

@@ -6,10 +6,11 @@ import numpy as np
 
 from workbench.cluster.config import CacheConfig, ClusterConfig
 from workbench.models.config import ModelConfig
+from workbench.training.components import SystemSpec
 from workbench.training.distributed import (
     DistributedJob,
 )
-from workbench.training.trainer import Split, SystemSpec
+from workbench.training.trainer import Split
 
 
 def toy_split(n: int = 512, rows: int = 300, f: int = 3, seed: int = 0) -> Split:
@@ -35,7 +36,7 @@ def checked_against_emulator(job: DistributedJob, train: Split, real):
     """The emulated run of ``job`` and the exact checks of the distributed ``real`` against it
     (counters, bytes, versions asserted identical)."""
     from workbench.cluster.time_model import ComputeCost, SoftwareCost
-    from workbench.experiments.distributed_check import compare, run_emulated
+    from workbench.training.emulator_check import compare, run_emulated
 
     emulated = run_emulated(job, train, ComputeCost(0.0, 1e-6, "test"),
                             SoftwareCost(0, 0, 0, 0, "test"))

@@ -10,6 +10,7 @@ import re
 import tarfile
 import threading
 import time
+import zipfile
 from http.server import BaseHTTPRequestHandler
 
 from workbench.data.source import RemoteFile
@@ -35,6 +36,14 @@ def tar_gz(members: dict[str, bytes]) -> bytes:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def zip_bytes(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
     return buf.getvalue()
 
 

@@ -7,9 +7,7 @@ import numpy as np
 from workbench.data.config import SyntheticConfig
 from workbench.data.synthetic import generate
 from workbench.models.config import ModelConfig
-from workbench.training.trainer import (
-    Split,
-)
+from workbench.training.trainer import Split
 
 MODEL = ModelConfig(name="wdl", embedding_dim=8, deep_mlp=[16, 16], batch_size=64,
                     lr_dense=0.01, lr_sparse=0.05, optimizer="adam")

@@ -7,7 +7,7 @@ Reads ``results/het_long/<ds>/`` (long training runs through the emulated cluste
 ``results/het_scale/<ds>/`` (Fig. 7's table-size sweep), ``results/het_cache/<ds>/`` (Fig. 8's
 other traces) and ``results/dataset_stats/<ds>/`` (Fig. 3's skew). Each public ``fig*``/``table*``
 function is one register entry's measure; the helpers ([`train_setting`][],
-[`clock_text`][], ...) are the settings the notebooks print beside their figures, so a figure
+[`stage_clock_text`][], ...) are the settings the notebooks print beside their figures, so a figure
 and its claim say the same thing.
 
 The arithmetic, per claim:
@@ -193,19 +193,9 @@ def stage_clock_text(res: Results, stage: str, model: str, dim: int | None = Non
     return stage_summary(res, stage)["clock"][f"{model}/D{dim}"]["describe"]
 
 
-def time_summary(res: Results) -> dict[str, Any]:
-    """``het_time``'s summary."""
-    return stage_summary(res, "het_time")
-
-
-def clock_text(res: Results, model: str, dim: int | None = None) -> str:
-    """The het_time clock of ``model`` at width ``dim`` (default: the model's own)."""
-    return stage_clock_text(res, "het_time", model, dim)
-
-
 def table_scale(res: Results) -> str:
     """The replayed table's size against Criteo Kaggle's, and the samples."""
-    ts = time_summary(res)
+    ts = stage_summary(res, "het_time")
     return (f"a {ts['table_rows']:,}-row table "
             f"({ts['table_rows'] / CRITEO_KAGGLE_ROWS:.1%} of Criteo Kaggle's "
             f"{CRITEO_KAGGLE_ROWS / 1e6:.1f}M), {ts['samples']:,} samples")
@@ -213,7 +203,7 @@ def table_scale(res: Results) -> str:
 
 def fig2_setting(res: Results) -> str:
     """Fig. 2's setting (one worker, PS without cache, no overlap) on the full epoch."""
-    es = epoch_summary(res)
+    es = stage_summary(res, "het_epoch")
     return (f"time model on one full Criteo Kaggle epoch ({epoch_scale(res)}): 1 worker, PS "
             f"without cache, 1 Gb/s, D = {res.cfg.experiments.het_epoch.fig2_dim}, "
             f"{es['per_worker_batch']} samples/iteration, no overlap (TensorFlow's PS fetches, "
@@ -235,7 +225,7 @@ def fig2_share(res: Results, entry: EntryLike) -> Measurement:
     # faster spends compute / k and the share follows exactly
     return Measurement(
         entry.key, f"{r['comm_share']:.1%}",
-        fig2_setting(res) + "; " + epoch_clock_text(res, model, dim),
+        fig2_setting(res) + "; " + stage_clock_text(res, "het_epoch", model, dim),
         {"values": [r["comm_share"]]},
         {"compute speed": [{"value": k, "values": [r["comm_s"] / (r["comm_s"]
                                                                    + r["compute_s"] / k)]}
@@ -245,24 +235,14 @@ def fig2_share(res: Results, entry: EntryLike) -> Measurement:
         "compute in the same epoch (no overlap: epoch = compute + communication)")
 
 
-def epoch_summary(res: Results) -> dict[str, Any]:
-    """``het_epoch``'s summary."""
-    return stage_summary(res, "het_epoch")
-
-
 def epoch_csv(res: Results, name: str) -> pd.DataFrame:
     """``results/het_epoch/<dataset>/<name>.csv``."""
     return stage_csv(res, "het_epoch", name)
 
 
-def epoch_clock_text(res: Results, model: str, dim: int | None = None) -> str:
-    """The het_epoch clock of ``model`` at width ``dim`` (default: the model's own)."""
-    return stage_clock_text(res, "het_epoch", model, dim)
-
-
 def epoch_scale(res: Results) -> str:
     """The replayed table and samples against Criteo Kaggle's (the share of an epoch)."""
-    es = epoch_summary(res)
+    es = stage_summary(res, "het_epoch")
     return (f"{es['table_rows']:,} rows ({es['table_rows'] / CRITEO_KAGGLE_ROWS:.1%} of "
             f"Criteo Kaggle's {CRITEO_KAGGLE_ROWS / 1e6:.2f}M), {es['samples']:,} samples "
             f"({es['samples'] / CRITEO_KAGGLE_SAMPLES:.1%} of its {CRITEO_KAGGLE_SAMPLES:,}-"
@@ -272,7 +252,7 @@ def epoch_scale(res: Results) -> str:
 def epoch_setting(res: Results, placement: str, workers: str | None = None,
                   servers: int = 1) -> str:
     """The full-epoch replay's setting: table, samples, workers, cache, clock and placement."""
-    es = epoch_summary(res)
+    es = stage_summary(res, "het_epoch")
     return (f"time model on one Criteo Kaggle epoch of the synthetic generator's keys "
             f"({epoch_scale(res)}), {workers or es['workers']} workers x "
             f"{es['per_worker_batch']} samples, {servers} server(s), cache "
@@ -283,7 +263,7 @@ def epoch_setting(res: Results, placement: str, workers: str | None = None,
 def rows_text(res: Results) -> str:
     """Cache s=100's write-back progress and the rows each system moved over the epoch."""
     counts = epoch_csv(res, "counts")
-    workers = epoch_summary(res)["workers"]
+    workers = stage_summary(res, "het_epoch")["workers"]
     at = counts[counts["workers"] == workers].set_index("system")
     moved, flushed = (at.loc[HYBRID, c] / at.loc[CACHE, c]
                       for c in ("rows_moved", "rows_moved_flushed"))
@@ -294,7 +274,7 @@ def rows_text(res: Results) -> str:
 
 def fig7_setting(res: Results) -> str:
     """Fig. 7's setting: the replayed trace, workers, cache and dense mode."""
-    ts = time_summary(res)
+    ts = stage_summary(res, "het_time")
     return (f"time model on the replayed {res.cfg.experiments.het_time.dataset} trace "
             f"({table_scale(res)}), {ts['workers']} workers x {ts['per_worker_batch']} samples, "
             f"cache {ts['cache_policy']} {ts['cache_ratio']:.0%}, dense sync {ts['dense_mode']}")
@@ -334,7 +314,8 @@ def fig7_comm(res: Results, entry: EntryLike) -> Measurement:
     row_cost = epoch_csv(res, "fig7_row_cost")
     rc = row_cost[np.isclose(row_cost["bandwidth_gbps"], bw) & (row_cost["model"] == model)]
     if len(rc):  # the swept costs, and the committed (measured) one among them
-        clock = epoch_summary(res)["clock"][f"{model}/D{res.cfg.models[model].embedding_dim}"]
+        dim = res.cfg.models[model].embedding_dim
+        clock = stage_summary(res, "het_epoch")["clock"][f"{model}/D{dim}"]
         measured_us = 1e6 * (clock["client_row_s"] + clock["server_row_s"]) / 2
         points["per-row software cost"] = [
             {"value": us, "values": [ratio_of(part, "comm_embedding_s")]}
@@ -352,7 +333,7 @@ def fig7_comm(res: Results, entry: EntryLike) -> Measurement:
         for p, part in at.groupby("dense_placement", sort=False))
     return Measurement(
         entry.key, f"{ratio:.2f}x ({1 - 1 / ratio:.1%} less)",
-        epoch_setting(res, placement) + "; " + epoch_clock_text(res, model),
+        epoch_setting(res, placement) + "; " + stage_clock_text(res, "het_epoch", model),
         {"values": [ratio]}, points,
         "embedding communication (the exchange alone: the clock at zero dense bytes), which "
         "includes the measured software cost and the link latency (neither shrinks with "
@@ -369,11 +350,11 @@ def fig9a_workers(res: Results, entry: EntryLike) -> Measurement:
     points = [{"value": p, "values": [float(part.set_index("workers")["speedup"][32])]}
               for p, part in fig9.groupby("dense_placement", sort=False)
               if 32 in set(part["workers"])]
-    es = epoch_summary(res)
+    es = stage_summary(res, "het_epoch")
     return Measurement(
         entry.key, f"{mine[at]:.1f}x at 32 workers" if at else "-",
         epoch_setting(res, placement, workers="1-32", servers=es["fig9_ps_shards"]) + "; "
-        + epoch_clock_text(res, es["fig9_model"]),
+        + stage_clock_text(res, "het_epoch", es["fig9_model"]),
         {"values": [mine[at]] if at else None,
          "missing": None if at else "32 workers were not run (experiments.het_epoch.workers)"},
         {"dense-sync placement": points},
@@ -442,10 +423,10 @@ def fig8_payload(res: Results, name: str) -> dict[str, Any]:
 
 def fig8_setting(res: Results) -> str:
     """The whole-epoch Fig. 8 replays' setting."""
-    f8 = epoch_summary(res)["fig8"]
+    f8 = stage_summary(res, "het_epoch")["fig8"]
     policies = ", ".join(p.upper().replace("OPT", "Opt") for p in f8["policies"])
     return (f"{epoch_scale(res)}; {f8['workers']} workers x "
-            f"{epoch_summary(res)['per_worker_batch']}, s = {f8['bound']} in HET's "
+            f"{stage_summary(res, 'het_epoch')['per_worker_batch']}, s = {f8['bound']} in HET's "
             f"per-{f8['clock']} clock, {policies} at "
             f"{', '.join(f'{100 * r:g}%' for r in f8['ratios'])} of the table")
 

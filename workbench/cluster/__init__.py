@@ -5,7 +5,8 @@ Imports ``data`` and ``utils``.
 
 | module | what it holds |
 | --- | --- |
-| ``cache`` | HET's per-worker embedding cache: numba kernels on its state |
+| ``cache`` | HET's per-worker embedding cache: its semantics, state and Python face |
+| ``cache_step`` | the numba kernels of one step: a read, a write, the flush |
 | ``cache_policy`` | the replacement policies (LRU, LFU, LFU-opt) |
 | ``linked_list`` | the arrays of the policies' ordered lists |
 | ``edge_cluster`` | W workers over a parameter server: the counters of every iteration |

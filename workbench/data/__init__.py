@@ -8,9 +8,10 @@ Imports only ``workbench.utils``.
 | ``registry`` | the dataset registry, the real samples' pinned sources included |
 | ``source`` | what a source is: its files, checksums, upstream derivations, archive members |
 | ``download`` | resumable, verified downloads from mirrors or the network |
+| ``transfer`` | one file over HTTP into its ``.part``: resume, rate bound, verify, place |
 | ``verify`` | digests and the acquisition's errors |
 | ``archive`` | safe archive extraction |
-| ``formats`` | the raw formats: the reader ``engine`` and one module per format |
+| ``formats`` | the raw formats: the reader (``delimited``, ``engine``) and one module per format |
 | ``synthetic`` | the Criteo-calibrated synthetic default |
 | ``synthetic_keys`` | its keys alone, drawn in chunks or into a memory-mapped file |
 | ``schema`` | the one columnar schema |

@@ -180,14 +180,14 @@ def train_run(ablation: Ablation, on: frozenset[str], laia: bool, progress: bool
     """Train one combination of mechanisms (``on``; LAIA dispatching when ``laia``); returns
     ``(evaluations, per-iteration cluster history, trainer)``."""
     from workbench.dispatch.registry import DispatcherSpec, SolverOptions
-    from workbench.training.trainer import (
+    from workbench.training.components import (
         ClusterSetup,
         Mechanisms,
         ModelSpec,
         SystemKind,
         SystemSpec,
-        Trainer,
     )
+    from workbench.training.trainer import Trainer
 
     exp, esd, meta, sets = ablation.exp, ablation.esd, ablation.meta, ablation.sets
     het = "het" in on

@@ -60,7 +60,7 @@ from workbench.experiments.sizing import fitting, require_global_batch
 from workbench.models.config import ModelConfig
 
 if TYPE_CHECKING:  # the trainer imports torch: loaded by the training only
-    from workbench.training.trainer import ClusterSetup
+    from workbench.training.components import ClusterSetup
 
 log = logging.getLogger(__name__)
 VALUE_DIM = 4  # width of the rows the replay holds (its counters do not depend on it)
@@ -331,7 +331,7 @@ def run(ctx: RunContext, exp: EsdConfig, *, train: HetTrainConfig, dataset: Data
     bar.close()
     cost = pd.DataFrame(rows_out)
     probe = dedup_ilp_probe(keys, rows, exp, wire_dim, seed)
-    from workbench.training.trainer import ClusterSetup
+    from workbench.training.components import ClusterSetup
 
     def setup_at(spread: float) -> ClusterSetup:
         links = clock_cluster(exp, cluster, spread)
@@ -390,15 +390,9 @@ def train_end_to_end(ctx: RunContext, meta: DatasetMeta, exp: EsdConfig,
     from workbench.cluster.edge_cluster import reclock
     from workbench.cluster.time_model import Links
     from workbench.training.clock import clock_summary
+    from workbench.training.components import Mechanisms, ModelSpec, SystemKind, SystemSpec
     from workbench.training.metrics import time_to_target
-    from workbench.training.trainer import (
-        Mechanisms,
-        ModelSpec,
-        SystemKind,
-        SystemSpec,
-        Trainer,
-        load_split,
-    )
+    from workbench.training.trainer import Trainer, load_split
 
     base = setup_at(exp.bandwidth_spread)
     assert base.compute is not None and base.software is not None  # the calibrated clock

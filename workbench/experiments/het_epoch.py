@@ -71,7 +71,7 @@ from workbench.experiments.context import RunContext
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, dense_parameter_count
 from workbench.training.clock import ModelShape, clock_costs, clock_summary, replay_epoch
-from workbench.training.trainer import SystemKind
+from workbench.training.components import SystemKind
 from workbench.utils.fanout import LOCAL, FanoutConfig, fan_out
 
 log = logging.getLogger(__name__)

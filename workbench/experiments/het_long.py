@@ -18,8 +18,8 @@ r > 0, a permutation of the train split (r = 0 reads it in file order), as ``het
 replicates do. Runs are independent, so ``jobs`` of them run side by side, each in its own
 spawned process with one torch thread (bit-identical to a run alone). A run evaluates every
 ``eval_every`` iterations up to ``eval_until`` and every ``eval_every_late`` after it
-([`EvalSchedule`][workbench.training.trainer.EvalSchedule]); time to target is interpolated between
-evaluations ([`time_to_target`][workbench.training.metrics.time_to_target]).
+([`EvalSchedule`][workbench.training.components.EvalSchedule]); time to target is interpolated
+between evaluations ([`time_to_target`][workbench.training.metrics.time_to_target]).
 
 The stage is frozen in ``dvc.yaml`` (as ``calibrate``): ``dvc repro`` keeps the committed
 results, and ``make het-long`` recomputes them.
@@ -52,17 +52,16 @@ from workbench.experiments.config import HET_CLOCK, HetLongConfig, HetTrainConfi
 from workbench.experiments.context import RunContext
 from workbench.models.config import ModelConfig
 from workbench.training.clock import ModelShape, clock_costs, clock_summary
-from workbench.training.metrics import time_to_target
-from workbench.training.trainer import (
+from workbench.training.components import (
     ClusterSetup,
     EvalSchedule,
     Mechanisms,
     ModelSpec,
     SystemKind,
     SystemSpec,
-    Trainer,
-    load_split,
 )
+from workbench.training.metrics import time_to_target
+from workbench.training.trainer import Trainer, load_split
 from workbench.utils.fanout import LOCAL, FanoutConfig, fan_out
 from workbench.utils.validation import ConfigError
 

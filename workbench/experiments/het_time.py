@@ -58,7 +58,7 @@ from workbench.experiments.sizing import fitting, require_global_batch
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, dense_parameter_count
 from workbench.training.clock import ModelShape, clock_costs, clock_summary, replay_counters
-from workbench.training.trainer import SystemKind
+from workbench.training.components import SystemKind
 
 log = logging.getLogger(__name__)
 #: HET's systems: (label, cache bound or None for no cache, kind: how it synchronises).

@@ -52,17 +52,15 @@ from workbench.experiments.context import RunContext
 from workbench.experiments.sizing import largest_fit, require_samples
 from workbench.models.config import ModelConfig
 from workbench.training.clock import ModelShape, clock_costs, clock_summary
-from workbench.training.metrics import time_to_target
-from workbench.training.trainer import (
+from workbench.training.components import (
     ClusterSetup,
     Mechanisms,
     ModelSpec,
-    Split,
     SystemKind,
     SystemSpec,
-    Trainer,
-    load_split,
 )
+from workbench.training.metrics import time_to_target
+from workbench.training.trainer import Split, Trainer, load_split
 
 log = logging.getLogger(__name__)
 INFINITE = 10**9

@@ -59,6 +59,7 @@ from workbench.experiments.sizing import require_samples
 from workbench.models.config import ModelConfig
 from workbench.models.ctr import build_model, flops_per_sample
 from workbench.training.capture import CAPTURES
+from workbench.training.components import ModelSpec
 from workbench.training.hotline import (
     MicroBatchCounts,
     StepRecord,
@@ -66,7 +67,7 @@ from workbench.training.hotline import (
     microbatch_counts,
 )
 from workbench.training.hotline_epoch import Schedule, train_scheme
-from workbench.training.trainer import ModelSpec, load_split
+from workbench.training.trainer import load_split
 
 log = logging.getLogger(__name__)
 
@@ -474,6 +475,22 @@ def train_and_model(rig: Rig, hot: np.ndarray, budget: int, train, test,
                    machine)
 
 
+def hot_tier(exp: HotlineConfig, model: ModelConfig, shape: tuple[int, int], rows: int,
+             keys: np.ndarray, seed: int) -> tuple[float, np.ndarray, np.ndarray, int, np.ndarray]:
+    """What a Hotline run is set up with, seeded in this order: torch (the model whose train
+    FLOPs per sample are counted), the table, the profile of the train ``keys``; returns
+    ``(flops, table, the profile's counts, the hot tier's bytes, the hot rows)``."""
+    dim = model.embedding_dim
+    torch.manual_seed(seed)
+    flops = 3.0 * flops_per_sample(build_model(model, *shape), *shape, dim)
+    table = np.random.default_rng(seed).uniform(-model.init_scale, model.init_scale,
+                                                (rows, dim)).astype(np.float32)
+    counts_full = profile_counts(keys, rows, exp.profile_rate, np.random.default_rng(seed + 1))
+    budget = scaled_budget_bytes(exp.budget_mb, exp.full_scale_rows, exp.full_scale_dim, rows,
+                                 dim)
+    return flops, table, counts_full, budget, hot_keys(counts_full, budget, dim)
+
+
 def run(processed: Path, out: Path, exp: HotlineConfig, *, dataset: DatasetConfig,
         model: ModelConfig, hardware: dict[str, HardwareConfig], seed: int,
         progress: bool = False) -> None:
@@ -503,15 +520,7 @@ def run(processed: Path, out: Path, exp: HotlineConfig, *, dataset: DatasetConfi
     rows, dim = table_rows(meta), model.embedding_dim
     shape = (len(meta.dense), len(meta.categorical))
     row_bytes = FLOAT_BYTES * dim
-    torch.manual_seed(seed)
-    flops = 3.0 * flops_per_sample(build_model(model, *shape), *shape, dim)
-    table = np.random.default_rng(seed).uniform(-model.init_scale, model.init_scale,
-                                                (rows, dim)).astype(np.float32)
-    counts_full = profile_counts(train.keys, rows, exp.profile_rate,
-                                 np.random.default_rng(seed + 1))
-    budget = scaled_budget_bytes(exp.budget_mb, exp.full_scale_rows, exp.full_scale_dim, rows,
-                                 dim)
-    hot = hot_keys(counts_full, budget, dim)
+    flops, table, counts_full, budget, hot = hot_tier(exp, model, shape, rows, train.keys, seed)
     is_hot = hot_mask(hot, rows)
     popular = float(popular_mask(train.keys, is_hot).mean())
     hit_share = float(is_hot[train.keys].mean())

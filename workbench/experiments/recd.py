@@ -51,7 +51,7 @@ from workbench.experiments.config import RecdConfig
 from workbench.experiments.sizing import require_samples
 from workbench.models.recd import FeatureSpec, RecDModel
 from workbench.sparse import reader
-from workbench.sparse.jagged_tensor import to_ikjt
+from workbench.sparse.dedup import to_ikjt
 from workbench.sparse.transforms import FeatureTransforms
 from workbench.training.recd_trainer import RecDTrainer
 from workbench.utils.timing import repeat_seconds
@@ -137,7 +137,7 @@ def preprocessors(meta: dict[str, Any], transforms: FeatureTransforms):
     * ``ikjt``: RecD's reader (`table_to_ikjt`: the
       grouped, request-level features read once per request), transform the unique rows.
     * ``ikjt (content hash)``: build the KJT, find duplicates by hashing every value
-      ([`to_ikjt`][workbench.sparse.jagged_tensor.to_ikjt]), transform the unique rows.
+      ([`to_ikjt`][workbench.sparse.dedup.to_ikjt]), transform the unique rows.
     * ``ikjt (session layout)`` (batches that carry the session layout): the batch's sessions
       are a contiguous slice of its partition's sessions file, read as the unique rows, and
       ``session_row`` less the slice's start is the inverse lookup

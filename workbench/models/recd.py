@@ -104,14 +104,14 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from workbench.models.ctr import DLRM
+from workbench.sparse.dedup import to_ikjt
 from workbench.sparse.jagged_tensor import (
     InverseKeyedJaggedTensor,
     JaggedTensor,
     KeyedJaggedTensor,
     partition_groups,
-    pooled_lookup,
-    to_ikjt,
 )
+from workbench.sparse.lookup import pooled_lookup
 
 __all__ = [
     "FeatureKind",

@@ -27,50 +27,34 @@ Worked example, batch of 3, groups ``[["b"], ["c", "d"]]``:
     expand():  key k of sample s  =  unique row inverse[group(k)][s] of key k   ->  the KJT again
 
 Compute that depends only on a group runs on its unique rows and is expanded through the inverse
-lookup afterwards (``dedup_pooled_lookup``: ``unique_out[inverse]``); the result equals the
-non-deduplicated computation (forward exactly, gradients up to summation order).
-
-Row deduplication is exact (no false merges). The default ``method="hash"`` computes a 64-bit
-hash per row: a numba kernel chains the splitmix64 finaliser over (key salt, list length, the
-list's values in order) for each list, and the list hashes are chained over the group's keys.
-Runs of equal hashes after an ``np.argsort`` give a candidate grouping, which is then *verified
-exactly*: every sample's lengths and values are compared element by element (vectorised gathers)
-with those of its group representative. If any hash collision is found, the group is recomputed
-with ``method="sort"``: every row is encoded as a padded int64 matrix row
-``[len_k1, values_k1 padded with 0, len_k2, ...]`` (the lengths make the padding unambiguous) and
-equal rows are grouped by ``np.lexsort`` over the columns. Either way the runs are renumbered in
-first-occurrence order without a second sort, so both methods give identical output.
+lookup afterwards ([`dedup_pooled_lookup`][workbench.sparse.lookup.dedup_pooled_lookup]:
+``unique_out[inverse]``); the result equals the non-deduplicated computation (forward exactly,
+gradients up to summation order). How rows are found equal, and the IKJT built from a KJT, is
+[`workbench.sparse.dedup`][]; the pooled lookups are [`workbench.sparse.lookup`][].
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal
 
-import numba as nb
 import numpy as np
-import torch
 
 __all__ = [
     "InverseKeyedJaggedTensor",
     "JaggedTensor",
     "KeyedJaggedTensor",
-    "dedup_pooled_lookup",
+    "as_int64_1d",
+    "gather_segments",
+    "list_offsets",
     "partition_groups",
-    "pooled_lookup",
-    "request_rows",
-    "to_ikjt",
-    "to_ikjt_by_request",
 ]
-
-DedupMethod = Literal["hash", "sort"]
 
 
 # ------------------------------------------------------------------------------------------------
 # helpers
 
 
-def _as_int64_1d(name: str, array: object) -> np.ndarray:
+def as_int64_1d(name: str, array: object) -> np.ndarray:
     """``array`` as a contiguous 1-D int64 array; raise ``ValueError``/``TypeError`` otherwise."""
     if (type(array) is np.ndarray and array.dtype == np.int64 and array.ndim == 1
             and array.flags.c_contiguous):
@@ -92,14 +76,14 @@ def _check_lengths(values: np.ndarray, lengths: np.ndarray) -> None:
         raise ValueError(f"lengths sum to {total} but there are {values.size} values")
 
 
-def _offsets(lengths: np.ndarray) -> np.ndarray:
+def list_offsets(lengths: np.ndarray) -> np.ndarray:
     """Exclusive prefix sum ``[0, l0, l0+l1, ...]`` (length ``len(lengths) + 1``)."""
     out = np.zeros(lengths.size + 1, dtype=np.int64)
     np.cumsum(lengths, out=out[1:])
     return out
 
 
-def _gather_segments(values: np.ndarray, lengths: np.ndarray,
+def gather_segments(values: np.ndarray, lengths: np.ndarray,
                      idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Lists ``idx[0], idx[1], ...`` of a jagged array, concatenated (vectorised).
 
@@ -111,138 +95,39 @@ def _gather_segments(values: np.ndarray, lengths: np.ndarray,
     Returns:
         ``(values, lengths)`` of the gathered jagged array.
     """
-    starts = _offsets(lengths)[:-1][idx]
+    starts = list_offsets(lengths)[:-1][idx]
     new_lengths = lengths[idx]
-    new_offsets = _offsets(new_lengths)
+    new_offsets = list_offsets(new_lengths)
     src = np.arange(new_offsets[-1], dtype=np.int64) + np.repeat(starts - new_offsets[:-1],
                                                                   new_lengths)
     return values[src], new_lengths
-
-
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser on a uint64 array (wrapping arithmetic)."""
-    x = x + _GOLDEN
-    x = (x ^ (x >> np.uint64(30))) * _M1
-    x = (x ^ (x >> np.uint64(27))) * _M2
-    return x ^ (x >> np.uint64(31))
-
-
-@nb.njit(cache=True, _nrt=False)
-def _mix_scalar(x: np.uint64) -> np.uint64:
-    """splitmix64 finaliser on one uint64 (numba; wraps like the array version)."""
-    x = x + _GOLDEN
-    x = (x ^ (x >> np.uint64(30))) * _M1
-    x = (x ^ (x >> np.uint64(27))) * _M2
-    return x ^ (x >> np.uint64(31))
-
-
-@nb.njit(cache=True, _nrt=False)
-def _list_hashes_kernel(values: np.ndarray, lengths: np.ndarray, salt: np.uint64,
-                        out: np.ndarray) -> None:
-    """``out[i]`` = chained splitmix64 over ``(salt, length_i, values of list i in order)``."""
-    pos = 0
-    for i in range(lengths.size):
-        n = lengths[i]
-        acc = _mix_scalar(_mix_scalar(salt) ^ np.uint64(n))
-        for j in range(n):
-            acc = _mix_scalar(acc ^ np.uint64(values[pos + j]))
-        out[i] = acc
-        pos += n
-
-
-def _list_hashes(values: np.ndarray, lengths: np.ndarray, salt: int) -> np.ndarray:
-    """One uint64 hash per list, depending on the list's length, values and their order."""
-    out = np.empty(lengths.size, dtype=np.uint64)
-    _list_hashes_kernel(values, lengths, np.uint64(salt), out)
-    return out
-
-
-def _groups_from_sorted(order: np.ndarray, new_run: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Turn a sort of the samples into a first-occurrence grouping (no further sorting).
-
-    Args:
-        order: permutation of the samples putting equal rows next to each other.
-        new_run: ``new_run[i]`` is True iff sorted position ``i`` starts a run of equal rows.
-
-    Returns:
-        ``(unique_samples, inverse)``: the first sample of each unique row, ascending (so rows are
-        numbered in first-occurrence order), and sample -> row number.
-    """
-    batch = order.size
-    if batch == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    run_of_sorted = np.cumsum(new_run) - 1
-    first = np.minimum.reduceat(order, np.flatnonzero(new_run))  # first sample of each run
-    is_first = np.zeros(batch, dtype=bool)
-    is_first[first] = True
-    rank = np.cumsum(is_first) - 1  # rank[s] = row number if s is a first occurrence
-    inverse = np.empty(batch, dtype=np.int64)
-    inverse[order] = rank[first][run_of_sorted]
-    return np.flatnonzero(is_first).astype(np.int64), inverse
-
-
-def _rows_equal_to(jts: Sequence[JaggedTensor], rep: np.ndarray) -> bool:
-    """True iff, for every key, each sample's list equals the list of sample ``rep[s]``."""
-    for jt in jts:
-        lengths, values = jt.lengths(), jt.values()
-        if not np.array_equal(lengths, lengths[rep]):
-            return False
-        starts = _offsets(lengths)[:-1]
-        src = np.arange(values.size, dtype=np.int64) + np.repeat(starts[rep] - starts, lengths)
-        if not np.array_equal(values, values[src]):
-            return False
-    return True
-
-
-def _dedup_rows_hash(jts: Sequence[JaggedTensor],
-                     salts: Sequence[int]) -> tuple[np.ndarray, np.ndarray] | None:
-    """Hash grouping verified exactly; ``None`` if a hash collision merged different rows."""
-    batch = jts[0].lengths().size
-    h = np.zeros(batch, dtype=np.uint64)
-    for jt, salt in zip(jts, salts):
-        h = _mix(h ^ _list_hashes(jt.values(), jt.lengths(), salt))
-    order = np.argsort(h)  # any sort will do: runs are renumbered by first occurrence
-    hs = h[order]
-    new_run = np.ones(batch, dtype=bool)
-    new_run[1:] = hs[1:] != hs[:-1]
-    unique_samples, inverse = _groups_from_sorted(order, new_run)
-    if not _rows_equal_to(jts, unique_samples[inverse]):
-        return None
-    return unique_samples, inverse
-
-
-def _dedup_rows_sort(jts: Sequence[JaggedTensor]) -> tuple[np.ndarray, np.ndarray]:
-    """Exact grouping: lexsort of padded ``[len, values...]`` rows over the group's keys."""
-    batch = jts[0].lengths().size
-    blocks = []
-    for jt in jts:
-        lengths, values = jt.lengths(), jt.values()
-        width = int(lengths.max(initial=0))
-        block = np.zeros((batch, 1 + width), dtype=np.int64)
-        block[:, 0] = lengths
-        rows = np.repeat(np.arange(batch, dtype=np.int64), lengths)
-        cols = np.arange(values.size, dtype=np.int64) - np.repeat(_offsets(lengths)[:-1], lengths)
-        block[rows, 1 + cols] = values
-        blocks.append(block)
-    mat = np.concatenate(blocks, axis=1)
-    order = np.lexsort(mat.T[::-1])
-    srt = mat[order]
-    new_run = np.ones(batch, dtype=bool)
-    if batch > 1:
-        new_run[1:] = np.any(srt[1:] != srt[:-1], axis=1)
-    return _groups_from_sorted(order, new_run)
 
 
 # ------------------------------------------------------------------------------------------------
 # JaggedTensor / KeyedJaggedTensor
 
 
-class JaggedTensor:
+class _Lists:
+    """Concatenated int64 lists and their lengths (a [`JaggedTensor`][]'s, or every key's of a
+    [`KeyedJaggedTensor`][], key-major)."""
+
+    _values: np.ndarray
+    _lengths: np.ndarray
+
+    def values(self) -> np.ndarray:
+        """The lists concatenated (int64; key-major in a KJT)."""
+        return self._values
+
+    def lengths(self) -> np.ndarray:
+        """The length of each list (int64 ``[B]``; ``[len(keys) * B]`` in a KJT)."""
+        return self._lengths
+
+    def offsets(self) -> np.ndarray:
+        """List boundaries ``[0, l0, l0+l1, ..., sum]`` into ``values()`` (int64)."""
+        return list_offsets(self._lengths)
+
+
+class JaggedTensor(_Lists):
     """One sparse feature for a batch: ``B`` variable-length int64 lists.
 
     Args:
@@ -259,21 +144,9 @@ class JaggedTensor:
     __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, values: np.ndarray, lengths: np.ndarray) -> None:
-        self._values = _as_int64_1d("values", values)
-        self._lengths = _as_int64_1d("lengths", lengths)
+        self._values = as_int64_1d("values", values)
+        self._lengths = as_int64_1d("lengths", lengths)
         _check_lengths(self._values, self._lengths)
-
-    def values(self) -> np.ndarray:
-        """Concatenated lists (int64)."""
-        return self._values
-
-    def lengths(self) -> np.ndarray:
-        """Length of each list (int64 ``[B]``)."""
-        return self._lengths
-
-    def offsets(self) -> np.ndarray:
-        """List boundaries ``[0, l0, l0+l1, ..., sum]`` (int64 ``[B + 1]``)."""
-        return _offsets(self._lengths)
 
     @property
     def batch_size(self) -> int:
@@ -295,7 +168,7 @@ class JaggedTensor:
         return f"JaggedTensor(values={self._values.tolist()}, lengths={self._lengths.tolist()})"
 
 
-class KeyedJaggedTensor:
+class KeyedJaggedTensor(_Lists):
     """Several sparse features for a batch, torchrec layout (key-major lengths).
 
     Args:
@@ -327,15 +200,15 @@ class KeyedJaggedTensor:
         if len(set(keys)) != len(keys):
             raise ValueError(f"duplicate keys in {keys!r}")
         self._keys = keys
-        self._values = _as_int64_1d("values", values)
-        self._lengths = _as_int64_1d("lengths", lengths)
+        self._values = as_int64_1d("values", values)
+        self._lengths = as_int64_1d("lengths", lengths)
         if self._lengths.size % len(keys):
             raise ValueError(f"len(lengths)={self._lengths.size} is not a multiple of "
                              f"len(keys)={len(keys)} (lengths are key-major [len(keys) * B])")
         _check_lengths(self._values, self._lengths)
         self._stride = self._lengths.size // len(keys)
         per_key = self._lengths.reshape(len(keys), self._stride).sum(axis=1)
-        self._key_offsets = _offsets(per_key)
+        self._key_offsets = list_offsets(per_key)
         self._index = {k: i for i, k in enumerate(keys)}
 
     @classmethod
@@ -370,18 +243,6 @@ class KeyedJaggedTensor:
     def keys(self) -> list[str]:
         """Feature names in storage order."""
         return list(self._keys)
-
-    def values(self) -> np.ndarray:
-        """All ids, key-major (int64)."""
-        return self._values
-
-    def lengths(self) -> np.ndarray:
-        """``[len(keys) * B]`` list lengths, key-major (int64)."""
-        return self._lengths
-
-    def offsets(self) -> np.ndarray:
-        """``[len(keys) * B + 1]`` list boundaries into ``values()``."""
-        return _offsets(self._lengths)
 
     @property
     def batch_size(self) -> int:
@@ -466,7 +327,8 @@ def partition_groups(keys: Sequence[str],
 class InverseKeyedJaggedTensor:
     """RecD's deduplicated batch: unique rows per dedup group plus one inverse lookup per group.
 
-    Usually built with [`to_ikjt`][]. Unique rows are in first-occurrence order.
+    Usually built with [`to_ikjt`][workbench.sparse.dedup.to_ikjt]. Unique rows are in
+    first-occurrence order.
 
     Args:
         keys: feature names in the original KJT order.
@@ -499,7 +361,7 @@ class InverseKeyedJaggedTensor:
         if len(inverse_lookups) != len(self._groups):
             raise ValueError(f"{len(inverse_lookups)} inverse lookups for "
                              f"{len(self._groups)} groups")
-        self._inverse = [_as_int64_1d(f"inverse_lookups[{i}]", inv)
+        self._inverse = [as_int64_1d(f"inverse_lookups[{i}]", inv)
                          for i, inv in enumerate(inverse_lookups)]
         sizes = {inv.size for inv in self._inverse}
         if len(sizes) != 1:
@@ -612,7 +474,7 @@ class InverseKeyedJaggedTensor:
         values, lengths = [], []
         for key in self._keys:
             jt = self._jts[key]
-            v, length = _gather_segments(jt.values(), jt.lengths(),
+            v, length = gather_segments(jt.values(), jt.lengths(),
                                          self._inverse[self._group_of[key]])
             values.append(v)
             lengths.append(length)
@@ -623,198 +485,3 @@ class InverseKeyedJaggedTensor:
         return (f"InverseKeyedJaggedTensor(batch_size={self._batch}, "
                 f"num_values={self.num_values()}, dedup_factors={{{factors}}})")
 
-
-def to_ikjt(kjt: KeyedJaggedTensor, groups: Iterable[Sequence[str]],
-            method: DedupMethod = "hash", plain: Iterable[str] = ()) -> InverseKeyedJaggedTensor:
-    """Deduplicate a KJT into an IKJT, one inverse lookup per dedup group.
-
-    Args:
-        kjt: the batch.
-        groups: the dedup groups, e.g. ``[["b"], ["c", "d"]]`` (RecD's
-            ``dedup_sparse_features``); a key alone is a group of one. Together with ``plain``
-            they must partition ``kjt.keys()``.
-        method: ``"hash"`` (64-bit row hash, verified exactly, falling back to ``"sort"`` on a
-            collision) or ``"sort"`` (lexsort of padded rows). Both give identical results.
-        plain: keys that are NOT deduplicated: each becomes a group of one whose "unique rows"
-            are all ``B`` rows and whose inverse lookup is the identity.
-
-    Returns:
-        The IKJT; unique rows in first-occurrence order.
-
-    Raises:
-        ValueError: ``groups`` does not partition the keys, or unknown ``method``.
-
-    Example:
-
-        kjt = KeyedJaggedTensor.from_dict({
-            "b": [[3, 4, 5], [4, 5, 6], [3, 4, 5]],
-            "c": [[7, 8], [7, 8], [10]],
-            "d": [[9], [9], [11]],
-        })
-        ikjt = to_ikjt(kjt, [["b"], ["c", "d"]])
-        ikjt.values("c")                # array([ 7,  8, 10])
-        ikjt.inverse_lookup(["c", "d"]) # array([0, 0, 1])
-    """
-    if method not in ("hash", "sort"):
-        raise ValueError(f"method must be 'hash' or 'sort', got {method!r}")
-    keys = kjt.keys()
-    plain = list(plain)
-    groups_t = partition_groups(keys, [*groups, *([k] for k in plain)])
-    n_dedup = len(groups_t) - len(plain)
-    key_index = {k: i for i, k in enumerate(keys)}
-    values: dict[str, np.ndarray] = {}
-    lengths: dict[str, np.ndarray] = {}
-    inverses = []
-    for gi, group in enumerate(groups_t):
-        jts = [kjt[k] for k in group]
-        if gi >= n_dedup:  # a plain key: kept as it is, identity inverse
-            values[group[0]], lengths[group[0]] = jts[0].values(), jts[0].lengths()
-            inverses.append(np.arange(kjt.batch_size, dtype=np.int64))
-            continue
-        result = None
-        if method == "hash":
-            result = _dedup_rows_hash(jts, [key_index[k] + 1 for k in group])
-        if result is None:
-            result = _dedup_rows_sort(jts)
-        unique_samples, inverse = result
-        for k, jt in zip(group, jts):
-            values[k], lengths[k] = _gather_segments(jt.values(), jt.lengths(), unique_samples)
-        inverses.append(inverse)
-    return InverseKeyedJaggedTensor(keys, groups_t, values, lengths, inverses)
-
-
-def request_rows(requests: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """First sample of every distinct request (ascending) and sample -> request number.
-
-    Args:
-        requests: ``[B]`` request ids.
-
-    Returns:
-        ``(unique_samples, inverse)`` in first-occurrence order, as [`to_ikjt`][] numbers rows.
-    """
-    requests = _as_int64_1d("requests", requests)
-    order = np.argsort(requests, kind="stable")
-    srt = requests[order]
-    new_run = np.ones(requests.size, dtype=bool)
-    new_run[1:] = srt[1:] != srt[:-1]
-    return _groups_from_sorted(order, new_run)
-
-
-def to_ikjt_by_request(kjt: KeyedJaggedTensor, groups: Iterable[Sequence[str]],
-                       requests: np.ndarray, plain: Iterable[str] = (),
-                       verify: bool = False) -> InverseKeyedJaggedTensor:
-    """RecD's reader-side dedup: the samples of one request share their grouped features.
-
-    When every dedup group holds request-level features (the user-side features and the history
-    snapshot a feature store serves once per request), two samples of the same request have
-    equal rows by construction, so the inverse lookup follows from the request ids alone
-    (``O(B)`` keys instead of hashing every value). Rows of *different* requests are not merged
-    even when equal, so the result may be less deduplicated than [`to_ikjt`][], but
-    ``expand()`` is exact whenever the premise holds.
-
-    Args:
-        kjt: the batch.
-        groups: the dedup groups (request-level features only).
-        requests: ``[B]`` request (session) id of every sample.
-        plain: keys not deduplicated (identity inverse).
-        verify: check the premise element by element (``ValueError`` if a request's rows differ).
-
-    Returns:
-        The IKJT; unique rows in first-occurrence order, one per distinct request.
-    """
-    requests = _as_int64_1d("requests", requests)
-    if requests.size != kjt.batch_size:
-        raise ValueError(f"{requests.size} request ids for a batch of {kjt.batch_size}")
-    plain = list(plain)
-    groups_t = partition_groups(kjt.keys(), [*groups, *([k] for k in plain)])
-    n_dedup = len(groups_t) - len(plain)
-    unique_samples, inverse = request_rows(requests)
-    identity = np.arange(kjt.batch_size, dtype=np.int64)
-    values: dict[str, np.ndarray] = {}
-    lengths: dict[str, np.ndarray] = {}
-    inverses = []
-    for gi, group in enumerate(groups_t):
-        jts = [kjt[k] for k in group]
-        if gi >= n_dedup:
-            values[group[0]], lengths[group[0]] = jts[0].values(), jts[0].lengths()
-            inverses.append(identity)
-            continue
-        if verify and not _rows_equal_to(jts, unique_samples[inverse]):
-            raise ValueError(f"group {list(group)} differs between samples of one request: "
-                             "its features are not request-level; use to_ikjt")
-        for k, jt in zip(group, jts):
-            values[k], lengths[k] = _gather_segments(jt.values(), jt.lengths(), unique_samples)
-        inverses.append(inverse)
-    return InverseKeyedJaggedTensor(kjt.keys(), groups_t, values, lengths, inverses)
-
-
-# ------------------------------------------------------------------------------------------------
-# pooled embedding lookups
-
-
-def pooled_lookup(table: torch.Tensor, jt: JaggedTensor, mode: Literal["sum", "mean"] = "sum",
-                  sparse: bool = True) -> torch.Tensor:
-    """Embedding-bag lookup: pool the rows of ``table`` named by each list of ``jt``.
-
-    The gradient w.r.t. ``table`` is row-indexed by default (``sparse=True``): a sparse COO
-    tensor holding one ``[D]`` row per looked-up id (uncoalesced; duplicates are summed by the
-    optimizer), as DLRM trainers use. A dense gradient is a full ``[num_rows, D]`` tensor
-    zero-filled by the backward and swept by the optimizer at every step, a cost that grows
-    with the table rather than with the batch (on a 1M-row table the whole step is several
-    times slower, ``benchmarks/embedding_backward.py``). ``torch.optim.SGD`` and ``Adagrad``
-    (both without weight decay) and ``SparseAdam`` accept sparse gradients; ``Adam``, ``AdamW``
-    and weight decay need ``sparse=False``.
-
-    Args:
-        table: ``[num_rows, D]`` embedding table (gradients flow to it).
-        jt: ``B`` lists of row ids.
-        mode: ``"sum"`` or ``"mean"``; an empty list pools to zeros.
-        sparse: gradient w.r.t. ``table`` as a sparse COO tensor (row-indexed) if True, dense
-            ``[num_rows, D]`` if False.
-
-    Returns:
-        ``[B, D]`` pooled embeddings (forward identical either way).
-
-    Raises:
-        ValueError: an unknown ``mode``.
-        IndexError: an id outside ``[0, num_rows)``.
-
-    Example:
-        >>> table = torch.ones(4, 2, requires_grad=True)
-        >>> out = pooled_lookup(table, JaggedTensor(np.array([0, 3, 3]), np.array([2, 1])))
-        >>> out.sum().backward()
-        >>> table.grad.is_sparse, table.grad.to_dense()[3].tolist()
-        (True, [2.0, 2.0])
-    """
-    if mode not in ("sum", "mean"):
-        raise ValueError(f"mode must be 'sum' or 'mean', got {mode!r}")
-    ids = torch.from_numpy(jt.values())
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= table.shape[0]):
-        raise IndexError(f"ids out of range for a table with {table.shape[0]} rows")
-    offsets = torch.from_numpy(jt.offsets()[:-1])
-    return torch.nn.functional.embedding_bag(ids, table, offsets, mode=mode, sparse=sparse)
-
-
-def dedup_pooled_lookup(table: torch.Tensor, ikjt: InverseKeyedJaggedTensor, key: str,
-                        mode: Literal["sum", "mean"] = "sum", sparse: bool = True) -> torch.Tensor:
-    """RecD lookup: pool on the unique rows of ``key``, then expand through the inverse lookup.
-
-    Equals ``pooled_lookup(table, ikjt.expand()[key], mode, sparse)``: forward exactly,
-    gradients w.r.t. ``table`` up to floating-point summation order. The expansion's backward
-    sums the gradients of duplicate samples per unique row first, so a sparse table gradient
-    holds one row per id of the *unique* rows (fewer than the KJT path's).
-
-    Args:
-        table: ``[num_rows, D]`` embedding table.
-        ikjt: the deduplicated batch.
-        key: feature to look up.
-        mode: ``"sum"`` or ``"mean"``.
-        sparse: row-indexed (sparse COO) gradient w.r.t. ``table`` if True (the default; see
-            [`pooled_lookup`][]), dense if False.
-
-    Returns:
-        ``[B, D]`` pooled embeddings (``unique_out[inverse]``).
-    """
-    unique_out = pooled_lookup(table, ikjt[key], mode, sparse)
-    inverse = torch.from_numpy(ikjt.inverse_lookup(key))
-    return unique_out.index_select(0, inverse)

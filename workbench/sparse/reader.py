@@ -14,7 +14,7 @@ Our formalisation (RecD's method section is unavailable). The partitions of
 * **Dedup factor**: non-empty rows / unique non-empty rows of a dedup group inside each batch
   of ``b`` consecutive rows of a layout (batches run across partition boundaries, as a
   streaming reader does). Rows are identified exactly: one
-  [`workbench.sparse.jagged_tensor.to_ikjt`][] over the whole split gives every row its
+  [`workbench.sparse.dedup.to_ikjt`][] over the whole split gives every row its
   global unique-row id per group, and a batch's unique rows are its distinct ``(batch, row id)``
   pairs (no per-batch Python loop).
 * **Empty rows** (every key of the group an empty list: a session log's first click has no
@@ -36,12 +36,8 @@ import pyarrow as pa
 
 from workbench.data.partition import REQUEST, SESSION_ROW
 from workbench.data.schema import DatasetMeta
-from workbench.sparse.jagged_tensor import (
-    InverseKeyedJaggedTensor,
-    KeyedJaggedTensor,
-    request_rows,
-    to_ikjt,
-)
+from workbench.sparse.dedup import request_rows, to_ikjt
+from workbench.sparse.jagged_tensor import InverseKeyedJaggedTensor, KeyedJaggedTensor
 from workbench.utils.validation import ConfigError
 
 

@@ -58,11 +58,7 @@ from typing import Literal
 
 import numpy as np
 
-from workbench.sparse.jagged_tensor import (
-    InverseKeyedJaggedTensor,
-    JaggedTensor,
-    KeyedJaggedTensor,
-)
+from workbench.sparse.jagged_tensor import InverseKeyedJaggedTensor, JaggedTensor, KeyedJaggedTensor
 
 __all__ = [
     "Bucketize",

@@ -1,15 +1,17 @@
 """Layer 5, training: the models trained for real, on emulated and on real systems.
 
-* ``trainer``: the trainer that runs HET's systems through the emulated cluster, built from
-  typed components ([`ModelSpec`][.trainer.ModelSpec], [`SystemSpec`][.trainer.SystemSpec],
-  [`ClusterSetup`][.trainer.ClusterSetup], a
-  [`DispatcherSpec`][workbench.dispatch.registry.DispatcherSpec], the
-  [`Mechanisms`][.trainer.Mechanisms] switches), and time to target;
+* ``trainer``: the trainer that runs HET's systems through the emulated cluster, and time to
+  target; ``components``: the typed components it is built from
+  ([`ModelSpec`][.components.ModelSpec], [`SystemSpec`][.components.SystemSpec],
+  [`ClusterSetup`][.components.ClusterSetup], the [`Mechanisms`][.components.Mechanisms]
+  switches; a [`DispatcherSpec`][workbench.dispatch.registry.DispatcherSpec] beside them);
 * ``distributed``: the same runs on real processes (a parameter server, one process per worker,
   a dispatcher process; torch.distributed over sender-shaped links on this machine's loopback,
   or one ``torchrun`` per node of a kernel-shaped edge network): the launcher; the job it runs,
   its faults and result (``distributed_job``); what each rank executes (``ranks``); the
   forkserver the ranks of this machine fork from (``rank_server``);
+* ``emulator_check``: the emulator set against real processes: an emulated run of a distributed
+  job, the two compared, the per-phase and byte frames, the fitted software cost;
 * ``dense_reducer``: the workers' dense gradients summed after backward (one all_reduce) or
   in DDP's buckets during backward (the real counterpart of ``cluster.dense_sync``);
 * ``supervision``: how the launcher watches those processes (heartbeats, nameless files, the

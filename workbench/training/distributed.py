@@ -119,9 +119,7 @@ from workbench.training.supervision import (
     ProcessDiedError,
     Supervisor,
 )
-from workbench.training.trainer import (
-    Split,
-)
+from workbench.training.trainer import Split
 
 __all__ = ["NETWORKS", "DistributedJob", "DistributedProcessError", "DistributedResult",
            "DistributedRunError", "Fault", "Liveness", "run_distributed", "save_job",

@@ -19,11 +19,8 @@ from workbench.cluster.edge_cluster import cache_spec
 from workbench.dispatch.base import BASELINES
 from workbench.dispatch.registry import DispatcherSpec, SolverOptions
 from workbench.models.config import ModelConfig
+from workbench.training.components import SystemKind, SystemSpec
 from workbench.training.dense_reducer import REAL_MODES
-from workbench.training.trainer import (
-    SystemKind,
-    SystemSpec,
-)
 
 SERVER_RANK = 0
 DISPATCH_OP = 7

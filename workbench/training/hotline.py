@@ -70,8 +70,9 @@ from workbench.cluster.tiered_store import TieredEmbeddingStore
 from workbench.models.ctr import build_model
 from workbench.models.recipe import Recipe
 from workbench.training.capture import EAGER, Capture, MicroBatchStep
+from workbench.training.components import ModelSpec
 from workbench.training.microbatch_plan import MicroBatchPlan, plan_minibatch
-from workbench.training.trainer import ModelSpec, Split, dense_optimizer
+from workbench.training.trainer import Split, dense_optimizer
 
 __all__ = [
     "SCHEMES",

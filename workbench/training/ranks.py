@@ -48,11 +48,7 @@ from workbench.training.supervision import (
     die_with_parent,
     write_error,
 )
-from workbench.training.trainer import (
-    Split,
-    dense_optimizer,
-    initial_parameters,
-)
+from workbench.training.trainer import Split, dense_optimizer, initial_parameters
 
 
 def _maybe_fail(fault: Fault | None, rank: int, iteration: int) -> None:

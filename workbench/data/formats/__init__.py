@@ -1,12 +1,14 @@
 """Raw dataset formats: files -> [`RawTable`][workbench.data.schema.RawTable], a module per format.
 
 Modules
-    ``engine``
+    ``delimited``
         The reader every format shares: vectorised validity checks (``Checks``), malformed-row
         bookkeeping, block-by-block reading of delimited files (``iter_delimited``,
-        ``read_delimited``), RowFormat (a line-per-sample format, which streams) and
-        parse_rows; the specification of malformed rows and history sequences. It
-        imports no format module.
+        ``read_delimited``); the specification of malformed rows and unreadable files. It
+        imports nothing of this package.
+    ``engine``
+        The column converters, RowFormat (a line-per-sample format, which streams) and
+        parse_rows; the specification of history sequences. It imports only ``delimited``.
     ``criteo``
         ``criteo_tsv`` (Kaggle ``train.txt``, 1TB ``day_N``) and ``criteo_csv``.
     ``avazu``
@@ -28,9 +30,9 @@ Registry
     fixed [`RowFormat`][] or the builder that makes one for a set of files (session logs).
     [`PARSERS`][], [`ROW_FORMATS`][], [`SESSION_LOG_FORMATS`][] and [`EXPECTS`][] are
     views of it, and [`parse`][], [`row_format_for`][] and [`check_report`][] dispatch
-    through it. Imports go one way, with no circle: ``engine`` <- ``criteo``, ``avazu``,
-    ``movielens``, ``taobao`` <- ``sniff`` (Taobao's behaviours) <- ``session_logs`` <- this
-    package (``tests/test_formats_registry.py`` checks it).
+    through it. Imports go one way, with no circle: ``delimited`` <- ``engine`` <- ``criteo``,
+    ``avazu``, ``movielens``, ``taobao`` <- ``sniff`` (Taobao's behaviours) <- ``session_logs``
+    <- this package (``tests/test_formats_registry.py`` checks it).
 
 Checked parse
     [`parse`][] = the format's parser, then [`check_report`][]: a parse that keeps no row,
@@ -52,13 +54,8 @@ from typing import Any
 from workbench.data.formats import avazu, criteo, movielens, session_logs, taobao
 from workbench.data.formats.avazu import parse_avazu_csv
 from workbench.data.formats.criteo import parse_criteo_csv, parse_criteo_tsv
-from workbench.data.formats.engine import (
-    HIST_ITEM,
-    PathsLike,
-    RowFormat,
-    as_paths,
-    parse_rows,
-)
+from workbench.data.formats.delimited import PathsLike, as_paths
+from workbench.data.formats.engine import HIST_ITEM, RowFormat, parse_rows
 from workbench.data.formats.movielens import (
     parse_movielens_1m,
     parse_movielens_20m,

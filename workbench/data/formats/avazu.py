@@ -10,7 +10,7 @@ Format
 
 A [`RowFormat`][workbench.data.formats.engine.RowFormat] format (every line is one sample, so it
 streams); malformed rows (also an ``hour`` that is not ``YYMMDDHH``) as in
-[`workbench.data.formats.engine`][].
+[`workbench.data.formats.delimited`][].
 """
 
 from __future__ import annotations
@@ -23,15 +23,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from workbench.data.formats.engine import (
-    BLOCK_SIZE,
-    Checks,
-    PathsLike,
-    RowFormat,
-    binary_label,
-    parse_rows,
-    value_at,
-)
+from workbench.data.formats.delimited import BLOCK_SIZE, Checks, PathsLike
+from workbench.data.formats.engine import RowFormat, binary_label, parse_rows, value_at
 from workbench.data.schema import LABEL, TIMESTAMP, RawTable
 
 __all__ = ["AVAZU_CATEGORICAL", "AVAZU_CSV", "AVAZU_HEADER", "EXPECTS", "parse_avazu_csv"]

@@ -15,7 +15,7 @@ Formats
         written by pandas: ``I1..I13`` as floats such as ``260.0``, empty cells for missing).
 
 Both are [`RowFormat`][workbench.data.formats.engine.RowFormat] formats (every line is one sample,
-so they stream); malformed rows as in [`workbench.data.formats.engine`][].
+so they stream); malformed rows as in [`workbench.data.formats.delimited`][].
 """
 
 from __future__ import annotations
@@ -24,15 +24,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from workbench.data.formats.engine import (
-    BLOCK_SIZE,
-    Checks,
-    PathsLike,
-    RowFormat,
-    binary_label,
-    int_column,
-    parse_rows,
-)
+from workbench.data.formats.delimited import BLOCK_SIZE, Checks, PathsLike
+from workbench.data.formats.engine import RowFormat, binary_label, int_column, parse_rows
 from workbench.data.schema import LABEL, MalformedInputError, RawTable
 
 __all__ = [

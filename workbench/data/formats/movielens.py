@@ -24,7 +24,7 @@ Rules
     ``history_length`` > 0 adds ``hist_item_id`` (see [`workbench.data.formats.engine`][]).
 
 Malformed rows
-    As in [`workbench.data.formats.engine`][]. Malformed rows of the side files (users, items)
+    As in [`workbench.data.formats.delimited`][]. Malformed rows of the side files (users, items)
     are reported the same way; they do not drop rating rows: ratings of a user or item without a
     valid side row get missing features.
 
@@ -42,15 +42,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from workbench.data.formats.delimited import Checks, PathsLike, as_paths, read_delimited
 from workbench.data.formats.engine import (
     HIST_ITEM,
-    Checks,
-    PathsLike,
-    as_paths,
     check_history_length,
     history_column,
     int_column,
-    read_delimited,
     sort_order,
     to_series,
     value_at,

@@ -57,7 +57,7 @@ Malformed rows
     A row is malformed when it has the wrong number of fields, an empty or non-integer id, or an
     unparsable timestamp (not ISO-8601 UTC, an impossible date or time, a bad ``eventdate`` or a
     negative or non-integer ``timeframe``); rows are dropped and counted, or raise in strict mode,
-    as described in [`workbench.data.formats.engine`][]. Malformed rows of the purchases file do
+    as described in [`workbench.data.formats.delimited`][]. Malformed rows of the purchases file do
     not drop clicks: they are counted in the same report (a purchases file without a single good
     row is an error).
 """
@@ -74,18 +74,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from workbench.data.formats.engine import (
+from workbench.data.formats.delimited import (
     BLOCK_SIZE,
     Checks,
     PathsLike,
-    RowFormat,
     as_paths,
-    int_column,
     np_bool,
-    parse_rows,
     read_delimited,
-    value_at,
 )
+from workbench.data.formats.engine import RowFormat, int_column, parse_rows, value_at
 from workbench.data.formats.sniff import describe_file
 from workbench.data.schema import (
     LABEL,

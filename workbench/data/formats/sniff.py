@@ -27,7 +27,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from workbench.data.formats.criteo import CRITEO_FIELDS
-from workbench.data.formats.engine import INT_PATTERN, is_gzip
+from workbench.data.formats.delimited import is_gzip
+from workbench.data.formats.engine import INT_PATTERN
 from workbench.data.formats.taobao import TAOBAO_BEHAVIORS
 
 __all__ = ["describe_file"]

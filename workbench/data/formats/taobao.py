@@ -10,7 +10,7 @@ Format
         ``hist_item_id`` (the user's previous items; see [`workbench.data.formats.engine`][]).
 
 A [`RowFormat`][workbench.data.formats.engine.RowFormat] format (every line is one sample, so it
-streams); malformed rows as in [`workbench.data.formats.engine`][].
+streams); malformed rows as in [`workbench.data.formats.delimited`][].
 """
 
 from __future__ import annotations
@@ -21,16 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from workbench.data.formats.engine import (
-    BLOCK_SIZE,
-    Checks,
-    PathsLike,
-    RowFormat,
-    int_column,
-    np_bool,
-    parse_rows,
-    value_at,
-)
+from workbench.data.formats.delimited import BLOCK_SIZE, Checks, PathsLike, np_bool
+from workbench.data.formats.engine import RowFormat, int_column, parse_rows, value_at
 from workbench.data.schema import LABEL, SESSION, TIMESTAMP, RawTable
 
 __all__ = [
