@@ -296,7 +296,7 @@ ax.set(ylim=(0, 1), ylabel="communication / epoch time", xlabel="",
 legend_below(fig)
 section.figure(fig, "fig2_comm_share", "HET Fig. 2 - share of epoch time spent communicating",
                setting=het.fig2_setting(res) + "; " + "; ".join(
-                   f"{m.upper()}: {het.stage_clock_text(res, "het_epoch", m, int(fig2['dim'].iloc[0]))}"
+                   f"{m.upper()}: {het.stage_clock_text(res, 'het_epoch', m, int(fig2['dim'].iloc[0]))}"
                    for m in fig2["model"]),
                reads=[epoch_dir / "fig2.csv", epoch_dir / "summary.json"])
 section.table(fig2, "fig2_comm_share", "Fig. 2 numbers", floatfmt=".3g",
