@@ -133,6 +133,18 @@ def test_session_clicks_without_buys_warn_and_label_zero(
         in caplog.text
 
 
+def _reported(t, path: Path, parse, reasons: dict[int, str]) -> None:
+    """The report's examples are ``reasons`` at their lines, in line order, and a strict parse
+    fails at the first of them with its reason."""
+    assert [line_of(e) for e in t.report.examples] == list(reasons)
+    for example, reason in zip(t.report.examples, reasons.values()):
+        assert reason in example
+    first = next(iter(reasons))
+    match = rf"^{re.escape(str(path))}:{first}: {re.escape(reasons[first])}"
+    with pytest.raises(MalformedInputError, match=match):
+        parse(path, strict=True)
+
+
 def test_session_clicks_malformed_rows(tmp_path: Path) -> None:
     lines = [
         "1,2014-04-07T10:51:09.277Z,214536502,0",
@@ -146,15 +158,13 @@ def test_session_clicks_malformed_rows(tmp_path: Path) -> None:
     path = write(tmp_path / "clicks.dat", lines)
     t = parse_session_clicks(path)
     assert t.frame["session"].tolist() == [1, 3] and t.report.malformed == 5
-    assert [line_of(e) for e in t.report.examples] == [2, 3, 4, 5, 6]
     assert all(e.startswith(f"{path}:") for e in t.report.examples)
-    assert "expected 4 fields, got 3" in t.report.examples[0]
-    assert "unparsable timestamp '2014-04-07 10:54:46.998'" in t.report.examples[1]
-    assert "unparsable timestamp '2014-02-30T13:56:37.614Z'" in t.report.examples[2]
-    assert "non-integer '2146627x2' in integer column item_id" in t.report.examples[3]
-    assert "non-integer 'x' in integer column session_id" in t.report.examples[4]
-    with pytest.raises(MalformedInputError, match=rf"^{re.escape(str(path))}:2: expected 4 "):
-        parse_session_clicks(path, strict=True)
+    _reported(t, path, parse_session_clicks, {
+        2: "expected 4 fields, got 3",
+        3: "unparsable timestamp '2014-04-07 10:54:46.998'",
+        4: "unparsable timestamp '2014-02-30T13:56:37.614Z'",
+        5: "non-integer '2146627x2' in integer column item_id",
+        6: "non-integer 'x' in integer column session_id"})
 
 
 def test_session_clicks_given_another_format_fails_clearly(tmp_path: Path) -> None:
@@ -241,13 +251,12 @@ def test_diginetica_malformed_rows(tmp_path: Path) -> None:
     assert f["item_id"].tolist() == [81766, 31331, 14] and t.report.malformed == 5
     assert f["user_id"].isna().tolist() == [True, True, False] and f["user_id"][2] == "5"
     assert f["timestamp"].tolist()[2] == seconds("2016-05-10") + 1
-    assert [line_of(e) for e in t.report.examples] == [4, 5, 6, 7, 8]
-    assert "non-integer 'abc' in integer column timeframe" in t.report.examples[0]
-    assert "unparsable eventdate '2016-02-30'" in t.report.examples[1]
-    assert "expected 5 fields, got 4" in t.report.examples[2]
-    assert "negative timeframe -5" in t.report.examples[4]
-    with pytest.raises(MalformedInputError, match=rf"^{re.escape(str(path))}:4: non-integer"):
-        parse_diginetica_views(path, strict=True)
+    _reported(t, path, parse_diginetica_views, {
+        4: "non-integer 'abc' in integer column timeframe",
+        5: "unparsable eventdate '2016-02-30'",
+        6: "expected 5 fields, got 4",
+        7: "non-integer 'x1' in integer column item_id",
+        8: "negative timeframe -5"})
 
 
 def test_diginetica_given_another_format_fails_clearly(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers.traps import failed_with, run
+from workbench.cluster.config import UNBOUNDED
 from workbench.config import load
 from workbench.data.pipeline import processed_dir
 from workbench.experiments import het_long
@@ -35,7 +36,7 @@ def test_systems_are_hybrid_and_the_cache_at_every_bound_in_hets_clock() -> None
                                          "Cache s=10000", "Cache s=inf"]
     assert plan[0][0].kind == SystemKind.HYBRID and plan[0][1] is None
     cached = [s for s, _ in plan[1:]]
-    assert [s.bound for s in cached] == [0, 100, 10_000, het_long.INFINITE]
+    assert [s.bound for s in cached] == [0, 100, 10_000, UNBOUNDED]
     assert {s.clock for s in cached} == {HET_CLOCK}
 
 

@@ -154,6 +154,18 @@ def test_measure_judges_by_the_register(test_register: reg.Register) -> None:
                     conditions={"other": [{"value": 1, "values": [2.0]}]})
 
 
+def test_a_claim_is_judged_once_per_sweep_point_and_once_for_its_row(
+        test_register: reg.Register, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Any] = []
+    judge = reg.judge
+    monkeypatch.setattr(reg, "judge", lambda *a, **k: calls.append(a[1]) or judge(*a, **k))
+    points = [{"value": v, "values": [8.0 + v]} for v in (1, 2, 4)]
+    row = Section("demo", "Demo", None).measure("het.a", text="a", setting="toy", values=[8.2],
+                                                conditions={"knob": points})
+    assert len(calls) == len(points) + 1  # the holds text reads the points' stored states
+    assert row.holds.startswith("reproduced throughout knob 1-4")
+
+
 def test_hand_run_writes_its_page_into_scratch(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     from workbench.utils import paths
@@ -308,6 +320,28 @@ def test_index_of_the_committed_sections(tmp_path: Path) -> None:
     csv = pd.read_csv(reports / "claims.csv")
     assert list(csv.columns) == CLAIM_COLUMNS
     assert len(csv) == len(collect(load_sections(reports, names)))
+
+
+def test_report_refuses_a_section_older_than_the_results_it_read(
+        tmp_path: Path, test_register: reg.Register) -> None:
+    reports = tmp_path / "reports"
+    sec = Section("demo", "Demo", reports / "demo")
+    _measure_all(sec)
+    sec.save()
+    path = reports / "demo" / SECTION_FILE
+    saved = json.loads(path.read_text())
+    saved["lineage"]["outputs"] = [{"path": "results/s/toy", "md5": "a" * 32 + ".dir",
+                                    "stage": "s", "current": True}]
+    path.write_text(json.dumps(saved))
+    (tmp_path / "p.yaml").write_text("seed: 0\n")
+    lock = "schema: '2.0'\nstages:\n  s:\n    cmd: x\n    outs:\n    - path: results/s/toy\n"
+    (tmp_path / "dvc.lock").write_text(lock + f"      md5: {'a' * 32}.dir\n")
+    write(reports, ["demo"], tmp_path / "p.yaml", tmp_path)  # the hash it read: current
+    (tmp_path / "dvc.lock").write_text(lock + f"      md5: {'b' * 32}.dir\n")
+    with pytest.raises(CatalogueError, match=r"reports/demo read results/s/toy \(read at a{12}, "
+                                             r"dvc.lock now b{12}\): rerun its notebook \(dvc "
+                                             r"repro notebook@demo\)"):
+        write(reports, ["demo"], tmp_path / "p.yaml", tmp_path)
 
 
 def test_report_writes_metrics_curves_and_maps(tmp_path: Path,

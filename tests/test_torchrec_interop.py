@@ -304,6 +304,11 @@ def test_recd_on_the_fused_tbe_trains_as_torchrecs_ebc_on_every_input(
     for model in fused.values():
         for ours, theirs in zip(model.tbe.split_embedding_weights(), tables, strict=True):
             assert torch.allclose(ours, theirs, atol=1e-6)
+    # the tables are the TBE's: an Adagrad over the model keeps state for the dense part only
+    model = next(iter(fused.values()))
+    owned = {id(p) for g in RecDTrainer(model, lr).optimizer.param_groups for p in g["params"]}
+    assert owned == {id(p) for p in model.dlrm.parameters()}
+    assert not owned & {id(p) for p in model.tbe.parameters()}
     with pytest.raises(ValueError, match="ikjt_call"):
         FusedTBEDLRM(*shape, seed=1, lr=lr, ikjt_call="vbe")  # type: ignore[arg-type]
 

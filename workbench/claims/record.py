@@ -23,11 +23,9 @@ from typing import Any, cast
 
 import numpy as np
 
-from workbench.claims import measure_all
 from workbench.claims import register as reg
 from workbench.claims.measurement import Measurement
 from workbench.claims.verdict import STATES, Verdict
-from workbench.config import WorkbenchConfig
 from workbench.utils.errors import WorkbenchError
 
 CLAIM_COLUMNS = ["key", "register", "paper", "claim", "basis", "paper_value", "measured", "mean",
@@ -114,8 +112,8 @@ def _jsonable(value: Any) -> Any:
 
 
 #: The key under which a payload (the row's measurement, each sweep point) carries what the
-#: register read from it, so the pages render it without judging again.
-JUDGED = "judged"
+#: register read from it, so the pages (and the holds text) use it without judging again.
+JUDGED = reg.JUDGED
 
 
 def _judged(entry: reg.Entry, payload: dict[str, Any], *, point: bool = True
@@ -214,30 +212,26 @@ def shown_in(section: Mapping[str, Any], number: int) -> list[Mapping[str, Any]]
             + [i for i in items if i["kind"] == "table"])
 
 
-def collect(loaded: Sequence[Mapping[str, Any]], register: reg.Register | None = None,
-            cfg: WorkbenchConfig | None = None) -> list[dict[str, Any]]:
+def collect(loaded: Sequence[Mapping[str, Any]], register: reg.Register | None = None
+            ) -> list[dict[str, Any]]:
     """One claim row per register entry of the gathered sections, judged from the register.
 
     Rows come in the register's order; each gets ``section`` and ``number`` (its place on its
     section's page; empty for a row the register writes itself) and ``shown`` (the anchor of
-    the first item showing it). With ``cfg`` every gathered entry is measured from the results
-    it locates ([`workbench.claims.measure_all`][]): the rows are the measures' own, and a
-    section whose row differs from its measure is stale.
+    the first item showing it). The rows are the notebooks' measures (each claim is measured
+    once, by the notebook that shows it); the report stage holds each section to the results
+    it read ([`workbench.report.lineage.outdated`][]).
 
     Args:
         loaded: the sections' ``section.json`` contents (``name``, ``claims``, ``items``).
         register: the register (default: the committed one).
-        cfg: the configuration whose results are measured, or None (the sections' rows).
 
     Raises:
         CatalogueError: a row without a key or with a key not in the register, two rows for one
-            claim, a measured entry of a gathered section without its row, or (``measured``) a
-            row that differs from its measure.
+            claim, or a measured entry of a gathered section without its row.
     """
     register = register or reg.load()
     sections = [s["name"] for s in loaded]
-    measured = None if cfg is None else measure_all(
-        [e for e in register.entries if e.section in sections], cfg)
     known = set(register.keys())
     by_key: dict[str, list[dict[str, Any]]] = {}
     bad = []
@@ -268,23 +262,11 @@ def collect(loaded: Sequence[Mapping[str, Any]], register: reg.Register | None =
                              + ". Each notebook must measure every register claim it covers "
                              "(section.measure(key, ...)), with missing= the reason when its "
                              "setting cannot measure it.")
-    fresh = {k: measured_row(register[k], m) for k, m in (measured or {}).items()
-             if k in by_key}
-    stale = [f"{k} (reports/{by_key[k][0]['section']}/section.json)"
-             for k, row in fresh.items()
-             if {f: v for f, v in by_key[k][0].items()
-                 if f not in ("section", "number", "shown")} != row]
-    if stale:
-        raise CatalogueError("claim rows that differ from their measure in workbench/claims: "
-                             + "; ".join(stale) + ". The section is older than the results or "
-                             "the measure: rerun its notebook (dvc repro notebook@<name>).")
     claims = []
     for e in register.entries:
         if e.key in by_key:
             row = by_key[e.key][0]
             where = {k: row[k] for k in ("section", "number", "shown")}
-            if e.key in fresh:
-                row = {**fresh[e.key], **where}
             claims.append({**rejudge(row, register), **where})
         elif e.kind == "not_comparable" and e.section in sections:
             claims.append({**rejudge(asdict(register_claim(e)), register), "section": "",

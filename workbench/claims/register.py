@@ -459,11 +459,18 @@ def _runs(points: list[tuple[Any, str]], numeric: bool = True) -> dict[str, list
     return out
 
 
+#: The key under which the record stores what the register read from a payload
+#: ([`workbench.claims.record`][]): a point judged there is not judged again here.
+JUDGED = "judged"
+
+
 def judge_points(entry: Entry, assumption: Assumption,
                  points: Sequence[Mapping[str, Any]]) -> list[tuple[Any, str]]:
     """Every point of one assumed parameter's sweep with its state, in the range's order
-    (numbers ascending; categories in the register's order)."""
-    return [(p["value"], judge(entry, p).state) for p in sorted_points(assumption, points)]
+    (numbers ascending; categories in the register's order); a point the record judged already
+    keeps its stored state."""
+    return [(p["value"], p[JUDGED]["state"] if JUDGED in p else judge(entry, p).state)
+            for p in sorted_points(assumption, points)]
 
 
 def sorted_points(assumption: Assumption, points: Sequence[Mapping[str, Any]]

@@ -135,6 +135,10 @@ class ClusterConfig:
         return list(values) * self.workers if len(values) == 1 else list(values)
 
 
+#: A staleness bound no run reaches: HET's ``s = infinity`` (what a sweep's -1 stands for).
+UNBOUNDED = 10**9
+
+
 @dataclass(frozen=True)
 class CacheConfig:
     """Per-worker embedding cache with HET's bounded staleness (`workbench/cluster/cache.py`).

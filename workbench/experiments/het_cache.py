@@ -45,7 +45,6 @@ from workbench.experiments.config import HetCacheConfig
 from workbench.experiments.sizing import fitting, require_global_batch
 
 log = logging.getLogger(__name__)
-INFINITE_BOUND = 10**9
 UPDATE = -0.01  # a constant -lr x grad stand-in: values do not affect the counters
 VALUE_DIM = 4   # width of the rows actually moved in the replay (bytes use the configured D)
 

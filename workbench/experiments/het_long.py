@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.config import UNBOUNDED, CacheConfig, ClusterConfig
 from workbench.data.config import DatasetConfig
 from workbench.data.keys import table_rows
 from workbench.data.schema import DatasetMeta
@@ -66,7 +66,6 @@ from workbench.utils.fanout import LOCAL, FanoutConfig, fan_out
 from workbench.utils.validation import ConfigError
 
 log = logging.getLogger(__name__)
-INFINITE = 10**9
 HYBRID = "Hybrid, no cache"
 
 
@@ -78,7 +77,7 @@ def cache_label(bound: int) -> str:
 def systems(exp: HetLongConfig) -> list[tuple[SystemSpec, int | None]]:
     """Hybrid, then the cache at every bound (HET's clock), each with its published bound."""
     out: list[tuple[SystemSpec, int | None]] = [(SystemSpec(HYBRID, SystemKind.HYBRID), None)]
-    out += [(SystemSpec(cache_label(b), SystemKind.CACHE, INFINITE if b < 0 else b, HET_CLOCK), b)
+    out += [(SystemSpec(cache_label(b), SystemKind.CACHE, UNBOUNDED if b < 0 else b, HET_CLOCK), b)
             for b in exp.bounds]
     return out
 

@@ -42,7 +42,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from workbench.cluster.config import CacheConfig, ClusterConfig
+from workbench.cluster.config import UNBOUNDED, CacheConfig, ClusterConfig
 from workbench.data.config import DatasetConfig
 from workbench.data.keys import table_rows
 from workbench.data.schema import DatasetMeta
@@ -63,7 +63,6 @@ from workbench.training.metrics import time_to_target
 from workbench.training.trainer import Split, Trainer, load_split
 
 log = logging.getLogger(__name__)
-INFINITE = 10**9
 
 
 def systems(cfg: HetTrainConfig) -> list[SystemSpec]:
@@ -83,7 +82,7 @@ def systems(cfg: HetTrainConfig) -> list[SystemSpec]:
 def scaled_bound(s: int, iterations: int, het_iterations: int) -> int:
     """HET's bound ``s`` scaled to a run of ``iterations`` (-1 = infinity)."""
     if s < 0:
-        return INFINITE
+        return UNBOUNDED
     return int(math.ceil(s * iterations / het_iterations))
 
 
@@ -96,7 +95,7 @@ def staleness_systems(exp: HetTrainConfig, iterations: int) -> list[tuple[System
             name = "inf" if s < 0 else f"{s:,}"
             clock: Literal["update", "iteration"]
             if unit == "paper":
-                bound, clock = (INFINITE if s < 0 else s), HET_CLOCK
+                bound, clock = (UNBOUNDED if s < 0 else s), HET_CLOCK
             else:
                 bound, clock = scaled_bound(s, iterations, exp.het_iterations), "update"
             out.append((SystemSpec(f"s={name} ({unit})", SystemKind.CACHE, bound, clock),
@@ -111,7 +110,7 @@ def run_key(system: SystemSpec) -> tuple:
     """What decides a training run: a bound of 0 or infinity means the same in either clock
     unit, so such systems share one run."""
     return (system.kind, system.bound,
-            system.clock if 0 < system.bound < INFINITE else None)
+            system.clock if 0 < system.bound < UNBOUNDED else None)
 
 
 def claims_system(group: str, system: SystemSpec, extra: dict[str, Any]) -> bool:

@@ -172,15 +172,8 @@ class DLRM(CTRModel):
         self.over_arch = MLP(over_in, [*top_mlp, 1])
 
     def forward(self, dense: Tensor | None, emb: Tensor) -> Tensor:
-        """Logits.
-
-        Args:
-            dense: ``[B, n_dense]`` (or ``None`` when ``n_dense`` is 0).
-            emb: ``[B, F, D]``.
-
-        Returns:
-            ``[B]`` logits.
-        """
+        """Logits ``[B]`` of ``dense`` ``[B, n_dense]`` (None when ``n_dense`` is 0) and ``emb``
+        ``[B, F, D]``."""
         dense = self._check(dense, emb)
         if self.dense_arch is None:
             top_in = self.interaction_arch(emb)
@@ -220,15 +213,7 @@ class WDL(CTRModel):
         self.head = nn.Linear(deep_width + n_sparse * embedding_dim, 1)
 
     def forward(self, dense: Tensor | None, emb: Tensor) -> Tensor:
-        """Logits: ``head(concat(deep(dense), flatten(emb)))``.
-
-        Args:
-            dense: ``[B, n_dense]`` (or ``None`` when ``n_dense`` is 0).
-            emb: ``[B, F, D]``.
-
-        Returns:
-            ``[B]`` logits.
-        """
+        """Logits ``[B]``: ``head(concat(deep(dense), flatten(emb)))``."""
         dense = self._check(dense, emb)
         deep = self.deep(dense) if self.deep is not None else dense
         return self.head(torch.cat([deep, emb.flatten(1)], dim=1)).squeeze(1)
@@ -257,15 +242,7 @@ class DeepFM(CTRModel):
         self.deep = MLP(self.x0_width, [*deep_mlp, 1])
 
     def forward(self, dense: Tensor | None, emb: Tensor) -> Tensor:
-        """Logits: ``first_order(x0) + FM(emb) + deep(x0)``.
-
-        Args:
-            dense: ``[B, n_dense]`` (or ``None`` when ``n_dense`` is 0).
-            emb: ``[B, F, D]``.
-
-        Returns:
-            ``[B]`` logits.
-        """
+        """Logits ``[B]``: ``first_order(x0) + FM(emb) + deep(x0)``."""
         x0 = self._x0(self._check(dense, emb), emb)
         return (self.first_order(x0) + self.deep(x0)).squeeze(1) + self.fm(emb)
 
@@ -301,19 +278,18 @@ class DCN(CTRModel):
         if cross_layers < 0:
             raise ValueError(f"cross_layers = {cross_layers}: must be >= 0")
         self.cross = CrossNet(self.x0_width, cross_layers)
-        self.deep = MLP(self.x0_width, list(deep_mlp), last_activation=True)
-        self.head = nn.Linear(self.x0_width + self.deep.out_features, 1)
+        self.deep = self._deep(deep_mlp)
+        self.head = nn.Linear(self.x0_width + self.deep.out_features, 1, bias=self.head_bias)
+
+    #: Whether the head ``Linear`` has a bias (Hetu's DCN has none).
+    head_bias = True
+
+    def _deep(self, widths: Sequence[int]) -> MLP:
+        """The deep MLP over x0: ReLU on every layer."""
+        return MLP(self.x0_width, list(widths), last_activation=True)
 
     def forward(self, dense: Tensor | None, emb: Tensor) -> Tensor:
-        """Logits: ``head(concat(cross(x0), deep(x0)))``.
-
-        Args:
-            dense: ``[B, n_dense]`` (or ``None`` when ``n_dense`` is 0).
-            emb: ``[B, F, D]``.
-
-        Returns:
-            ``[B]`` logits.
-        """
+        """Logits ``[B]``: ``head(concat(cross(x0), deep(x0)))``."""
         x0 = self._x0(self._check(dense, emb), emb)
         return self.head(torch.cat([self.cross(x0), self.deep(x0)], dim=1)).squeeze(1)
 

@@ -41,7 +41,8 @@ import torch
 from torch import Tensor, nn
 
 from workbench.models.config import ModelConfig
-from workbench.models.layers import MLP, CrossNet, CTRModel, FactorizationMachine
+from workbench.models.ctr import DCN
+from workbench.models.layers import MLP, CTRModel, FactorizationMachine
 
 __all__ = ["HetuWDL", "HetuDeepFM", "HetuDCN", "HETU_CLASSES", "build_hetu_model"]
 
@@ -118,7 +119,7 @@ class HetuDeepFM(CTRModel):
         return FactorizationMachine.flops(self.n_sparse, self.embedding_dim) + self.n_sparse
 
 
-class HetuDCN(CTRModel):
+class HetuDCN(DCN):
     """Hetu's DCN: ``concat(cross(x), tower(x)) W4`` with ``x = concat(flatten(e), dense)``.
 
     Args:
@@ -134,24 +135,17 @@ class HetuDCN(CTRModel):
         torch.Size([8])
     """
 
-    def __init__(self, n_dense: int, n_sparse: int, embedding_dim: int,
-                 deep_mlp: Sequence[int], cross_layers: int) -> None:
-        super().__init__(n_dense, n_sparse, embedding_dim)
-        if cross_layers < 0:
-            raise ValueError(f"cross_layers = {cross_layers}: must be >= 0")
-        self.cross = CrossNet(self.x0_width, cross_layers)
-        self.deep = _tower(self.x0_width, deep_mlp)
-        self.head = nn.Linear(self.x0_width + self.deep.out_features, 1, bias=False)
+    head_bias = False
+
+    def _deep(self, widths: Sequence[int]) -> MLP:
+        """Hetu's tower: no ReLU after the last layer, no biases."""
+        return _tower(self.x0_width, widths)
 
     def forward(self, dense: Tensor | None, emb: Tensor) -> Tensor:
         """Logits ``[B]`` of ``dense`` ``[B, n_dense]`` and ``emb`` ``[B, F, D]``."""
         dense = self._check(dense, emb)
         x = torch.cat([emb.flatten(1), dense], dim=1)
         return self.head(torch.cat([self.cross(x), self.deep(x)], dim=1)).squeeze(1)
-
-    def operator_flops(self) -> int:
-        """Forward FLOPs per sample of the cross layers."""
-        return self.cross.flops()
 
 
 HETU_CLASSES: dict[str, type[CTRModel]] = {"wdl": HetuWDL, "deepfm": HetuDeepFM,

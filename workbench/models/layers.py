@@ -202,6 +202,9 @@ class CrossNet(nn.Module):
 class CTRModel(nn.Module):
     """Common input checks and the x0 = concat(dense, flatten(emb)) helper.
 
+    Every model's ``forward(dense, emb)`` takes ``dense`` ``[B, n_dense]`` (``None`` when
+    ``n_dense`` is 0) and the looked-up rows ``emb`` ``[B, F, D]``, and returns ``[B]`` logits.
+
     Attributes:
         row_width: floats per looked-up row the model reads (``embedding_dim``; Hetu's DeepFM
             reads one more: [`workbench.models.hetu`][]).

@@ -44,7 +44,7 @@ values under the same seed, so both TorchRec paths start from the same parameter
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import torch
@@ -179,6 +179,11 @@ class FusedTBEDLRM(nn.Module):
                 weight.copy_(ebc.embedding_bags[t].weight)
 
     batch = staticmethod(TorchRecDLRM.batch)
+
+    def optimizer_parameters(self) -> Iterator[nn.Parameter]:
+        """The dense part's parameters: the tables are updated inside the TBE's backward, so a
+        trainer's optimizer keeps no state for them."""
+        return self.dlrm.parameters()
 
     def pooled(self, features: Any) -> torch.Tensor:
         """``[B, K, D]``: every key's pooled rows, in the model's key order, from a TorchRec KJT

@@ -34,9 +34,10 @@ import pandas as pd
 
 from workbench.claims import register as reg
 from workbench.claims.counting import counted, measurement_keys, shared_with, variants
-from workbench.claims.record import CLAIM_COLUMNS, JUDGED, collect
+from workbench.claims.record import CLAIM_COLUMNS, JUDGED, CatalogueError, collect
 from workbench.claims.verdict import DEFINITIONS, STATES, SUMMARIES
 from workbench.config import WorkbenchConfig
+from workbench.report.lineage import load_lock, outdated
 from workbench.report.page import PAGE_FILE, claim_anchor, write_page
 from workbench.report.provenance import provenance
 from workbench.report.sections import load_sections
@@ -356,22 +357,30 @@ def write(reports: Path, sections: list[str], params: Path, repo: Path,
     """Write the index, ``claims.csv``, the DVC metrics and curves, the verdict maps and
     every missing or outdated section page.
 
-    With ``cfg`` every claim is measured from the results it locates
-    ([`workbench.claims.record.collect`][]) and each section's row must agree with it.
+    Each claim row is its notebook's measure ([`workbench.claims.record.collect`][]); a section
+    that read a stage output whose ``dvc.lock`` hash has changed since is refused (its notebook
+    must run again). ``cfg`` places the results and data folders the costs page reads.
 
     Returns:
         The section pages (re)written (empty when every notebook already wrote its own).
 
     Raises:
         FileNotFoundError: a section's notebook stage has not run.
-        CatalogueError: see [`workbench.claims.record.collect`][].
+        CatalogueError: a section older than the results it read, or see
+            [`workbench.claims.record.collect`][].
     """
     from workbench.report import verdict_map
     from workbench.utils.io import atomic_dir, write_json
 
     register = reg.load()
     loaded = load_sections(reports, sections)
-    claims = collect(loaded, register, cfg)
+    lock = load_lock(repo)
+    stale = [f"reports/{sec['name']} read {', '.join(changed)}: rerun its notebook (dvc repro "
+             f"notebook@{sec['name']})" for sec in loaded
+             if (changed := outdated(sec.get("lineage"), lock))]
+    if stale:
+        raise CatalogueError("sections older than the results they show: " + "; ".join(stale))
+    claims = collect(loaded, register)
     for c, key in zip(claims, measurement_keys(claims, register)):
         c["measurement_id"] = key
     pages = [reports / sec["name"] / PAGE_FILE for sec in loaded

@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["stage_graph", "behind", "base", "load_lock", "locate", "dvc_md5", "Output",
+__all__ = ["stage_graph", "behind", "base", "load_lock", "locate", "outdated", "dvc_md5", "Output",
            "ReadLog", "mermaid"]
 
 
@@ -108,6 +108,22 @@ def locate(path: str, lock: dict[str, Any]) -> Output | None:
             if path == where or path.startswith(where + "/"):
                 return Output(stage, where, str(out.get("md5", "")))
     return None
+
+
+def outdated(lineage: dict[str, Any] | None, lock: dict[str, Any]) -> list[str]:
+    """The stage outputs a section read whose ``dvc.lock`` hash has changed since: each as
+    ``<path> (read at <md5>, dvc.lock now <md5>)``; empty when the section is current.
+
+    Args:
+        lineage: the section's ``lineage`` (its ``outputs``: path, md5), or None.
+        lock: ``dvc.lock`` parsed ([`load_lock`][]).
+    """
+    out = []
+    for read in (lineage or {}).get("outputs", []):
+        now = locate(read["path"], lock)
+        if now is not None and now.md5 != read["md5"]:
+            out.append(f"{read['path']} (read at {read['md5'][:12]}, dvc.lock now {now.md5[:12]})")
+    return out
 
 
 def _file_md5(path: Path) -> str:

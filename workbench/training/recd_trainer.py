@@ -27,7 +27,9 @@ from workbench.models.recd import SparseBatch
 
 
 class RecDTrainer:
-    """Minimal trainer: BCE-with-logits, one optimizer over every parameter (tables included).
+    """Minimal trainer: BCE-with-logits, one optimizer over every parameter (tables included;
+    a model's ``optimizer_parameters()``, when it has one, when the rest are updated in its
+    backward).
 
     Args:
         model: the model, called as ``model(dense, sparse)``
@@ -48,10 +50,13 @@ class RecDTrainer:
                  optimizer: Literal["sgd", "adagrad"] = "adagrad") -> None:
         if not lr > 0:
             raise ValueError(f"lr = {lr}: must be > 0")
+        # a model that updates some parameters inside its backward (fbgemm's fused tables) names
+        # the ones left to the optimizer, which would otherwise keep state for the tables
+        owned = getattr(model, "optimizer_parameters", model.parameters)()
         if optimizer == "sgd":
-            self.optimizer: torch.optim.Optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+            self.optimizer: torch.optim.Optimizer = torch.optim.SGD(owned, lr=lr)
         elif optimizer == "adagrad":
-            self.optimizer = torch.optim.Adagrad(model.parameters(), lr=lr)
+            self.optimizer = torch.optim.Adagrad(owned, lr=lr)
         else:
             raise ValueError(f"optimizer = {optimizer!r}, expected 'sgd' or 'adagrad'")
         self.model = model

@@ -451,14 +451,8 @@ def parse_diginetica_views(paths: PathsLike, *, strict: bool = False,
                            block_size: int = BLOCK_SIZE) -> RawTable:
     """Parse DIGINETICA ``train-item-views.csv``, labelled by ``train-purchases.csv``.
 
-    Args:
-        paths: the views file(s) and optionally the purchases file (any name containing
-            ``purchases``); plain or gzip.
-        strict: raise [`MalformedInputError`][] at the first malformed row.
-        max_rows: keep at most this many views (the first of the files, before sorting).
-        history_length: add ``hist_item_id`` with up to this many previous items of the session
-            when > 0.
-        block_size: bytes per parsed block.
+    The arguments are [`parse_session_clicks`][]'s, with views for clicks: ``paths`` holds the
+    views file(s) and optionally the purchases file (any name containing ``purchases``).
 
     Returns:
         ``label`` (1.0 when the session bought the item), categorical ``user_id`` (string

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from workbench.cluster.config import UNBOUNDED
 from workbench.utils.validation import ConfigError, check_each, in_range, nonempty
 
 #: The staleness clock of every HET claim's cache (Table 1's Cache s=10 and s=100, Table 2's
@@ -74,7 +75,7 @@ class HetCacheConfig:
                                 metadata=nonempty())
     miss_rate_bound: int = field(default=100, metadata=in_range(0, None))
     system_bounds: list[int] = field(default_factory=lambda: [0, 10, 100], metadata=nonempty())
-    bound_sweep: list[int] = field(default_factory=lambda: [0, 1, 10, 100, 1000, 10**9],
+    bound_sweep: list[int] = field(default_factory=lambda: [0, 1, 10, 100, 1000, UNBOUNDED],
                                    metadata=nonempty())
     worker_sweep: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32],
                                     metadata=nonempty(in_range(1, 4096)))
