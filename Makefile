@@ -16,7 +16,7 @@ PY     := $(BIN)/python
 # pytest workers: 2 cores here and in CI.
 JOBS   ?= 2
 
-.PHONY: repro check check-ci claim metrics test test-fast signals lab notebooks params calibrate het-long install install-dev torchrec bench lint clean
+.PHONY: repro check check-ci claim metrics test test-fast signals screenshots lab notebooks params calibrate het-long install install-dev torchrec bench lint clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -109,6 +109,15 @@ test-fast: install-dev
 # (pytest prints the 15 slowest tests at the end: where the suite's time goes)
 test: install-dev
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -n $(JOBS) -q --durations=15
+
+# The README's and the docs home's screenshots, retaken by the real-browser test (JupyterLab in
+# chromium on the ci pipeline's results): esd after Run All and after a widget change.
+SHOTS = scratch/screenshots
+screenshots: install-dev
+	rm -rf $(SHOTS)
+	WORKBENCH_BROWSER_OUT="$(abspath $(SHOTS))" $(BIN)/pytest -q -p no:cacheprovider \
+	  tests/test_browser.py -k "run_all_then and esd"
+	cp $(SHOTS)/esd_run_all.png $(SHOTS)/esd_widget_change.png docs/images/
 
 # The signal and interrupt tests, ROUNDS times under -n $(JOBS), each round once with Ctrl-C
 # ignored by the shell that starts it (as a background job's children have it): a flaky one shows.

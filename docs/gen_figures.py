@@ -58,13 +58,17 @@ def _page(text: str, folder: Path) -> tuple[str, set[Path]]:
 
 
 SECTION_PAGES = sorted(REPORTS.glob("*/README.md"))
+#: A page of figures hides the table of contents: its column is then wide enough (about 930 px
+#: on a laptop's screen, not 688) for a figure's text to read at the size the report shows it
+#: (``workbench.report.plotting``; ``tests/test_docs.py`` measures it in chromium).
+WIDE = "---\nhide:\n  - toc\n---\n\n"
 for page in [REPORTS / "README.md", *SECTION_PAGES]:
     if not page.is_file():
         continue
     text, files = _page(page.read_text(), page.parent)
     where = Path("report") / page.parent.relative_to(REPORTS)
     with mkdocs_gen_files.open((where / "index.md").as_posix(), "w") as out:
-        out.write(text)
+        out.write(WIDE + text if page in SECTION_PAGES else text)
     for file in sorted(files):
         with mkdocs_gen_files.open((Path("report") / file.relative_to(REPORTS.resolve()))
                                    .as_posix(), "wb") as out:

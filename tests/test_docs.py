@@ -10,6 +10,7 @@ every other host refused, draws the pipeline's DAG in chromium.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -157,8 +158,41 @@ def _pipeline_dag_draws_offline(site: Path) -> None:
                     shown["heights"][0] > 300, shown
                 raw = drawn(chromium.new_page(), block_vendored=True)
                 assert raw == {"source": True, "heights": []}, raw  # the source, undrawn
+                _figures_read_where_the_site_shows_them(chromium, base)
             finally:
                 chromium.close()
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _figures_read_where_the_site_shows_them(chromium, base: str) -> None:  # noqa: ANN001
+    """On a laptop's screen (1280 x 800), every figure of the paper pages and the report's
+    section pages is shown wide enough for its smallest text (the section's readability record)
+    to read at ``MIN_FONT_PX`` or more: the pages of figures hide their table of contents."""
+    from workbench.report.plotting import MIN_FONT_PX, SAVE_DPI
+
+    smallest = {(path.parent.name, item["file"]): item["readability"]["smallest_pt"]
+                for path in (ROOT / "reports").glob("*/section.json")
+                for item in json.loads(path.read_text())["items"] if item["kind"] == "figure"}
+    pages = [f"papers/{p.stem}/" for p in (ROOT / "docs" / "papers").glob("*.md")] + \
+        [f"report/{p.parent.name}/" for p in (ROOT / "reports").glob("*/section.json")]
+    page = chromium.new_page(viewport={"width": 1280, "height": 800})
+    seen, small = 0, []
+    for url in pages:
+        page.goto(base + url)
+        page.wait_for_load_state("load")
+        for img in page.evaluate(
+                "() => Array.from(document.querySelectorAll('article img')).map(i => ({"
+                "src: i.currentSrc, natural: i.naturalWidth,"
+                "shown: i.getBoundingClientRect().width}))"):
+            parts = img["src"].split("/")
+            key = (parts[-2], parts[-1])
+            if key not in smallest:
+                continue
+            seen += 1
+            assert img["natural"] > 0, (url, img)  # loaded
+            px = smallest[key] * SAVE_DPI / 72 * min(1.0, img["shown"] / img["natural"])
+            if px < MIN_FONT_PX:
+                small.append(f"{url} {key[1]}: {px:.1f} px at {img['shown']:.0f} px wide")
+    assert seen > 30 and not small, (seen, small)
