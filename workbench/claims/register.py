@@ -167,10 +167,6 @@ class Entry:
         return (str(self.measured_by["stage"]),
                 *(str(s) for s in self.measured_by.get("also", ())))
 
-    def measured_by_text(self) -> str:
-        m = self.measured_by
-        return f"{m['stage']}: {m['file']} [{m['column']}]"
-
 
 @dataclass(frozen=True)
 class Register:

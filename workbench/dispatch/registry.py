@@ -78,11 +78,6 @@ class DispatcherSpec:
     def __post_init__(self) -> None:
         strategy(self.name)
 
-    @property
-    def cost_aware(self) -> bool:
-        """Whether the strategy reads the cluster's cache states (all but the baselines)."""
-        return not issubclass(strategy(self.name), BaselineDispatcher)
-
     def build(self, cluster: EdgeCluster | None, capacities: np.ndarray, *,
               wire_dim: int | None = None, seed: int = 0,
               local: np.ndarray | None = None) -> Dispatcher:
