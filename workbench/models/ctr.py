@@ -117,7 +117,7 @@ from torch import Tensor, nn
 from workbench.models.config import ModelConfig
 from workbench.models.layers import (
     MLP,
-    CrossNet,
+    CrossDeep,
     CTRModel,
     DotInteraction,
     FactorizationMachine,
@@ -251,7 +251,7 @@ class DeepFM(CTRModel):
         return FactorizationMachine.flops(self.n_sparse, self.embedding_dim)
 
 
-class DCN(CTRModel):
+class DCN(CrossDeep):
     """Deep & Cross Network: a cross network and a deep MLP over x0, joined by a linear layer.
 
     Args:
@@ -272,30 +272,9 @@ class DCN(CTRModel):
         torch.Size([8])
     """
 
-    def __init__(self, n_dense: int, n_sparse: int, embedding_dim: int,
-                 deep_mlp: Sequence[int], cross_layers: int) -> None:
-        super().__init__(n_dense, n_sparse, embedding_dim)
-        if cross_layers < 0:
-            raise ValueError(f"cross_layers = {cross_layers}: must be >= 0")
-        self.cross = CrossNet(self.x0_width, cross_layers)
-        self.deep = self._deep(deep_mlp)
-        self.head = nn.Linear(self.x0_width + self.deep.out_features, 1, bias=self.head_bias)
-
-    #: Whether the head ``Linear`` has a bias (Hetu's DCN has none).
-    head_bias = True
-
-    def _deep(self, widths: Sequence[int]) -> MLP:
-        """The deep MLP over x0: ReLU on every layer."""
-        return MLP(self.x0_width, list(widths), last_activation=True)
-
     def forward(self, dense: Tensor | None, emb: Tensor) -> Tensor:
         """Logits ``[B]``: ``head(concat(cross(x0), deep(x0)))``."""
-        x0 = self._x0(self._check(dense, emb), emb)
-        return self.head(torch.cat([self.cross(x0), self.deep(x0)], dim=1)).squeeze(1)
-
-    def operator_flops(self) -> int:
-        """Forward FLOPs per sample of the cross layers."""
-        return self.cross.flops()
+        return self._joined(self._x0(self._check(dense, emb), emb))
 
 
 MODELS: dict[str, type[CTRModel]] = {"dlrm": DLRM, "wdl": WDL, "deepfm": DeepFM, "dcn": DCN}

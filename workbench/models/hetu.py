@@ -41,8 +41,7 @@ import torch
 from torch import Tensor, nn
 
 from workbench.models.config import ModelConfig
-from workbench.models.ctr import DCN
-from workbench.models.layers import MLP, CTRModel, FactorizationMachine
+from workbench.models.layers import MLP, CrossDeep, CTRModel, FactorizationMachine
 
 __all__ = ["HetuWDL", "HetuDeepFM", "HetuDCN", "HETU_CLASSES", "build_hetu_model"]
 
@@ -119,7 +118,7 @@ class HetuDeepFM(CTRModel):
         return FactorizationMachine.flops(self.n_sparse, self.embedding_dim) + self.n_sparse
 
 
-class HetuDCN(DCN):
+class HetuDCN(CrossDeep):
     """Hetu's DCN: ``concat(cross(x), tower(x)) W4`` with ``x = concat(flatten(e), dense)``.
 
     Args:
@@ -144,8 +143,7 @@ class HetuDCN(DCN):
     def forward(self, dense: Tensor | None, emb: Tensor) -> Tensor:
         """Logits ``[B]`` of ``dense`` ``[B, n_dense]`` and ``emb`` ``[B, F, D]``."""
         dense = self._check(dense, emb)
-        x = torch.cat([emb.flatten(1), dense], dim=1)
-        return self.head(torch.cat([self.cross(x), self.deep(x)], dim=1)).squeeze(1)
+        return self._joined(torch.cat([emb.flatten(1), dense], dim=1))
 
 
 HETU_CLASSES: dict[str, type[CTRModel]] = {"wdl": HetuWDL, "deepfm": HetuDeepFM,

@@ -251,3 +251,40 @@ class CTRModel(nn.Module):
     def operator_flops(self) -> int:
         """Forward FLOPs per sample of the model's non-``Linear`` operators (0 by default)."""
         return 0
+
+
+class CrossDeep(CTRModel):
+    """A cross network and a deep tower over the same input, joined by one linear head: what
+    DCN and Hetu's DCN share (they differ in the tower, the head's bias and the input's order).
+
+    Args:
+        n_dense: number of dense features (may be 0).
+        n_sparse: F.
+        embedding_dim: D.
+        deep_mlp: the tower's widths.
+        cross_layers: L, number of cross layers (0: x_L = x).
+    """
+
+    #: Whether the head ``Linear`` has a bias.
+    head_bias = True
+
+    def __init__(self, n_dense: int, n_sparse: int, embedding_dim: int,
+                 deep_mlp: Sequence[int], cross_layers: int) -> None:
+        super().__init__(n_dense, n_sparse, embedding_dim)
+        if cross_layers < 0:
+            raise ValueError(f"cross_layers = {cross_layers}: must be >= 0")
+        self.cross = CrossNet(self.x0_width, cross_layers)
+        self.deep = self._deep(deep_mlp)
+        self.head = nn.Linear(self.x0_width + self.deep.out_features, 1, bias=self.head_bias)
+
+    def _deep(self, widths: Sequence[int]) -> MLP:
+        """The deep tower: ReLU on every layer."""
+        return MLP(self.x0_width, list(widths), last_activation=True)
+
+    def _joined(self, x: Tensor) -> Tensor:
+        """``[B]`` logits ``head(concat(cross(x), deep(x)))``."""
+        return self.head(torch.cat([self.cross(x), self.deep(x)], dim=1)).squeeze(1)
+
+    def operator_flops(self) -> int:
+        """Forward FLOPs per sample of the cross layers."""
+        return self.cross.flops()
