@@ -262,7 +262,7 @@ class DCN(CrossDeep):
         cross_layers: L, number of cross layers (0: x_L = x0).
 
     Attributes:
-        cross: [`CrossNet`][].
+        cross: [`CrossNet`][workbench.models.layers.CrossNet].
         deep: [`MLP`][].
         head: ``Linear(d + deep width, 1)`` over ``concat(x_L, deep(x0))``.
 
